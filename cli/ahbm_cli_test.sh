@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# End-to-end checks of the ahbm binary: exit codes and one-line errors (DESIGN §6).
+set -uo pipefail
+ahbm=cli/ahbm
+tmp=${TEST_TMPDIR:-$(mktemp -d)}
+failures=0
+
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# expect <exit code> <stdout+stderr pattern> <args...>
+expect() {
+  local want_rc=$1 pattern=$2
+  shift 2
+  local out rc
+  out=$("$ahbm" "$@" 2>&1)
+  rc=$?
+  [[ $rc -eq $want_rc ]] || fail "ahbm $* exited $rc, want $want_rc: $out"
+  grep -qE -- "$pattern" <<<"$out" || fail "ahbm $* printed no /$pattern/: $out"
+}
+
+# expect_one_line_error <pattern> <args...>: exit 2, exactly one line on stderr, nothing on stdout
+expect_one_line_error() {
+  local pattern=$1
+  shift
+  local out err rc
+  out=$("$ahbm" "$@" 2>"$tmp/err")
+  rc=$?
+  err=$(cat "$tmp/err")
+  [[ $rc -eq 2 ]] || fail "ahbm $* exited $rc, want 2"
+  [[ -z "$out" ]] || fail "ahbm $* wrote to stdout on error: $out"
+  [[ $(wc -l <"$tmp/err") -eq 1 ]] || fail "ahbm $* error is not one line: $err"
+  grep -qE -- "$pattern" <<<"$err" || fail "ahbm $* error lacks /$pattern/: $err"
+}
+
+for chip in small chip_2sip chip_4sip; do
+  expect 0 "topology/$chip.textproto: valid" validate --topology=topology/$chip.textproto
+done
+expect 0 "GB/s" validate --topology=topology/chip_4sip.textproto
+expect 0 "usage: ahbm" help
+expect 0 "--topology" help validate
+
+sed 's/^sips: 1$/sips: 0/' topology/small.textproto >"$tmp/zero_sips.textproto"
+grep -q '^sips: 0$' "$tmp/zero_sips.textproto" || fail "small.textproto has no top-level 'sips: 1' line"
+expect_one_line_error 'sips must be > 0 \(got 0\)' validate --topology="$tmp/zero_sips.textproto"
+
+{ cat topology/small.textproto; echo 'bogus_field: 1'; } >"$tmp/unknown.textproto"
+expect_one_line_error 'unknown\.textproto:[0-9]+:[0-9]+: .*bogus_field' \
+  validate --topology="$tmp/unknown.textproto"
+
+expect_one_line_error 'no/such/file\.textproto' validate --topology=no/such/file.textproto
+expect_one_line_error 'unknown flag --bogus' validate --bogus=1
+expect_one_line_error "unknown command 'frobnicate'" frobnicate
+
+if [[ $failures -ne 0 ]]; then
+  echo "$failures check(s) failed"
+  exit 1
+fi
+echo "all ahbm CLI checks passed"

@@ -1,0 +1,57 @@
+#include "cli/flags.h"
+
+#include <algorithm>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace ahbm::cli {
+
+std::optional<std::string> ParsedFlags::Get(const std::string& name) const {
+  const auto it = values_.find(name);
+  if (it == values_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::string ParsedFlags::GetOr(const std::string& name, const std::string& fallback) const {
+  return Get(name).value_or(fallback);
+}
+
+absl::StatusOr<ParsedFlags> ParseFlags(const std::string& command,
+                                       const std::vector<FlagSpec>& specs,
+                                       const std::vector<std::string>& args) {
+  ParsedFlags parsed;
+  for (const std::string& arg : args) {
+    if (arg.rfind("--", 0) != 0 || arg.size() == 2) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unexpected argument '", arg, "' for 'ahbm ", command, "' (flags are --name=value)"));
+    }
+    const size_t eq = arg.find('=');
+    const std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+    const std::string value = eq == std::string::npos ? "true" : arg.substr(eq + 1);
+    const bool known = std::any_of(specs.begin(), specs.end(),
+                                   [&](const FlagSpec& spec) { return spec.name == name; });
+    if (!known) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name, " for 'ahbm ",
+                                                     command, "' (see 'ahbm help ", command,
+                                                     "')"));
+    }
+    if (!parsed.values_.emplace(name, value).second) {
+      return absl::InvalidArgumentError(absl::StrCat("flag --", name, " given twice"));
+    }
+  }
+  return parsed;
+}
+
+std::string FlagsHelp(const std::vector<FlagSpec>& specs) {
+  std::string out;
+  for (const FlagSpec& spec : specs) {
+    const std::string left = absl::StrCat(
+        "  --", spec.name, spec.default_value.empty() ? "" : "=" + spec.default_value);
+    absl::StrAppend(&out, left, std::string(left.size() < 40 ? 40 - left.size() : 1, ' '),
+                    spec.help, "\n");
+  }
+  return out;
+}
+
+}  // namespace ahbm::cli

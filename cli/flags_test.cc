@@ -1,0 +1,49 @@
+#include "cli/flags.h"
+
+#include "gtest/gtest.h"
+
+namespace ahbm::cli {
+namespace {
+
+const std::vector<FlagSpec> kSpecs = {{"topology", "chip config", "a.textproto"},
+                                      {"data", "data mode", ""}};
+
+TEST(FlagsTest, ParsesValuesAndBareBooleans) {
+  const absl::StatusOr<ParsedFlags> flags =
+      ParseFlags("run", kSpecs, {"--topology=x/y.textproto", "--data"});
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_EQ(flags->Get("topology"), "x/y.textproto");
+  EXPECT_EQ(flags->Get("data"), "true");
+}
+
+TEST(FlagsTest, MissingFlagFallsBack) {
+  const absl::StatusOr<ParsedFlags> flags = ParseFlags("run", kSpecs, {});
+  ASSERT_TRUE(flags.ok());
+  EXPECT_EQ(flags->Get("topology"), std::nullopt);
+  EXPECT_EQ(flags->GetOr("topology", "d.textproto"), "d.textproto");
+}
+
+TEST(FlagsTest, ValueMayContainEquals) {
+  const absl::StatusOr<ParsedFlags> flags = ParseFlags("run", kSpecs, {"--topology=a=b"});
+  ASSERT_TRUE(flags.ok());
+  EXPECT_EQ(flags->Get("topology"), "a=b");
+}
+
+TEST(FlagsTest, ErrorsNameTheFlag) {
+  EXPECT_EQ(ParseFlags("run", kSpecs, {"--bogus=1"}).status().message(),
+            "unknown flag --bogus for 'ahbm run' (see 'ahbm help run')");
+  EXPECT_EQ(ParseFlags("run", kSpecs, {"--data", "--data=false"}).status().message(),
+            "flag --data given twice");
+  EXPECT_EQ(ParseFlags("run", kSpecs, {"topology"}).status().message(),
+            "unexpected argument 'topology' for 'ahbm run' (flags are --name=value)");
+}
+
+TEST(FlagsTest, HelpListsEveryFlag) {
+  const std::string help = FlagsHelp(kSpecs);
+  EXPECT_NE(help.find("--topology=a.textproto"), std::string::npos);
+  EXPECT_NE(help.find("--data"), std::string::npos);
+  EXPECT_NE(help.find("data mode"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ahbm::cli

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages ahbmsim builds with, when any is missing.
+# Idempotent and silent when everything is there. Nothing is downloaded except through apt.
+set -euo pipefail
+
+packages=(
+  bazel-bootstrap     # Bazel 4.2.3; third_party/ stands in for the rules it would download
+  g++
+  libcaf-dev          # C++ Actor Framework 0.17.6
+  libprotobuf-dev     # protobuf 3.21 runtime
+  protobuf-compiler   # protoc 3.21
+  libabsl-dev         # Abseil 20220623
+  libgtest-dev
+  libgmock-dev
+  libbenchmark-dev    # Google Benchmark 1.7
+)
+
+missing=()
+for pkg in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]] || missing+=("$pkg")
+done
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+
+sudo=()
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null || { echo "setup: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+  sudo=(sudo)
+fi
+echo "setup: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -q >/dev/null
+"${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null

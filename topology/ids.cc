@@ -1,0 +1,159 @@
+#include "topology/ids.h"
+
+#include "absl/strings/str_cat.h"
+#include "topology/check.h"
+
+namespace ahbm::topology {
+
+const char* UnitKindName(UnitKind kind) {
+  switch (kind) {
+    case UnitKind::kPeCpu:
+      return "pe_cpu";
+    case UnitKind::kPeScheduler:
+      return "scheduler";
+    case UnitKind::kDma:
+      return "dma";
+    case UnitKind::kGemm:
+      return "gemm";
+    case UnitKind::kMath:
+      return "math";
+    case UnitKind::kIpcq:
+      return "ipcq";
+    case UnitKind::kHbmChannel:
+      return "hbm_channel";
+    case UnitKind::kNocRouter:
+      return "noc";
+    case UnitKind::kUcie:
+      return "ucie";
+  }
+  return "?";
+}
+
+ChipIndex::ChipIndex(const pb::Chip& chip)
+    : sips_(chip.sips()),
+      cube_mesh_(chip.sip().cube_mesh().rows(), chip.sip().cube_mesh().cols()),
+      pe_mesh_(chip.sip().cube().pe_mesh().rows(), chip.sip().cube().pe_mesh().cols()),
+      channels_per_pe_(chip.sip().cube().pe().hbm_channels()) {
+  AHBM_CHECK(sips_ > 0 && channels_per_pe_ > 0) << "ChipIndex needs a validated chip";
+}
+
+uint32_t ChipIndex::GlobalCube(CubeId id) const {
+  AHBM_CHECK(id.sip < sips_ && id.cube < cubes_per_sip())
+      << "cube (" << id.sip << "," << id.cube << ") outside the chip";
+  return id.sip * cubes_per_sip() + id.cube;
+}
+
+CubeId ChipIndex::CubeOf(uint32_t global_cube) const {
+  AHBM_CHECK(global_cube < num_cubes()) << "cube " << global_cube;
+  return CubeId{global_cube / cubes_per_sip(), global_cube % cubes_per_sip()};
+}
+
+uint32_t ChipIndex::GlobalPe(PeId id) const {
+  AHBM_CHECK(id.pe < pes_per_cube()) << "pe " << id.pe;
+  return GlobalCube(id.cube_id()) * pes_per_cube() + id.pe;
+}
+
+PeId ChipIndex::PeOf(uint32_t global_pe) const {
+  AHBM_CHECK(global_pe < num_pes()) << "pe " << global_pe;
+  const CubeId cube = CubeOf(global_pe / pes_per_cube());
+  return PeId{cube.sip, cube.cube, global_pe % pes_per_cube()};
+}
+
+uint32_t ChipIndex::KindCount(UnitKind kind) const {
+  switch (kind) {
+    case UnitKind::kPeCpu:
+    case UnitKind::kPeScheduler:
+    case UnitKind::kDma:
+    case UnitKind::kGemm:
+    case UnitKind::kMath:
+      return num_pes();
+    case UnitKind::kIpcq:
+      return num_pes() * static_cast<uint32_t>(kAllDirs.size());
+    case UnitKind::kHbmChannel:
+      return num_cubes() * channels_per_cube();
+    case UnitKind::kNocRouter:
+      return num_cubes();
+    case UnitKind::kUcie:
+      return sips_;
+  }
+  return 0;
+}
+
+uint32_t ChipIndex::KindBase(UnitKind kind) const {
+  uint32_t base = 0;
+  for (int k = 0; k < static_cast<int>(kind); ++k) base += KindCount(static_cast<UnitKind>(k));
+  return base;
+}
+
+uint32_t ChipIndex::num_units() const {
+  return KindBase(UnitKind::kUcie) + KindCount(UnitKind::kUcie);
+}
+
+UnitId ChipIndex::PeUnit(UnitKind kind, PeId pe) const {
+  AHBM_CHECK(kind <= UnitKind::kMath) << "not a per-PE engine: " << UnitKindName(kind);
+  return UnitId(KindBase(kind) + GlobalPe(pe));
+}
+
+UnitId ChipIndex::IpcqUnit(PeId pe, Dir dir) const {
+  return UnitId(KindBase(UnitKind::kIpcq) + GlobalPe(pe) * kAllDirs.size() +
+                static_cast<uint32_t>(dir));
+}
+
+UnitId ChipIndex::HbmChannelUnit(CubeId cube, uint32_t channel) const {
+  AHBM_CHECK(channel < channels_per_cube()) << "channel " << channel;
+  return UnitId(KindBase(UnitKind::kHbmChannel) + GlobalCube(cube) * channels_per_cube() +
+                channel);
+}
+
+UnitId ChipIndex::NocRouterUnit(CubeId cube) const {
+  return UnitId(KindBase(UnitKind::kNocRouter) + GlobalCube(cube));
+}
+
+UnitId ChipIndex::UcieUnit(uint32_t sip) const {
+  AHBM_CHECK(sip < sips_) << "sip " << sip;
+  return UnitId(KindBase(UnitKind::kUcie) + sip);
+}
+
+UnitKind ChipIndex::KindOf(UnitId id) const {
+  AHBM_CHECK(id.value() < num_units()) << "unit " << id.value();
+  for (int k = kNumUnitKinds - 1; k >= 0; --k) {
+    const auto kind = static_cast<UnitKind>(k);
+    if (id.value() >= KindBase(kind)) return kind;
+  }
+  return UnitKind::kPeCpu;
+}
+
+std::string ChipIndex::Name(UnitId id) const {
+  const UnitKind kind = KindOf(id);
+  const uint32_t offset = id.value() - KindBase(kind);
+  const auto pe_name = [this](uint32_t global_pe) {
+    const PeId pe = PeOf(global_pe);
+    return absl::StrCat("sip", pe.sip, ".cube", pe.cube, ".pe", pe.pe);
+  };
+  const auto cube_name = [this](uint32_t global_cube) {
+    const CubeId cube = CubeOf(global_cube);
+    return absl::StrCat("sip", cube.sip, ".cube", cube.cube);
+  };
+  switch (kind) {
+    case UnitKind::kPeCpu:
+      return absl::StrCat(pe_name(offset), ".cpu");
+    case UnitKind::kPeScheduler:
+    case UnitKind::kDma:
+    case UnitKind::kGemm:
+    case UnitKind::kMath:
+      return absl::StrCat(pe_name(offset), ".", UnitKindName(kind));
+    case UnitKind::kIpcq:
+      return absl::StrCat(pe_name(offset / kAllDirs.size()), ".ipcq.",
+                          DirName(kAllDirs[offset % kAllDirs.size()]));
+    case UnitKind::kHbmChannel:
+      return absl::StrCat(cube_name(offset / channels_per_cube()), ".hbm",
+                          offset % channels_per_cube());
+    case UnitKind::kNocRouter:
+      return absl::StrCat(cube_name(offset), ".noc");
+    case UnitKind::kUcie:
+      return absl::StrCat("sip", offset, ".ucie");
+  }
+  return "?";
+}
+
+}  // namespace ahbm::topology

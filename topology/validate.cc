@@ -1,0 +1,288 @@
+#include "topology/validate.h"
+
+#include <cstdint>
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+
+// Evaluates a Status expression and returns it from the enclosing function unless it is ok.
+#define AHBM_RETURN_IF_ERROR(expr)                      \
+  do {                                                  \
+    if (absl::Status status_ = (expr); !status_.ok()) { \
+      return status_;                                   \
+    }                                                   \
+  } while (false)
+
+namespace ahbm::topology {
+namespace {
+
+constexpr uint64_t kPicosecondsPerMicrosecond = 1'000'000;
+
+// "sip.cube" + "pes" -> "sip.cube.pes".
+std::string Field(absl::string_view path, absl::string_view field) {
+  return absl::StrCat(path, ".", field);
+}
+
+template <typename... Args>
+absl::Status Invalid(const Args&... args) {
+  return absl::InvalidArgumentError(absl::StrCat(args...));
+}
+
+absl::Status Present(bool present, absl::string_view path) {
+  if (present) return absl::OkStatus();
+  return Invalid(path, " is missing");
+}
+
+// For `optional` fields where 0 is legal: they must still be written down.
+absl::Status Set(bool has, absl::string_view path) {
+  if (has) return absl::OkStatus();
+  return Invalid(path, " is missing (0 is allowed, but it must be set)");
+}
+
+absl::Status Positive(absl::string_view path, uint64_t value) {
+  if (value > 0) return absl::OkStatus();
+  return Invalid(path, " must be > 0 (got ", value, ")");
+}
+
+absl::Status Clock(absl::string_view path, uint32_t clock_mhz) {
+  AHBM_RETURN_IF_ERROR(Positive(path, clock_mhz));
+  if (kPicosecondsPerMicrosecond % clock_mhz == 0) return absl::OkStatus();
+  return Invalid(path, " must divide ", kPicosecondsPerMicrosecond,
+                 " so that one cycle is a whole number of picoseconds, the simulator's ",
+                 "time base (got ", clock_mhz, ")");
+}
+
+bool IsPowerOfTwo(uint64_t value) { return value != 0 && (value & (value - 1)) == 0; }
+
+// `count` must equal `mesh.rows * mesh.cols`; the mesh itself is checked first.
+absl::Status MeshHolds(const pb::MeshShape& mesh, absl::string_view mesh_path, uint64_t count,
+                       absl::string_view count_path) {
+  const std::string rows = Field(mesh_path, "rows");
+  const std::string cols = Field(mesh_path, "cols");
+  AHBM_RETURN_IF_ERROR(Positive(rows, mesh.rows()));
+  AHBM_RETURN_IF_ERROR(Positive(cols, mesh.cols()));
+  const uint64_t slots = uint64_t{mesh.rows()} * mesh.cols();
+  if (count == slots) return absl::OkStatus();
+  return Invalid(count_path, " (", count, ") must equal ", rows, " * ", cols, " (", mesh.rows(),
+                 " * ", mesh.cols(), " = ", slots,
+                 "): ", count > slots ? "the mesh cannot hold them" : "the mesh would have holes");
+}
+
+absl::Status ValidateLink(const pb::Link& link, absl::string_view path) {
+  AHBM_RETURN_IF_ERROR(Clock(Field(path, "clock_mhz"), link.clock_mhz()));
+  AHBM_RETURN_IF_ERROR(Positive(Field(path, "bytes_per_cycle"), link.bytes_per_cycle()));
+  return Positive(Field(path, "latency_cycles"), link.latency_cycles());
+}
+
+absl::Status ValidateHbmChannel(const pb::HbmChannel& hbm, absl::string_view path) {
+  AHBM_RETURN_IF_ERROR(Clock(Field(path, "clock_mhz"), hbm.clock_mhz()));
+  AHBM_RETURN_IF_ERROR(Positive(Field(path, "bytes_per_cycle"), hbm.bytes_per_cycle()));
+  AHBM_RETURN_IF_ERROR(
+      Positive(Field(path, "first_byte_latency_cycles"), hbm.first_byte_latency_cycles()));
+  return Positive(Field(path, "interleave_bytes"), hbm.interleave_bytes());
+}
+
+absl::Status ValidateGemm(const pb::GemmEngine& gemm, absl::string_view path) {
+  AHBM_RETURN_IF_ERROR(Positive(Field(path, "array_rows"), gemm.array_rows()));
+  AHBM_RETURN_IF_ERROR(Positive(Field(path, "array_cols"), gemm.array_cols()));
+  return Set(gemm.has_fill_drain_cycles(), Field(path, "fill_drain_cycles"));
+}
+
+absl::Status ValidateMath(const pb::MathEngine& math, absl::string_view path) {
+  AHBM_RETURN_IF_ERROR(Positive(Field(path, "lanes_per_cycle"), math.lanes_per_cycle()));
+  AHBM_RETURN_IF_ERROR(
+      Positive(Field(path, "transcendental_per_cycle"), math.transcendental_per_cycle()));
+  AHBM_RETURN_IF_ERROR(
+      Set(math.has_reduction_extra_cycles(), Field(path, "reduction_extra_cycles")));
+  return Set(math.has_startup_cycles(), Field(path, "startup_cycles"));
+}
+
+absl::Status ValidateDma(const pb::DmaEngine& dma, absl::string_view path) {
+  const std::string chunk = Field(path, "chunk_bytes");
+  AHBM_RETURN_IF_ERROR(Positive(chunk, dma.chunk_bytes()));
+  AHBM_RETURN_IF_ERROR(
+      Set(dma.has_remote_channel_extra_cycles(), Field(path, "remote_channel_extra_cycles")));
+  if (IsPowerOfTwo(dma.chunk_bytes())) return absl::OkStatus();
+  return Invalid(chunk, " must be a power of two (got ", dma.chunk_bytes(), ")");
+}
+
+absl::Status ValidateTcm(const pb::Tcm& tcm, absl::string_view path) {
+  const std::string total = Field(path, "total_bytes");
+  const std::string scratch = Field(path, "scratch_bytes");
+  AHBM_RETURN_IF_ERROR(Positive(total, tcm.total_bytes()));
+  AHBM_RETURN_IF_ERROR(Positive(scratch, tcm.scratch_bytes()));
+  if (tcm.scratch_bytes() <= tcm.total_bytes()) return absl::OkStatus();
+  return Invalid(scratch, " (", tcm.scratch_bytes(), ") must be <= ", total, " (",
+                 tcm.total_bytes(), "): the scratch arena is part of the TCM");
+}
+
+absl::Status ValidateScheduler(const pb::Scheduler& scheduler, absl::string_view path) {
+  AHBM_RETURN_IF_ERROR(Positive(Field(path, "tile_m"), scheduler.tile_m()));
+  AHBM_RETURN_IF_ERROR(Positive(Field(path, "tile_k"), scheduler.tile_k()));
+  AHBM_RETURN_IF_ERROR(Positive(Field(path, "tile_n"), scheduler.tile_n()));
+  return Positive(Field(path, "max_inflight_composites"), scheduler.max_inflight_composites());
+}
+
+absl::Status ValidateIssueCosts(const pb::IssueCostProfile& p, absl::string_view path) {
+  const std::pair<bool, const char*> costs[] = {
+      {p.has_primitive_cycles(), "primitive_cycles"},
+      {p.has_dot_cycles(), "dot_cycles"},
+      {p.has_load_cycles(), "load_cycles"},
+      {p.has_store_cycles(), "store_cycles"},
+      {p.has_send_cycles(), "send_cycles"},
+      {p.has_recv_cycles(), "recv_cycles"},
+      {p.has_composite_cycles(), "composite_cycles"},
+      {p.has_ex_composite_cycles(), "ex_composite_cycles"},
+      {p.has_resume_after_wait_cycles(), "resume_after_wait_cycles"},
+  };
+  for (const auto& [has, name] : costs) AHBM_RETURN_IF_ERROR(Set(has, Field(path, name)));
+  return absl::OkStatus();
+}
+
+absl::Status ValidateIssueCostProfiles(const pb::Pe& pe, absl::string_view path) {
+  const std::string profiles = Field(path, "issue_cost_profiles");
+  if (pe.issue_cost_profiles().empty()) {
+    return Invalid(profiles, " must not be empty: at least one profile is required");
+  }
+  std::set<std::string, std::less<>> names;
+  for (int i = 0; i < pe.issue_cost_profiles_size(); ++i) {
+    const std::string& name = pe.issue_cost_profiles(i).name();
+    const std::string name_path = absl::StrCat(profiles, "[", i, "].name");
+    if (name.empty()) return Invalid(name_path, " must not be empty");
+    AHBM_RETURN_IF_ERROR(ValidateIssueCosts(pe.issue_cost_profiles(i),
+                                            absl::StrCat(profiles, "[", i, "]")));
+    if (!names.insert(name).second) {
+      return Invalid(name_path, " \"", name, "\" is not unique");
+    }
+  }
+  if (names.contains(pe.default_issue_cost_profile())) return absl::OkStatus();
+  std::vector<std::string> listed;
+  for (const pb::IssueCostProfile& profile : pe.issue_cost_profiles()) {
+    listed.push_back(profile.name());
+  }
+  return Invalid(Field(path, "default_issue_cost_profile"), " \"", pe.default_issue_cost_profile(),
+                 "\" must name one of ", profiles, " (", absl::StrJoin(listed, ", "), ")");
+}
+
+absl::Status ValidatePe(const pb::Pe& pe, absl::string_view path) {
+  AHBM_RETURN_IF_ERROR(Clock(Field(path, "clock_mhz"), pe.clock_mhz()));
+  AHBM_RETURN_IF_ERROR(Positive(Field(path, "hbm_channels"), pe.hbm_channels()));
+  AHBM_RETURN_IF_ERROR(Present(pe.has_gemm(), Field(path, "gemm")));
+  AHBM_RETURN_IF_ERROR(ValidateGemm(pe.gemm(), Field(path, "gemm")));
+  AHBM_RETURN_IF_ERROR(Present(pe.has_math(), Field(path, "math")));
+  AHBM_RETURN_IF_ERROR(ValidateMath(pe.math(), Field(path, "math")));
+  AHBM_RETURN_IF_ERROR(Present(pe.has_dma(), Field(path, "dma")));
+  AHBM_RETURN_IF_ERROR(ValidateDma(pe.dma(), Field(path, "dma")));
+  AHBM_RETURN_IF_ERROR(Present(pe.has_tcm(), Field(path, "tcm")));
+  AHBM_RETURN_IF_ERROR(ValidateTcm(pe.tcm(), Field(path, "tcm")));
+  AHBM_RETURN_IF_ERROR(Present(pe.has_scheduler(), Field(path, "scheduler")));
+  AHBM_RETURN_IF_ERROR(ValidateScheduler(pe.scheduler(), Field(path, "scheduler")));
+  return ValidateIssueCostProfiles(pe, path);
+}
+
+absl::Status ValidateIpcq(const pb::Ipcq& ipcq, absl::string_view path) {
+  AHBM_RETURN_IF_ERROR(Present(ipcq.has_link(), Field(path, "link")));
+  AHBM_RETURN_IF_ERROR(ValidateLink(ipcq.link(), Field(path, "link")));
+  const std::string queue = Field(path, "queue_bytes");
+  const std::string chunk = Field(path, "chunk_bytes");
+  AHBM_RETURN_IF_ERROR(Positive(queue, ipcq.queue_bytes()));
+  AHBM_RETURN_IF_ERROR(Positive(chunk, ipcq.chunk_bytes()));
+  if (ipcq.chunk_bytes() <= ipcq.queue_bytes()) return absl::OkStatus();
+  return Invalid(chunk, " (", ipcq.chunk_bytes(), ") must be <= ", queue, " (", ipcq.queue_bytes(),
+                 "): a larger chunk could never be sent");
+}
+
+absl::Status ValidateCube(const pb::Cube& cube, absl::string_view path) {
+  const std::string pes = Field(path, "pes");
+  const std::string channels = Field(path, "hbm_pseudo_channels");
+  const std::string hbm_bytes = Field(path, "hbm_bytes");
+  const std::string hbm_channel = Field(path, "hbm_channel");
+  const std::string pe = Field(path, "pe");
+  AHBM_RETURN_IF_ERROR(Positive(pes, cube.pes()));
+  AHBM_RETURN_IF_ERROR(Present(cube.has_pe_mesh(), Field(path, "pe_mesh")));
+  AHBM_RETURN_IF_ERROR(MeshHolds(cube.pe_mesh(), Field(path, "pe_mesh"), cube.pes(), pes));
+  AHBM_RETURN_IF_ERROR(Positive(channels, cube.hbm_pseudo_channels()));
+  AHBM_RETURN_IF_ERROR(Positive(hbm_bytes, cube.hbm_bytes()));
+  AHBM_RETURN_IF_ERROR(Present(cube.has_hbm_channel(), hbm_channel));
+  AHBM_RETURN_IF_ERROR(ValidateHbmChannel(cube.hbm_channel(), hbm_channel));
+  AHBM_RETURN_IF_ERROR(Present(cube.has_pe(), pe));
+  AHBM_RETURN_IF_ERROR(ValidatePe(cube.pe(), pe));
+  AHBM_RETURN_IF_ERROR(Present(cube.has_ipcq(), Field(path, "ipcq")));
+  AHBM_RETURN_IF_ERROR(ValidateIpcq(cube.ipcq(), Field(path, "ipcq")));
+
+  const uint64_t split = uint64_t{cube.pes()} * cube.pe().hbm_channels();
+  if (cube.hbm_pseudo_channels() != split) {
+    return Invalid(channels, " (", cube.hbm_pseudo_channels(), ") must equal ", pes, " * ",
+                   Field(pe, "hbm_channels"), " (", cube.pes(), " * ", cube.pe().hbm_channels(),
+                   " = ", split, "): every PE owns the same number of channels");
+  }
+  const uint64_t interleave = cube.hbm_channel().interleave_bytes();
+  const uint64_t stripe = uint64_t{cube.hbm_pseudo_channels()} * interleave;
+  if (cube.hbm_bytes() % stripe != 0) {
+    return Invalid(hbm_bytes, " (", cube.hbm_bytes(), ") must be a multiple of ", channels, " * ",
+                   Field(hbm_channel, "interleave_bytes"), " (", cube.hbm_pseudo_channels(), " * ",
+                   interleave, " = ", stripe,
+                   "): every channel holds the same whole number of interleave blocks");
+  }
+  const uint64_t dma_chunk = cube.pe().dma().chunk_bytes();
+  if (interleave % dma_chunk != 0) {
+    return Invalid(Field(pe, "dma.chunk_bytes"), " (", dma_chunk, ") must divide ",
+                   Field(hbm_channel, "interleave_bytes"), " (", interleave,
+                   "): a DMA chunk must not straddle two channels");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateNoc(const pb::Noc& noc, absl::string_view path) {
+  AHBM_RETURN_IF_ERROR(Present(noc.has_link(), Field(path, "link")));
+  AHBM_RETURN_IF_ERROR(ValidateLink(noc.link(), Field(path, "link")));
+  AHBM_RETURN_IF_ERROR(Positive(Field(path, "packet_bytes"), noc.packet_bytes()));
+  return Positive(Field(path, "credits_per_link"), noc.credits_per_link());
+}
+
+absl::Status ValidateSip(const pb::Sip& sip, absl::string_view path) {
+  const std::string cubes = Field(path, "cubes");
+  AHBM_RETURN_IF_ERROR(Positive(cubes, sip.cubes()));
+  AHBM_RETURN_IF_ERROR(Present(sip.has_cube_mesh(), Field(path, "cube_mesh")));
+  AHBM_RETURN_IF_ERROR(MeshHolds(sip.cube_mesh(), Field(path, "cube_mesh"), sip.cubes(), cubes));
+  AHBM_RETURN_IF_ERROR(Present(sip.has_cube(), Field(path, "cube")));
+  AHBM_RETURN_IF_ERROR(ValidateCube(sip.cube(), Field(path, "cube")));
+  AHBM_RETURN_IF_ERROR(Present(sip.has_noc(), Field(path, "noc")));
+  return ValidateNoc(sip.noc(), Field(path, "noc"));
+}
+
+// Runs after the SIP passed, so sip.cube_mesh is known to be valid.
+absl::Status ValidateUcie(const pb::Ucie& ucie, const pb::MeshShape& cube_mesh,
+                          absl::string_view path) {
+  AHBM_RETURN_IF_ERROR(Present(ucie.has_link(), Field(path, "link")));
+  AHBM_RETURN_IF_ERROR(ValidateLink(ucie.link(), Field(path, "link")));
+  const std::string port = Field(path, "port_cube");
+  AHBM_RETURN_IF_ERROR(Present(ucie.has_port_cube(), port));
+  const pb::MeshCoord& coord = ucie.port_cube();
+  if (coord.row() < cube_mesh.rows() && coord.col() < cube_mesh.cols()) {
+    return absl::OkStatus();
+  }
+  return Invalid(port, " (row ", coord.row(), ", col ", coord.col(),
+                 ") must lie inside sip.cube_mesh (", cube_mesh.rows(), " x ", cube_mesh.cols(),
+                 ")");
+}
+
+}  // namespace
+
+absl::Status Validate(const pb::Chip& chip) {
+  if (chip.name().empty()) return Invalid("name must not be empty");
+  AHBM_RETURN_IF_ERROR(Positive("sips", chip.sips()));
+  AHBM_RETURN_IF_ERROR(Present(chip.has_sip(), "sip"));
+  AHBM_RETURN_IF_ERROR(ValidateSip(chip.sip(), "sip"));
+  AHBM_RETURN_IF_ERROR(Present(chip.has_ucie(), "ucie"));
+  return ValidateUcie(chip.ucie(), chip.sip().cube_mesh(), "ucie");
+}
+
+#undef AHBM_RETURN_IF_ERROR
+
+}  // namespace ahbm::topology
