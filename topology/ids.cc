@@ -1,7 +1,7 @@
 #include "topology/ids.h"
 
 #include "absl/strings/str_cat.h"
-#include "topology/check.h"
+#include "base/check.h"
 
 namespace ahbm::topology {
 

@@ -4,7 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "topology/check.h"
+#include "base/check.h"
 
 namespace ahbm::topology {
 

@@ -2,7 +2,7 @@
 
 #include <cstdlib>
 
-#include "topology/check.h"
+#include "base/check.h"
 
 namespace ahbm::topology {
 

@@ -1,6 +1,6 @@
 #include "topology/routing.h"
 
-#include "topology/check.h"
+#include "base/check.h"
 
 namespace ahbm::topology {
 

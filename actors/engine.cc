@@ -1,0 +1,137 @@
+#include "actors/engine.h"
+
+#include <algorithm>
+
+#include "base/check.h"
+#include "caf/atom.hpp"
+#include "caf/exit_reason.hpp"
+#include "caf/scheduled_actor.hpp"
+#include "caf/scheduler/test_coordinator.hpp"
+#include "caf/send.hpp"
+
+namespace ahbm::sim {
+
+Engine::Engine() {
+  // CAF 0.17 keys carry no "caf." prefix; the policy value is an atom.
+  config_.set("scheduler.policy", caf::atom("testing"));
+  system_ = std::make_unique<caf::actor_system>(config_);
+  coordinator_ = dynamic_cast<caf::scheduler::test_coordinator*>(&system_->scheduler());
+  AHBM_CHECK(coordinator_ != nullptr) << "scheduler.policy=testing did not give a test_coordinator";
+  RunCoordinator();
+}
+
+Engine::~Engine() { Shutdown(); }
+
+void Engine::Register(UnitId id, std::string name, caf::actor actor) {
+  AHBM_CHECK(!shutting_down_) << "Register after Shutdown";
+  AHBM_CHECK(actor) << "unit " << id << " (" << name << "): invalid actor handle";
+  AHBM_CHECK(&actor->home_system() == system_.get())
+      << "unit " << id << " (" << name << ") was spawned in another actor system";
+  auto* raw = caf::actor_cast<caf::abstract_actor*>(actor);
+  auto* scheduled = dynamic_cast<caf::scheduled_actor*>(raw);
+  AHBM_CHECK(scheduled != nullptr) << "unit " << id << " (" << name << ") is not event-based";
+  auto [it, inserted] = units_.try_emplace(id);
+  AHBM_CHECK(inserted) << "unit id " << id << " registered twice (" << it->second.name << ", "
+                       << name << ")";
+  // Runs before the actor's own initialization, which may install a handler of its own.
+  scheduled->set_default_handler(
+      [id, name](caf::scheduled_actor*, caf::message_view& msg) -> caf::result<caf::message> {
+        AHBM_CHECK(false) << "unit " << id << " (" << name << ") has no handler for message "
+                          << msg.content().stringify();
+        return caf::message{};
+      });
+  it->second.name = std::move(name);
+  it->second.handle = std::move(actor);
+  it->second.actor = raw;
+  // Attached last: CAF calls the functor at once if the actor is already gone.
+  raw->attach_functor([this, id](const caf::error& reason) {
+    Unit& unit = units_.at(id);
+    unit.terminated = true;
+    AHBM_CHECK(shutting_down_) << "unit " << id << " (" << unit.name
+                               << ") terminated during simulation: " << to_string(reason);
+  });
+}
+
+const std::string& Engine::name(UnitId id) const {
+  auto it = units_.find(id);
+  AHBM_CHECK(it != units_.end()) << "unknown unit " << id;
+  return it->second.name;
+}
+
+void Engine::Push(UnitId src, SimTime delay, UnitId dst, caf::mailbox_element_ptr element) {
+  AHBM_CHECK(!shutting_down_) << "Send after Shutdown (unit " << src << " -> " << dst << ")";
+  uint64_t& seq = next_seq_[src];
+  AHBM_CHECK(seq <= UINT32_MAX) << "unit " << src << " sent 2^32 events";
+  const Key key = (Key{(now_ + delay).value()} << 64) | (Key{src} << 32) | seq++;
+  heap_.push_back(Event{key, dst, std::move(element)});
+  std::push_heap(heap_.begin(), heap_.end(), Later{});
+}
+
+void Engine::RunCoordinator() { coordinator_->run(); }
+
+void Engine::DeliverNext() {
+  std::pop_heap(heap_.begin(), heap_.end(), Later{});
+  Event event = std::move(heap_.back());
+  heap_.pop_back();
+  auto it = units_.find(event.dst);
+  AHBM_CHECK(it != units_.end()) << "event from unit " << event.src() << " to unknown unit "
+                                 << event.dst << " at " << event.time_ps() << "ps";
+  Unit& unit = it->second;
+  AHBM_CHECK(!unit.terminated) << "event to terminated unit " << event.dst << " (" << unit.name
+                               << ")";
+  now_ = SimTime(event.time_ps());
+  current_src_ = event.src();
+  unit.actor->enqueue(std::move(event.element), nullptr);
+  RunCoordinator();
+  AHBM_CHECK(!coordinator_->has_pending_timeout())
+      << "unit " << event.dst << " (" << unit.name
+      << ") started a CAF timer (delayed_send, after(), request timeout); simulated delays go "
+         "through Engine::Send";
+  ++events_processed_;
+}
+
+void Engine::Run() {
+  AHBM_CHECK(!running_) << "Run is not reentrant";
+  AHBM_CHECK(!shutting_down_) << "Run after Shutdown";
+  running_ = true;
+  RunCoordinator();  // lets freshly spawned actors initialize
+  while (!heap_.empty()) DeliverNext();
+  running_ = false;
+}
+
+void Engine::RunUntil(SimTime limit) {
+  AHBM_CHECK(!running_) << "RunUntil is not reentrant";
+  AHBM_CHECK(!shutting_down_) << "RunUntil after Shutdown";
+  AHBM_CHECK(limit >= now_) << "RunUntil(" << limit << ") is before now() = " << now_;
+  running_ = true;
+  RunCoordinator();
+  while (!heap_.empty() && heap_.front().time_ps() <= limit.value()) DeliverNext();
+  now_ = limit;
+  running_ = false;
+}
+
+void Engine::Shutdown() {
+  if (shut_down_) return;
+  AHBM_CHECK(!running_) << "Shutdown from inside a handler";
+  shutting_down_ = true;
+  heap_.clear();
+  std::vector<UnitId> ids;
+  ids.reserve(units_.size());
+  for (const auto& [id, unit] : units_) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  for (UnitId id : ids) {
+    caf::anon_send_exit(units_.at(id).handle, caf::exit_reason::user_shutdown);
+  }
+  RunCoordinator();
+  AHBM_CHECK(system_->registry().running() == 0)
+      << system_->registry().running()
+      << " actor(s) still running at shutdown: spawned in Engine::system() but never registered?";
+  for (UnitId id : ids) {
+    Unit& unit = units_.at(id);
+    unit.handle = nullptr;
+    unit.actor = nullptr;
+  }
+  shut_down_ = true;
+}
+
+}  // namespace ahbm::sim

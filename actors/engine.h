@@ -1,0 +1,148 @@
+// The deterministic simulation engine: one ordered event heap in front of CAF actors
+// (DESIGN §3, STYLE 2-3, 12).
+//
+// Contract:
+// - Event order is total and written down: the heap always delivers the event with the
+//   smallest key (time_ps, src_id, src_seq). src_seq is the sender's own send counter (one
+//   counter per src_id, from 0, at most 2^32 sends per sender), so events of one sender with
+//   equal time arrive in the order they were sent (FIFO), and events of different senders at
+//   equal time arrive in ascending src_id order. An event created while time t is being
+//   delivered (zero delay) joins the heap then, so it can follow equal-time events with larger
+//   src_id that were delivered before it existed. Nothing else - registration or spawn order,
+//   CAF scheduling, memory addresses, hash order - affects the order.
+// - Send() is the only way simulated units talk; zero-delay sends go through the heap too.
+// - Delivering an event sets now() to its time, enqueues its pre-built CAF mailbox element into
+//   the destination actor and runs CAF's single-threaded test_coordinator until no actor has
+//   work left; only then is the next event popped. One event = one handler invocation.
+// - Actors run on the engine's own caf::actor_system (scheduler.policy = testing). They must be
+//   event-based, must not `send` to each other, must not use CAF timers or the wall clock.
+// - Fail loudly (AHBM_CHECK): an event to an unknown or terminated unit, a unit terminating
+//   before Shutdown() (e.g. its handler threw or quit), a message no handler of the unit
+//   matches, a CAF timer started by a handler, an actor spawned in system() and still alive
+//   but not registered at Shutdown().
+// - Shutdown() (also run by the destructor) discards pending events, sends every registered
+//   unit an exit message in ascending unit-id order and runs the coordinator until they are
+//   gone, so ~actor_system (which waits for every actor) returns.
+//
+// Messages: any copyable C++ type CAF 0.17 accepts in a message, i.e. one with an `inspect`
+// overload found by ADL or whitelisted by CAF_ALLOW_UNSAFE_MESSAGE_TYPE. Protobuf commands
+// travel as std::shared_ptr<const T>; include "actors/pb_message.h" for that.
+//
+// Actors reach the engine explicitly: the spawning code passes `Engine*` and the unit's id as
+// spawn arguments and the behavior captures them (or keeps them in a stateful_actor's state);
+// there is no global "current engine". Handlers read now() and current_src() from it.
+#ifndef AHBMSIM_ACTORS_ENGINE_H_
+#define AHBMSIM_ACTORS_ENGINE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "actors/time.h"
+#include "caf/actor.hpp"
+#include "caf/actor_system.hpp"
+#include "caf/actor_system_config.hpp"
+#include "caf/mailbox_element.hpp"
+#include "caf/message_id.hpp"
+
+namespace caf::scheduler {
+class test_coordinator;
+}  // namespace caf::scheduler
+
+namespace ahbm::sim {
+
+// Stable id of a simulated unit (the ids of topology/ids.h).
+using UnitId = uint32_t;
+
+class Engine {
+ public:
+  Engine();
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // The actor system units must be spawned in.
+  caf::actor_system& system() { return *system_; }
+
+  // Makes `actor` reachable as unit `id`; `name` is for diagnostics. Each id once. Installs a
+  // default handler that fails on unmatched messages (an actor may install its own during its
+  // initialization, which runs later, at the next Run/RunUntil).
+  void Register(UnitId id, std::string name, caf::actor actor);
+
+  // Delivers the message made of `xs` to unit `dst` at now() + delay, keyed (time, src, next
+  // sequence number of src). `src` is the sending unit's id (a driver outside any actor may use
+  // an id of its own). `dst` is resolved at delivery time.
+  template <class... Ts>
+  void Send(UnitId src, SimTime delay, UnitId dst, Ts&&... xs) {
+    static_assert(sizeof...(Ts) > 0, "Send needs a message");
+    Push(src, delay, dst,
+         caf::make_mailbox_element(nullptr, caf::make_message_id(), {}, std::forward<Ts>(xs)...));
+  }
+
+  // Delivers events until the heap is empty. now() stays at the last event's time.
+  void Run();
+  // Delivers every event with time <= limit, then sets now() to limit (limit >= now()).
+  void RunUntil(SimTime limit);
+
+  // Simulated time: the time of the event being (or last) delivered.
+  SimTime now() const { return now_; }
+  // Events delivered since construction.
+  uint64_t events_processed() const { return events_processed_; }
+  // While a handler runs: the src_id of the event it is handling.
+  UnitId current_src() const { return current_src_; }
+  // Events waiting in the heap.
+  size_t pending_events() const { return heap_.size(); }
+  // The name `id` was registered with.
+  const std::string& name(UnitId id) const;
+
+  // See the contract. Idempotent; Send/Run after Shutdown() are errors.
+  void Shutdown();
+
+ private:
+  // The key (time_ps, src_id, src_seq) packed into one integer that compares the same way:
+  // time_ps in the high 64 bits, src_id in the next 32, src_seq in the low 32 (a sender's
+  // 2^32-nd send fails a CHECK).
+  using Key = unsigned __int128;
+  struct Event {
+    Key key;
+    UnitId dst;
+    caf::mailbox_element_ptr element;
+    uint64_t time_ps() const { return static_cast<uint64_t>(key >> 64); }
+    UnitId src() const { return static_cast<UnitId>(key >> 32); }
+  };
+  // Heap comparator: true if `a` is delivered after `b`.
+  struct Later {
+    bool operator()(const Event& a, const Event& b) const { return a.key > b.key; }
+  };
+  struct Unit {
+    std::string name;
+    caf::actor handle;
+    caf::abstract_actor* actor = nullptr;
+    bool terminated = false;
+  };
+
+  void Push(UnitId src, SimTime delay, UnitId dst, caf::mailbox_element_ptr element);
+  void DeliverNext();
+  void RunCoordinator();
+
+  caf::actor_system_config config_;
+  std::unique_ptr<caf::actor_system> system_;
+  caf::scheduler::test_coordinator* coordinator_ = nullptr;
+
+  std::vector<Event> heap_;                         // binary heap under Later
+  absl::flat_hash_map<UnitId, Unit> units_;         // iterated only by Shutdown, ids sorted
+  absl::flat_hash_map<UnitId, uint64_t> next_seq_;  // per-sender src_seq counters
+  SimTime now_;
+  UnitId current_src_ = 0;
+  uint64_t events_processed_ = 0;
+  bool running_ = false;
+  bool shutting_down_ = false;
+  bool shut_down_ = false;
+};
+
+}  // namespace ahbm::sim
+
+#endif  // AHBMSIM_ACTORS_ENGINE_H_

@@ -1,0 +1,375 @@
+#include "actors/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <ostream>
+#include <queue>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "actors/time.h"
+#include "caf/event_based_actor.hpp"
+#include "caf/meta/type_name.hpp"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ahbm::sim {
+namespace {
+
+// Test message; CAF 0.17 finds `inspect` by ADL.
+struct Token {
+  uint64_t value;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, Token& x) {
+  return f(caf::meta::type_name("Token"), x.value);
+}
+
+// What a unit saw: when, who it is, who sent it, what.
+struct Delivery {
+  uint64_t time_ps;
+  UnitId dst;
+  UnitId src;
+  uint64_t value;
+  friend bool operator==(const Delivery&, const Delivery&) = default;
+};
+
+void PrintTo(const Delivery& d, std::ostream* os) {
+  *os << "{t=" << d.time_ps << " dst=" << d.dst << " src=" << d.src << " v=" << d.value << "}";
+}
+
+using Log = std::vector<Delivery>;
+
+constexpr UnitId kDriver = 0xFFFF'FFFF;  // the test body, sending from outside any actor
+
+// Logs every Token it receives.
+caf::behavior Recorder(caf::event_based_actor*, Engine* engine, UnitId self, Log* log) {
+  return {[=](const Token& t) {
+    log->push_back({engine->now().value(), self, engine->current_src(), t.value});
+  }};
+}
+
+// Logs a Token and passes value + 1 to `peer` after `delay`, while value < limit.
+caf::behavior Relay(caf::event_based_actor*, Engine* engine, UnitId self, UnitId peer,
+                    SimTime delay, uint64_t limit, Log* log) {
+  return {[=](const Token& t) {
+    log->push_back({engine->now().value(), self, engine->current_src(), t.value});
+    if (t.value < limit) engine->Send(self, delay, peer, Token{t.value + 1});
+  }};
+}
+
+template <class... Ts>
+void Add(Engine& engine, UnitId id, Ts&&... args) {
+  engine.Register(id, "unit" + std::to_string(id),
+                  engine.system().spawn(std::forward<Ts>(args)...));
+}
+
+TEST(EngineTest, EqualTimeEventsAreOrderedBySrcIdThenSendOrder) {
+  Log log;
+  Engine engine;
+  Add(engine, 100, Recorder, &engine, UnitId{100}, &log);
+  engine.Send(5, SimTime(10), 100, Token{1});
+  engine.Send(3, SimTime(10), 100, Token{2});
+  engine.Send(5, SimTime(10), 100, Token{3});
+  engine.Send(3, SimTime(10), 100, Token{4});
+  engine.Send(9, SimTime(5), 100, Token{5});
+  engine.Send(3, SimTime(20), 100, Token{6});
+  engine.Send(1, SimTime(10), 100, Token{7});
+  engine.Run();
+  EXPECT_THAT(log, testing::ElementsAre(Delivery{5, 100, 9, 5}, Delivery{10, 100, 1, 7},
+                                        Delivery{10, 100, 3, 2}, Delivery{10, 100, 3, 4},
+                                        Delivery{10, 100, 5, 1}, Delivery{10, 100, 5, 3},
+                                        Delivery{20, 100, 3, 6}));
+  EXPECT_EQ(engine.events_processed(), 7u);
+  EXPECT_EQ(engine.now(), SimTime(20));
+}
+
+// Sends to the recorder, interleaving two delivery times; FIFO must hold per time.
+caf::behavior Burst(caf::event_based_actor*, Engine* engine, UnitId self, UnitId recorder) {
+  return {[=](const Token&) {
+    engine->Send(self, SimTime(5), recorder, Token{10});
+    engine->Send(self, SimTime(0), recorder, Token{11});
+    engine->Send(self, SimTime(5), recorder, Token{12});
+    engine->Send(self, SimTime(0), recorder, Token{13});
+    engine->Send(self, SimTime(0), recorder, Token{14});
+  }};
+}
+
+TEST(EngineTest, OneSendersEventsAtEqualTimeArriveInSendOrder) {
+  Log log;
+  Engine engine;
+  Add(engine, 2, Recorder, &engine, UnitId{2}, &log);
+  Add(engine, 1, Burst, &engine, UnitId{1}, UnitId{2});
+  engine.Send(kDriver, SimTime(7), 1, Token{0});
+  engine.Run();
+  EXPECT_THAT(
+      log, testing::ElementsAre(Delivery{7, 2, 1, 11}, Delivery{7, 2, 1, 13}, Delivery{7, 2, 1, 14},
+                                Delivery{12, 2, 1, 10}, Delivery{12, 2, 1, 12}));
+}
+
+TEST(EngineTest, ZeroDelaySendsGoThroughTheHeapAfterTheCurrentEvent) {
+  Log log;
+  Engine engine;
+  Add(engine, 100, Recorder, &engine, UnitId{100}, &log);
+  // Unit 30 forwards its kick to the recorder with zero delay (limit 1: one hop).
+  Add(engine, 30, Relay, &engine, UnitId{30}, UnitId{100}, SimTime(0), uint64_t{1}, &log);
+  engine.Send(60, SimTime(10), 100, Token{60});
+  engine.Send(40, SimTime(10), 100, Token{40});
+  engine.Send(45, SimTime(10), 30, Token{0});
+  engine.Run();
+  // (10,40) and the kick (10,45) come first; the forwarded (10,30) did not exist yet when
+  // (10,40) was delivered, so it arrives after it but still before (10,60).
+  EXPECT_THAT(log, testing::ElementsAre(Delivery{10, 100, 40, 40}, Delivery{10, 30, 45, 0},
+                                        Delivery{10, 100, 30, 1}, Delivery{10, 100, 60, 60}));
+}
+
+TEST(EngineTest, PingPongSeesExactDeliveryTimes) {
+  const ClockDomain ping_clock = ClockDomain::FromMHz(1000).value();
+  const ClockDomain pong_clock = ClockDomain::FromMHz(800).value();
+  const SimTime ping_delay = ping_clock.ToTime(Cycles(100));  // 100000 ps
+  const SimTime pong_delay = pong_clock.ToTime(Cycles(3));    // 3750 ps
+  Log log;
+  Engine engine;
+  Add(engine, 1, Relay, &engine, UnitId{1}, UnitId{2}, ping_delay, uint64_t{6}, &log);
+  Add(engine, 2, Relay, &engine, UnitId{2}, UnitId{1}, pong_delay, uint64_t{6}, &log);
+  engine.Send(kDriver, SimTime(0), 1, Token{0});
+  engine.Run();
+  EXPECT_THAT(log, testing::ElementsAre(Delivery{0, 1, kDriver, 0}, Delivery{100000, 2, 1, 1},
+                                        Delivery{103750, 1, 2, 2}, Delivery{203750, 2, 1, 3},
+                                        Delivery{207500, 1, 2, 4}, Delivery{307500, 2, 1, 5},
+                                        Delivery{311250, 1, 2, 6}));
+  EXPECT_EQ(engine.now(), SimTime(311250));
+  EXPECT_EQ(engine.events_processed(), 7u);
+}
+
+TEST(EngineTest, RunUntilStopsAtTheLimitAndAdvancesNow) {
+  Log log;
+  Engine engine;
+  Add(engine, 7, Recorder, &engine, UnitId{7}, &log);
+  for (uint64_t t : {10, 20, 30}) engine.Send(kDriver, SimTime(t), 7, Token{t});
+  engine.RunUntil(SimTime(20));
+  EXPECT_EQ(log.size(), 2u);
+  EXPECT_EQ(engine.now(), SimTime(20));
+  EXPECT_EQ(engine.pending_events(), 1u);
+  engine.RunUntil(SimTime(25));
+  EXPECT_EQ(engine.now(), SimTime(25));
+  // Delays are relative to now(): 25 + 1 = 26, before the pending event at 30.
+  engine.Send(kDriver, SimTime(1), 7, Token{26});
+  engine.Run();
+  EXPECT_THAT(log,
+              testing::ElementsAre(Delivery{10, 7, kDriver, 10}, Delivery{20, 7, kDriver, 20},
+                                   Delivery{26, 7, kDriver, 26}, Delivery{30, 7, kDriver, 30}));
+}
+
+TEST(EngineTest, ShutdownWithPendingEventsIsClean) {
+  Log log;
+  {
+    Engine engine;
+    Add(engine, 7, Recorder, &engine, UnitId{7}, &log);
+    engine.Send(kDriver, SimTime(10), 7, Token{1});
+    engine.Send(kDriver, SimTime(20), 7, Token{2});
+    engine.RunUntil(SimTime(15));
+    EXPECT_EQ(engine.pending_events(), 1u);
+  }  // ~Engine: exit messages, coordinator drained, ~actor_system returns.
+  EXPECT_EQ(log.size(), 1u);
+}
+
+// --- A branching workload with many ties, against a plain-C++ reference. ---
+
+constexpr size_t kUnits = 16;
+constexpr uint64_t kStartValue = 18;
+
+// Unit ids are sparse and not monotonic in their index.
+std::vector<UnitId> WorkloadIds() {
+  std::vector<UnitId> ids;
+  for (UnitId k = 0; k < kUnits; ++k) ids.push_back(1000 + (k * 7919) % 10007);
+  return ids;
+}
+
+struct Out {
+  SimTime delay;
+  UnitId dst;
+  uint64_t value;
+};
+
+// What unit `self` sends when it receives `value`: one message, two when value % 3 == 0.
+// Delays are 0..300 ps in steps of 100, so equal delivery times are common.
+std::vector<Out> MixerOutputs(UnitId self, uint64_t value, const std::vector<UnitId>& ids) {
+  if (value == 0) return {};
+  const uint64_t h = (uint64_t{self} * 2654435761u) ^ (value * 40503u);
+  std::vector<Out> out = {{SimTime((h >> 8) % 4 * 100), ids[h % ids.size()], value - 1}};
+  if (value % 3 == 0) out.push_back({SimTime(0), ids[(h >> 16) % ids.size()], value - 1});
+  return out;
+}
+
+caf::behavior Mixer(caf::event_based_actor*, Engine* engine, UnitId self,
+                    const std::vector<UnitId>* ids, Log* log) {
+  return {[=](const Token& t) {
+    log->push_back({engine->now().value(), self, engine->current_src(), t.value});
+    for (const Out& o : MixerOutputs(self, t.value, *ids)) {
+      engine->Send(self, o.delay, o.dst, Token{o.value});
+    }
+  }};
+}
+
+// Spawns and registers units in `order` (indices into WorkloadIds()).
+Log RunWorkloadOnEngine(const std::vector<size_t>& order) {
+  const std::vector<UnitId> ids = WorkloadIds();
+  Log log;
+  Engine engine;
+  for (size_t i : order) Add(engine, ids[i], Mixer, &engine, ids[i], &ids, &log);
+  for (UnitId id : ids) engine.Send(kDriver, SimTime(0), id, Token{kStartValue});
+  engine.Run();
+  EXPECT_EQ(engine.events_processed(), log.size());
+  return log;
+}
+
+// The same workload on a plain priority queue keyed (time, src, src_seq).
+Log RunWorkloadReference() {
+  const std::vector<UnitId> ids = WorkloadIds();
+  using Key = std::tuple<uint64_t, UnitId, uint64_t>;
+  struct Ev {
+    Key key;
+    UnitId dst;
+    uint64_t value;
+    bool operator>(const Ev& o) const { return key > o.key; }
+  };
+  std::priority_queue<Ev, std::vector<Ev>, std::greater<>> heap;
+  std::vector<std::pair<UnitId, uint64_t>> seq;  // (src, next seq), linear lookup
+  auto next_seq = [&](UnitId src) -> uint64_t {
+    for (auto& [id, n] : seq) {
+      if (id == src) return n++;
+    }
+    seq.push_back({src, 1});
+    return 0;
+  };
+  for (UnitId id : ids) heap.push({{0, kDriver, next_seq(kDriver)}, id, kStartValue});
+  Log log;
+  while (!heap.empty()) {
+    Ev ev = heap.top();
+    heap.pop();
+    const uint64_t now = std::get<0>(ev.key);
+    log.push_back({now, ev.dst, std::get<1>(ev.key), ev.value});
+    for (const Out& o : MixerOutputs(ev.dst, ev.value, ids)) {
+      heap.push({{now + o.delay.value(), ev.dst, next_seq(ev.dst)}, o.dst, o.value});
+    }
+  }
+  return log;
+}
+
+std::vector<size_t> Identity() {
+  std::vector<size_t> order(kUnits);
+  for (size_t i = 0; i < kUnits; ++i) order[i] = i;
+  return order;
+}
+
+TEST(EngineDeterminismTest, MatchesPlainHeapReference) {
+  const Log log = RunWorkloadOnEngine(Identity());
+  EXPECT_GT(log.size(), 2000u);
+  EXPECT_EQ(log, RunWorkloadReference());
+}
+
+TEST(EngineDeterminismTest, SameWorkloadTwiceGivesIdenticalLogs) {
+  EXPECT_EQ(RunWorkloadOnEngine(Identity()), RunWorkloadOnEngine(Identity()));
+}
+
+TEST(EngineDeterminismTest, ShuffledRegistrationOrderGivesIdenticalLogs) {
+  const Log baseline = RunWorkloadOnEngine(Identity());
+  std::vector<size_t> order = Identity();
+  std::reverse(order.begin(), order.end());
+  EXPECT_EQ(RunWorkloadOnEngine(order), baseline);
+  std::mt19937 rng(/*seed=*/42);
+  for (int round = 0; round < 3; ++round) {
+    std::shuffle(order.begin(), order.end(), rng);
+    EXPECT_EQ(RunWorkloadOnEngine(order), baseline) << "round " << round;
+  }
+}
+
+// --- Failing loudly. ---
+
+caf::behavior Quitter(caf::event_based_actor* self) {
+  return {[=](const Token&) { self->quit(); }};
+}
+
+caf::behavior Sleeper(caf::event_based_actor* self) {
+  return {[=](const Token& t) {
+    self->delayed_send(self, std::chrono::seconds(1), Token{t.value + 1});
+  }};
+}
+
+TEST(EngineDeathTest, CafTimer) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        Engine engine;
+        Add(engine, 7, Sleeper);
+        engine.Send(kDriver, SimTime(1), 7, Token{0});
+        engine.Run();
+      },
+      "unit 7 \\(unit7\\) started a CAF timer");
+}
+
+TEST(EngineDeathTest, SendToUnknownUnit) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        Engine engine;
+        engine.Send(kDriver, SimTime(1), 42, Token{0});
+        engine.Run();
+      },
+      "to unknown unit 42");
+}
+
+TEST(EngineDeathTest, UnhandledMessage) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        Log log;
+        Engine engine;
+        Add(engine, 7, Recorder, &engine, UnitId{7}, &log);
+        engine.Send(kDriver, SimTime(1), 7, std::string("hello"));
+        engine.Run();
+      },
+      "unit 7 \\(unit7\\) has no handler for message");
+}
+
+TEST(EngineDeathTest, UnitTerminatingDuringSimulation) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        Engine engine;
+        Add(engine, 7, Quitter);
+        engine.Send(kDriver, SimTime(1), 7, Token{0});
+        engine.Run();
+      },
+      "unit 7 \\(unit7\\) terminated during simulation");
+}
+
+TEST(EngineDeathTest, DuplicateUnitId) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        Engine engine;
+        Add(engine, 7, Quitter);
+        Add(engine, 7, Quitter);
+      },
+      "unit id 7 registered twice");
+}
+
+TEST(EngineDeathTest, UnregisteredActorAtShutdown) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        Engine engine;
+        caf::actor kept = engine.system().spawn(Quitter);
+        engine.Shutdown();
+      },
+      "never registered");
+}
+
+}  // namespace
+}  // namespace ahbm::sim

@@ -1,0 +1,42 @@
+// AHBM_CHECK: invariant checks for our own bugs (STYLE 7). User errors return absl::Status.
+//
+// Contract: AHBM_CHECK(cond) << "context"; evaluates `cond` exactly once; when it is false it
+// prints file:line, the condition text and the streamed context to stderr and calls
+// std::abort(). It is never compiled out (AHBM_DCHECK is, under NDEBUG).
+#ifndef AHBMSIM_BASE_CHECK_H_
+#define AHBMSIM_BASE_CHECK_H_
+
+#include <sstream>
+
+namespace ahbm::check_internal {
+
+// Collects the streamed context; its destructor reports and aborts.
+class Failure {
+ public:
+  Failure(const char* file, int line, const char* condition);
+  Failure(const Failure&) = delete;
+  Failure& operator=(const Failure&) = delete;
+  [[noreturn]] ~Failure();
+
+  std::ostream& stream() { return message_; }
+
+ private:
+  std::ostringstream message_;
+};
+
+}  // namespace ahbm::check_internal
+
+// `for` instead of `if` so that a trailing `else` in the caller cannot bind to the macro.
+#define AHBM_CHECK(cond)            \
+  for (; !static_cast<bool>(cond);) \
+  ::ahbm::check_internal::Failure(__FILE__, __LINE__, #cond).stream()
+
+#ifdef NDEBUG
+#define AHBM_DCHECK(cond)                    \
+  for (; false && !static_cast<bool>(cond);) \
+  ::ahbm::check_internal::Failure(__FILE__, __LINE__, #cond).stream()
+#else
+#define AHBM_DCHECK(cond) AHBM_CHECK(cond)
+#endif
+
+#endif  // AHBMSIM_BASE_CHECK_H_
