@@ -1,0 +1,106 @@
+// PePlanner: the PE_SCHEDULER's dataflow planner for the engines it owns (GEMM, MATH).
+// See actors/README.md ("The planner") and DESIGN §4.
+//
+// Contract:
+// - An op runs on one engine for `busy` cycles, plus `fill_if_idle` cycles when the engine was
+//   idle just before it (nothing ran on it, or the previous op ended before this one starts).
+// - An op is ready when every dependency has ended and, if it waits on an external input
+//   (a DMA piece, IPCQ data), once that input's time is known and reached.
+// - Rule 1, work-conserving list scheduling: a free engine starts, at the first clock edge at
+//   or after max(free, earliest ready), the ready op with the smallest PriorityKey
+//   (command issue seq, tile index); it never waits for an older op that is not ready.
+// - Rule 2: decisions are made in time order; at equal times in EngineKind order. Every op
+//   lasts at least one cycle, so equal-time decisions on different engines are independent.
+// - Rule 3, arrivals first: Replan(now) keeps ops that started strictly before `now`
+//   (committed) and re-decides every op that would start at or after `now`, so inputs that
+//   arrive at `now` take part in every decision at `now`.
+// - Rule 4: a re-plan depends only on the committed ops and the inputs, so re-planning at any
+//   set of instants (e.g. at every start and end: per-tile simulation) gives the same starts
+//   and ends as re-planning only when inputs arrive (closed form).
+#ifndef AHBMSIM_ACTORS_PE_PLANNER_H_
+#define AHBMSIM_ACTORS_PE_PLANNER_H_
+
+#include <array>
+#include <compare>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <vector>
+
+#include "actors/time.h"
+
+namespace ahbm::sim {
+
+enum class EngineKind : uint8_t { kGemm = 0, kMath = 1 };
+inline constexpr int kNumPlannedEngines = 2;
+
+struct PriorityKey {
+  uint64_t issue_seq = 0;   // the command's issue order on its PE
+  uint32_t tile_index = 0;  // the op's position in its command's tile plan
+  friend auto operator<=>(const PriorityKey&, const PriorityKey&) = default;
+};
+
+using OpId = uint64_t;
+
+struct OpSpec {
+  EngineKind engine = EngineKind::kGemm;
+  PriorityKey key;
+  Cycles busy;
+  Cycles fill_if_idle;
+  std::vector<OpId> deps;       // ops added earlier
+  bool waits_external = false;  // also waits for SetExternalReady()
+};
+
+struct OpTiming {
+  SimTime start;
+  SimTime end;
+};
+
+class PePlanner {
+ public:
+  explicit PePlanner(ClockDomain clock) : clock_(clock) {}
+
+  // Adds an op; ids are consecutive from 0. Call Replan() before reading timings.
+  OpId Add(OpSpec spec);
+  // The time an external input of `op` is available (>= the current plan time).
+  void SetExternalReady(OpId op, SimTime ready);
+
+  // Commits ops that started before `now` and plans every other op that can be planned.
+  void Replan(SimTime now);
+
+  // Planned or committed timing; nullopt while the op is blocked (an input is unknown).
+  std::optional<OpTiming> timing(OpId op) const;
+  bool committed(OpId op) const;
+  // The earliest planned start or end strictly after `t` (per-tile stepping), if any.
+  std::optional<SimTime> NextBoundaryAfter(SimTime t) const;
+  // Ops not yet committed, or committed but not yet ended at the last Replan.
+  size_t live_ops() const { return ops_.size(); }
+
+ private:
+  struct Op {
+    OpSpec spec;
+    std::optional<SimTime> external_ready;
+    std::optional<OpTiming> timing;
+    bool committed = false;
+  };
+  struct EngineState {
+    std::optional<SimTime> last_end;  // end of the last op planned or committed on it
+  };
+
+  Op& op(OpId id);
+  const Op* Find(OpId id) const;
+  // Ready time if known; ended (retired) dependencies count as ready at any time >= now.
+  std::optional<SimTime> ReadyTime(const Op& op) const;
+  void Commit(SimTime now);
+  void Retire(SimTime now);
+
+  ClockDomain clock_;
+  std::deque<Op> ops_;  // ops_[i] has id first_id_ + i
+  OpId first_id_ = 0;
+  SimTime now_;
+  std::array<EngineState, kNumPlannedEngines> committed_engines_{};
+};
+
+}  // namespace ahbm::sim
+
+#endif  // AHBMSIM_ACTORS_PE_PLANNER_H_
