@@ -1,0 +1,340 @@
+#include "actors/models/dma_model.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/check.h"
+
+namespace ahbm::sim {
+namespace {
+
+using u128 = unsigned __int128;
+
+ClockDomain PeClock(const pb::Chip& chip) {
+  absl::StatusOr<ClockDomain> clock = ClockDomain::FromMHz(chip.sip().cube().pe().clock_mhz());
+  AHBM_CHECK(clock.ok()) << "pe.clock_mhz: " << clock.status()
+                         << " (the topology was not validated)";
+  return *clock;
+}
+
+std::string Hex(uint64_t value) { return absl::StrCat("0x", absl::Hex(value)); }
+
+// "pe 9 (sip0.cube1.pe1)".
+std::string PeName(const topology::ChipIndex& index, uint32_t global_pe) {
+  const topology::PeId id = index.PeOf(global_pe);
+  return absl::StrCat("pe ", global_pe, " (sip", id.sip, ".cube", id.cube, ".pe", id.pe, ")");
+}
+
+std::string Shape(const std::vector<uint64_t>& dims) {
+  return absl::StrCat("[", absl::StrJoin(dims, ", "), "]");
+}
+
+template <typename... Args>
+absl::Status Invalid(const topology::ChipIndex& index, uint32_t issuer, const Args&... args) {
+  return absl::InvalidArgumentError(absl::StrCat("DMA of ", PeName(index, issuer), ": ", args...));
+}
+
+// One dim of a tensor, in elements.
+struct Dim {
+  uint64_t size;
+  uint64_t stride;
+};
+
+// Element size of a dtype; 0 for an unspecified one.
+uint64_t DTypeBytes(pb::DType dtype) {
+  switch (dtype) {
+    case pb::BF16:
+      return 2;
+    case pb::FP32:
+      return 4;
+    default:
+      return 0;
+  }
+}
+
+u128 Elements(const pb::TensorRef& ref) {
+  u128 n = 1;
+  for (uint64_t d : ref.shape()) n *= d;
+  return n;
+}
+
+const char* SpaceName(pb::MemorySpace space) {
+  switch (space) {
+    case pb::HBM:
+      return "HBM";
+    case pb::TCM:
+      return "TCM";
+    default:
+      return "unspecified";
+  }
+}
+
+}  // namespace
+
+DmaModel::DmaModel(const pb::Chip& chip, uint32_t pe)
+    : index_(chip),
+      pe_(pe),
+      clock_(PeClock(chip)),
+      region_bytes_(chip.sip().cube().hbm_bytes() / chip.sip().cube().pes()),
+      chunk_bytes_(chip.sip().cube().pe().dma().chunk_bytes()),
+      interleave_bytes_(chip.sip().cube().hbm_channel().interleave_bytes()),
+      remote_extra_(chip.sip().cube().pe().dma().remote_channel_extra_cycles()) {
+  AHBM_CHECK(pe_ < index_.num_pes()) << "pe " << pe_ << " of " << index_.num_pes();
+  AHBM_CHECK(chunk_bytes_.value() > 0 && interleave_bytes_ % chunk_bytes_.value() == 0)
+      << "dma.chunk_bytes " << chunk_bytes_ << " must divide interleave_bytes " << interleave_bytes_
+      << " (the topology was not validated)";
+  AHBM_CHECK(region_bytes_.value() % (interleave_bytes_ * index_.channels_per_pe()) == 0)
+      << "a PE's region " << region_bytes_ << " is not whole stripes (not validated)";
+}
+
+SimTime DmaModel::ExtraLatency(const DmaPlan& plan) const {
+  return plan.remote ? clock_.ToTime(remote_extra_) : SimTime(0);
+}
+
+uint32_t DmaModel::ChannelOf(uint32_t owner_pe, Addr addr) const {
+  AHBM_CHECK(addr.value() < region_bytes_.value()) << addr << " outside a PE's region";
+  const uint32_t first = index_.FirstChannelOfPe(index_.PeOf(owner_pe).pe);
+  return first +
+         static_cast<uint32_t>((addr.value() / interleave_bytes_) % index_.channels_per_pe());
+}
+
+void DmaModel::AddChunks(uint64_t first, uint64_t last, std::vector<uint64_t>& per_channel) const {
+  const uint64_t per_block = interleave_bytes_ / chunk_bytes_.value();
+  const uint64_t n = per_channel.size();
+  const uint64_t b0 = first / per_block;
+  const uint64_t b1 = last / per_block;
+  if (b0 == b1) {
+    per_channel[b0 % n] += last - first + 1;
+    return;
+  }
+  per_channel[b0 % n] += per_block - first % per_block;
+  per_channel[b1 % n] += last % per_block + 1;
+  const uint64_t middle = b1 - b0 - 1;
+  if (const uint64_t rounds = middle / n; rounds > 0) {
+    for (uint64_t& count : per_channel) count += rounds * per_block;
+  }
+  for (uint64_t i = 0; i < middle % n; ++i) per_channel[(b0 + 1 + i) % n] += per_block;
+}
+
+absl::StatusOr<DmaPlan> DmaModel::PlanHbm(const HbmTensor& tensor, DmaKind kind) const {
+  return PlanHbmWithContext(tensor, kind, /*context=*/"");
+}
+
+absl::StatusOr<DmaPlan> DmaModel::PlanHbmWithContext(const HbmTensor& tensor, DmaKind kind,
+                                                     const std::string& context) const {
+  AHBM_CHECK(kind != DmaKind::kTcmCopy) << "PlanHbm called for a TCM copy";
+  const uint64_t base = tensor.base.value();
+  const uint64_t elem = tensor.element_bytes.value();
+  const std::string where = absl::StrCat(context, context.empty() ? "" : ": ", "HBM address ",
+                                         Hex(base), " of pe ", tensor.owner_pe);
+  if (!tensor.strides.empty() && tensor.strides.size() != tensor.shape.size()) {
+    return Invalid(index_, pe_, where, ": strides ", Shape(tensor.strides), " has ",
+                   tensor.strides.size(), " entries but shape ", Shape(tensor.shape), " has ",
+                   tensor.shape.size());
+  }
+  if (elem == 0 || std::find(tensor.shape.begin(), tensor.shape.end(), 0) != tensor.shape.end()) {
+    return Invalid(index_, pe_, where, ": zero-sized request (shape ", Shape(tensor.shape),
+                   ", element ", elem, " B)");
+  }
+  if (tensor.owner_pe >= index_.num_pes()) {
+    return Invalid(index_, pe_, where, ": no such PE (the chip has ", index_.num_pes(), " PEs)");
+  }
+  const topology::PeId issuer = index_.PeOf(pe_);
+  const topology::PeId owner = index_.PeOf(tensor.owner_pe);
+  if (owner.cube_id() != issuer.cube_id()) {
+    return Invalid(index_, pe_, where, " belongs to ", PeName(index_, tensor.owner_pe),
+                   " in another CUBE; a DMA reaches only its own CUBE's HBM channels, so the "
+                   "data must travel over the NOC");
+  }
+
+  // Dims in elements, row-major, with dense strides filled in. Anything that overflows 64 bits
+  // lies outside the region, so `end` saturates at 2^64.
+  const u128 kBeyond = u128{1} << 64;
+  std::vector<Dim> dims(tensor.shape.size());
+  u128 dense = 1;
+  u128 last_element = 0;
+  for (size_t i = dims.size(); i-- > 0;) {
+    dims[i].size = tensor.shape[i];
+    dims[i].stride = tensor.strides.empty() ? static_cast<uint64_t>(std::min(dense, kBeyond - 1))
+                                            : tensor.strides[i];
+    if (dims[i].stride == 0 && dims[i].size > 1) {
+      return Invalid(index_, pe_, where, ": dim ", i, " of shape ", Shape(tensor.shape),
+                     " has stride 0 (a broadcast), which is not a DMA transfer");
+    }
+    dense = std::min(dense * dims[i].size, kBeyond);
+    last_element = std::min(last_element + u128{dims[i].size - 1} * dims[i].stride, kBeyond);
+  }
+  const u128 extent = std::min((last_element + 1) * elem, kBeyond);
+  const u128 end = std::min(u128{base} + extent, kBeyond);
+  if (end > region_bytes_.value()) {
+    const std::string end_text =
+        end == kBeyond ? std::string("beyond 2^64") : Hex(static_cast<uint64_t>(end));
+    return Invalid(index_, pe_, where, ": the tensor (shape ", Shape(tensor.shape), ", strides ",
+                   tensor.strides.empty() ? std::string("dense") : Shape(tensor.strides),
+                   ", element ", elem, " B) spans [", Hex(base), ", ", end_text,
+                   "), outside the PE's HBM region [0x0, ", Hex(region_bytes_.value()), ")");
+  }
+
+  // Runs: drop size-1 dims, merge the innermost contiguous dims.
+  std::erase_if(dims, [](const Dim& d) { return d.size == 1; });
+  uint64_t run_elements = 1;
+  while (!dims.empty() && dims.back().stride == run_elements) {
+    run_elements *= dims.back().size;
+    dims.pop_back();
+  }
+  const uint64_t run_bytes = run_elements * elem;
+  const uint64_t chunk = chunk_bytes_.value();
+
+  // Walk the runs in row-major order, charging the chunks each touches.
+  std::vector<uint64_t> per_channel(index_.channels_per_pe(), 0);
+  std::vector<uint64_t> idx(dims.size(), 0);
+  uint64_t addr = base;
+  uint64_t runs = 0;
+  bool has_previous = false;
+  uint64_t previous_last_chunk = 0;
+  while (true) {
+    ++runs;
+    uint64_t first = addr / chunk;
+    const uint64_t last = (addr + run_bytes - 1) / chunk;
+    if (has_previous && previous_last_chunk == first) ++first;
+    if (first <= last) AddChunks(first, last, per_channel);
+    has_previous = true;
+    previous_last_chunk = last;
+
+    // Advance the row-major index over the outer dims; stop when every dim has wrapped.
+    bool advanced = false;
+    for (size_t d = dims.size(); d-- > 0;) {
+      const uint64_t step = dims[d].stride * elem;
+      if (++idx[d] < dims[d].size) {
+        addr += step;
+        advanced = true;
+        break;
+      }
+      addr -= step * (dims[d].size - 1);
+      idx[d] = 0;
+    }
+    if (!advanced) break;
+  }
+
+  DmaPlan plan;
+  plan.kind = kind;
+  plan.issuer_pe = pe_;
+  plan.owner_pe = tensor.owner_pe;
+  plan.cube = issuer.cube_id();
+  plan.remote = tensor.owner_pe != pe_;
+  plan.runs = runs;
+  plan.run_bytes = Bytes(run_bytes);
+  plan.useful_bytes = Bytes(run_bytes) * runs;
+  const uint32_t first_channel = index_.FirstChannelOfPe(owner.pe);
+  for (uint32_t i = 0; i < per_channel.size(); ++i) {
+    if (per_channel[i] == 0) continue;
+    plan.channels.push_back(
+        DmaChannelShare{first_channel + i, per_channel[i], Bytes(per_channel[i] * chunk)});
+    plan.charged_bytes += Bytes(per_channel[i] * chunk);
+  }
+  return plan;
+}
+
+absl::StatusOr<DmaPlan> DmaModel::PlanTcmCopy(Bytes bytes) const {
+  if (bytes.value() == 0) return Invalid(index_, pe_, "zero-sized TCM copy");
+  DmaPlan plan;
+  plan.kind = DmaKind::kTcmCopy;
+  plan.issuer_pe = pe_;
+  plan.owner_pe = pe_;
+  plan.cube = index_.PeOf(pe_).cube_id();
+  plan.runs = 1;
+  plan.run_bytes = bytes;
+  plan.useful_bytes = bytes;
+  plan.charged_bytes = bytes;
+  return plan;
+}
+
+absl::StatusOr<DmaPlan> DmaModel::Plan(const pb::DmaCmd& cmd) const {
+  const pb::TensorRef& src = cmd.src();
+  const pb::TensorRef& dst = cmd.dst();
+  const std::string what = absl::StrCat("cmd ", cmd.cmd_id(), " (", SpaceName(src.space()), " -> ",
+                                        SpaceName(dst.space()), ")");
+  const uint64_t elem = DTypeBytes(src.dtype());
+  if (elem == 0 || src.dtype() != dst.dtype()) {
+    return Invalid(index_, pe_, what, ": src and dst must have one dtype, BF16 or FP32 (got ",
+                   pb::DType_Name(src.dtype()), " and ", pb::DType_Name(dst.dtype()), ")");
+  }
+  const u128 elements = Elements(src);
+  if (elements != Elements(dst)) {
+    return Invalid(index_, pe_, what, ": src shape ",
+                   Shape({src.shape().begin(), src.shape().end()}), " and dst shape ",
+                   Shape({dst.shape().begin(), dst.shape().end()}),
+                   " hold different numbers of elements");
+  }
+  for (const pb::TensorRef* tcm : {&src, &dst}) {
+    if (tcm->space() == pb::TCM && tcm->pe() != pe_) {
+      return Invalid(index_, pe_, what, ": TCM of pe ", tcm->pe(),
+                     " is not this PE's; a DMA reaches only its own PE's TCM");
+    }
+  }
+  const auto hbm_tensor = [elem](const pb::TensorRef& ref) {
+    return HbmTensor{ref.pe(),
+                     Addr(ref.addr()),
+                     Bytes(elem),
+                     {ref.shape().begin(), ref.shape().end()},
+                     {ref.strides().begin(), ref.strides().end()}};
+  };
+  if (src.space() == pb::HBM && dst.space() == pb::TCM) {
+    return PlanHbmWithContext(hbm_tensor(src), DmaKind::kHbmRead, what);
+  }
+  if (src.space() == pb::TCM && dst.space() == pb::HBM) {
+    return PlanHbmWithContext(hbm_tensor(dst), DmaKind::kHbmWrite, what);
+  }
+  if (src.space() == pb::TCM && dst.space() == pb::TCM) {
+    if (elements == 0) return Invalid(index_, pe_, what, ": zero-sized TCM copy");
+    if (elements * elem > u128{std::numeric_limits<uint64_t>::max()}) {
+      return Invalid(index_, pe_, what, ": TCM copy larger than 2^64 bytes");
+    }
+    return PlanTcmCopy(Bytes(static_cast<uint64_t>(elements * elem)));
+  }
+  return Invalid(index_, pe_, what,
+                 ": only HBM -> TCM, TCM -> HBM and TCM -> TCM copies are modelled");
+}
+
+DmaTiming DmaModel::Execute(const DmaPlan& plan, SimTime issue,
+                            std::span<HbmChannelModel> cube_channels) {
+  AHBM_CHECK(plan.issuer_pe == pe_) << "plan of pe " << plan.issuer_pe << " executed by pe " << pe_;
+  ++stats_.commands;
+  DmaTiming timing;
+  timing.issue = issue;
+  if (plan.kind == DmaKind::kTcmCopy) {
+    const Cycles cycles((plan.charged_bytes.value() + kTcmCopyBytesPerCycle - 1) /
+                        kTcmCopyBytesPerCycle);
+    timing.start = clock_.NextEdge(std::max(issue, tcm_free_at_));
+    timing.done = timing.start + clock_.ToTime(cycles);
+    tcm_free_at_ = timing.done;
+    stats_.tcm_copy_bytes += plan.charged_bytes;
+    stats_.tcm_busy_ps += clock_.ToTime(cycles);
+    return timing;
+  }
+  AHBM_CHECK(cube_channels.size() == index_.channels_per_cube())
+      << cube_channels.size() << " channel models for a CUBE of " << index_.channels_per_cube();
+  AHBM_CHECK(!plan.channels.empty()) << "HBM plan without channels";
+  const SimTime extra = ExtraLatency(plan);
+  const HbmOp op = plan.kind == DmaKind::kHbmRead ? HbmOp::kRead : HbmOp::kWrite;
+  timing.start = SimTime::Max();
+  timing.done = issue;
+  timing.channels.reserve(plan.channels.size());
+  for (const DmaChannelShare& share : plan.channels) {
+    const HbmGrant grant = cube_channels[share.channel].Access(issue, share.bytes, op);
+    const DmaChannelGrant& g =
+        timing.channels.emplace_back(DmaChannelGrant{share.channel, grant, grant.done + extra});
+    timing.start = std::min(timing.start, g.grant.start);
+    timing.done = std::max(timing.done, g.done);
+  }
+  stats_.hbm_useful_bytes += plan.useful_bytes;
+  stats_.hbm_charged_bytes += plan.charged_bytes;
+  return timing;
+}
+
+}  // namespace ahbm::sim

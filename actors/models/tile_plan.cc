@@ -1,0 +1,173 @@
+#include "actors/models/tile_plan.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "base/check.h"
+
+namespace ahbm::sim {
+namespace {
+
+uint64_t CeilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+// Extent of tile `i` on an axis of `size` elements cut into tiles of `tile` elements.
+uint64_t Extent(uint64_t size, uint64_t tile, uint64_t i) {
+  return std::min(tile, size - i * tile);
+}
+
+uint32_t TileCount(uint64_t size, uint64_t tile) {
+  const uint64_t count = CeilDiv(size, tile);
+  AHBM_CHECK(count <= std::numeric_limits<uint32_t>::max()) << count << " tiles on one axis";
+  return static_cast<uint32_t>(count);
+}
+
+// Appends `op` at the end of `plan`, setting its index; returns the index.
+uint32_t Append(TilePlan& plan, TileOp op) {
+  AHBM_CHECK(plan.ops.size() < std::numeric_limits<uint32_t>::max())
+      << "tile plan too large: " << plan.ops.size() << " ops";
+  op.index = static_cast<uint32_t>(plan.ops.size());
+  for (uint32_t dep : op.deps) {
+    AHBM_CHECK(dep < op.index) << TileOpKindName(op.kind) << " " << op.index
+                               << " depends on a later op " << dep;
+  }
+  plan.ops.push_back(std::move(op));
+  return plan.ops.back().index;
+}
+
+}  // namespace
+
+const char* TileOpKindName(TileOpKind kind) {
+  switch (kind) {
+    case TileOpKind::kLoadB:
+      return "LoadB";
+    case TileOpKind::kLoadA:
+      return "LoadA";
+    case TileOpKind::kGemm:
+      return "Gemm";
+    case TileOpKind::kEpilogue:
+      return "Epilogue";
+    case TileOpKind::kWriteOut:
+      return "WriteOut";
+  }
+  return "?";
+}
+
+TilePlan PlanGemm(const GemmComposite& composite, const pb::Scheduler& scheduler,
+                  const pb::GemmEngine& gemm, const pb::MathEngine& math) {
+  const GemmComposite& c = composite;
+  AHBM_CHECK(c.m > 0 && c.k > 0 && c.n > 0)
+      << "empty composite m=" << c.m << " k=" << c.k << " n=" << c.n;
+  AHBM_CHECK(c.a_element_bytes.value() > 0 && c.b_element_bytes.value() > 0 &&
+             c.out_element_bytes.value() > 0)
+      << "element sizes a=" << c.a_element_bytes << " b=" << c.b_element_bytes
+      << " out=" << c.out_element_bytes;
+  AHBM_CHECK(scheduler.tile_m() > 0 && scheduler.tile_k() > 0 && scheduler.tile_n() > 0)
+      << "scheduler tile " << scheduler.tile_m() << "/" << scheduler.tile_k() << "/"
+      << scheduler.tile_n();
+  AHBM_CHECK(gemm.array_rows() > 0 && gemm.array_cols() > 0)
+      << "GEMM array " << gemm.array_rows() << "x" << gemm.array_cols();
+
+  const uint64_t tile_m = scheduler.tile_m();
+  const uint64_t tile_k = scheduler.tile_k();
+  const uint64_t tile_n = scheduler.tile_n();
+
+  TilePlan plan;
+  plan.m_tiles = TileCount(c.m, tile_m);
+  plan.k_tiles = TileCount(c.k, tile_k);
+  plan.n_tiles = TileCount(c.n, tile_n);
+
+  const bool load_a = c.a_home == TensorHome::kHbm;
+  // Index of kLoadA(mi, ki) at [mi * k_tiles + ki], filled during the first n-tile.
+  std::vector<uint32_t> a_load(load_a ? plan.m_tiles * static_cast<size_t>(plan.k_tiles) : 0);
+  // Index of kGemm(mi, ki - 1, ni) while walking ki, per mi.
+  std::vector<uint32_t> prev_gemm(plan.m_tiles);
+
+  for (uint32_t ni = 0; ni < plan.n_tiles; ++ni) {
+    const uint64_t n_t = Extent(c.n, tile_n, ni);
+    for (uint32_t ki = 0; ki < plan.k_tiles; ++ki) {
+      const uint64_t k_t = Extent(c.k, tile_k, ki);
+      const bool last_k = ki + 1 == plan.k_tiles;
+
+      TileOp load_b;
+      load_b.kind = TileOpKind::kLoadB;
+      load_b.ki = ki;
+      load_b.ni = ni;
+      load_b.tile = {.m = 0, .k = k_t, .n = n_t};
+      load_b.home = c.b_home;
+      load_b.bytes = c.b_element_bytes * (k_t * n_t);
+      const uint32_t b_index = Append(plan, std::move(load_b));
+
+      for (uint32_t mi = 0; mi < plan.m_tiles; ++mi) {
+        const uint64_t m_t = Extent(c.m, tile_m, mi);
+
+        if (load_a && ni == 0) {
+          TileOp op;
+          op.kind = TileOpKind::kLoadA;
+          op.mi = mi;
+          op.ki = ki;
+          op.tile = {.m = m_t, .k = k_t, .n = 0};
+          op.home = c.a_home;
+          op.bytes = c.a_element_bytes * (m_t * k_t);
+          a_load[mi * static_cast<size_t>(plan.k_tiles) + ki] = Append(plan, std::move(op));
+        }
+
+        TileOp mac;
+        mac.kind = TileOpKind::kGemm;
+        mac.mi = mi;
+        mac.ki = ki;
+        mac.ni = ni;
+        mac.tile = {.m = m_t, .k = k_t, .n = n_t};
+        mac.cycles = GemmTileCycles(gemm, mac.tile);
+        mac.flops = GemmTileFlops(mac.tile);
+        mac.deps.push_back(b_index);
+        if (load_a) mac.deps.push_back(a_load[mi * static_cast<size_t>(plan.k_tiles) + ki]);
+        if (ki > 0) mac.deps.push_back(prev_gemm[mi]);
+        std::sort(mac.deps.begin(), mac.deps.end());
+        plan.gemm_cycles += mac.cycles;
+        prev_gemm[mi] = Append(plan, std::move(mac));
+
+        if (!last_k) continue;
+
+        uint32_t write_after = prev_gemm[mi];
+        if (!c.epilogue.empty()) {
+          TileOp epilogue;
+          epilogue.kind = TileOpKind::kEpilogue;
+          epilogue.mi = mi;
+          epilogue.ni = ni;
+          epilogue.tile = {.m = m_t, .k = 0, .n = n_t};
+          for (pb::MathOp stage : c.epilogue) {
+            epilogue.math_stages.push_back({.op = stage, .elements = m_t * n_t});
+          }
+          epilogue.cycles = MathFusedCycles(math, epilogue.math_stages);
+          epilogue.deps.push_back(prev_gemm[mi]);
+          plan.epilogue_cycles += epilogue.cycles;
+          write_after = Append(plan, std::move(epilogue));
+        }
+
+        TileOp write;
+        write.kind = TileOpKind::kWriteOut;
+        write.mi = mi;
+        write.ni = ni;
+        write.tile = {.m = m_t, .k = 0, .n = n_t};
+        write.home = c.out_home;
+        write.bytes = c.out_element_bytes * (m_t * n_t);
+        write.deps.push_back(write_after);
+        Append(plan, std::move(write));
+      }
+    }
+  }
+
+  plan.flops = 2 * c.m * c.k * c.n;
+  plan.peak_gemm_cycles =
+      Cycles(CeilDiv(plan.flops, 2 * uint64_t{gemm.array_rows()} * gemm.array_cols()));
+  plan.a_bytes = c.a_element_bytes * (c.m * c.k);
+  plan.b_bytes = c.b_element_bytes * (c.k * c.n);
+  plan.out_bytes = c.out_element_bytes * (c.m * c.n);
+  if (c.a_home == TensorHome::kHbm) plan.hbm_read_bytes += plan.a_bytes;
+  if (c.b_home == TensorHome::kHbm) plan.hbm_read_bytes += plan.b_bytes;
+  if (c.out_home == TensorHome::kHbm) plan.hbm_write_bytes += plan.out_bytes;
+  return plan;
+}
+
+}  // namespace ahbm::sim

@@ -1,0 +1,140 @@
+// PE_SCHEDULER's composite tile planner (DESIGN §4): turns `out[M, N] = a[M, K] · b[K, N]` plus
+// epilogue stages into a graph of tile ops — operand loads, GEMM tiles, one fused epilogue per
+// output tile, one write-out per output tile — with explicit dependencies. Plain C++ (no CAF);
+// the scheduler runs the graph on its engines, or computes its pipeline in closed form.
+//
+// Config: pb::Scheduler (tile_m / tile_k / tile_n), pb::GemmEngine (tile cycles),
+// pb::MathEngine (epilogue cycles).
+//
+// Contract:
+// - Tiling: M, K, N are cut into tiles of tile_m, tile_k, tile_n elements from index 0; the last
+//   tile on an axis is smaller when the axis is not a multiple (edge tiles). mi, ki, ni number
+//   the tiles; m_tiles = ceil(M / tile_m) and so on.
+// - Op order (a tie-break rule: an op's `index` is its position in `ops`, and the scheduler
+//   serves ready ops oldest first by (command issue seq, index)):
+//       for ni in 0..n_tiles-1:
+//         for ki in 0..k_tiles-1:
+//           kLoadB(ki, ni)                    b[ki, ni], one piece shared by every m-tile
+//           for mi in 0..m_tiles-1:
+//             kLoadA(mi, ki)                  only if A lives in HBM and ni == 0
+//             kGemm(mi, ki, ni)
+//             if ki == k_tiles-1:
+//               kEpilogue(mi, ni)             only if there are epilogue stages
+//               kWriteOut(mi, ni)
+//   So the B operand is loaded exactly once per (ki, ni) piece whatever M is (the GQA reuse
+//   lever, ADR-0060 rev2 §B item 4: B bytes do not grow with M when M > tile_m), and an A tile
+//   that lives in HBM is loaded once, on first use, and kept for the later n-tiles. An A operand
+//   in TCM is read in place by the GEMM tiles and has no load op.
+// - Dependencies (indices of earlier ops, ascending):
+//       kLoadB, kLoadA   none inside the plan (the composite's own inputs are the scheduler's)
+//       kGemm(mi,ki,ni)  kLoadB(ki, ni); kLoadA(mi, ki) if A is in HBM; kGemm(mi, ki-1, ni)
+//                        if ki > 0 (the fp32 accumulation chain of one output tile)
+//       kEpilogue(mi,ni) kGemm(mi, k_tiles-1, ni)
+//       kWriteOut(mi,ni) kEpilogue(mi, ni), or kGemm(mi, k_tiles-1, ni) without epilogue
+// - Costs on the ops: kGemm carries GemmTileCycles (fill/drain excluded — that depends on the
+//   engine's state, see GemmEngineModel) and 2*m*k*n FLOPs; kEpilogue carries its stages, each
+//   over the output tile's m_t*n_t elements, and their fused MathFusedCycles; loads and the
+//   write-out carry bytes and the operand's home. Moving those bytes is not costed here: an
+//   HBM-homed load or write-out is DMA work; a TCM-homed one is an in-place access.
+// - Totals: gemm_cycles = sum of the kGemm cycles; flops = 2*M*K*N (useful);
+//   peak_gemm_cycles = ceil(flops / (2 * array_rows * array_cols)), so
+//   padding_loss_cycles() = gemm_cycles - peak_gemm_cycles; epilogue_cycles = sum of the
+//   kEpilogue cycles; a_bytes = M*K*a_elem (each A element once, loaded or read in place),
+//   b_bytes = K*N*b_elem (independent of M), out_bytes = M*N*out_elem; hbm_read_bytes and
+//   hbm_write_bytes = the part of those whose home is HBM.
+// - Deterministic: the plan is a pure function of its inputs.
+// - M, K, N and the element sizes must be > 0 and the config must have passed topology
+//   Validate(); violations are our bugs and fail an AHBM_CHECK (the tl API checks shapes).
+#ifndef AHBMSIM_ACTORS_MODELS_TILE_PLAN_H_
+#define AHBMSIM_ACTORS_MODELS_TILE_PLAN_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "actors/models/gemm_model.h"
+#include "actors/models/math_model.h"
+#include "actors/time.h"
+#include "proto/commands.pb.h"
+#include "proto/topology.pb.h"
+
+namespace ahbm::sim {
+
+// Where a composite operand or output lives.
+enum class TensorHome {
+  kTcm,  // the PE's TCM: read / written in place
+  kHbm,  // HBM: moved by the PE's DMA engine
+};
+
+// A composite GEMM head: out[m, n] = a[m, k] · b[k, n], then the epilogue stages in order.
+struct GemmComposite {
+  static constexpr Bytes kBf16{2};
+  static constexpr Bytes kFp32{4};
+
+  uint64_t m = 0;
+  uint64_t k = 0;
+  uint64_t n = 0;
+  Bytes a_element_bytes;    // bf16 operands: kBf16
+  Bytes b_element_bytes;    // kBf16
+  Bytes out_element_bytes;  // kFp32 for an fp32 result (decode's Sj, O), kBf16 when stored
+  TensorHome a_home = TensorHome::kTcm;
+  TensorHome b_home = TensorHome::kHbm;
+  TensorHome out_home = TensorHome::kTcm;
+  std::vector<pb::MathOp> epilogue;  // fused, each stage over the whole output tile
+};
+
+enum class TileOpKind {
+  kLoadB,     // B piece b[ki, ni]: tile = {0, k_t, n_t}
+  kLoadA,     // A tile a[mi, ki] from HBM: tile = {m_t, k_t, 0}
+  kGemm,      // tile = {m_t, k_t, n_t}
+  kEpilogue,  // fused epilogue of output tile (mi, ni) on the MATH engine: tile = {m_t, 0, n_t}
+  kWriteOut,  // output tile (mi, ni) to its home: tile = {m_t, 0, n_t}
+};
+
+// "LoadB", "LoadA", "Gemm", "Epilogue", "WriteOut".
+const char* TileOpKindName(TileOpKind kind);
+
+// One node of the plan. Tile coordinates and extents of an axis the op does not span are 0.
+struct TileOp {
+  uint32_t index = 0;  // position in TilePlan::ops
+  TileOpKind kind = TileOpKind::kGemm;
+  uint32_t mi = 0;
+  uint32_t ki = 0;
+  uint32_t ni = 0;
+  GemmTileShape tile;                    // extents in elements
+  TensorHome home = TensorHome::kTcm;    // loads: the operand's home; kWriteOut: the output's
+  Bytes bytes;                           // loads, kWriteOut: bytes moved; others 0
+  Cycles cycles;                         // kGemm: GemmTileCycles; kEpilogue: fused MATH cycles
+  uint64_t flops = 0;                    // kGemm: 2*m*k*n
+  std::vector<MathOpShape> math_stages;  // kEpilogue: one per stage, elements = m_t*n_t
+  std::vector<uint32_t> deps;            // indices of earlier ops, ascending
+
+  friend bool operator==(const TileOp&, const TileOp&) = default;
+};
+
+struct TilePlan {
+  uint32_t m_tiles = 0;
+  uint32_t k_tiles = 0;
+  uint32_t n_tiles = 0;
+  std::vector<TileOp> ops;
+
+  Cycles gemm_cycles;       // sum of kGemm cycles, fill/drain excluded
+  Cycles peak_gemm_cycles;  // ceil(flops / (2 * array_rows * array_cols))
+  uint64_t flops = 0;       // useful: 2*M*K*N
+  Cycles epilogue_cycles;   // sum of kEpilogue cycles
+  Bytes a_bytes;            // M*K*a_elem
+  Bytes b_bytes;            // K*N*b_elem
+  Bytes out_bytes;          // M*N*out_elem
+  Bytes hbm_read_bytes;     // a_bytes and/or b_bytes, for the operands in HBM
+  Bytes hbm_write_bytes;    // out_bytes if the output is in HBM
+
+  Cycles padding_loss_cycles() const { return gemm_cycles - peak_gemm_cycles; }
+
+  friend bool operator==(const TilePlan&, const TilePlan&) = default;
+};
+
+TilePlan PlanGemm(const GemmComposite& composite, const pb::Scheduler& scheduler,
+                  const pb::GemmEngine& gemm, const pb::MathEngine& math);
+
+}  // namespace ahbm::sim
+
+#endif  // AHBMSIM_ACTORS_MODELS_TILE_PLAN_H_
