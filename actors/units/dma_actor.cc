@@ -1,0 +1,103 @@
+#include "actors/units/dma_actor.h"
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "actors/pb_message.h"
+#include "base/check.h"
+#include "proto/commands.pb.h"
+
+namespace ahbm::sim {
+namespace {
+
+void SendError(Engine* engine, UnitId self_id, UnitId dst, uint64_t cmd_id, std::string message) {
+  auto err = std::make_shared<pb::DmaError>();
+  err->set_cmd_id(cmd_id);
+  err->set_message(std::move(message));
+  engine->Send(self_id, SimTime(0), dst, std::shared_ptr<const pb::DmaError>(std::move(err)));
+}
+
+void SendCompletion(Engine* engine, UnitId self_id, UnitId dst, uint64_t cmd_id, SimTime start,
+                    SimTime end) {
+  auto done = std::make_shared<pb::Completion>();
+  done->set_cmd_id(cmd_id);
+  done->set_unit(self_id);
+  done->set_start_ps(start.value());
+  done->set_end_ps(end.value());
+  engine->Send(self_id, SimTime(0), dst, std::shared_ptr<const pb::Completion>(std::move(done)));
+}
+
+}  // namespace
+
+caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, pb::Chip chip,
+                          uint32_t pe) {
+  self->state.model.emplace(chip, pe);
+  self->state.index.emplace(chip);
+  return {
+      [self, engine, self_id](const std::shared_ptr<const pb::DmaCmd>& cmd) {
+        DmaActorState& st = self->state;
+        const UnitId requester = engine->current_src();
+        const uint64_t cmd_id = cmd->cmd_id();
+        if (st.pending.contains(cmd_id)) {
+          SendError(engine, self_id, requester, cmd_id,
+                    absl::StrCat("DMA of pe ", st.model->pe(), ": cmd ", cmd_id,
+                                 " is already in flight on this DMA"));
+          return;
+        }
+        absl::StatusOr<DmaPlan> plan = st.model->Plan(*cmd);
+        if (!plan.ok()) {
+          SendError(engine, self_id, requester, cmd_id, std::string(plan.status().message()));
+          return;
+        }
+        if (plan->kind == DmaKind::kTcmCopy) {
+          const DmaTiming timing = st.model->Execute(*plan, engine->now(), {});
+          SendCompletion(engine, self_id, requester, cmd_id, timing.start, timing.done);
+          return;
+        }
+        AHBM_CHECK(!plan->channels.empty()) << "HBM plan without channels, cmd " << cmd_id;
+        DmaActorState::Pending& p = st.pending[cmd_id];
+        p.requester = requester;
+        p.extra = st.model->ExtraLatency(*plan);
+        p.end = engine->now();
+        const bool write = plan->kind == DmaKind::kHbmWrite;
+        for (const DmaChannelShare& share : plan->channels) {  // ascending channel order
+          const UnitId channel = st.index->HbmChannelUnit(plan->cube, share.channel).value();
+          p.outstanding.insert(channel);
+          auto req = std::make_shared<pb::HbmRequest>();
+          req->set_request_id(cmd_id);
+          req->set_channel(channel);
+          req->set_bytes(share.bytes.value());
+          req->set_write(write);
+          engine->Send(self_id, SimTime(0), channel,
+                       std::shared_ptr<const pb::HbmRequest>(std::move(req)));
+        }
+      },
+      [self, engine, self_id](const std::shared_ptr<const pb::HbmResponse>& resp) {
+        DmaActorState& st = self->state;
+        auto it = st.pending.find(resp->request_id());
+        AHBM_CHECK(it != st.pending.end())
+            << "DMA unit " << self_id << ": HbmResponse for cmd " << resp->request_id()
+            << ", which is not in flight";
+        DmaActorState::Pending& p = it->second;
+        AHBM_CHECK(p.outstanding.erase(resp->channel()) == 1)
+            << "DMA unit " << self_id << ": unexpected HbmResponse from channel unit "
+            << resp->channel() << " for cmd " << resp->request_id();
+        p.start = std::min(p.start, SimTime(resp->start_ps()));
+        p.end = std::max(p.end, SimTime(resp->done_ps()) + p.extra);
+        if (!p.outstanding.empty()) return;
+        SendCompletion(engine, self_id, p.requester, it->first, p.start, p.end);
+        st.pending.erase(it);
+      },
+  };
+}
+
+void StartDmaActor(Engine& engine, UnitId id, std::string name, const pb::Chip& chip,
+                   uint32_t pe) {
+  engine.Register(id, std::move(name), engine.system().spawn(DmaBehavior, &engine, id, chip, pe));
+}
+
+}  // namespace ahbm::sim

@@ -1,0 +1,78 @@
+// The DMA engine actor of one PE (DESIGN §2-§4): a thin CAF shell over DmaModel (STYLE 4) that
+// talks to the CUBE's HBM channel actors (hbm_channel_actor.h).
+//
+// Ports:
+// - in  std::shared_ptr<const pb::DmaCmd> from a requester (the PE scheduler; any unit).
+// - out std::shared_ptr<const pb::HbmRequest> to the CUBE's channel actors.
+// - in  std::shared_ptr<const pb::HbmResponse> from those channel actors.
+// - out std::shared_ptr<const pb::Completion> or std::shared_ptr<const pb::DmaError> to the
+//   requester (the src of the DmaCmd).
+//
+// Contract:
+// - A DmaCmd is planned with DmaModel::Plan at delivery time now() = issue. If planning fails,
+//   or the cmd_id is already in flight on this DMA, the requester gets at once a DmaError
+//   {cmd_id, message} (the model's message names the issuing PE, the address and the reason);
+//   nothing else happens and the engine keeps running.
+// - HBM read / write: one HbmRequest per DmaChannelShare, all sent at once (zero delay), in
+//   ascending channel order, to unit ChipIndex::HbmChannelUnit(plan.cube, share.channel), with
+//   request_id = cmd_id, channel = that unit id, bytes = the share's charged bytes, write = the
+//   kind. Every response arrives at `issue` too (the channels reply at once). When the last one
+//   has arrived the requester gets at once
+//     Completion{cmd_id, unit = this DMA's unit id,
+//                start_ps = min over responses of start_ps,
+//                end_ps   = max over responses of (done_ps + ExtraLatency(plan))},
+//   i.e. the numbers DmaModel::Execute gives; end_ps lies in the future (the PE scheduler's
+//   planner needs it at issue). Contention is the channels' FIFO in engine delivery order.
+// - TCM -> TCM copy: no channels; the model's TCM copy path (DmaModel::Execute) times it and the
+//   requester gets the Completion at once.
+// - Several commands may be in flight; their state is kept in a std::map keyed by cmd_id. An
+//   HbmResponse for no pending command or from an unexpected channel is a bug (AHBM_CHECK).
+// - DmaModel::stats() counts only TCM copies here (HBM commands are timed by the channel actors,
+//   not by DmaModel::Execute).
+#ifndef AHBMSIM_ACTORS_UNITS_DMA_ACTOR_H_
+#define AHBMSIM_ACTORS_UNITS_DMA_ACTOR_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "actors/engine.h"
+#include "actors/models/dma_model.h"
+#include "actors/time.h"
+#include "caf/behavior.hpp"
+#include "caf/event_based_actor.hpp"
+#include "caf/stateful_actor.hpp"
+#include "proto/topology.pb.h"
+#include "topology/ids.h"
+
+namespace ahbm::sim {
+
+struct DmaActorState {
+  // One HBM command waiting for its channels' responses.
+  struct Pending {
+    UnitId requester = 0;
+    SimTime extra;                 // ExtraLatency(plan)
+    std::set<UnitId> outstanding;  // channel unit ids not yet answered
+    SimTime start = SimTime::Max();
+    SimTime end;
+  };
+  std::optional<DmaModel> model;          // set by the behavior function (no default ctor)
+  std::optional<topology::ChipIndex> index;
+  std::map<uint64_t, Pending> pending;    // by cmd_id
+};
+using DmaActor = caf::stateful_actor<DmaActorState>;
+
+// The behavior of the DMA of global PE `pe`, unit `self_id`; spawn with
+// `engine.system().spawn(DmaBehavior, &engine, self_id, chip, pe)`. `chip` must be validated.
+caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, pb::Chip chip,
+                          uint32_t pe);
+
+// Spawns the DMA actor of global PE `pe` and registers it as unit `id` named `name`.
+void StartDmaActor(Engine& engine, UnitId id, std::string name, const pb::Chip& chip,
+                   uint32_t pe);
+
+}  // namespace ahbm::sim
+
+#endif  // AHBMSIM_ACTORS_UNITS_DMA_ACTOR_H_

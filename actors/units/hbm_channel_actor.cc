@@ -1,0 +1,35 @@
+#include "actors/units/hbm_channel_actor.h"
+
+#include <memory>
+#include <utility>
+
+#include "actors/pb_message.h"
+#include "actors/time.h"
+#include "proto/commands.pb.h"
+
+namespace ahbm::sim {
+
+caf::behavior HbmChannelBehavior(HbmChannelActor* self, Engine* engine, UnitId self_id,
+                                 pb::HbmChannel config) {
+  self->state.model.emplace(config);
+  return {[self, engine, self_id](const std::shared_ptr<const pb::HbmRequest>& req) {
+    const HbmGrant grant = self->state.model->Access(engine->now(), Bytes(req->bytes()),
+                                                     req->write() ? HbmOp::kWrite : HbmOp::kRead);
+    auto resp = std::make_shared<pb::HbmResponse>();
+    resp->set_request_id(req->request_id());
+    resp->set_bytes(req->bytes());
+    resp->set_start_ps(grant.start.value());
+    resp->set_done_ps(grant.done.value());
+    resp->set_channel(self_id);
+    engine->Send(self_id, SimTime(0), engine->current_src(),
+                 std::shared_ptr<const pb::HbmResponse>(std::move(resp)));
+  }};
+}
+
+void StartHbmChannelActor(Engine& engine, UnitId id, std::string name,
+                          const pb::HbmChannel& config) {
+  engine.Register(id, std::move(name),
+                  engine.system().spawn(HbmChannelBehavior, &engine, id, config));
+}
+
+}  // namespace ahbm::sim
