@@ -20,87 +20,58 @@
 
 namespace ahbm::sim {
 
-// A point in or a span of simulated time, in picoseconds.
-class SimTime {
+// The arithmetic SimTime, Cycles and Bytes share: a uint64_t with explicit construction,
+// `.value()`, addition and subtraction of the same type (below zero is a bug), scaling by an
+// integer and ordering. Different quantities never mix: each derives its own Quantity<Self>.
+template <typename Self>
+class Quantity {
  public:
-  constexpr SimTime() = default;
-  constexpr explicit SimTime(uint64_t ps) : ps_(ps) {}
-  static constexpr SimTime Max() { return SimTime(std::numeric_limits<uint64_t>::max()); }
-
-  constexpr uint64_t value() const { return ps_; }
-
-  constexpr SimTime& operator+=(SimTime d) {
-    ps_ += d.ps_;
-    return *this;
+  constexpr Quantity() = default;
+  constexpr explicit Quantity(uint64_t n) : n_(n) {}
+  constexpr uint64_t value() const { return n_; }
+  constexpr Self& operator+=(Self other) {
+    n_ += other.n_;
+    return self();
   }
-  constexpr SimTime& operator-=(SimTime d) {
-    AHBM_CHECK(ps_ >= d.ps_) << ps_ << "ps - " << d.ps_ << "ps";
-    ps_ -= d.ps_;
-    return *this;
+  constexpr Self& operator-=(Self other) {
+    AHBM_CHECK(n_ >= other.n_) << Self(n_) << " - " << other;
+    n_ -= other.n_;
+    return self();
   }
-  friend constexpr SimTime operator+(SimTime a, SimTime b) { return a += b; }
-  friend constexpr SimTime operator-(SimTime a, SimTime b) { return a -= b; }
-  friend constexpr SimTime operator*(SimTime a, uint64_t k) { return SimTime(a.ps_ * k); }
-  friend constexpr SimTime operator*(uint64_t k, SimTime a) { return a * k; }
-  friend constexpr auto operator<=>(SimTime, SimTime) = default;
+  friend constexpr Self operator+(Self a, Self b) { return a += b; }
+  friend constexpr Self operator-(Self a, Self b) { return a -= b; }
+  friend constexpr Self operator*(Self a, uint64_t k) { return Self(a.n_ * k); }
+  friend constexpr Self operator*(uint64_t k, Self a) { return a * k; }
+  friend constexpr auto operator<=>(const Quantity&, const Quantity&) = default;
 
  private:
-  uint64_t ps_ = 0;
+  constexpr Self& self() { return static_cast<Self&>(*this); }
+  uint64_t n_ = 0;
+};
+
+// A point in or a span of simulated time, in picoseconds.
+class SimTime : public Quantity<SimTime> {
+ public:
+  using Quantity::Quantity;
+  static constexpr SimTime Max() { return SimTime(std::numeric_limits<uint64_t>::max()); }
 };
 
 // A number of clock cycles of some ClockDomain.
-class Cycles {
+class Cycles : public Quantity<Cycles> {
  public:
-  constexpr Cycles() = default;
-  constexpr explicit Cycles(uint64_t n) : n_(n) {}
-
-  constexpr uint64_t value() const { return n_; }
-
-  constexpr Cycles& operator+=(Cycles c) {
-    n_ += c.n_;
-    return *this;
-  }
-  constexpr Cycles& operator-=(Cycles c) {
-    AHBM_CHECK(n_ >= c.n_) << n_ << "cyc - " << c.n_ << "cyc";
-    n_ -= c.n_;
-    return *this;
-  }
-  friend constexpr Cycles operator+(Cycles a, Cycles b) { return a += b; }
-  friend constexpr Cycles operator-(Cycles a, Cycles b) { return a -= b; }
-  friend constexpr Cycles operator*(Cycles a, uint64_t k) { return Cycles(a.n_ * k); }
-  friend constexpr Cycles operator*(uint64_t k, Cycles a) { return a * k; }
-  friend constexpr auto operator<=>(Cycles, Cycles) = default;
-
- private:
-  uint64_t n_ = 0;
+  using Quantity::Quantity;
 };
 
 // An amount of data in bytes.
-class Bytes {
+class Bytes : public Quantity<Bytes> {
  public:
-  constexpr Bytes() = default;
-  constexpr explicit Bytes(uint64_t n) : n_(n) {}
-
-  constexpr uint64_t value() const { return n_; }
-
-  constexpr Bytes& operator+=(Bytes b) {
-    n_ += b.n_;
-    return *this;
-  }
-  constexpr Bytes& operator-=(Bytes b) {
-    AHBM_CHECK(n_ >= b.n_) << n_ << "B - " << b.n_ << "B";
-    n_ -= b.n_;
-    return *this;
-  }
-  friend constexpr Bytes operator+(Bytes a, Bytes b) { return a += b; }
-  friend constexpr Bytes operator-(Bytes a, Bytes b) { return a -= b; }
-  friend constexpr Bytes operator*(Bytes a, uint64_t k) { return Bytes(a.n_ * k); }
-  friend constexpr Bytes operator*(uint64_t k, Bytes a) { return a * k; }
-  friend constexpr auto operator<=>(Bytes, Bytes) = default;
-
- private:
-  uint64_t n_ = 0;
+  using Quantity::Quantity;
 };
+
+// Printing for test failures and diagnostics: "1500ps", "7cyc", "256B".
+std::ostream& operator<<(std::ostream& os, SimTime t);
+std::ostream& operator<<(std::ostream& os, Cycles c);
+std::ostream& operator<<(std::ostream& os, Bytes b);
 
 // A byte address in some memory space. Offsets are Bytes; the distance of two addresses is Bytes.
 class Addr {
@@ -132,9 +103,6 @@ class Addr {
 };
 
 // Printing for test failures and diagnostics: "1500ps", "7cyc", "256B", "0x1000".
-std::ostream& operator<<(std::ostream& os, SimTime t);
-std::ostream& operator<<(std::ostream& os, Cycles c);
-std::ostream& operator<<(std::ostream& os, Bytes b);
 std::ostream& operator<<(std::ostream& os, Addr a);
 
 // A clock of fixed period; cycle edges at 0, period, 2*period, ...
