@@ -60,6 +60,7 @@ void PePlanner::Commit(SimTime now) {
 
 void PePlanner::Retire(SimTime now) {
   while (!ops_.empty() && ops_.front().committed && ops_.front().timing->end <= now) {
+    retired_[first_id_] = *ops_.front().timing;
     ops_.pop_front();
     ++first_id_;
   }
@@ -113,8 +114,10 @@ void PePlanner::Replan(SimTime now) {
 
 std::optional<OpTiming> PePlanner::timing(OpId id) const {
   const Op* o = Find(id);
-  AHBM_CHECK(o != nullptr) << "op " << id << " is retired";
-  return o->timing;
+  if (o != nullptr) return o->timing;
+  auto it = retired_.find(id);
+  AHBM_CHECK(it != retired_.end()) << "op " << id << " is retired and released";
+  return it->second;
 }
 
 bool PePlanner::committed(OpId id) const {

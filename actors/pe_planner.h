@@ -24,6 +24,7 @@
 #include <compare>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <optional>
 #include <vector>
 
@@ -69,7 +70,10 @@ class PePlanner {
   void Replan(SimTime now);
 
   // Planned or committed timing; nullopt while the op is blocked (an input is unknown).
+  // Retired ops (committed and ended) keep their timing until Release(op).
   std::optional<OpTiming> timing(OpId op) const;
+  // Forgets a retired op's timing (the client has read it); a live op is not affected.
+  void Release(OpId op) { retired_.erase(op); }
   bool committed(OpId op) const;
   // The earliest planned start or end strictly after `t` (per-tile stepping), if any.
   std::optional<SimTime> NextBoundaryAfter(SimTime t) const;
@@ -96,6 +100,7 @@ class PePlanner {
 
   ClockDomain clock_;
   std::deque<Op> ops_;  // ops_[i] has id first_id_ + i
+  std::map<OpId, OpTiming> retired_;  // timings of retired ops not yet released
   OpId first_id_ = 0;
   SimTime now_;
   std::array<EngineState, kNumPlannedEngines> committed_engines_{};

@@ -1,5 +1,7 @@
 #include "actors/models/dma_model.h"
 
+#include "actors/tensor_ref.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -45,17 +47,6 @@ struct Dim {
   uint64_t stride;
 };
 
-// Element size of a dtype; 0 for an unspecified one.
-uint64_t DTypeBytes(pb::DType dtype) {
-  switch (dtype) {
-    case pb::BF16:
-      return 2;
-    case pb::FP32:
-      return 4;
-    default:
-      return 0;
-  }
-}
 
 u128 Elements(const pb::TensorRef& ref) {
   u128 n = 1;

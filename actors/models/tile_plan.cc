@@ -47,6 +47,8 @@ const char* TileOpKindName(TileOpKind kind) {
       return "Gemm";
     case TileOpKind::kEpilogue:
       return "Epilogue";
+    case TileOpKind::kSoftmaxMerge:
+      return "SoftmaxMerge";
     case TileOpKind::kWriteOut:
       return "WriteOut";
   }
@@ -167,6 +169,50 @@ TilePlan PlanGemm(const GemmComposite& composite, const pb::Scheduler& scheduler
   if (c.a_home == TensorHome::kHbm) plan.hbm_read_bytes += plan.a_bytes;
   if (c.b_home == TensorHome::kHbm) plan.hbm_read_bytes += plan.b_bytes;
   if (c.out_home == TensorHome::kHbm) plan.hbm_write_bytes += plan.out_bytes;
+  return plan;
+}
+
+std::vector<MathOpShape> SoftmaxMergeStages(uint64_t rows, uint64_t keys, uint64_t d) {
+  const uint64_t rc = rows * keys;
+  return {
+      {pb::SCALE, rc},     {pb::REDUCE_MAX, rc}, {pb::MAXIMUM, rows}, {pb::SUB, rc},
+      {pb::EXP, rc},       {pb::REDUCE_SUM, rc}, {pb::SUB, rows},     {pb::EXP, rows},
+      {pb::MUL, rows},     {pb::ADD, rows},      {pb::MUL, rows * d},
+  };
+}
+
+TilePlan PlanSoftmaxPv(const SoftmaxPvShape& shape, const pb::Scheduler& scheduler,
+                       const pb::GemmEngine& gemm, const pb::MathEngine& math) {
+  AHBM_CHECK(shape.rows > 0 && shape.keys > 0 && shape.d > 0)
+      << "empty softmax_pv rows=" << shape.rows << " keys=" << shape.keys << " d=" << shape.d;
+  GemmComposite pv;
+  pv.m = shape.rows;
+  pv.k = shape.keys;
+  pv.n = shape.d;
+  pv.a_element_bytes = GemmComposite::kBf16;  // P is rounded to bf16 before P·V (DESIGN §2)
+  pv.b_element_bytes = shape.v_element_bytes;
+  pv.out_element_bytes = GemmComposite::kFp32;
+  pv.a_home = TensorHome::kTcm;
+  pv.b_home = shape.v_home;
+  pv.out_home = TensorHome::kTcm;
+  TilePlan gemm_plan = PlanGemm(pv, scheduler, gemm, math);
+
+  TileOp merge;
+  merge.kind = TileOpKind::kSoftmaxMerge;
+  merge.tile = {.m = shape.rows, .k = shape.keys, .n = 0};
+  merge.math_stages = SoftmaxMergeStages(shape.rows, shape.keys, shape.d);
+  merge.cycles = MathFusedCycles(math, merge.math_stages);
+
+  TilePlan plan = gemm_plan;
+  plan.ops.clear();
+  plan.ops.push_back(std::move(merge));
+  for (TileOp op : gemm_plan.ops) {
+    op.index += 1;
+    for (uint32_t& dep : op.deps) dep += 1;
+    if (op.kind == TileOpKind::kGemm && op.ki == 0) op.deps.insert(op.deps.begin(), 0);
+    plan.ops.push_back(std::move(op));
+  }
+  plan.epilogue_cycles = plan.ops[0].cycles;
   return plan;
 }
 

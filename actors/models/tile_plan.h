@@ -88,6 +88,7 @@ enum class TileOpKind {
   kGemm,      // tile = {m_t, k_t, n_t}
   kEpilogue,  // fused epilogue of output tile (mi, ni) on the MATH engine: tile = {m_t, 0, n_t}
   kWriteOut,  // output tile (mi, ni) to its home: tile = {m_t, 0, n_t}
+  kSoftmaxMerge,  // softmax_pv: the online-softmax merge on the MATH engine: tile = {rows, keys, 0}
 };
 
 // "LoadB", "LoadA", "Gemm", "Epilogue", "WriteOut".
@@ -134,6 +135,31 @@ struct TilePlan {
 
 TilePlan PlanGemm(const GemmComposite& composite, const pb::Scheduler& scheduler,
                   const pb::GemmEngine& gemm, const pb::MathEngine& math);
+
+// opt2's ex_composite("softmax_pv", s, v, acc, scale) (ADR-0060 rev2 §3, DESIGN §4) on
+// s[rows, keys] (fp32), v[keys, d] and the fp32 accumulator (m[rows], l[rows], O[rows, d]).
+struct SoftmaxPvShape {
+  uint64_t rows = 0;  // G * T_q
+  uint64_t keys = 0;  // the KV tile
+  uint64_t d = 0;
+  Bytes v_element_bytes;  // bf16: GemmComposite::kBf16
+  TensorHome v_home = TensorHome::kHbm;
+};
+
+// The MATH stages of the online-softmax merge, in order — exactly the primitive ops opt1/opt3
+// kernels issue for one tile, so the variants are costed alike (R = rows, C = keys):
+//   SCALE s (R*C) · REDUCE_MAX s (R*C) · MAXIMUM m_new = max(m, m_j) (R) · SUB s - m_new (R*C)
+//   · EXP p (R*C) · REDUCE_SUM l_j (R*C) · SUB m - m_new (R) · EXP alpha (R) · MUL l*alpha (R)
+//   · ADD l + l_j (R) · MUL O*alpha (R*d).
+std::vector<MathOpShape> SoftmaxMergeStages(uint64_t rows, uint64_t keys, uint64_t d);
+
+// The softmax_pv graph: op 0 = kSoftmaxMerge (fused SoftmaxMergeStages, no deps), then the ops
+// of PlanGemm(P[rows, keys] in TCM (bf16) · v[keys, d] -> O in TCM (fp32), no epilogue) with
+// indices shifted by 1 and every kGemm of ki = 0 also depending on op 0 (P comes from the
+// merge; later k-tiles follow through the accumulation chain). The P·V tiles accumulate into
+// the rescaled O, so no epilogue and no write-out cost. epilogue_cycles holds the merge cycles.
+TilePlan PlanSoftmaxPv(const SoftmaxPvShape& shape, const pb::Scheduler& scheduler,
+                       const pb::GemmEngine& gemm, const pb::MathEngine& math);
 
 }  // namespace ahbm::sim
 

@@ -430,5 +430,33 @@ TEST_F(TilePlanTest, SamePlanTwice) {
   EXPECT_EQ(first.ops.size(), second.ops.size());
 }
 
+// softmax_pv: op 0 is the fused merge costing the sum of its stages; the P·V GEMM follows with
+// every k-tile-0 GEMM depending on the merge; V bytes are loaded once, whatever the rows.
+TEST(PlanSoftmaxPvTest, MergeThenPvGemm) {
+  const pb::Pe pe = SmallChipPe();
+  const uint64_t rows = 8, keys = 256, d = 128;
+  const SoftmaxPvShape shape{rows, keys, d, GemmComposite::kBf16, TensorHome::kHbm};
+  const TilePlan plan = PlanSoftmaxPv(shape, pe.scheduler(), pe.gemm(), pe.math());
+  ASSERT_FALSE(plan.ops.empty());
+  const TileOp& merge = plan.ops[0];
+  EXPECT_EQ(merge.kind, TileOpKind::kSoftmaxMerge);
+  Cycles expected;
+  for (const MathOpShape& s : SoftmaxMergeStages(rows, keys, d)) expected += MathOpCycles(pe.math(), s);
+  EXPECT_EQ(merge.cycles, expected);
+  EXPECT_EQ(plan.epilogue_cycles, expected);
+  EXPECT_EQ(SoftmaxMergeStages(rows, keys, d).size(), 11u);
+  int gemms = 0;
+  for (size_t i = 1; i < plan.ops.size(); ++i) {
+    const TileOp& op = plan.ops[i];
+    EXPECT_EQ(op.index, i);
+    if (op.kind != TileOpKind::kGemm) continue;
+    ++gemms;
+    if (op.ki == 0) EXPECT_EQ(op.deps.front(), 0u) << i;
+  }
+  EXPECT_EQ(gemms, static_cast<int>((keys / pe.scheduler().tile_k()) * (d / pe.scheduler().tile_n())));
+  EXPECT_EQ(plan.b_bytes, Bytes(keys * d * 2));
+  EXPECT_EQ(plan.hbm_read_bytes, Bytes(keys * d * 2));
+}
+
 }  // namespace
 }  // namespace ahbm::sim

@@ -31,14 +31,44 @@ void SendCompletion(Engine* engine, UnitId self_id, UnitId dst, uint64_t cmd_id,
   engine->Send(self_id, SimTime(0), dst, std::shared_ptr<const pb::Completion>(std::move(done)));
 }
 
+// Stats and op log of one finished command (ctx may be null).
+void Record(UnitContext* ctx, UnitId self_id, uint64_t cmd_id, DmaKind kind, uint64_t bytes,
+            SimTime issue, SimTime start, SimTime end) {
+  if (ctx == nullptr) return;
+  pb::UnitStats& s = ctx->stats.At(self_id);
+  s.set_ops(s.ops() + 1);
+  s.set_busy_ps(s.busy_ps() + (end - start).value());
+  const bool write = kind == DmaKind::kHbmWrite;
+  if (write) {
+    s.set_bytes_written(s.bytes_written() + bytes);
+  } else {
+    s.set_bytes_read(s.bytes_read() + bytes);
+  }
+  if (ctx->op_log == nullptr) return;
+  pb::OpRecord rec;
+  rec.set_unit(self_id);
+  rec.set_unit_name(ctx->Name(self_id));
+  rec.set_op(kind == DmaKind::kHbmRead ? "dma_read" : write ? "dma_write" : "dma_copy");
+  rec.set_cmd_id(cmd_id);
+  rec.set_issue_ps(issue.value());
+  rec.set_start_ps(start.value());
+  rec.set_end_ps(end.value());
+  if (write) {
+    rec.set_bytes_written(bytes);
+  } else {
+    rec.set_bytes_read(bytes);
+  }
+  ctx->op_log->AddOp(std::move(rec));
+}
+
 }  // namespace
 
 caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, pb::Chip chip,
-                          uint32_t pe) {
+                          uint32_t pe, UnitContext* ctx) {
   self->state.model.emplace(chip, pe);
   self->state.index.emplace(chip);
   return {
-      [self, engine, self_id](const std::shared_ptr<const pb::DmaCmd>& cmd) {
+      [self, engine, self_id, ctx](const std::shared_ptr<const pb::DmaCmd>& cmd) {
         DmaActorState& st = self->state;
         const UnitId requester = engine->current_src();
         const uint64_t cmd_id = cmd->cmd_id();
@@ -56,6 +86,8 @@ caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, pb::Ch
         if (plan->kind == DmaKind::kTcmCopy) {
           const DmaTiming timing = st.model->Execute(*plan, engine->now(), {});
           SendCompletion(engine, self_id, requester, cmd_id, timing.start, timing.done);
+          Record(ctx, self_id, cmd_id, plan->kind, plan->useful_bytes.value(), engine->now(),
+                 timing.start, timing.done);
           return;
         }
         AHBM_CHECK(!plan->channels.empty()) << "HBM plan without channels, cmd " << cmd_id;
@@ -63,6 +95,9 @@ caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, pb::Ch
         p.requester = requester;
         p.extra = st.model->ExtraLatency(*plan);
         p.end = engine->now();
+        p.issue = engine->now();
+        p.kind = plan->kind;
+        p.bytes = plan->useful_bytes.value();
         const bool write = plan->kind == DmaKind::kHbmWrite;
         for (const DmaChannelShare& share : plan->channels) {  // ascending channel order
           const UnitId channel = st.index->HbmChannelUnit(plan->cube, share.channel).value();
@@ -76,7 +111,7 @@ caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, pb::Ch
                        std::shared_ptr<const pb::HbmRequest>(std::move(req)));
         }
       },
-      [self, engine, self_id](const std::shared_ptr<const pb::HbmResponse>& resp) {
+      [self, engine, self_id, ctx](const std::shared_ptr<const pb::HbmResponse>& resp) {
         DmaActorState& st = self->state;
         auto it = st.pending.find(resp->request_id());
         AHBM_CHECK(it != st.pending.end())
@@ -90,6 +125,7 @@ caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, pb::Ch
         p.end = std::max(p.end, SimTime(resp->done_ps()) + p.extra);
         if (!p.outstanding.empty()) return;
         SendCompletion(engine, self_id, p.requester, it->first, p.start, p.end);
+        Record(ctx, self_id, it->first, p.kind, p.bytes, p.issue, p.start, p.end);
         st.pending.erase(it);
       },
   };
@@ -97,7 +133,15 @@ caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, pb::Ch
 
 void StartDmaActor(Engine& engine, UnitId id, std::string name, const pb::Chip& chip,
                    uint32_t pe) {
-  engine.Register(id, std::move(name), engine.system().spawn(DmaBehavior, &engine, id, chip, pe));
+  engine.Register(id, std::move(name),
+                  engine.system().spawn(DmaBehavior, &engine, id, chip, pe,
+                                        static_cast<UnitContext*>(nullptr)));
+}
+
+void StartDmaActor(UnitContext& ctx, uint32_t pe) {
+  const UnitId id = ctx.index.PeUnit(topology::UnitKind::kDma, ctx.index.PeOf(pe)).value();
+  ctx.engine->Register(id, ctx.Name(id),
+                       ctx.engine->system().spawn(DmaBehavior, ctx.engine, id, ctx.chip, pe, &ctx));
 }
 
 }  // namespace ahbm::sim

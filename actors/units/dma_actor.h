@@ -27,6 +27,9 @@
 //   requester gets the Completion at once.
 // - Several commands may be in flight; their state is kept in a std::map keyed by cmd_id. An
 //   HbmResponse for no pending command or from an unexpected channel is a bug (AHBM_CHECK).
+// - With a UnitContext: stats on the DMA unit (ops, busy_ps = Σ (end - start), bytes read from /
+//   written to HBM or copied) and one OpRecord per command ("dma_read", "dma_write",
+//   "dma_copy") in the op log, both when the Completion is sent.
 // - DmaModel::stats() counts only TCM copies here (HBM commands are timed by the channel actors,
 //   not by DmaModel::Execute).
 #ifndef AHBMSIM_ACTORS_UNITS_DMA_ACTOR_H_
@@ -46,6 +49,7 @@
 #include "caf/stateful_actor.hpp"
 #include "proto/topology.pb.h"
 #include "topology/ids.h"
+#include "actors/units/unit_context.h"
 
 namespace ahbm::sim {
 
@@ -57,6 +61,9 @@ struct DmaActorState {
     std::set<UnitId> outstanding;  // channel unit ids not yet answered
     SimTime start = SimTime::Max();
     SimTime end;
+    SimTime issue;
+    DmaKind kind = DmaKind::kHbmRead;
+    uint64_t bytes = 0;
   };
   std::optional<DmaModel> model;          // set by the behavior function (no default ctor)
   std::optional<topology::ChipIndex> index;
@@ -65,13 +72,16 @@ struct DmaActorState {
 using DmaActor = caf::stateful_actor<DmaActorState>;
 
 // The behavior of the DMA of global PE `pe`, unit `self_id`; spawn with
-// `engine.system().spawn(DmaBehavior, &engine, self_id, chip, pe)`. `chip` must be validated.
+// `engine.system().spawn(DmaBehavior, &engine, self_id, chip, pe, ctx)`. `chip` must be
+// validated; ctx (stats and op log) may be null.
 caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, pb::Chip chip,
-                          uint32_t pe);
+                          uint32_t pe, UnitContext* ctx);
 
 // Spawns the DMA actor of global PE `pe` and registers it as unit `id` named `name`.
 void StartDmaActor(Engine& engine, UnitId id, std::string name, const pb::Chip& chip,
                    uint32_t pe);
+// The DMA of global PE `pe` of ctx's chip, with stats and op log.
+void StartDmaActor(UnitContext& ctx, uint32_t pe);
 
 }  // namespace ahbm::sim
 

@@ -10,11 +10,21 @@
 namespace ahbm::sim {
 
 caf::behavior HbmChannelBehavior(HbmChannelActor* self, Engine* engine, UnitId self_id,
-                                 pb::HbmChannel config) {
+                                 pb::HbmChannel config, StatsBoard* stats) {
   self->state.model.emplace(config);
-  return {[self, engine, self_id](const std::shared_ptr<const pb::HbmRequest>& req) {
+  return {[self, engine, self_id, stats](const std::shared_ptr<const pb::HbmRequest>& req) {
     const HbmGrant grant = self->state.model->Access(engine->now(), Bytes(req->bytes()),
                                                      req->write() ? HbmOp::kWrite : HbmOp::kRead);
+    if (stats != nullptr) {
+      pb::UnitStats& s = stats->At(self_id);
+      s.set_ops(s.ops() + 1);
+      s.set_busy_ps(s.busy_ps() + (grant.free_at - grant.start).value());
+      if (req->write()) {
+        s.set_bytes_written(s.bytes_written() + req->bytes());
+      } else {
+        s.set_bytes_read(s.bytes_read() + req->bytes());
+      }
+    }
     auto resp = std::make_shared<pb::HbmResponse>();
     resp->set_request_id(req->request_id());
     resp->set_bytes(req->bytes());
@@ -29,7 +39,15 @@ caf::behavior HbmChannelBehavior(HbmChannelActor* self, Engine* engine, UnitId s
 void StartHbmChannelActor(Engine& engine, UnitId id, std::string name,
                           const pb::HbmChannel& config) {
   engine.Register(id, std::move(name),
-                  engine.system().spawn(HbmChannelBehavior, &engine, id, config));
+                  engine.system().spawn(HbmChannelBehavior, &engine, id, config,
+                                        static_cast<StatsBoard*>(nullptr)));
+}
+
+void StartHbmChannelActor(UnitContext& ctx, uint32_t cube, uint32_t channel) {
+  const UnitId id = ctx.index.HbmChannelUnit(ctx.index.CubeOf(cube), channel).value();
+  ctx.engine->Register(id, ctx.Name(id),
+                       ctx.engine->system().spawn(HbmChannelBehavior, ctx.engine, id,
+                                                  ctx.chip.sip().cube().hbm_channel(), &ctx.stats));
 }
 
 }  // namespace ahbm::sim

@@ -12,6 +12,8 @@
 //   from the request, start_ps = grant.start, done_ps = grant.done, channel = this unit's id.
 //   Replying at once is exact: a FIFO grant is a future time that later requests cannot change.
 //   The requester, not the channel, waits until done_ps if it needs to.
+// - Stats (when a StatsBoard is given): ops += 1, busy_ps += data-bus occupancy
+//   (grant.free_at - grant.start), bytes_read / bytes_written += bytes.
 // - A zero-byte request is a bug of the requester (the model's AHBM_CHECK fails; the engine
 //   then reports the terminated unit).
 #ifndef AHBMSIM_ACTORS_UNITS_HBM_CHANNEL_ACTOR_H_
@@ -26,6 +28,7 @@
 #include "caf/event_based_actor.hpp"
 #include "caf/stateful_actor.hpp"
 #include "proto/topology.pb.h"
+#include "actors/units/unit_context.h"
 
 namespace ahbm::sim {
 
@@ -35,13 +38,17 @@ struct HbmChannelActorState {
 using HbmChannelActor = caf::stateful_actor<HbmChannelActorState>;
 
 // The behavior of unit `self_id`; spawn with
-// `engine.system().spawn(HbmChannelBehavior, &engine, self_id, config)`.
+// `engine.system().spawn(HbmChannelBehavior, &engine, self_id, config, stats)` (stats may be
+// null).
 caf::behavior HbmChannelBehavior(HbmChannelActor* self, Engine* engine, UnitId self_id,
-                                 pb::HbmChannel config);
+                                 pb::HbmChannel config, StatsBoard* stats);
 
 // Spawns the channel actor in engine.system() and registers it as unit `id` named `name`.
 void StartHbmChannelActor(Engine& engine, UnitId id, std::string name,
                           const pb::HbmChannel& config);
+// The same for channel `channel` (CUBE-local index) of global CUBE `cube` of ctx's chip, with
+// stats on ctx.stats.
+void StartHbmChannelActor(UnitContext& ctx, uint32_t cube, uint32_t channel);
 
 }  // namespace ahbm::sim
 

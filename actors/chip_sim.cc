@@ -1,0 +1,158 @@
+#include "actors/chip_sim.h"
+
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "actors/observe/report.h"
+#include "actors/units/dma_actor.h"
+#include "actors/units/engine_unit_actor.h"
+#include "actors/units/hbm_channel_actor.h"
+#include "actors/units/pe_scheduler.h"
+#include "base/check.h"
+
+namespace ahbm::sim {
+
+using topology::UnitKind;
+
+absl::StatusOr<std::unique_ptr<ChipSim>> ChipSim::Create(const pb::Chip& chip,
+                                                         ChipSimOptions options) {
+  std::unique_ptr<ChipSim> sim(new ChipSim());
+  const std::string profile = options.issue_cost_profile.empty()
+                                  ? chip.sip().cube().pe().default_issue_cost_profile()
+                                  : options.issue_cost_profile;
+  if (FindIssueCostProfile(chip, profile) == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("issue_cost_profile: the chip has no profile named '", profile, "'"));
+  }
+  sim->engine_ = std::make_unique<Engine>();
+  sim->op_log_ = std::make_unique<observe::OpLog>(options.op_log_stream);
+  sim->ctx_ = std::make_unique<UnitContext>(sim->engine_.get(), chip);
+  UnitContext& ctx = *sim->ctx_;
+  ctx.op_log = sim->op_log_.get();
+  ctx.per_tile_events = options.per_tile_events;
+  ctx.per_tile_detail = options.per_tile_detail;
+  ctx.issue_cost_profile = profile;
+
+  pb::TraceHeader header;
+  header.set_schema_version(1);
+  header.set_topology_name(chip.name());
+  header.set_issue_cost_profile(profile);
+  header.set_per_tile_detail(options.per_tile_detail);
+  sim->op_log_->SetHeader(std::move(header));
+
+  const uint32_t num_cubes = ctx.index.num_cubes();
+  if (options.cubes.empty()) {
+    for (uint32_t c = 0; c < num_cubes; ++c) sim->cubes_.insert(c);
+  }
+  for (uint32_t c : options.cubes) {
+    if (c >= num_cubes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cubes: CUBE ", c, " is outside the chip's ", num_cubes, " CUBEs"));
+    }
+    sim->cubes_.insert(c);
+  }
+  const uint32_t pes = ctx.index.pes_per_cube();
+  for (uint32_t cube : sim->cubes_) {
+    for (uint32_t p = 0; p < pes; ++p) {
+      const uint32_t pe = cube * pes + p;
+      StartPeSchedulerActor(ctx, pe);
+      StartDmaActor(ctx, pe);
+      StartEngineUnitActor(ctx, UnitKind::kGemm, pe);
+      StartEngineUnitActor(ctx, UnitKind::kMath, pe);
+    }
+    for (uint32_t ch = 0; ch < ctx.index.channels_per_cube(); ++ch) {
+      StartHbmChannelActor(ctx, cube, ch);
+    }
+  }
+  sim->options_ = std::move(options);
+  return sim;
+}
+
+ChipSim::~ChipSim() {
+  if (engine_) engine_->Shutdown();
+}
+
+absl::Status ChipSim::SetProgram(uint32_t pe, CpuProgram program) {
+  if (ran_) return absl::FailedPreconditionError("SetProgram after Run");
+  const uint32_t cube = pe / ctx_->index.pes_per_cube();
+  if (pe >= ctx_->index.num_pes() || !cubes_.contains(cube)) {
+    return absl::InvalidArgumentError(absl::StrCat("pe ", pe, " is not in a simulated CUBE"));
+  }
+  if (!programmed_.insert(pe).second) {
+    return absl::InvalidArgumentError(absl::StrCat("pe ", pe, " already has a program"));
+  }
+  StartPeCpuActor(*ctx_, pe, std::move(program));
+  return absl::OkStatus();
+}
+
+absl::Status ChipSim::Run() {
+  AHBM_CHECK(!ran_) << "ChipSim::Run twice";
+  ran_ = true;
+  engine_->Run();
+  latency_ = engine_->now();
+  if (!ctx_->errors.empty()) return absl::InvalidArgumentError(ctx_->errors.front());
+  if (!ctx_->cpu_waiting.empty()) {
+    std::vector<std::string> lines;
+    for (const auto& [pe, what] : ctx_->cpu_waiting) {
+      lines.push_back(absl::StrCat(ctx_->index.Name(ctx_->index.PeUnit(UnitKind::kPeCpu,
+                                                                       ctx_->index.PeOf(pe))),
+                                   " waits on ", what));
+    }
+    return absl::FailedPreconditionError(
+        absl::StrCat("deadlock: no event left; ", absl::StrJoin(lines, "; ")));
+  }
+  return absl::OkStatus();
+}
+
+pb::Report ChipSim::BuildReport() const {
+  const UnitContext& ctx = *ctx_;
+  pb::Report report;
+  report.set_topology_name(ctx.chip.name());
+  report.set_workload_summary(options_.workload_summary);
+  report.set_issue_cost_profile(ctx.issue_cost_profile);
+  report.set_latency_ps(latency_.value());
+  report.set_events(engine_->events_processed());
+  for (pb::UnitStats& s : ctx.stats.Used(latency_)) *report.add_units() = std::move(s);
+
+  const pb::Cube& cube = ctx.chip.sip().cube();
+  const double channel_bytes_per_ps =
+      static_cast<double>(cube.hbm_channel().bytes_per_cycle()) * cube.hbm_channel().clock_mhz() /
+      1e6;
+  const double peak_flops_per_ps = 2.0 * cube.pe().gemm().array_rows() *
+                                   cube.pe().gemm().array_cols() * cube.pe().clock_mhz() / 1e6;
+  std::vector<observe::PeResourceUse> pes;
+  const auto stat = [&](UnitKind kind, uint32_t pe) -> const pb::UnitStats* {
+    const uint32_t id = ctx.index.PeUnit(kind, ctx.index.PeOf(pe)).value();
+    for (const pb::UnitStats& s : report.units()) {
+      if (s.unit() == id) return &s;
+    }
+    return nullptr;
+  };
+  for (uint32_t pe = 0; pe < ctx.index.num_pes(); ++pe) {
+    const pb::UnitStats* cpu = stat(UnitKind::kPeCpu, pe);
+    const pb::UnitStats* dma = stat(UnitKind::kDma, pe);
+    const pb::UnitStats* gemm = stat(UnitKind::kGemm, pe);
+    const pb::UnitStats* math = stat(UnitKind::kMath, pe);
+    if (!cpu && !dma && !gemm && !math) continue;
+    observe::PeResourceUse use;
+    use.pe = pe;
+    const std::string cpu_name =
+        ctx.index.Name(ctx.index.PeUnit(UnitKind::kPeCpu, ctx.index.PeOf(pe)));
+    use.pe_name = cpu_name.substr(0, cpu_name.rfind('.'));
+    use.hbm_bytes = dma ? dma->bytes_read() + dma->bytes_written() : 0;
+    use.hbm_bytes_per_ps = channel_bytes_per_ps * ctx.index.channels_per_pe();
+    use.gemm_tile_plan_ps = gemm ? gemm->busy_ps() : 0;
+    use.gemm_flops = gemm ? gemm->flops() : 0;
+    use.gemm_peak_flops_per_ps = peak_flops_per_ps;
+    use.math_ps = math ? math->busy_ps() : 0;
+    use.cpu_issue_ps = cpu ? cpu->busy_ps() : 0;
+    pes.push_back(std::move(use));
+  }
+  *report.mutable_roofline() = observe::ComputeRoofline(pes, /*comm_critical_path_ps=*/0);
+  report.set_roofline_ratio(observe::RooflineRatio(latency_.value(), report.roofline().bound_ps()));
+  return report;
+}
+
+}  // namespace ahbm::sim

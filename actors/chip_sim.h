@@ -1,0 +1,83 @@
+// ChipSim: one simulation of a chip — the engine, every unit actor of the chosen CUBEs, the op
+// log and the report (DESIGN §3, §5). This is how tests, benchmarks and (later) the kernel
+// runtime and `ahbm run` drive the simulation core: give PE CPUs command programs, Run(),
+// read the op log and the report.
+//
+// Contract:
+// - Create() spawns, for every CUBE of `options.cubes` (all CUBEs when empty): each PE's
+//   scheduler, DMA, GEMM and MATH units and every HBM channel of the CUBE. PE CPUs are spawned
+//   by SetProgram (one program per PE, before Run).
+// - The op log starts with a TraceHeader (schema 1, topology name and digest, issue-cost
+//   profile, per-tile flag) and is also streamed to options.op_log_stream if given.
+// - Run() delivers events until none is left. It fails with InvalidArgument carrying the first
+//   command error (one line naming the PE, the command and the reason), or with
+//   FailedPrecondition "deadlock: ..." listing what each unfinished PE CPU waits on.
+// - latency() = the time of the last event; the report's per-unit stats come from the units'
+//   counters (exact busy time), its roofline from those counters (DESIGN §2): per PE, HBM bytes
+//   moved by its DMA / its channels' peak bandwidth, GEMM engine busy time (tile-plan cycles
+//   plus the fill/drain the plan paid) and FLOPs at peak, MATH busy time, CPU issue time.
+#ifndef AHBMSIM_ACTORS_CHIP_SIM_H_
+#define AHBMSIM_ACTORS_CHIP_SIM_H_
+
+#include <cstdint>
+#include <memory>
+#include <ostream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "actors/engine.h"
+#include "actors/observe/op_log.h"
+#include "actors/units/pe_cpu_actor.h"
+#include "actors/units/unit_context.h"
+#include "proto/report.pb.h"
+#include "proto/topology.pb.h"
+
+namespace ahbm::sim {
+
+struct ChipSimOptions {
+  std::string issue_cost_profile;       // empty: the chip's default_issue_cost_profile
+  bool per_tile_events = false;
+  bool per_tile_detail = false;
+  std::ostream* op_log_stream = nullptr;  // also stream the op log here (length-delimited)
+  std::vector<uint32_t> cubes;          // global CUBE indices to build; empty = all
+  std::string workload_summary;         // for the report
+};
+
+class ChipSim {
+ public:
+  // `chip` must have passed topology Validate(). Fails on an unknown issue-cost profile or a
+  // CUBE index outside the chip.
+  static absl::StatusOr<std::unique_ptr<ChipSim>> Create(const pb::Chip& chip,
+                                                         ChipSimOptions options);
+  ~ChipSim();
+
+  // Gives global PE `pe` (in a built CUBE) its program; at most once per PE, before Run().
+  absl::Status SetProgram(uint32_t pe, CpuProgram program);
+  absl::Status Run();
+
+  SimTime latency() const { return latency_; }
+  uint64_t events() const { return engine_->events_processed(); }
+  const observe::OpLog& op_log() const { return *op_log_; }
+  pb::Report BuildReport() const;
+  UnitContext& context() { return *ctx_; }
+  Engine& engine() { return *engine_; }
+
+ private:
+  ChipSim() = default;
+
+  ChipSimOptions options_;
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<observe::OpLog> op_log_;
+  std::unique_ptr<UnitContext> ctx_;
+  std::set<uint32_t> cubes_;
+  std::set<uint32_t> programmed_;
+  SimTime latency_;
+  bool ran_ = false;
+};
+
+}  // namespace ahbm::sim
+
+#endif  // AHBMSIM_ACTORS_CHIP_SIM_H_

@@ -1,0 +1,413 @@
+#include "actors/command_check.h"
+
+#include "actors/tensor_ref.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/check.h"
+
+namespace ahbm::sim {
+namespace {
+
+using u128 = unsigned __int128;
+using Shape = std::vector<uint64_t>;
+
+constexpr u128 kBeyond = u128{1} << 64;
+
+std::string Hex(uint64_t value) { return absl::StrCat("0x", absl::Hex(value)); }
+
+// An end address that may not fit 64 bits.
+std::string EndText(u128 end) {
+  return end >= kBeyond ? std::string("beyond 2^64") : Hex(static_cast<uint64_t>(end));
+}
+
+std::string Text(const Shape& dims) { return absl::StrCat("[", absl::StrJoin(dims, ", "), "]"); }
+
+Shape ShapeOf(const pb::TensorRef& t) { return Shape(t.shape().begin(), t.shape().end()); }
+Shape StridesOf(const pb::TensorRef& t) { return Shape(t.strides().begin(), t.strides().end()); }
+
+
+// Enum names, or "unknown (7)" for a value the proto does not define.
+std::string OpText(pb::MathOp op) {
+  return pb::MathOp_IsValid(op) ? pb::MathOp_Name(op)
+                                : absl::StrCat("unknown (", static_cast<int>(op), ")");
+}
+std::string DTypeText(pb::DType dtype) {
+  return pb::DType_IsValid(dtype) ? pb::DType_Name(dtype)
+                                  : absl::StrCat("unknown (", static_cast<int>(dtype), ")");
+}
+std::string SpaceText(pb::MemorySpace space) {
+  return pb::MemorySpace_IsValid(space) ? pb::MemorySpace_Name(space)
+                                        : absl::StrCat("unknown (", static_cast<int>(space), ")");
+}
+
+template <typename... Args>
+absl::Status Fail(const std::string& role, const Args&... args) {
+  return absl::InvalidArgumentError(absl::StrCat(role, ": ", args...));
+}
+
+// True when `operand` may be combined elementwise with a tensor of shape `full`: the same shape
+// (any rank), or at rank 2 a row vector [1, C] or a column vector [R, 1] of `full` = [R, C].
+bool BroadcastsOver(const Shape& operand, const Shape& full) {
+  if (operand == full) return true;
+  if (operand.size() != 2 || full.size() != 2) return false;
+  return (operand[0] == 1 && operand[1] == full[1]) || (operand[0] == full[0] && operand[1] == 1);
+}
+
+std::string BroadcastWant(const Shape& full) {
+  if (full.size() != 2) return absl::StrCat("want ", Text(full), " exactly");
+  return absl::StrCat("want ", Text(full), ", a row vector ", Text({1, full[1]}),
+                      " or a column vector ", Text({full[0], 1}));
+}
+
+bool IsBinary(pb::MathOp op) {
+  return op == pb::ADD || op == pb::SUB || op == pb::MUL || op == pb::DIV || op == pb::MAXIMUM;
+}
+
+absl::Status DependsOn(const google::protobuf::RepeatedField<uint64_t>& depends_on,
+                       uint64_t cmd_id) {
+  for (int i = 0; i < depends_on.size(); ++i) {
+    if (depends_on[i] >= cmd_id) {
+      return Fail(absl::StrCat("depends_on[", i, "]"), "cmd ", depends_on[i],
+                  " is not earlier than cmd ", cmd_id,
+                  "; a command can only depend on earlier commands (ids < ", cmd_id, ")");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Rank2(const pb::TensorRef& t, const std::string& role, const char* want) {
+  if (t.shape_size() == 2) return absl::OkStatus();
+  return Fail(role, "rank ", t.shape_size(), " (shape ", Text(ShapeOf(t)), "); want rank 2 ", want,
+              " (no batch dims)");
+}
+
+}  // namespace
+
+CommandChecker::CommandChecker(const pb::Chip& chip, uint32_t global_pe)
+    : index_(chip),
+      pe_(global_pe),
+      tcm_bytes_(chip.sip().cube().pe().tcm().total_bytes()),
+      region_bytes_(chip.sip().cube().pes() == 0
+                        ? 0
+                        : chip.sip().cube().hbm_bytes() / chip.sip().cube().pes()) {
+  AHBM_CHECK(pe_ < index_.num_pes()) << "pe " << pe_ << " of " << index_.num_pes();
+  AHBM_CHECK(tcm_bytes_ > 0 && region_bytes_ > 0) << "the topology was not validated";
+  pe_name_ = PeName(pe_);
+}
+
+std::string CommandChecker::PeName(uint32_t global_pe) const {
+  if (global_pe >= index_.num_pes()) return absl::StrCat("pe ", global_pe);
+  const topology::PeId id = index_.PeOf(global_pe);
+  return absl::StrCat("pe ", global_pe, " (sip", id.sip, ".cube", id.cube, ".pe", id.pe, ")");
+}
+
+absl::Status CommandChecker::InCommand(const char* kind, uint64_t cmd_id,
+                                       const absl::Status& status) const {
+  if (status.ok()) return status;
+  return absl::InvalidArgumentError(
+      absl::StrCat(pe_name_, ": ", kind, " cmd ", cmd_id, ": ", status.message()));
+}
+
+absl::Status CommandChecker::CheckTensor(const pb::TensorRef& tensor, std::string_view role) const {
+  const absl::Status status = Tensor(tensor, std::string(role));
+  if (status.ok()) return status;
+  return absl::InvalidArgumentError(absl::StrCat(pe_name_, ": ", status.message()));
+}
+
+absl::Status CommandChecker::Tensor(const pb::TensorRef& t, const std::string& role) const {
+  if (t.space() != pb::HBM && t.space() != pb::TCM) {
+    return Fail(role, "memory space is ", SpaceText(t.space()), "; want HBM or TCM");
+  }
+  const uint64_t elem = DTypeBytes(t.dtype());
+  if (elem == 0) {
+    return Fail(role, "dtype is ", DTypeText(t.dtype()), "; want BF16 (2 bytes) or FP32 (4 bytes)");
+  }
+  const Shape shape = ShapeOf(t);
+  const Shape strides = StridesOf(t);
+  if (shape.empty()) return Fail(role, "shape is empty (rank 0); a tensor needs rank >= 1");
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 0) {
+      return Fail(role, "shape ", Text(shape), " has a zero dim (dim ", i,
+                  "); an empty tensor is not a command operand");
+    }
+  }
+  if (!strides.empty() && strides.size() != shape.size()) {
+    return Fail(role, "strides ", Text(strides), " has ", strides.size(), " entries but shape ",
+                Text(shape), " has ", shape.size(), " (want none = dense, or one per dim)");
+  }
+
+  // Elements and the last element's offset, in 128 bits, saturating at 2^64 (every product
+  // below is < 2^128: a factor <= 2^64 times a factor < 2^64).
+  u128 elements = 1;
+  u128 dense = 1;
+  u128 last = 0;
+  for (size_t i = shape.size(); i-- > 0;) {
+    const u128 stride = strides.empty() ? dense : u128{strides[i]};
+    if (stride == 0 && shape[i] > 1) {
+      return Fail(role, "dim ", i, " of shape ", Text(shape),
+                  " has stride 0 (a broadcast view), which is not supported; broadcast with a "
+                  "[1, N] row or [M, 1] column operand");
+    }
+    elements = std::min(elements * shape[i], kBeyond);
+    dense = std::min(dense * shape[i], kBeyond);
+    last = std::min(last + u128{shape[i] - 1} * stride, kBeyond);
+  }
+  if (elements >= kBeyond) {
+    return Fail(role, "shape ", Text(shape), " holds 2^64 or more elements");
+  }
+  const u128 begin = t.addr();
+  const u128 end = begin + (last + 1) * elem;
+
+  if (t.space() == pb::TCM) {
+    if (t.pe() != pe_) {
+      return Fail(role, "TCM of ", PeName(t.pe()),
+                  " is not this PE's; a PE reaches only its own TCM");
+    }
+    if (end > tcm_bytes_) {
+      return Fail(role, "TCM range [", Hex(t.addr()), ", ", EndText(end),
+                  ") exceeds the PE's TCM of ", tcm_bytes_, " bytes (TCM overflow)");
+    }
+    return absl::OkStatus();
+  }
+  if (t.pe() >= index_.num_pes()) {
+    return Fail(role, "HBM of pe ", t.pe(), ": no such PE (the chip has ", index_.num_pes(),
+                " PEs)");
+  }
+  if (index_.PeOf(t.pe()).cube_id() != index_.PeOf(pe_).cube_id()) {
+    return Fail(role, "HBM of ", PeName(t.pe()), " is in another CUBE than ", pe_name_,
+                "; a PE reaches only its own CUBE's HBM channels, and data in another CUBE must "
+                "travel over the NOC");
+  }
+  if (end > region_bytes_) {
+    return Fail(role, "HBM range [", Hex(t.addr()), ", ", EndText(end), ") of ", PeName(t.pe()),
+                " is outside the owner's region [0x0, ", Hex(region_bytes_), ")");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CommandChecker::GemmShapes(const pb::TensorRef& a, const pb::TensorRef& b,
+                                        const pb::TensorRef& out) const {
+  if (absl::Status s = Rank2(a, "operand a", "[M, K]"); !s.ok()) return s;
+  if (absl::Status s = Rank2(b, "operand b", "[K, N]"); !s.ok()) return s;
+  if (absl::Status s = Rank2(out, "out", "[M, N]"); !s.ok()) return s;
+  const Shape sa = ShapeOf(a);
+  const Shape sb = ShapeOf(b);
+  if (sb[0] != sa[1]) {
+    return Fail("operand b", "shape ", Text(sb), " does not match operand a's K = ", sa[1],
+                " (a is ", Text(sa), ")");
+  }
+  const Shape want = {sa[0], sb[1]};
+  if (ShapeOf(out) != want) {
+    return Fail("out", "shape ", Text(ShapeOf(out)), " does not match [M, N] = ", Text(want),
+                " (a is ", Text(sa), ", b is ", Text(sb), ")");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CommandChecker::Epilogue(const pb::CompositeCmd& cmd) const {
+  const Shape out = ShapeOf(cmd.out());
+  for (int i = 0; i < cmd.epilogue_size(); ++i) {
+    const pb::EpilogueStage& stage = cmd.epilogue(i);
+    const std::string role = absl::StrCat("epilogue[", i, "]");
+    const pb::MathOp op = stage.op();
+    if (!IsBinary(op) && op != pb::SCALE && op != pb::EXP) {
+      return Fail(role, "op ", OpText(op),
+                  " is not an elementwise epilogue op (want SCALE, ADD, SUB, MUL, DIV, MAXIMUM or "
+                  "EXP)");
+    }
+    if (!IsBinary(op) && stage.has_operand()) {
+      return Fail(role, OpText(op), " takes no tensor operand");
+    }
+    if (op == pb::SCALE && !std::isfinite(stage.scalar())) {
+      return Fail(role, "SCALE scalar ", stage.scalar(), " is not finite");
+    }
+    if (!stage.has_operand()) continue;
+    const std::string operand_role = absl::StrCat(role, " operand");
+    if (absl::Status s = Tensor(stage.operand(), operand_role); !s.ok()) return s;
+    const Shape shape = ShapeOf(stage.operand());
+    if (!BroadcastsOver(shape, out)) {
+      return Fail(operand_role, "shape ", Text(shape), " does not broadcast over out ", Text(out),
+                  " (", BroadcastWant(out), ")");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CommandChecker::Check(const pb::CompositeCmd& cmd) const {
+  absl::Status status = Tensor(cmd.a(), "operand a");
+  if (status.ok()) status = Tensor(cmd.b(), "operand b");
+  if (status.ok()) status = Tensor(cmd.out(), "out");
+  if (status.ok()) status = GemmShapes(cmd.a(), cmd.b(), cmd.out());
+  if (status.ok()) status = Epilogue(cmd);
+  if (status.ok()) status = DependsOn(cmd.depends_on(), cmd.cmd_id());
+  return InCommand("composite", cmd.cmd_id(), status);
+}
+
+absl::Status CommandChecker::Check(const pb::GemmCmd& cmd) const {
+  absl::Status status = Tensor(cmd.a(), "operand a");
+  if (status.ok()) status = Tensor(cmd.b(), "operand b");
+  if (status.ok()) status = Tensor(cmd.out(), "out");
+  if (status.ok()) status = GemmShapes(cmd.a(), cmd.b(), cmd.out());
+  return InCommand("gemm", cmd.cmd_id(), status);
+}
+
+absl::Status CommandChecker::Math(const pb::MathCmd& cmd) const {
+  const pb::MathOp op = cmd.op();
+  if (op == pb::MATH_OP_UNSPECIFIED || !pb::MathOp_IsValid(op)) {
+    return Fail("op", "is ", OpText(op), "; want a MATH op");
+  }
+  const int want_inputs = IsBinary(op) ? 2 : op == pb::FILL ? 0 : 1;
+  if (cmd.inputs_size() != want_inputs) {
+    return Fail("inputs", OpText(op), " takes ", want_inputs, " input", want_inputs == 1 ? "" : "s",
+                " (got ", cmd.inputs_size(), ")");
+  }
+  for (int i = 0; i < cmd.inputs_size(); ++i) {
+    if (absl::Status s = Tensor(cmd.inputs(i), absl::StrCat("inputs[", i, "]")); !s.ok()) return s;
+  }
+  if (absl::Status s = Tensor(cmd.out(), "out"); !s.ok()) return s;
+  if (op == pb::SCALE && !std::isfinite(cmd.scalar())) {
+    return Fail("scalar", "SCALE scalar ", cmd.scalar(), " is not finite");
+  }
+  const Shape out = ShapeOf(cmd.out());
+  if (op == pb::FILL) return absl::OkStatus();
+  const Shape in = ShapeOf(cmd.inputs(0));
+
+  if (IsBinary(op)) {
+    const Shape other = ShapeOf(cmd.inputs(1));
+    Shape full;
+    if (BroadcastsOver(other, in)) {
+      full = in;
+    } else if (BroadcastsOver(in, other)) {
+      full = other;
+    } else {
+      return Fail("inputs[1]", "shape ", Text(other), " does not broadcast with inputs[0] ",
+                  Text(in),
+                  " (want equal shapes, or a [R, 1] column or [1, C] row vector over [R, C])");
+    }
+    if (out != full) {
+      return Fail("out", "shape ", Text(out), " does not match the broadcast shape ", Text(full),
+                  " of inputs ", Text(in), " and ", Text(other));
+    }
+    return absl::OkStatus();
+  }
+  if (op == pb::REDUCE_MAX || op == pb::REDUCE_SUM) {
+    const int rank = static_cast<int>(in.size());
+    const int axis = cmd.axis() == -1 ? rank - 1 : cmd.axis();
+    if (axis < 0 || axis >= rank) {
+      return Fail("axis", cmd.axis(), " is not an axis of inputs[0] ", Text(in), " (want -1 or 0..",
+                  rank - 1, ")");
+    }
+    Shape kept = in;
+    kept[axis] = 1;
+    Shape removed = in;
+    removed.erase(removed.begin() + axis);
+    if (out == kept || (!removed.empty() && out == removed)) return absl::OkStatus();
+    return Fail("out", "shape ", Text(out), " is not inputs[0] ", Text(in), " reduced over axis ",
+                axis, " (want ", Text(kept),
+                removed.empty() ? std::string() : absl::StrCat(" or ", Text(removed)), ")");
+  }
+  if (op == pb::TRANSPOSE) {
+    if (in.size() != 2) {
+      return Fail("inputs[0]", "TRANSPOSE takes a rank-2 input (got shape ", Text(in), ")");
+    }
+    const Shape want = {in[1], in[0]};
+    if (out != want) {
+      return Fail("out", "shape ", Text(out), " is not the transpose ", Text(want),
+                  " of inputs[0] ", Text(in));
+    }
+    return absl::OkStatus();
+  }
+  // EXP, SCALE, COPY.
+  if (out != in) {
+    return Fail("out", "shape ", Text(out), " does not match inputs[0] ", Text(in), " (",
+                OpText(op), " keeps the shape)");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CommandChecker::Check(const pb::MathCmd& cmd) const {
+  return InCommand("math", cmd.cmd_id(), Math(cmd));
+}
+
+absl::Status CommandChecker::SoftmaxPv(const pb::SoftmaxPvCmd& cmd) const {
+  if (absl::Status s = Tensor(cmd.s(), "s"); !s.ok()) return s;
+  if (absl::Status s = Tensor(cmd.v(), "v"); !s.ok()) return s;
+  const struct {
+    const pb::TensorRef* t;
+    const char* role;
+  } accs[] = {{&cmd.acc_m(), "acc_m"}, {&cmd.acc_l(), "acc_l"}, {&cmd.acc_o(), "acc_o"}};
+  for (const auto& acc : accs) {
+    if (absl::Status s = Tensor(*acc.t, acc.role); !s.ok()) return s;
+    if (acc.t->space() != pb::TCM) {
+      return Fail(acc.role, "the accumulator must be in this PE's TCM (got ",
+                  SpaceText(acc.t->space()), ")");
+    }
+    if (acc.t->dtype() != pb::FP32) {
+      return Fail(acc.role, "the accumulator must be FP32 (got ", DTypeText(acc.t->dtype()), ")");
+    }
+  }
+  if (absl::Status s = Rank2(cmd.s(), "s", "[R, T]"); !s.ok()) return s;
+  if (absl::Status s = Rank2(cmd.v(), "v", "[T, D]"); !s.ok()) return s;
+  const Shape s = ShapeOf(cmd.s());
+  const Shape v = ShapeOf(cmd.v());
+  if (v[0] != s[1]) {
+    return Fail("v", "shape ", Text(v), " does not match s's T = ", s[1], " (s is ", Text(s), ")");
+  }
+  for (const auto& acc : {accs[0], accs[1]}) {
+    const Shape shape = ShapeOf(*acc.t);
+    if (shape != Shape{s[0], 1} && shape != Shape{s[0]}) {
+      return Fail(acc.role, "shape ", Text(shape), " is not [R, 1] or [R] with R = ", s[0],
+                  " (s is ", Text(s), ")");
+    }
+  }
+  const Shape o = ShapeOf(cmd.acc_o());
+  if (o != Shape{s[0], v[1]}) {
+    return Fail("acc_o", "shape ", Text(o), " does not match [R, D] = ", Text({s[0], v[1]}),
+                " (s is ", Text(s), ", v is ", Text(v), ")");
+  }
+  if (!std::isfinite(cmd.scale()) || !(cmd.scale() > 0)) {
+    return Fail("scale", cmd.scale(), " must be finite and > 0");
+  }
+  return DependsOn(cmd.depends_on(), cmd.cmd_id());
+}
+
+absl::Status CommandChecker::Check(const pb::SoftmaxPvCmd& cmd) const {
+  return InCommand("softmax_pv", cmd.cmd_id(), SoftmaxPv(cmd));
+}
+
+absl::Status CommandChecker::Dma(const pb::DmaCmd& cmd) const {
+  const pb::TensorRef& src = cmd.src();
+  const pb::TensorRef& dst = cmd.dst();
+  if (absl::Status s = Tensor(src, "src"); !s.ok()) return s;
+  if (absl::Status s = Tensor(dst, "dst"); !s.ok()) return s;
+  if (src.space() == pb::HBM && dst.space() == pb::HBM) {
+    return Fail("dst", "HBM to HBM is not a DMA path (src is HBM too); stage the data through TCM");
+  }
+  if (src.dtype() != dst.dtype()) {
+    return Fail("dst", "dtype ", DTypeText(dst.dtype()), " differs from src's ",
+                DTypeText(src.dtype()), " (a DMA copies bytes; convert with a MATH COPY)");
+  }
+  // Both counts are < 2^64: Tensor() refused larger ones.
+  uint64_t src_elements = 1;
+  uint64_t dst_elements = 1;
+  for (uint64_t d : src.shape()) src_elements *= d;
+  for (uint64_t d : dst.shape()) dst_elements *= d;
+  if (src_elements != dst_elements) {
+    return Fail("dst", "shape ", Text(ShapeOf(dst)), " holds ", dst_elements, " elements but src ",
+                Text(ShapeOf(src)), " holds ", src_elements);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CommandChecker::Check(const pb::DmaCmd& cmd) const {
+  return InCommand("dma", cmd.cmd_id(), Dma(cmd));
+}
+
+}  // namespace ahbm::sim

@@ -1,0 +1,201 @@
+#include "actors/observe/op_log.h"
+
+#include <cerrno>
+#include <climits>
+#include <fstream>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/check.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl.h"
+#include "google/protobuf/util/delimited_message_util.h"
+
+namespace ahbm::observe {
+namespace {
+
+const char* RecordKindName(pb::TraceRecord::RecordCase record_case) {
+  switch (record_case) {
+    case pb::TraceRecord::kHeader:
+      return "header";
+    case pb::TraceRecord::kOp:
+      return "op";
+    case pb::TraceRecord::kIssue:
+      return "issue";
+    case pb::TraceRecord::kStall:
+      return "stall";
+    case pb::TraceRecord::RECORD_NOT_SET:
+      return "empty";
+  }
+  return "?";
+}
+
+// The invariant violation of record `index`, as a message without location, or "".
+std::string RecordProblem(const pb::TraceRecord& record, size_t index) {
+  const pb::TraceRecord::RecordCase kind = record.record_case();
+  if (kind == pb::TraceRecord::RECORD_NOT_SET) return "has no record set";
+  if (index == 0 && kind != pb::TraceRecord::kHeader) {
+    return absl::StrCat("is a '", RecordKindName(kind), "' record; the header must come first");
+  }
+  if (index > 0 && kind == pb::TraceRecord::kHeader) return "is a second header";
+  if (kind == pb::TraceRecord::kOp && record.op().end_ps() < record.op().start_ps()) {
+    return absl::StrCat("(op seq ", record.op().seq(), ") ends at ", record.op().end_ps(),
+                        " ps before it starts at ", record.op().start_ps(), " ps");
+  }
+  if (kind == pb::TraceRecord::kStall && record.stall().to_ps() < record.stall().from_ps()) {
+    return absl::StrCat("(stall) ends at ", record.stall().to_ps(), " ps before it starts at ",
+                        record.stall().from_ps(), " ps");
+  }
+  return "";
+}
+
+absl::Status OpenError(const std::string& what, const std::string& path, int error_number,
+                       absl::StatusCode fallback) {
+  const std::string message = absl::StrCat("cannot open op log file '", path, "' ", what);
+  if (error_number == 0) return absl::Status(fallback, message);
+  return absl::ErrnoToStatus(error_number, message);
+}
+
+}  // namespace
+
+void OpLog::SetHeader(pb::TraceHeader header) {
+  AHBM_CHECK(records_.empty()) << "OpLog::SetHeader called after " << records_.size()
+                               << " records: the header must be the first and only header";
+  pb::TraceRecord record;
+  *record.mutable_header() = std::move(header);
+  Append(std::move(record));
+}
+
+uint64_t OpLog::AddOp(pb::OpRecord op) {
+  const uint64_t seq = next_seq_++;
+  op.set_seq(seq);
+  pb::TraceRecord record;
+  *record.mutable_op() = std::move(op);
+  Append(std::move(record));
+  return seq;
+}
+
+void OpLog::AddIssue(pb::IssueRecord issue) {
+  pb::TraceRecord record;
+  *record.mutable_issue() = std::move(issue);
+  Append(std::move(record));
+}
+
+void OpLog::AddStall(pb::StallRecord stall) {
+  pb::TraceRecord record;
+  *record.mutable_stall() = std::move(stall);
+  Append(std::move(record));
+}
+
+bool OpLog::per_tile_detail() const {
+  AHBM_CHECK(!records_.empty()) << "OpLog::per_tile_detail before SetHeader";
+  return records_.front().header().per_tile_detail();
+}
+
+void OpLog::Append(pb::TraceRecord record) {
+  AHBM_CHECK(!records_.empty() || record.has_header())
+      << "OpLog: a '" << RecordKindName(record.record_case())
+      << "' record was added before SetHeader; the header must be first";
+  if (stream_ != nullptr && stream_status_.ok() &&
+      !google::protobuf::util::SerializeDelimitedToOstream(record, stream_)) {
+    stream_status_ = absl::DataLossError(
+        absl::StrCat("writing op log record ", records_.size(), " to the stream failed"));
+  }
+  records_.push_back(std::move(record));
+}
+
+absl::Status OpLog::Flush() {
+  if (stream_ != nullptr && stream_status_.ok() && !stream_->flush()) {
+    stream_status_ = absl::DataLossError("flushing the op log stream failed");
+  }
+  return stream_status_;
+}
+
+absl::Status ValidateOpLog(const std::vector<pb::TraceRecord>& records) {
+  if (records.empty()) return absl::InvalidArgumentError("op log is empty: it has no header");
+  for (size_t i = 0; i < records.size(); ++i) {
+    const std::string problem = RecordProblem(records[i], i);
+    if (!problem.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("op log record ", i, " ", problem));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<pb::TraceRecord>> ReadOpLog(std::istream& in) {
+  std::vector<pb::TraceRecord> records;
+  google::protobuf::io::IstreamInputStream input(&in);
+  while (true) {
+    const size_t index = records.size();
+    // Bytes consumed so far: each CodedInputStream backs up what it buffered but did not read.
+    const int64_t offset = input.ByteCount();
+    google::protobuf::io::CodedInputStream coded(&input);
+    const void* data = nullptr;
+    int available = 0;
+    if (!coded.GetDirectBufferPointer(&data, &available)) break;  // clean end of stream
+    const std::string where = absl::StrCat("op log record ", index, " (byte offset ", offset, ")");
+    uint32_t size = 0;
+    if (!coded.ReadVarint32(&size)) {
+      return absl::DataLossError(absl::StrCat(where, ": truncated or malformed length prefix"));
+    }
+    if (size > static_cast<uint32_t>(INT_MAX)) {
+      return absl::DataLossError(absl::StrCat(where, ": malformed length prefix ", size));
+    }
+    std::string bytes;
+    if (!coded.ReadString(&bytes, static_cast<int>(size))) {
+      return absl::DataLossError(absl::StrCat(where, ": truncated: its length prefix says ", size,
+                                              " bytes but the stream ends first"));
+    }
+    pb::TraceRecord record;
+    if (!record.ParseFromString(bytes)) {
+      return absl::DataLossError(
+          absl::StrCat(where, ": malformed: its ", size, " bytes are not a TraceRecord"));
+    }
+    const std::string problem = RecordProblem(record, index);
+    if (!problem.empty()) return absl::InvalidArgumentError(absl::StrCat(where, " ", problem));
+    records.push_back(std::move(record));
+  }
+  if (in.bad()) {
+    return absl::DataLossError(
+        absl::StrCat("op log: read error after ", records.size(), " records"));
+  }
+  if (records.empty()) return absl::InvalidArgumentError("op log is empty: it has no header");
+  return records;
+}
+
+absl::Status WriteOpLogFile(const std::string& path, const std::vector<pb::TraceRecord>& records) {
+  if (absl::Status valid = ValidateOpLog(records); !valid.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("not writing op log file '", path, "': ", valid.message()));
+  }
+  errno = 0;
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out.is_open()) {
+    return OpenError("for writing", path, errno, absl::StatusCode::kUnavailable);
+  }
+  for (size_t i = 0; i < records.size(); ++i) {
+    if (!google::protobuf::util::SerializeDelimitedToOstream(records[i], &out)) {
+      return absl::DataLossError(
+          absl::StrCat("writing record ", i, " to op log file '", path, "' failed"));
+    }
+  }
+  out.close();
+  if (out.fail()) {
+    return absl::DataLossError(absl::StrCat("closing op log file '", path, "' failed"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<pb::TraceRecord>> ReadOpLogFile(const std::string& path) {
+  errno = 0;
+  std::ifstream in(path, std::ios::binary);
+  if (!in.is_open()) return OpenError("for reading", path, errno, absl::StatusCode::kNotFound);
+  absl::StatusOr<std::vector<pb::TraceRecord>> records = ReadOpLog(in);
+  if (!records.ok()) {
+    return absl::Status(records.status().code(),
+                        absl::StrCat(path, ": ", records.status().message()));
+  }
+  return records;
+}
+
+}  // namespace ahbm::observe

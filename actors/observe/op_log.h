@@ -1,0 +1,82 @@
+// The run's op log (DESIGN §5): every TraceRecord of a run, header first, kept in memory in
+// append order and optionally streamed length-delimited (proto/trace.proto). Plain C++, no CAF.
+//
+// Contract:
+// - SetHeader must be the first call and is called exactly once; AddOp/AddIssue/AddStall
+//   before it, or a second SetHeader, fail an AHBM_CHECK (our bug, not the user's).
+// - AddOp overwrites OpRecord.seq with 0, 1, 2, ... in AddOp call order and returns it; issue
+//   and stall records do not consume seq numbers.
+// - records() holds exactly what was appended, in append order; with a stream, the stream gets
+//   the same records in the same order, each written by SerializeDelimitedToOstream as it is
+//   appended (a varint size, then the serialized TraceRecord). Flush() flushes the stream and
+//   returns the first write error (sticky), if any.
+// - A valid op log (what ReadOpLog accepts and WriteOpLogFile writes): record 0 is a header,
+//   no later record is a header, every record has its oneof set, op records have
+//   start_ps <= end_ps and stall records from_ps <= to_ps. ReadOpLog reports the first
+//   violation, truncation or malformed record in one message naming the 0-based record index
+//   and its byte offset. An empty stream is an error (no header).
+#ifndef AHBMSIM_ACTORS_OBSERVE_OP_LOG_H_
+#define AHBMSIM_ACTORS_OBSERVE_OP_LOG_H_
+
+#include <cstdint>
+#include <istream>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "proto/trace.pb.h"
+
+namespace ahbm::observe {
+
+class OpLog {
+ public:
+  // In memory only.
+  OpLog() = default;
+  // Also streams every record to `stream` (not owned; must outlive the OpLog; may be null).
+  explicit OpLog(std::ostream* stream) : stream_(stream) {}
+  OpLog(const OpLog&) = delete;
+  OpLog& operator=(const OpLog&) = delete;
+
+  void SetHeader(pb::TraceHeader header);
+  // Returns the seq assigned to `op`.
+  uint64_t AddOp(pb::OpRecord op);
+  void AddIssue(pb::IssueRecord issue);
+  void AddStall(pb::StallRecord stall);
+
+  const std::vector<pb::TraceRecord>& records() const { return records_; }
+  uint64_t num_ops() const { return next_seq_; }
+  // The header's per_tile_detail; CHECK-fails before SetHeader.
+  bool per_tile_detail() const;
+
+  // Flushes the stream (no-op without one); the first write error seen so far, or OK.
+  [[nodiscard]] absl::Status Flush();
+
+ private:
+  void Append(pb::TraceRecord record);
+
+  std::ostream* stream_ = nullptr;
+  std::vector<pb::TraceRecord> records_;
+  uint64_t next_seq_ = 0;
+  absl::Status stream_status_;
+};
+
+// Checks the op log invariants above (no I/O); InvalidArgument naming the record index.
+[[nodiscard]] absl::Status ValidateOpLog(const std::vector<pb::TraceRecord>& records);
+
+// Reads a whole length-delimited op log. DataLoss on truncated or malformed input,
+// InvalidArgument on an invariant violation.
+[[nodiscard]] absl::StatusOr<std::vector<pb::TraceRecord>> ReadOpLog(std::istream& in);
+
+// Writes `records` (validated first) length-delimited to `path`, replacing the file.
+[[nodiscard]] absl::Status WriteOpLogFile(const std::string& path,
+                                          const std::vector<pb::TraceRecord>& records);
+
+// NotFound naming `path` when the file cannot be opened; otherwise as ReadOpLog, prefixed with
+// the path.
+[[nodiscard]] absl::StatusOr<std::vector<pb::TraceRecord>> ReadOpLogFile(const std::string& path);
+
+}  // namespace ahbm::observe
+
+#endif  // AHBMSIM_ACTORS_OBSERVE_OP_LOG_H_

@@ -1,0 +1,123 @@
+#include "actors/units/ipcq_actor.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "actors/pb_message.h"
+#include "actors/time.h"
+#include "base/check.h"
+
+namespace ahbm::sim {
+namespace {
+
+// Sends the IpcqArrival of every chunk in `departed` (and the IpcqAccepted of every message whose
+// last chunk is among them), each delivered at its own time.
+void Announce(IpcqActorState& st, Engine* engine, UnitId self_id,
+              const std::vector<IpcqChunk>& departed) {
+  const SimTime now = engine->now();
+  for (const IpcqChunk& chunk : departed) {
+    auto it = st.messages.find(chunk.message_id);
+    AHBM_CHECK(it != st.messages.end())
+        << "IPCQ queue " << st.unit_name << ": chunk of unknown message " << chunk.message_id;
+    const IpcqActorState::Message& m = it->second;
+    auto arrival = std::make_shared<pb::IpcqArrival>();
+    arrival->set_message_id(chunk.message_id);
+    arrival->set_src_pe(m.src_pe);
+    arrival->set_dst_pe(m.dst_pe);
+    arrival->set_chunk_index(chunk.index);
+    arrival->set_chunk_count(m.chunk_count);
+    arrival->set_bytes(chunk.bytes.value());
+    arrival->set_message_bytes(m.bytes);
+    arrival->set_queue_unit(self_id);
+    *arrival->mutable_payload() = m.payload;
+    const UnitId receiver =
+        st.index->PeUnit(topology::UnitKind::kPeCpu, st.index->PeOf(m.dst_pe)).value();
+    engine->Send(self_id, chunk.arrive - now, receiver,
+                 std::shared_ptr<const pb::IpcqArrival>(std::move(arrival)));
+    if (!chunk.last) continue;
+    auto accepted = std::make_shared<pb::IpcqAccepted>();
+    accepted->set_message_id(chunk.message_id);
+    accepted->set_accepted_ps(chunk.depart.value());
+    engine->Send(self_id, chunk.depart - now, m.sender,
+                 std::shared_ptr<const pb::IpcqAccepted>(std::move(accepted)));
+  }
+}
+
+}  // namespace
+
+caf::behavior IpcqBehavior(IpcqActor* self, Engine* engine, UnitId self_id, pb::Chip chip,
+                           uint32_t pe, topology::Dir dir) {
+  IpcqActorState& init = self->state;
+  init.model.emplace(chip.sip().cube().ipcq());
+  init.chunk_bytes = chip.sip().cube().ipcq().chunk_bytes();
+  init.index.emplace(chip);
+  init.unit_name = init.index->Name(topology::UnitId(self_id));
+  init.pe = pe;
+  const topology::PeId id = init.index->PeOf(pe);
+  if (std::optional<uint32_t> n = init.index->pe_mesh().Neighbour(id.pe, dir)) {
+    init.neighbour = init.index->GlobalPe(topology::PeId{id.sip, id.cube, *n});
+  }
+  const char* dir_name = topology::DirName(dir);
+  return {
+      [self, engine, self_id, dir_name](const std::shared_ptr<const pb::IpcqSend>& send) {
+        IpcqActorState& st = self->state;
+        const uint64_t id = send->message_id();
+        AHBM_CHECK(send->src_pe() == st.pe)
+            << "IPCQ queue " << st.unit_name << ": IpcqSend " << id << " from pe " << send->src_pe()
+            << ": src_pe is not this queue's pe " << st.pe;
+        AHBM_CHECK(st.neighbour.has_value())
+            << "IPCQ queue " << st.unit_name << ": IpcqSend " << id << " to pe " << send->dst_pe()
+            << ": pe " << st.pe << " has no " << dir_name << " neighbour in its CUBE";
+        AHBM_CHECK(send->dst_pe() == *st.neighbour)
+            << "IPCQ queue " << st.unit_name << ": IpcqSend " << id << " to pe " << send->dst_pe()
+            << ": dst_pe is not the " << dir_name << " neighbour of pe " << st.pe << " (pe "
+            << *st.neighbour << ")";
+        AHBM_CHECK(send->bytes() > 0)
+            << "IPCQ queue " << st.unit_name << ": IpcqSend " << id << " has 0 bytes";
+        AHBM_CHECK(!st.messages.contains(id))
+            << "IPCQ queue " << st.unit_name << ": IpcqSend " << id
+            << ": message_id is still pending on this queue";
+        const IpcqSendResult result = st.model->Send(engine->now(), id, Bytes(send->bytes()));
+        IpcqActorState::Message& m = st.messages[id];
+        m.sender = engine->current_src();
+        m.src_pe = send->src_pe();
+        m.dst_pe = send->dst_pe();
+        m.bytes = send->bytes();
+        m.chunk_count =
+            static_cast<uint32_t>((send->bytes() + st.chunk_bytes - 1) / st.chunk_bytes);
+        m.payload = send->payload();
+        st.fifo.push_back(id);
+        Announce(st, engine, self_id, result.departed);
+      },
+      [self, engine, self_id](const std::shared_ptr<const pb::IpcqPop>& pop) {
+        IpcqActorState& st = self->state;
+        const uint64_t id = pop->message_id();
+        AHBM_CHECK(!st.fifo.empty() && st.fifo.front() == id)
+            << "IPCQ queue " << st.unit_name << ": IpcqPop of message " << id
+            << ", but the head message is "
+            << (st.fifo.empty() ? std::string("none") : std::to_string(st.fifo.front()));
+        const IpcqPopResult result = st.model->Pop(engine->now(), id);
+        Announce(st, engine, self_id, result.departed);
+        if (result.message_complete) {
+          st.messages.erase(id);
+          st.fifo.pop_front();
+        }
+      },
+  };
+}
+
+caf::actor StartIpcqActor(Engine& engine, const pb::Chip& chip, uint32_t pe, topology::Dir dir) {
+  const topology::ChipIndex index(chip);
+  const UnitId id = index.IpcqUnit(index.PeOf(pe), dir).value();
+  caf::actor actor = engine.system().spawn(IpcqBehavior, &engine, id, chip, pe, dir);
+  engine.Register(id, index.Name(topology::UnitId(id)), actor);
+  return actor;
+}
+
+const IpcqActorState& IpcqStateOf(const caf::actor& actor) {
+  return caf::actor_cast<IpcqActor*>(actor)->state;
+}
+
+}  // namespace ahbm::sim

@@ -1,0 +1,618 @@
+#include "actors/units/pe_scheduler.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "actors/pb_message.h"
+#include "actors/tensor_ref.h"
+#include "base/check.h"
+
+namespace ahbm::sim {
+namespace {
+
+TensorHome HomeOf(const pb::TensorRef& ref) {
+  return ref.space() == pb::HBM ? TensorHome::kHbm : TensorHome::kTcm;
+}
+
+// Row stride (elements) of a rank-2 tensor: its first stride, or dense.
+std::pair<uint64_t, uint64_t> Strides2(const pb::TensorRef& ref) {
+  if (ref.strides_size() == 2) return {ref.strides(0), ref.strides(1)};
+  return {ref.shape(1), 1};
+}
+
+GemmComposite CompositeOf(const pb::TensorRef& a, const pb::TensorRef& b, const pb::TensorRef& out) {
+  GemmComposite c;
+  c.m = a.shape(0);
+  c.k = a.shape(1);
+  c.n = b.shape(1);
+  c.a_element_bytes = Bytes(DTypeBytes(a.dtype()));
+  c.b_element_bytes = Bytes(DTypeBytes(b.dtype()));
+  c.out_element_bytes = Bytes(DTypeBytes(out.dtype()));
+  c.a_home = HomeOf(a);
+  c.b_home = HomeOf(b);
+  c.out_home = HomeOf(out);
+  return c;
+}
+
+std::string TileWhat(const TileOp& op) {
+  switch (op.kind) {
+    case TileOpKind::kGemm:
+      return absl::StrCat("Gemm(", op.mi, ",", op.ki, ",", op.ni, ")");
+    case TileOpKind::kEpilogue:
+      return absl::StrCat("Epilogue(", op.mi, ",", op.ni, ")");
+    default:
+      return TileOpKindName(op.kind);
+  }
+}
+
+}  // namespace
+
+PeScheduler::PeScheduler(UnitContext* ctx, UnitId self, uint32_t pe)
+    : ctx_(ctx),
+      engine_(ctx->engine),
+      self_(self),
+      pe_(pe),
+      config_(ctx->chip.sip().cube().pe()),
+      checker_(ctx->chip, pe),
+      planner_(*ClockDomain::FromMHz(ctx->chip.sip().cube().pe().clock_mhz())) {
+  const topology::PeId id = ctx->index.PeOf(pe);
+  dma_unit_ = ctx->index.PeUnit(topology::UnitKind::kDma, id).value();
+  gemm_unit_ = ctx->index.PeUnit(topology::UnitKind::kGemm, id).value();
+  math_unit_ = ctx->index.PeUnit(topology::UnitKind::kMath, id).value();
+}
+
+// ---- intake ----
+
+PeScheduler::Cmd* PeScheduler::Accept(Kind kind, uint64_t cmd_id, const std::string& op_name,
+                                      absl::Status check, std::vector<uint64_t> depends_on) {
+  const UnitId requester = engine_->current_src();
+  if (!check.ok()) {
+    Fail(requester, cmd_id, std::string(check.message()));
+    return nullptr;
+  }
+  if (cmds_.contains(cmd_id) || done_.contains(cmd_id)) {
+    Fail(requester, cmd_id,
+         absl::StrCat(checker_.pe_name(), ": ", op_name, " cmd ", cmd_id,
+                      ": cmd_id already used on this PE"));
+    return nullptr;
+  }
+  for (uint64_t dep : depends_on) {
+    if (!cmds_.contains(dep) && !done_.contains(dep)) {
+      Fail(requester, cmd_id,
+           absl::StrCat(checker_.pe_name(), ": ", op_name, " cmd ", cmd_id,
+                        ": depends_on: cmd ", dep, " was never issued on this PE"));
+      return nullptr;
+    }
+  }
+  Cmd& c = cmds_[cmd_id];
+  c.kind = kind;
+  c.cmd_id = cmd_id;
+  c.seq = next_seq_++;
+  c.requester = requester;
+  c.issue = engine_->now();
+  c.op_name = op_name;
+  c.depends_on = std::move(depends_on);
+  return &c;
+}
+
+void PeScheduler::OnComposite(std::shared_ptr<const pb::CompositeCmd> cmd) {
+  Cmd* c = Accept(Kind::kComposite, cmd->cmd_id(), "composite_gemm", checker_.Check(*cmd),
+                  {cmd->depends_on().begin(), cmd->depends_on().end()});
+  if (c == nullptr) return;
+  c->composite = std::move(cmd);
+  waiting_.push_back(c->cmd_id);
+  Step();
+}
+
+void PeScheduler::OnSoftmaxPv(std::shared_ptr<const pb::SoftmaxPvCmd> cmd) {
+  Cmd* c = Accept(Kind::kSoftmaxPv, cmd->cmd_id(), "softmax_pv", checker_.Check(*cmd),
+                  {cmd->depends_on().begin(), cmd->depends_on().end()});
+  if (c == nullptr) return;
+  c->acc_key = absl::StrCat(cmd->acc_o().pe(), "@", cmd->acc_o().addr());
+  // The serial chain: the previous call on this accumulator, if it is still live.
+  if (auto it = last_on_acc_.find(c->acc_key); it != last_on_acc_.end() && cmds_.contains(it->second)) {
+    if (std::find(c->depends_on.begin(), c->depends_on.end(), it->second) == c->depends_on.end()) {
+      c->depends_on.push_back(it->second);
+    }
+  }
+  last_on_acc_[c->acc_key] = c->cmd_id;
+  c->softmax_pv = std::move(cmd);
+  waiting_.push_back(c->cmd_id);
+  Step();
+}
+
+void PeScheduler::OnDot(std::shared_ptr<const pb::GemmCmd> cmd) {
+  Cmd* c = Accept(Kind::kDot, cmd->cmd_id(), "dot", checker_.Check(*cmd), {});
+  if (c == nullptr) return;
+  c->dot = std::move(cmd);
+  Admit(*c);
+  Step();
+}
+
+void PeScheduler::OnMath(std::shared_ptr<const pb::MathCmd> cmd) {
+  Cmd* c = Accept(Kind::kMath, cmd->cmd_id(), absl::StrCat("math_", pb::MathOp_Name(cmd->op())),
+                  checker_.Check(*cmd), {});
+  if (c == nullptr) return;
+  c->math = std::move(cmd);
+  Admit(*c);
+  Step();
+}
+
+void PeScheduler::OnDma(std::shared_ptr<const pb::DmaCmd> cmd) {
+  const bool store = cmd->dst().space() == pb::HBM;
+  const bool load = cmd->src().space() == pb::HBM;
+  Cmd* c = Accept(Kind::kDma, cmd->cmd_id(),
+                  store ? "dma_store" : load ? "dma_load" : "dma_copy", checker_.Check(*cmd), {});
+  if (c == nullptr) return;
+  c->admitted = true;
+  pb::DmaCmd dma = *cmd;
+  const uint64_t bytes = ElementCount(cmd->src()) * DTypeBytes(cmd->src().dtype());
+  if (load) c->hbm_read_bytes += bytes;
+  if (store) c->hbm_write_bytes += bytes;
+  SendDma(*c, std::move(dma), 0, /*whole_command=*/true);
+  Step();
+}
+
+// ---- admission and planning ----
+
+void PeScheduler::Admit(Cmd& c) {
+  c.admitted = true;
+  const pb::Scheduler& sched = config_.scheduler();
+  pb::TensorRef a, b, out;
+  switch (c.kind) {
+    case Kind::kComposite: {
+      a = c.composite->a();
+      b = c.composite->b();
+      out = c.composite->out();
+      GemmComposite g = CompositeOf(a, b, out);
+      for (const pb::EpilogueStage& s : c.composite->epilogue()) g.epilogue.push_back(s.op());
+      c.plan = PlanGemm(g, sched, config_.gemm(), config_.math());
+      break;
+    }
+    case Kind::kDot:
+      a = c.dot->a();
+      b = c.dot->b();
+      out = c.dot->out();
+      c.plan = PlanGemm(CompositeOf(a, b, out), sched, config_.gemm(), config_.math());
+      break;
+    case Kind::kSoftmaxPv: {
+      const pb::SoftmaxPvCmd& s = *c.softmax_pv;
+      SoftmaxPvShape shape;
+      shape.rows = s.s().shape(0);
+      shape.keys = s.s().shape(1);
+      shape.d = s.v().shape(1);
+      shape.v_element_bytes = Bytes(DTypeBytes(s.v().dtype()));
+      shape.v_home = HomeOf(s.v());
+      c.plan = PlanSoftmaxPv(shape, sched, config_.gemm(), config_.math());
+      b = s.v();
+      break;
+    }
+    case Kind::kMath: {
+      const pb::MathCmd& m = *c.math;
+      const uint64_t elements = IsMathReduction(m.op()) && m.inputs_size() > 0
+                                    ? ElementCount(m.inputs(0))
+                                    : ElementCount(m.out());
+      TileOp op;
+      op.kind = TileOpKind::kEpilogue;
+      op.math_stages.push_back({.op = m.op(), .elements = elements});
+      op.cycles = MathOpCycles(config_.math(), op.math_stages[0]);
+      c.plan.ops.push_back(std::move(op));
+      break;
+    }
+    case Kind::kDma:
+      AHBM_CHECK(false) << "DMA commands are not planned";
+  }
+
+  // Dependencies on earlier commands.
+  std::vector<OpId> dep_ops;
+  int unknown = 0;
+  SimTime known;
+  for (uint64_t dep : c.depends_on) {
+    auto it = cmds_.find(dep);
+    if (it == cmds_.end()) continue;  // completed: imposes nothing
+    Cmd& d = it->second;
+    AHBM_CHECK(d.admitted) << "cmd " << c.cmd_id << " admitted before its dependency " << dep;
+    dep_ops.insert(dep_ops.end(), d.ops.begin(), d.ops.end());
+    if (DmaSettled(d)) {
+      known = std::max(known, d.dma_end);
+    } else {
+      ++unknown;
+    }
+  }
+  std::sort(dep_ops.begin(), dep_ops.end());
+  dep_ops.erase(std::unique(dep_ops.begin(), dep_ops.end()), dep_ops.end());
+  AddPlannerOps(c, dep_ops, unknown, known);
+  if (unknown > 0) {
+    for (uint64_t dep : c.depends_on) {
+      auto it = cmds_.find(dep);
+      if (it == cmds_.end() || DmaSettled(it->second)) continue;
+      it->second.dma_waiters.insert(it->second.dma_waiters.end(), c.ops.begin(), c.ops.end());
+    }
+  }
+
+  // Operand loads, all at once, in plan order.
+  for (const TileOp& op : c.plan.ops) {
+    if (op.home != TensorHome::kHbm) continue;
+    if (op.kind == TileOpKind::kLoadB) {
+      const uint64_t k0 = uint64_t{op.ki} * sched.tile_k();
+      const uint64_t n0 = uint64_t{op.ni} * sched.tile_n();
+      pb::DmaCmd dma;
+      *dma.mutable_src() = Piece(b, k0, op.tile.k, n0, op.tile.n);
+      *dma.mutable_dst() = Staging(b, op.tile.k, op.tile.n);
+      c.hbm_read_bytes += op.bytes.value();
+      SendDma(c, std::move(dma), op.index, false);
+    } else if (op.kind == TileOpKind::kLoadA) {
+      const uint64_t m0 = uint64_t{op.mi} * sched.tile_m();
+      const uint64_t k0 = uint64_t{op.ki} * sched.tile_k();
+      pb::DmaCmd dma;
+      *dma.mutable_src() = Piece(a, m0, op.tile.m, k0, op.tile.k);
+      *dma.mutable_dst() = Staging(a, op.tile.m, op.tile.k);
+      c.hbm_read_bytes += op.bytes.value();
+      SendDma(c, std::move(dma), op.index, false);
+    } else if (op.kind == TileOpKind::kWriteOut) {
+      c.pending_writes.push_back(op.index);
+    }
+  }
+}
+
+void PeScheduler::AddPlannerOps(Cmd& c, const std::vector<OpId>& extra_deps, int extra_external,
+                                SimTime external_ready) {
+  const size_t n = c.plan.ops.size();
+  c.planner_op.assign(n, std::nullopt);
+  c.piece_waiters.assign(n, {});
+  for (const TileOp& op : c.plan.ops) {
+    const bool gemm = op.kind == TileOpKind::kGemm;
+    const bool math = op.kind == TileOpKind::kEpilogue || op.kind == TileOpKind::kSoftmaxMerge;
+    if (!gemm && !math) continue;
+    OpSpec spec;
+    spec.engine = gemm ? EngineKind::kGemm : EngineKind::kMath;
+    spec.key = PriorityKey{c.seq, op.index};
+    spec.busy = op.cycles;
+    spec.fill_if_idle = gemm ? Cycles(config_.gemm().fill_drain_cycles()) : Cycles(0);
+    spec.deps = extra_deps;
+    int external = extra_external;
+    std::vector<uint32_t> hbm_pieces;
+    for (uint32_t dep : op.deps) {
+      const TileOp& d = c.plan.ops[dep];
+      if (c.planner_op[dep]) {
+        spec.deps.push_back(*c.planner_op[dep]);
+      } else if ((d.kind == TileOpKind::kLoadA || d.kind == TileOpKind::kLoadB) &&
+                 d.home == TensorHome::kHbm) {
+        hbm_pieces.push_back(dep);
+        ++external;
+      }
+    }
+    std::sort(spec.deps.begin(), spec.deps.end());
+    const SimTime now = engine_->now();
+    // Settled dependencies whose DMA parts end in the future make one input known at once.
+    const bool known_only = external == 0 && external_ready > now;
+    spec.waits_external = external > 0 || known_only;
+    const OpId id = planner_.Add(std::move(spec));
+    c.planner_op[op.index] = id;
+    c.ops.push_back(id);
+    op_owner_[id] = {c.cmd_id, op.index};
+    for (uint32_t piece : hbm_pieces) c.piece_waiters[piece].push_back(id);
+    if (external > 0) {
+      external_[id] = ExternalInput{external, std::max(now, external_ready)};
+    } else if (known_only) {
+      planner_.SetExternalReady(id, external_ready);
+    }
+  }
+}
+
+void PeScheduler::SendDma(Cmd& c, pb::DmaCmd dma, uint32_t tile_index, bool whole_command) {
+  const uint64_t id = next_dma_id_++;
+  dma.set_cmd_id(id);
+  dma_pieces_[id] = DmaPiece{c.cmd_id, tile_index, whole_command};
+  ++c.dmas_in_flight;
+  ++dma_replies_pending_;
+  engine_->Send(self_, SimTime(0), dma_unit_,
+                std::shared_ptr<const pb::DmaCmd>(std::make_shared<pb::DmaCmd>(std::move(dma))));
+}
+
+pb::TensorRef PeScheduler::Piece(const pb::TensorRef& ref, uint64_t r0, uint64_t rows,
+                                 uint64_t c0, uint64_t cols) const {
+  const auto [s0, s1] = Strides2(ref);
+  pb::TensorRef piece;
+  piece.set_space(ref.space());
+  piece.set_pe(ref.pe());
+  piece.set_dtype(ref.dtype());
+  piece.set_addr(ref.addr() + (r0 * s0 + c0 * s1) * DTypeBytes(ref.dtype()));
+  piece.add_shape(rows);
+  piece.add_shape(cols);
+  piece.add_strides(s0);
+  piece.add_strides(s1);
+  return piece;
+}
+
+// The scheduler's own tile buffer for a piece: in this PE's TCM, dense. Its address is not
+// modelled (composite tile buffers are the scheduler's, outside the kernel's arenas).
+pb::TensorRef PeScheduler::Staging(const pb::TensorRef& like, uint64_t rows, uint64_t cols) const {
+  pb::TensorRef t;
+  t.set_space(pb::TCM);
+  t.set_pe(pe_);
+  t.set_dtype(like.dtype());
+  t.add_shape(rows);
+  t.add_shape(cols);
+  return t;
+}
+
+// ---- external inputs ----
+
+void PeScheduler::ResolveExternal(OpId op, SimTime ready) {
+  auto it = external_.find(op);
+  AHBM_CHECK(it != external_.end()) << "op " << op << " has no pending external input";
+  it->second.ready = std::max(it->second.ready, ready);
+  if (--it->second.unknown > 0) return;
+  planner_.SetExternalReady(op, std::max(it->second.ready, engine_->now()));
+  external_.erase(it);
+}
+
+void PeScheduler::NoteDmaEnd(Cmd& c, SimTime end) {
+  c.dma_end = std::max(c.dma_end, end);
+  if (!DmaSettled(c)) return;
+  std::vector<OpId> waiters = std::move(c.dma_waiters);
+  c.dma_waiters.clear();
+  for (OpId op : waiters) ResolveExternal(op, c.dma_end);
+}
+
+void PeScheduler::OnDmaDone(const pb::Completion& done) {
+  auto it = dma_pieces_.find(done.cmd_id());
+  AHBM_CHECK(it != dma_pieces_.end()) << "scheduler of pe " << pe_ << ": completion of unknown DMA "
+                                      << done.cmd_id();
+  const DmaPiece piece = it->second;
+  dma_pieces_.erase(it);
+  --dma_replies_pending_;
+  Cmd& c = cmds_.at(piece.cmd_id);
+  --c.dmas_in_flight;
+  c.dma_start = std::min(c.dma_start, SimTime(done.start_ps()));
+  const SimTime end(done.end_ps());
+  if (!piece.whole_command) {
+    for (OpId op : c.piece_waiters[piece.tile_index]) ResolveExternal(op, end);
+  }
+  NoteDmaEnd(c, end);
+  if (dma_replies_pending_ == 0) Step();
+}
+
+void PeScheduler::OnDmaError(const pb::DmaError& error) {
+  auto it = dma_pieces_.find(error.cmd_id());
+  AHBM_CHECK(it != dma_pieces_.end()) << "scheduler of pe " << pe_ << ": error of unknown DMA "
+                                      << error.cmd_id();
+  const DmaPiece piece = it->second;
+  dma_pieces_.erase(it);
+  --dma_replies_pending_;
+  // Checked commands plan cleanly; only a CPU load/store can still be refused here.
+  AHBM_CHECK(piece.whole_command) << "DMA piece of checked cmd " << piece.cmd_id
+                                  << " refused: " << error.message();
+  const Cmd& c = cmds_.at(piece.cmd_id);
+  Fail(c.requester, c.cmd_id, error.message());
+  cmds_.erase(piece.cmd_id);
+  if (dma_replies_pending_ == 0) Step();
+}
+
+// ---- stepping ----
+
+void PeScheduler::OnWake(uint64_t version) {
+  if (version != wake_version_) return;  // stale
+  wake_at_.reset();
+  Step();
+}
+
+void PeScheduler::Step() {
+  if (dma_replies_pending_ > 0) return;  // the last reply of this instant steps
+  const SimTime now = engine_->now();
+  bool again = true;
+  while (again) {
+    again = false;
+    planner_.Replan(now);
+    // Completions and write-outs, in issue order (cmd_ids ascend with issue on a PE CPU, but
+    // order by seq to be independent of that).
+    std::vector<Cmd*> by_seq;
+    for (auto& [id, c] : cmds_) by_seq.push_back(&c);
+    std::sort(by_seq.begin(), by_seq.end(), [](const Cmd* x, const Cmd* y) { return x->seq < y->seq; });
+    std::vector<uint64_t> completed;
+    for (Cmd* c : by_seq) {
+      if (!c->admitted) continue;
+      IssueWriteOuts(*c);
+      if (TryComplete(*c)) completed.push_back(c->cmd_id);
+    }
+    for (uint64_t id : completed) cmds_.erase(id);
+    // Admission in issue order.
+    while (!waiting_.empty() && inflight_ < config_.scheduler().max_inflight_composites()) {
+      Cmd& c = cmds_.at(waiting_.front());
+      waiting_.pop_front();
+      ++inflight_;
+      Admit(c);
+      again = true;
+    }
+    if (dma_replies_pending_ > 0) return;  // admission sent DMAs: their last reply steps
+  }
+  PostWake();
+}
+
+void PeScheduler::IssueWriteOuts(Cmd& c) {
+  if (c.pending_writes.empty()) return;
+  const SimTime now = engine_->now();
+  const pb::Scheduler& sched = config_.scheduler();
+  const pb::TensorRef& out = c.kind == Kind::kComposite ? c.composite->out() : c.dot->out();
+  std::vector<uint32_t> still;
+  for (uint32_t index : c.pending_writes) {
+    const TileOp& w = c.plan.ops[index];
+    const OpId producer = *c.planner_op[w.deps[0]];
+    const std::optional<OpTiming> t = planner_.timing(producer);
+    if (!planner_.committed(producer) || !t || t->end > now) {
+      still.push_back(index);
+      continue;
+    }
+    pb::DmaCmd dma;
+    *dma.mutable_src() = Staging(out, w.tile.m, w.tile.n);
+    *dma.mutable_dst() =
+        Piece(out, uint64_t{w.mi} * sched.tile_m(), w.tile.m, uint64_t{w.ni} * sched.tile_n(), w.tile.n);
+    c.hbm_write_bytes += w.bytes.value();
+    SendDma(c, std::move(dma), index, false);
+  }
+  c.pending_writes = std::move(still);
+}
+
+bool PeScheduler::TryComplete(Cmd& c) {
+  const SimTime now = engine_->now();
+  if (c.dmas_in_flight > 0 || !c.pending_writes.empty() || c.dma_end > now) return false;
+  SimTime start = c.dma_start;
+  SimTime end = c.dma_end;
+  for (OpId op : c.ops) {
+    if (!planner_.committed(op)) return false;
+    const std::optional<OpTiming> t = planner_.timing(op);
+    if (t && t->end > now) return false;
+    if (t) {
+      start = std::min(start, t->start);
+      end = std::max(end, t->end);
+    }
+  }
+  if (start == SimTime::Max()) start = c.issue;
+  SendEngineWork(c);
+  Reply(c, start, end);
+  if (c.kind == Kind::kComposite || c.kind == Kind::kSoftmaxPv) --inflight_;
+  done_[c.cmd_id] = end;
+  for (OpId op : c.ops) {
+    op_owner_.erase(op);
+    planner_.Release(op);
+  }
+  return true;
+}
+
+void PeScheduler::PostWake() {
+  const SimTime now = engine_->now();
+  std::optional<SimTime> next;
+  const auto consider = [&](SimTime t) {
+    if (t > now) next = std::min(next.value_or(t), t);
+  };
+  for (const auto& [id, c] : cmds_) {
+    if (!c.admitted) continue;
+    if (c.dmas_in_flight == 0) consider(c.dma_end);
+    bool all_planned = true;
+    SimTime end;
+    for (OpId op : c.ops) {
+      const std::optional<OpTiming> t = planner_.timing(op);
+      if (!t) {
+        all_planned = false;
+        continue;
+      }
+      end = std::max(end, t->end);
+    }
+    if (all_planned && c.dmas_in_flight == 0) consider(std::max(end, c.dma_end));
+    for (uint32_t index : c.pending_writes) {
+      const std::optional<OpTiming> t = planner_.timing(*c.planner_op[c.plan.ops[index].deps[0]]);
+      if (t) consider(t->end);
+    }
+  }
+  if (ctx_->per_tile_events) {
+    if (const std::optional<SimTime> b = planner_.NextBoundaryAfter(now)) consider(*b);
+  }
+  if (!next || (wake_at_ && *wake_at_ == *next)) return;
+  wake_at_ = next;
+  ++wake_version_;
+  engine_->Send(self_, *next - now, self_, sched_wake_atom::value, wake_version_);
+}
+
+// ---- outputs ----
+
+void PeScheduler::SendEngineWork(const Cmd& c) {
+  pb::EngineWork gemm, math;
+  for (pb::EngineWork* w : {&gemm, &math}) {
+    w->set_cmd_id(c.cmd_id);
+    w->set_op(c.op_name);
+    w->set_issue_ps(c.issue.value());
+  }
+  for (const TileOp& op : c.plan.ops) {
+    if (!c.planner_op[op.index]) continue;
+    const std::optional<OpTiming> t = planner_.timing(*c.planner_op[op.index]);
+    AHBM_CHECK(t.has_value()) << "completed op without timing";
+    const bool is_gemm = op.kind == TileOpKind::kGemm;
+    pb::EngineOp* e = (is_gemm ? gemm : math).add_ops();
+    e->set_tile_index(op.index);
+    e->set_what(c.kind == Kind::kMath ? c.op_name : TileWhat(op));
+    e->set_start_ps(t->start.value());
+    e->set_end_ps(t->end.value());
+    e->set_flops(op.flops);
+    uint64_t elements = 0;
+    for (const MathOpShape& s : op.math_stages) elements += s.elements;
+    e->set_elements(elements);
+  }
+  if (gemm.ops_size() > 0) {
+    engine_->Send(self_, SimTime(0), gemm_unit_,
+                  std::shared_ptr<const pb::EngineWork>(std::make_shared<pb::EngineWork>(std::move(gemm))));
+  }
+  if (math.ops_size() > 0) {
+    engine_->Send(self_, SimTime(0), math_unit_,
+                  std::shared_ptr<const pb::EngineWork>(std::make_shared<pb::EngineWork>(std::move(math))));
+  }
+}
+
+void PeScheduler::Reply(const Cmd& c, SimTime start, SimTime end) {
+  const SimTime now = engine_->now();
+  auto done = std::make_shared<pb::Completion>();
+  done->set_cmd_id(c.cmd_id);
+  done->set_unit(self_);
+  done->set_start_ps(start.value());
+  done->set_end_ps(end.value());
+  engine_->Send(self_, end > now ? end - now : SimTime(0), c.requester,
+                std::shared_ptr<const pb::Completion>(std::move(done)));
+
+  uint64_t flops = 0;
+  for (const TileOp& op : c.plan.ops) flops += op.flops;
+  pb::UnitStats& stats = ctx_->stats.At(self_);
+  stats.set_ops(stats.ops() + 1);
+  stats.set_bytes_read(stats.bytes_read() + c.hbm_read_bytes);
+  stats.set_bytes_written(stats.bytes_written() + c.hbm_write_bytes);
+  stats.set_flops(stats.flops() + flops);
+  if (ctx_->op_log == nullptr) return;
+  pb::OpRecord rec;
+  rec.set_unit(self_);
+  rec.set_unit_name(ctx_->Name(self_));
+  rec.set_op(c.op_name);
+  rec.set_cmd_id(c.cmd_id);
+  rec.set_issue_ps(c.issue.value());
+  rec.set_start_ps(start.value());
+  rec.set_end_ps(end.value());
+  rec.set_bytes_read(c.hbm_read_bytes);
+  rec.set_bytes_written(c.hbm_write_bytes);
+  rec.set_flops(flops);
+  for (uint64_t dep : c.depends_on) rec.add_depends_on(dep);
+  ctx_->op_log->AddOp(std::move(rec));
+}
+
+void PeScheduler::Fail(UnitId requester, uint64_t cmd_id, const std::string& message) {
+  auto err = std::make_shared<pb::CommandError>();
+  err->set_cmd_id(cmd_id);
+  err->set_message(message);
+  engine_->Send(self_, SimTime(0), requester, std::shared_ptr<const pb::CommandError>(std::move(err)));
+}
+
+
+// ---- the actor ----
+
+caf::behavior PeSchedulerBehavior(PeSchedulerActor* self, UnitContext* ctx, UnitId self_id,
+                                  uint32_t pe) {
+  self->state.scheduler = std::make_unique<PeScheduler>(ctx, self_id, pe);
+  PeScheduler* s = self->state.scheduler.get();
+  return {
+      [s](const std::shared_ptr<const pb::CompositeCmd>& cmd) { s->OnComposite(cmd); },
+      [s](const std::shared_ptr<const pb::SoftmaxPvCmd>& cmd) { s->OnSoftmaxPv(cmd); },
+      [s](const std::shared_ptr<const pb::GemmCmd>& cmd) { s->OnDot(cmd); },
+      [s](const std::shared_ptr<const pb::MathCmd>& cmd) { s->OnMath(cmd); },
+      [s](const std::shared_ptr<const pb::DmaCmd>& cmd) { s->OnDma(cmd); },
+      [s](const std::shared_ptr<const pb::Completion>& done) { s->OnDmaDone(*done); },
+      [s](const std::shared_ptr<const pb::DmaError>& error) { s->OnDmaError(*error); },
+      [s](sched_wake_atom, uint64_t version) { s->OnWake(version); },
+  };
+}
+
+void StartPeSchedulerActor(UnitContext& ctx, uint32_t pe) {
+  const UnitId id =
+      ctx.index.PeUnit(topology::UnitKind::kPeScheduler, ctx.index.PeOf(pe)).value();
+  ctx.engine->Register(id, ctx.Name(id),
+                       ctx.engine->system().spawn(PeSchedulerBehavior, &ctx, id, pe));
+}
+
+}  // namespace ahbm::sim

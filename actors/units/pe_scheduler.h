@@ -1,0 +1,181 @@
+// PE_SCHEDULER: the dataflow command scheduler of one PE (DESIGN §4; actors/README.md "The
+// planner"). It owns the PE's GEMM and MATH engine timelines through a PePlanner, sends operand
+// and write-out DMAs to the PE's DMA unit, and reports each command's completion.
+//
+// Ports (all messages std::shared_ptr<const pb::X>):
+// - in  CompositeCmd, SoftmaxPvCmd (non-blocking on the CPU; admitted up to
+//       scheduler.max_inflight_composites at once, the rest wait in issue order),
+//       GemmCmd (`dot`), MathCmd (a primitive MATH op), DmaCmd (`load` / `store`) from the PE CPU
+//       (any unit: the requester is the event's src).
+// - out Completion{cmd_id, unit = this scheduler, start_ps, end_ps} to the requester at end_ps,
+//       or CommandError{cmd_id, message} at once when the command is invalid (CommandChecker) —
+//       nothing of an invalid command runs.
+// - out DmaCmd to the PE's DMA unit; in Completion / DmaError from it (same instant).
+// - out EngineWork to the PE's GEMM and MATH units when a command completes (what ran there).
+// - self: a versioned wake-up (sched_wake_atom, version).
+//
+// Contract:
+// - Issue order: commands get issue_seq 0, 1, ... in arrival order; every tile op of a command
+//   has the priority key (issue_seq, index in its tile plan). A MATH command is one op (index 0).
+// - Tile graphs: composites and `dot` by PlanGemm (operand homes from the TensorRefs' space; a
+//   `dot` has no epilogue), softmax_pv by PlanSoftmaxPv. GEMM / epilogue / merge ops go to the
+//   planner; a load or write-out of an HBM operand is one DmaCmd per tile piece; a TCM-homed
+//   load or write-out costs nothing.
+// - Admission: an admitted composite / softmax_pv sends all its operand loads at once, in plan
+//   order ("the next composite's loads overlap the current one's GEMMs"; the DMA and the
+//   channels serve them in that order). `dot`, MATH and DMA commands are not admission-limited
+//   (the CPU blocks on the first two).
+// - Dependencies: `depends_on` names earlier commands of this PE. Every planner op of the
+//   dependent command then also depends on the dependency's planner ops, and waits for the
+//   end of its DMA parts (loads, write-outs). A completed dependency imposes nothing. A
+//   softmax_pv on an accumulator (acc_o's PE and address) also depends on the previous
+//   softmax_pv on that accumulator (the serial chain).
+// - HBM write-outs are issued when their producing op has ended (a wake-up at that instant).
+// - A command completes when all its planner ops and DMAs have ended; the Completion goes out
+//   at that instant, with start = the earliest op/DMA start.
+// - Event budget (closed form): after every input the planner re-plans and ONE wake-up is
+//   posted, at the earliest instant something must happen (a completion, a write-out issue);
+//   a stale wake-up is dropped. With UnitContext::per_tile_events a wake-up is also posted at
+//   every planned op start and end (per-tile simulation); both give identical results.
+//   DMA replies for DMAs sent at one instant all arrive at that instant; the re-plan waits for
+//   the last of them (equivalent by Rule 3: nothing starting at `now` is committed at `now`).
+#ifndef AHBMSIM_ACTORS_UNITS_PE_SCHEDULER_H_
+#define AHBMSIM_ACTORS_UNITS_PE_SCHEDULER_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/command_check.h"
+#include "actors/models/tile_plan.h"
+#include "actors/pe_planner.h"
+#include "actors/time.h"
+#include "actors/units/unit_context.h"
+#include "caf/atom.hpp"
+#include "caf/behavior.hpp"
+#include "caf/event_based_actor.hpp"
+#include "caf/stateful_actor.hpp"
+#include "proto/commands.pb.h"
+
+namespace ahbm::sim {
+
+using sched_wake_atom = caf::atom_constant<caf::atom("schedwake")>;
+
+class PeScheduler {
+ public:
+  PeScheduler(UnitContext* ctx, UnitId self, uint32_t pe);
+
+  void OnComposite(std::shared_ptr<const pb::CompositeCmd> cmd);
+  void OnSoftmaxPv(std::shared_ptr<const pb::SoftmaxPvCmd> cmd);
+  void OnDot(std::shared_ptr<const pb::GemmCmd> cmd);
+  void OnMath(std::shared_ptr<const pb::MathCmd> cmd);
+  void OnDma(std::shared_ptr<const pb::DmaCmd> cmd);
+  void OnDmaDone(const pb::Completion& done);
+  void OnDmaError(const pb::DmaError& error);
+  void OnWake(uint64_t version);
+
+  // Commands accepted and not yet completed.
+  size_t live_commands() const { return cmds_.size(); }
+
+ private:
+  enum class Kind { kComposite, kSoftmaxPv, kDot, kMath, kDma };
+  struct Cmd {
+    Kind kind = Kind::kComposite;
+    uint64_t cmd_id = 0;
+    uint64_t seq = 0;
+    UnitId requester = 0;
+    SimTime issue;
+    std::string op_name;
+    std::vector<uint64_t> depends_on;
+    std::shared_ptr<const pb::CompositeCmd> composite;
+    std::shared_ptr<const pb::SoftmaxPvCmd> softmax_pv;
+    std::shared_ptr<const pb::GemmCmd> dot;
+    std::shared_ptr<const pb::MathCmd> math;
+    bool admitted = false;
+    TilePlan plan;
+    std::vector<std::optional<OpId>> planner_op;  // by tile op index (GEMM/MATH ops)
+    std::vector<std::vector<OpId>> piece_waiters;  // by tile op index: planner ops a load feeds
+    std::vector<OpId> ops;                         // every planner op, ascending
+    std::vector<uint32_t> pending_writes;          // HBM write-outs not yet issued
+    int dmas_in_flight = 0;                        // DMAs sent whose end is not yet known
+    SimTime dma_start = SimTime::Max();
+    SimTime dma_end;
+    std::vector<OpId> dma_waiters;  // ops of later commands waiting for this one's DMA parts
+    uint64_t hbm_read_bytes = 0;
+    uint64_t hbm_write_bytes = 0;
+    std::string acc_key;  // softmax_pv: the accumulator
+  };
+  struct ExternalInput {
+    int unknown = 0;
+    SimTime ready;
+  };
+  struct DmaPiece {
+    uint64_t cmd_id = 0;
+    uint32_t tile_index = 0;
+    bool whole_command = false;  // a CPU load/store: the command itself
+  };
+
+  // Shared front end: checks, numbering, queueing. Returns null after replying CommandError.
+  Cmd* Accept(Kind kind, uint64_t cmd_id, const std::string& op_name, absl::Status check,
+              std::vector<uint64_t> depends_on);
+  void Admit(Cmd& c);
+  void AddPlannerOps(Cmd& c, const std::vector<OpId>& extra_deps, int extra_external,
+                     SimTime external_ready);
+  void SendDma(Cmd& c, pb::DmaCmd dma, uint32_t tile_index, bool whole_command);
+  void AddExternalWait(OpId op, int count);
+  void ResolveExternal(OpId op, SimTime ready);
+  void NoteDmaEnd(Cmd& c, SimTime end);
+  bool DmaSettled(const Cmd& c) const { return c.dmas_in_flight == 0 && c.pending_writes.empty(); }
+  void Step();  // re-plan, write-outs, completions, admission, next wake-up
+  bool TryComplete(Cmd& c);
+  void IssueWriteOuts(Cmd& c);
+  void PostWake();
+  void SendEngineWork(const Cmd& c);
+  void Reply(const Cmd& c, SimTime start, SimTime end);
+  void Fail(UnitId requester, uint64_t cmd_id, const std::string& message);
+  pb::TensorRef Piece(const pb::TensorRef& ref, uint64_t r0, uint64_t rows, uint64_t c0,
+                      uint64_t cols) const;
+  pb::TensorRef Staging(const pb::TensorRef& like, uint64_t rows, uint64_t cols) const;
+
+  UnitContext* ctx_;
+  Engine* engine_;
+  UnitId self_;
+  uint32_t pe_;
+  UnitId dma_unit_, gemm_unit_, math_unit_;
+  pb::Pe config_;
+  CommandChecker checker_;
+  PePlanner planner_;
+
+  std::map<uint64_t, Cmd> cmds_;             // live commands by cmd_id
+  std::map<uint64_t, SimTime> done_;         // completed commands: end time
+  std::deque<uint64_t> waiting_;             // composites / softmax_pv not yet admitted
+  uint32_t inflight_ = 0;                    // admitted composites / softmax_pv not completed
+  uint64_t next_seq_ = 0;
+  std::map<OpId, ExternalInput> external_;   // planner ops with external inputs not all known
+  std::map<OpId, std::pair<uint64_t, uint32_t>> op_owner_;  // planner op -> (cmd, tile index)
+  std::map<uint64_t, DmaPiece> dma_pieces_;  // by DMA cmd id
+  uint64_t next_dma_id_ = 1;
+  int dma_replies_pending_ = 0;
+  std::map<std::string, uint64_t> last_on_acc_;  // softmax_pv chain: acc -> last cmd_id
+  uint64_t wake_version_ = 0;
+  std::optional<SimTime> wake_at_;
+};
+
+struct PeSchedulerActorState {
+  std::unique_ptr<PeScheduler> scheduler;
+};
+using PeSchedulerActor = caf::stateful_actor<PeSchedulerActorState>;
+
+caf::behavior PeSchedulerBehavior(PeSchedulerActor* self, UnitContext* ctx, UnitId self_id,
+                                  uint32_t pe);
+
+// Spawns and registers the scheduler of global PE `pe` (unit id from ctx->index).
+void StartPeSchedulerActor(UnitContext& ctx, uint32_t pe);
+
+}  // namespace ahbm::sim
+
+#endif  // AHBMSIM_ACTORS_UNITS_PE_SCHEDULER_H_

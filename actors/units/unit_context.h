@@ -1,0 +1,79 @@
+// What every unit actor of one simulation shares: the engine, the chip, its numbering, and the
+// run's observers (op log, per-unit stats). One per simulation, owned by its builder
+// (actors/chip_sim.h) and outliving every unit. Units get a pointer at spawn.
+//
+// Sharing plain objects between actors is safe and deterministic here: the engine runs exactly
+// one handler at a time, in event order (engine.h), so appends happen in event order.
+#ifndef AHBMSIM_ACTORS_UNITS_UNIT_CONTEXT_H_
+#define AHBMSIM_ACTORS_UNITS_UNIT_CONTEXT_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "actors/engine.h"
+#include "actors/observe/op_log.h"
+#include "actors/time.h"
+#include "base/check.h"
+#include "proto/report.pb.h"
+#include "proto/topology.pb.h"
+#include "topology/ids.h"
+
+namespace ahbm::sim {
+
+// Per-unit counters, indexed by the dense unit ids of topology::ChipIndex.
+class StatsBoard {
+ public:
+  explicit StatsBoard(const topology::ChipIndex& index) : index_(index), units_(index.num_units()) {}
+
+  // The counters of `unit` (unit id, name and kind filled on first use).
+  pb::UnitStats& At(UnitId unit) {
+    AHBM_CHECK(unit < units_.size()) << "unit " << unit << " outside the chip";
+    pb::UnitStats& s = units_[unit];
+    if (s.unit_name().empty()) {
+      s.set_unit(unit);
+      s.set_unit_name(index_.Name(topology::UnitId(unit)));
+      s.set_kind(topology::UnitKindName(index_.KindOf(topology::UnitId(unit))));
+    }
+    return s;
+  }
+  // Units that did any work (ops > 0), ascending id, utilisation = busy / latency.
+  std::vector<pb::UnitStats> Used(SimTime latency) const {
+    std::vector<pb::UnitStats> used;
+    for (const pb::UnitStats& s : units_) {
+      if (s.ops() == 0) continue;
+      pb::UnitStats& u = used.emplace_back(s);
+      u.set_utilisation(latency.value() == 0 ? 0.0
+                                             : static_cast<double>(s.busy_ps()) /
+                                                   static_cast<double>(latency.value()));
+    }
+    return used;
+  }
+
+ private:
+  topology::ChipIndex index_;
+  std::vector<pb::UnitStats> units_;
+};
+
+struct UnitContext {
+  UnitContext(Engine* engine_in, const pb::Chip& chip_in)
+      : engine(engine_in), chip(chip_in), index(chip_in), stats(index) {}
+
+  Engine* engine;
+  pb::Chip chip;               // validated
+  topology::ChipIndex index;
+  StatsBoard stats;
+  observe::OpLog* op_log = nullptr;  // null: no op log
+  bool per_tile_events = false;      // PE schedulers step tile by tile (tests: == closed form)
+  bool per_tile_detail = false;      // op log: one record per tile op, not only per command
+  std::string issue_cost_profile;    // the PE CPUs' ADR-0064 profile (a name in the chip)
+  std::vector<std::string> errors;   // command errors reported to PE CPUs, in event order
+  std::map<uint32_t, std::string> cpu_waiting;  // global PE -> what its unfinished CPU waits on
+
+  std::string Name(UnitId unit) const { return index.Name(topology::UnitId(unit)); }
+};
+
+}  // namespace ahbm::sim
+
+#endif  // AHBMSIM_ACTORS_UNITS_UNIT_CONTEXT_H_
