@@ -9,6 +9,9 @@
 #include "actors/units/dma_actor.h"
 #include "actors/units/engine_unit_actor.h"
 #include "actors/units/hbm_channel_actor.h"
+#include "actors/units/ipcq_actor.h"
+#include "actors/units/noc_router_actor.h"
+#include "actors/units/ucie_actor.h"
 #include "actors/units/pe_scheduler.h"
 #include "base/check.h"
 
@@ -66,6 +69,30 @@ absl::StatusOr<std::unique_ptr<ChipSim>> ChipSim::Create(const pb::Chip& chip,
       StartHbmChannelActor(ctx, cube, ch);
     }
   }
+  // PE-to-PE queues towards existing neighbours, NOC routers, UCIe units.
+  const topology::Mesh& pe_mesh = ctx.index.pe_mesh();
+  for (uint32_t cube : sim->cubes_) {
+    for (uint32_t p = 0; p < pes; ++p) {
+      const uint32_t pe = cube * pes + p;
+      for (topology::Dir dir : topology::kAllDirs) {
+        if (!pe_mesh.Neighbour(p, dir)) continue;
+        sim->ipcqs_.emplace_back(ctx.index.IpcqUnit(ctx.index.PeOf(pe), dir).value(),
+                                 StartIpcqActor(*sim->engine_, chip, pe, dir));
+      }
+    }
+  }
+  sim->network_ = std::make_unique<LinkNetworkModel>(chip);
+  for (uint32_t cube : sim->cubes_) {
+    const topology::CubeId id = ctx.index.CubeOf(cube);
+    sim->routers_.emplace_back(ctx.index.NocRouterUnit(id).value(),
+                               StartNocRouterActor(*sim->engine_, chip, id, sim->network_.get()));
+  }
+  std::set<uint32_t> sips;
+  for (uint32_t cube : sim->cubes_) sips.insert(ctx.index.CubeOf(cube).sip);
+  for (uint32_t sip : sips) {
+    sim->ucies_.emplace_back(ctx.index.UcieUnit(sip).value(),
+                             StartUcieActor(*sim->engine_, chip, sip, sim->network_.get()));
+  }
   sim->options_ = std::move(options);
   return sim;
 }
@@ -114,7 +141,32 @@ pb::Report ChipSim::BuildReport() const {
   report.set_issue_cost_profile(ctx.issue_cost_profile);
   report.set_latency_ps(latency_.value());
   report.set_events(engine_->events_processed());
-  for (pb::UnitStats& s : ctx.stats.Used(latency_)) *report.add_units() = std::move(s);
+  // Link units keep their own counters; copy them in (busy = link serialisation time).
+  StatsBoard board = ctx.stats;
+  for (const auto& [id, actor] : ipcqs_) {
+    const IpcqActorState& st = IpcqStateOf(actor);
+    if (st.sent_messages == 0) continue;
+    pb::UnitStats& s = board.At(id);
+    s.set_ops(st.sent_messages);
+    s.set_bytes_written(st.stats().sent_bytes.value());
+    s.set_busy_ps(st.stats().link_busy.value());
+  }
+  for (const auto& [id, actor] : routers_) {
+    const NocRouterStats& st = NocRouterStateOf(actor).stats;
+    if (st.injected_messages + st.forwarded_messages + st.delivered_messages == 0) continue;
+    pb::UnitStats& s = board.At(id);
+    s.set_ops(st.forwarded_messages);
+    s.set_bytes_written(st.forwarded_bytes);
+    s.set_bytes_read(st.delivered_bytes);
+  }
+  for (const auto& [id, actor] : ucies_) {
+    const UcieStats& st = UcieStateOf(actor).stats;
+    if (st.forwarded_messages == 0) continue;
+    pb::UnitStats& s = board.At(id);
+    s.set_ops(st.forwarded_messages);
+    s.set_bytes_written(st.forwarded_bytes);
+  }
+  for (pb::UnitStats& s : board.Used(latency_)) *report.add_units() = std::move(s);
 
   const pb::Cube& cube = ctx.chip.sip().cube();
   const double channel_bytes_per_ps =

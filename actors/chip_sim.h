@@ -5,8 +5,10 @@
 //
 // Contract:
 // - Create() spawns, for every CUBE of `options.cubes` (all CUBEs when empty): each PE's
-//   scheduler, DMA, GEMM and MATH units and every HBM channel of the CUBE. PE CPUs are spawned
-//   by SetProgram (one program per PE, before Run).
+//   scheduler, DMA, GEMM and MATH units, its IPCQ queues towards existing mesh neighbours,
+//   every HBM channel of the CUBE and the CUBE's NOC router; and every SIP's UCIe unit. The
+//   NOC routers and UCIe units share one LinkNetworkModel owned here. PE CPUs are spawned by
+//   SetProgram (one program per PE, before Run).
 // - The op log starts with a TraceHeader (schema 1, topology name and digest, issue-cost
 //   profile, per-tile flag) and is also streamed to options.op_log_stream if given.
 // - Run() delivers events until none is left. It fails with InvalidArgument carrying the first
@@ -29,6 +31,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "actors/engine.h"
+#include "actors/models/link_network_model.h"
+#include "caf/actor.hpp"
 #include "actors/observe/op_log.h"
 #include "actors/units/pe_cpu_actor.h"
 #include "actors/units/unit_context.h"
@@ -72,6 +76,8 @@ class ChipSim {
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<observe::OpLog> op_log_;
   std::unique_ptr<UnitContext> ctx_;
+  std::unique_ptr<LinkNetworkModel> network_;
+  std::vector<std::pair<UnitId, caf::actor>> ipcqs_, routers_, ucies_;  // for their stats
   std::set<uint32_t> cubes_;
   std::set<uint32_t> programmed_;
   SimTime latency_;

@@ -34,21 +34,6 @@ void PePlanner::SetExternalReady(OpId id, SimTime ready) {
   o.external_ready = ready;
 }
 
-std::optional<SimTime> PePlanner::ReadyTime(const Op& o) const {
-  SimTime ready = now_;
-  if (o.spec.waits_external) {
-    if (!o.external_ready) return std::nullopt;
-    ready = std::max(ready, *o.external_ready);
-  }
-  for (OpId dep : o.spec.deps) {
-    const Op* d = Find(dep);
-    if (d == nullptr) continue;
-    if (!d->timing) return std::nullopt;
-    ready = std::max(ready, d->timing->end);
-  }
-  return ready;
-}
-
 void PePlanner::Commit(SimTime now) {
   for (Op& o : ops_) {
     if (o.committed || !o.timing || o.timing->start >= now) continue;
@@ -75,40 +60,84 @@ void PePlanner::Replan(SimTime now) {
     if (!o.committed) o.timing.reset();
   }
   std::array<EngineState, kNumPlannedEngines> engines = committed_engines_;
+
+  // Ready times of the ops to plan, kept incrementally: `base` is the latest known input,
+  // `pending` counts dependencies not yet timed; an op is ready once pending == 0 (and its
+  // external input is known). An op's ready time is max(now, its external input, its
+  // dependencies' ends); retired dependencies count as ended before now.
+  const size_t n = ops_.size();
+  std::vector<SimTime> base(n, now_);
+  std::vector<uint32_t> pending(n, 0);
+  std::vector<bool> blocked(n, false);
+  std::vector<std::vector<uint32_t>> dependents(n);
+  std::vector<uint32_t> todo;
+  for (size_t i = 0; i < n; ++i) {
+    const Op& o = ops_[i];
+    if (o.timing) continue;
+    todo.push_back(static_cast<uint32_t>(i));
+    if (o.spec.waits_external) {
+      if (o.external_ready) {
+        base[i] = std::max(base[i], *o.external_ready);
+      } else {
+        blocked[i] = true;
+      }
+    }
+    for (OpId dep : o.spec.deps) {
+      const Op* d = Find(dep);
+      if (d == nullptr) continue;  // retired: ended at or before now
+      if (d->timing) {
+        base[i] = std::max(base[i], d->timing->end);
+      } else {
+        ++pending[i];
+        dependents[dep - first_id_].push_back(static_cast<uint32_t>(i));
+      }
+    }
+  }
+  const auto ready = [&](uint32_t i) { return !blocked[i] && pending[i] == 0; };
   while (true) {
     // The next decision: the engine whose next start is earliest (Rule 2), and on it the
     // ready op with the smallest key (Rule 1).
-    Op* chosen = nullptr;
+    int chosen = -1;
     SimTime chosen_start;
     int chosen_engine = 0;
     for (int e = 0; e < kNumPlannedEngines; ++e) {
       std::optional<SimTime> earliest;
-      for (const Op& o : ops_) {
-        if (o.timing || static_cast<int>(o.spec.engine) != e) continue;
-        if (const std::optional<SimTime> r = ReadyTime(o)) earliest = std::min(earliest.value_or(*r), *r);
+      for (uint32_t i : todo) {
+        const Op& o = ops_[i];
+        if (o.timing || static_cast<int>(o.spec.engine) != e || !ready(i)) continue;
+        earliest = std::min(earliest.value_or(base[i]), base[i]);
       }
       if (!earliest) continue;
       const SimTime start =
           clock_.NextEdge(std::max(*earliest, engines[e].last_end.value_or(SimTime())));
-      if (chosen != nullptr && start >= chosen_start) continue;
-      Op* best = nullptr;
-      for (Op& o : ops_) {
-        if (o.timing || static_cast<int>(o.spec.engine) != e) continue;
-        const std::optional<SimTime> r = ReadyTime(o);
-        if (!r || clock_.NextEdge(*r) > start) continue;
-        if (best == nullptr || o.spec.key < best->spec.key) best = &o;
+      if (chosen >= 0 && start >= chosen_start) continue;
+      int best = -1;
+      for (uint32_t i : todo) {
+        const Op& o = ops_[i];
+        if (o.timing || static_cast<int>(o.spec.engine) != e || !ready(i)) continue;
+        if (clock_.NextEdge(base[i]) > start) continue;
+        if (best < 0 || o.spec.key < ops_[best].spec.key) best = static_cast<int>(i);
       }
-      AHBM_CHECK(best != nullptr) << "no ready op at the decision time";
+      AHBM_CHECK(best >= 0) << "no ready op at the decision time";
       chosen = best;
       chosen_start = start;
       chosen_engine = e;
     }
-    if (chosen == nullptr) break;
+    if (chosen < 0) break;
+    Op& op = ops_[chosen];
     std::optional<SimTime>& last = engines[chosen_engine].last_end;
     const bool idle = !last || chosen_start > *last;
-    const Cycles cycles = chosen->spec.busy + (idle ? chosen->spec.fill_if_idle : Cycles(0));
-    chosen->timing = OpTiming{chosen_start, chosen_start + clock_.ToTime(cycles)};
-    last = chosen->timing->end;
+    const Cycles cycles = op.spec.busy + (idle ? op.spec.fill_if_idle : Cycles(0));
+    op.timing = OpTiming{chosen_start, chosen_start + clock_.ToTime(cycles)};
+    last = op.timing->end;
+    for (uint32_t d : dependents[chosen]) {
+      base[d] = std::max(base[d], op.timing->end);
+      --pending[d];
+    }
+    // Drop planned ops from the scan list now and then (keeps each scan O(unplanned)).
+    if (todo.size() > 64) {
+      std::erase_if(todo, [&](uint32_t i) { return ops_[i].timing.has_value(); });
+    }
   }
 }
 

@@ -93,8 +93,6 @@ class PePlanner {
 
   Op& op(OpId id);
   const Op* Find(OpId id) const;
-  // Ready time if known; ended (retired) dependencies count as ready at any time >= now.
-  std::optional<SimTime> ReadyTime(const Op& op) const;
   void Commit(SimTime now);
   void Retire(SimTime now);
 

@@ -1,15 +1,25 @@
 // `ahbm`: the ahbmsim command line (DESIGN §6).
 //   ahbm validate [--topology=F]   check a topology and print its one-screen summary
+//   ahbm stream [--topology=F] ... run an injected command stream (no kernels) and report
 //   ahbm help [command]
 // Exit codes: 0 success, 2 bad input (one line naming the field and the reason),
 // 3 kernel deadlock (once kernels exist), 1 anything else.
+#include <cstdint>
 #include <cstdio>
+#include <fstream>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "actors/chip_sim.h"
+#include "actors/inject.h"
+#include "actors/observe/chrome_trace.h"
+#include "actors/observe/report.h"
 #include "cli/flags.h"
 #include "topology/loader.h"
 #include "topology/summary.h"
@@ -37,12 +47,152 @@ absl::Status RunValidate(const ParsedFlags& flags) {
   return absl::OkStatus();
 }
 
+// A non-negative integer flag (positive unless `zero_ok`), with one-line errors naming it.
+absl::StatusOr<uint64_t> IntFlag(const ParsedFlags& flags, const std::string& name,
+                                 const std::string& fallback, bool zero_ok = false) {
+  const std::string text = flags.GetOr(name, fallback);
+  uint64_t value = 0;
+  if (!absl::SimpleAtoi(text, &value) || (!zero_ok && value == 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("--", name, ": must be a ",
+                                                   zero_ok ? "non-negative" : "positive",
+                                                   " integer (got '", text, "')"));
+  }
+  return value;
+}
+
+absl::StatusOr<bool> BoolFlag(const ParsedFlags& flags, const std::string& name) {
+  const std::string text = flags.GetOr(name, "false");
+  if (text == "true") return true;
+  if (text == "false") return false;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", name, ": must be true or false (got '", text, "')"));
+}
+
+absl::Status WriteFile(const std::string& flag, const std::string& path,
+                       const std::string& contents) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << contents;
+  out.close();
+  if (!out) return absl::InvalidArgumentError(absl::StrCat("--", flag, ": cannot write ", path));
+  return absl::OkStatus();
+}
+
+#define ASSIGN_OR_RETURN_FLAG(lhs, expr) \
+  auto lhs##_or = (expr);                 \
+  if (!lhs##_or.ok()) return lhs##_or.status(); \
+  const auto lhs = *lhs##_or
+
+// ahbm stream: every PE of the chosen CUBEs runs "DMA dma_bytes, then composite GEMM
+// (m, k, n) x count" (actors/inject.h); prints the report table.
+absl::Status RunStream(const ParsedFlags& flags) {
+  const std::string path = flags.GetOr("topology", kDefaultTopology);
+  absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile(path);
+  if (!chip.ok()) return chip.status();
+  ASSIGN_OR_RETURN_FLAG(m, IntFlag(flags, "m", "8"));
+  ASSIGN_OR_RETURN_FLAG(k, IntFlag(flags, "k", "128"));
+  ASSIGN_OR_RETURN_FLAG(n, IntFlag(flags, "n", "256"));
+  ASSIGN_OR_RETURN_FLAG(count, IntFlag(flags, "count", "64"));
+  ASSIGN_OR_RETURN_FLAG(dma_bytes, IntFlag(flags, "dma_bytes", "1048576", /*zero_ok=*/true));
+  ASSIGN_OR_RETURN_FLAG(per_tile_events, BoolFlag(flags, "per_tile_events"));
+  ASSIGN_OR_RETURN_FLAG(per_tile_detail, BoolFlag(flags, "per_tile_detail"));
+  if (dma_bytes % 2 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--dma_bytes: must hold whole bf16 elements (got ", dma_bytes, ")"));
+  }
+  if (count > 1'000'000) {
+    return absl::InvalidArgumentError(absl::StrCat("--count: at most 1000000 (got ", count, ")"));
+  }
+  sim::ChipSimOptions options;
+  options.issue_cost_profile = flags.GetOr("profile", "");
+  options.per_tile_events = per_tile_events;
+  options.per_tile_detail = per_tile_detail;
+  for (const absl::string_view part : absl::StrSplit(flags.GetOr("cubes", "0"), ',')) {
+    uint32_t cube = 0;
+    if (!absl::SimpleAtoi(part, &cube)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--cubes: must be a comma-separated list of CUBE indices (got '", part, "')"));
+    }
+    options.cubes.push_back(cube);
+  }
+  options.workload_summary =
+      absl::StrCat("stream: per PE, DMA ", dma_bytes, " B then composite GEMM (", m, ", ", k, ", ",
+                   n, ") x ", count);
+  std::unique_ptr<std::ofstream> trace;
+  if (const auto file = flags.Get("trace")) {
+    trace = std::make_unique<std::ofstream>(*file, std::ios::binary | std::ios::trunc);
+    if (!*trace) return absl::InvalidArgumentError(absl::StrCat("--trace: cannot write ", *file));
+    options.op_log_stream = trace.get();
+  }
+  absl::StatusOr<std::unique_ptr<sim::ChipSim>> created = sim::ChipSim::Create(*chip, options);
+  if (!created.ok()) return created.status();
+  sim::ChipSim& sim = **created;
+  // The stream's HBM footprint must fit the PE's region (checked per command as well).
+  const uint32_t pes = chip->sip().cube().pes();
+  for (uint32_t cube : options.cubes) {
+    for (uint32_t p = 0; p < pes; ++p) {
+      const uint32_t pe = cube * pes + p;
+      if (absl::Status s = sim.SetProgram(pe, sim::inject::DmaThenGemmStream(pe, dma_bytes, m, k, n,
+                                                                          static_cast<int>(count)));
+          !s.ok()) {
+        return s;
+      }
+    }
+  }
+  if (absl::Status s = sim.Run(); !s.ok()) return s;
+  if (trace) {
+    trace->close();
+    if (!*trace) return absl::InvalidArgumentError("--trace: write failed");
+  }
+  const pb::Report report = sim.BuildReport();
+  std::fputs(observe::FormatReportTable(report).c_str(), stdout);
+  if (const auto file = flags.Get("chrome_trace")) {
+    if (absl::Status s = WriteFile("chrome_trace", *file,
+                                   observe::ChromeTraceJson(sim.op_log().records(), [&](uint32_t pe) {
+                                     const std::string cpu = sim.context().index.Name(
+                                         sim.context().index.PeUnit(topology::UnitKind::kPeCpu,
+                                                                    sim.context().index.PeOf(pe)));
+                                     return cpu.substr(0, cpu.rfind('.'));
+                                   }));
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (const auto file = flags.Get("report_json")) {
+    if (absl::Status s = WriteFile("report_json", *file, observe::ReportToJson(report)); !s.ok()) {
+      return s;
+    }
+  }
+  if (const auto file = flags.Get("report_csv")) {
+    if (absl::Status s = WriteFile("report_csv", *file, observe::ReportToCsv(report)); !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
 const std::vector<Command>& Commands() {
   static const std::vector<Command> commands = {
       {"validate",
        "check a topology config and print its summary (units, peak bandwidth and FLOP/s)",
        {{"topology", "chip config, protobuf text format (ahbm.pb.Chip)", kDefaultTopology}},
        RunValidate},
+      {"stream",
+       "run an injected command stream on every PE of some CUBEs (no kernels) and print the report",
+       {{"topology", "chip config, protobuf text format (ahbm.pb.Chip)", kDefaultTopology},
+        {"cubes", "comma-separated global CUBE indices whose PEs run the stream", "0"},
+        {"dma_bytes", "bytes each PE first loads from HBM (0: none)", "1048576"},
+        {"m", "composite GEMM rows (A is [m, k] bf16 in TCM)", "8"},
+        {"k", "composite GEMM depth (B is [k, n] bf16 in HBM)", "128"},
+        {"n", "composite GEMM columns (out is [m, n] fp32 in TCM)", "256"},
+        {"count", "composites per PE", "64"},
+        {"profile", "PE CPU issue-cost profile (default: the chip's default)", ""},
+        {"per_tile_events", "step the schedulers tile by tile (same results, more events)", "false"},
+        {"per_tile_detail", "op log: one record per tile op as well", "false"},
+        {"trace", "write the op log here (length-delimited ahbm.pb.TraceRecord)", ""},
+        {"chrome_trace", "write a Chrome trace / Perfetto JSON here", ""},
+        {"report_json", "write the report as JSON here", ""},
+        {"report_csv", "write the per-unit stats as CSV here", ""}},
+       RunStream},
   };
   return commands;
 }

@@ -51,6 +51,27 @@ expect_one_line_error 'no/such/file\.textproto' validate --topology=no/such/file
 expect_one_line_error 'unknown flag --bogus' validate --bogus=1
 expect_one_line_error "unknown command 'frobnicate'" frobnicate
 
+# stream: an injected command stream with its report, op log and Chrome trace.
+small=topology/small.textproto
+expect 0 "binding sip0.cube0.pe[0-9].hbm" stream --topology=$small --count=8
+for i in 1 2; do
+  "$ahbm" stream --topology=$small --cubes=0,1 --count=8 --trace="$tmp/op$i.pb" \
+    --report_json="$tmp/report$i.json" --chrome_trace="$tmp/chrome$i.json" >"$tmp/table$i.txt" ||
+    fail "stream run $i exited $?"
+done
+cmp -s "$tmp/op1.pb" "$tmp/op2.pb" || fail "stream op logs differ between two runs"
+cmp -s "$tmp/report1.json" "$tmp/report2.json" || fail "stream reports differ between two runs"
+[[ -s "$tmp/op1.pb" ]] || fail "stream wrote an empty op log"
+grep -q '"traceEvents"' "$tmp/chrome1.json" || fail "chrome trace lacks traceEvents"
+grep -q '"latency_ps"' "$tmp/report1.json" || fail "report JSON lacks latency_ps"
+grep -q 'sip0.cube1.pe3.gemm' "$tmp/table1.txt" || fail "report table lacks CUBE 1's GEMM"
+expect_one_line_error '--m: must be a positive integer' stream --topology=$small --m=0
+expect_one_line_error '--count: must be a positive integer' stream --topology=$small --count=x
+expect_one_line_error 'cubes: CUBE 99 is outside' stream --topology=$small --cubes=99
+expect_one_line_error "issue_cost_profile: the chip has no profile named 'fast'" \
+  stream --topology=$small --profile=fast
+expect_one_line_error 'composite cmd 2: operand a: TCM range .* \(TCM overflow\)' stream --topology=$small --k=1000000000
+
 if [[ $failures -ne 0 ]]; then
   echo "$failures check(s) failed"
   exit 1

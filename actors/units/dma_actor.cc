@@ -32,12 +32,13 @@ void SendCompletion(Engine* engine, UnitId self_id, UnitId dst, uint64_t cmd_id,
 }
 
 // Stats and op log of one finished command (ctx may be null).
-void Record(UnitContext* ctx, UnitId self_id, uint64_t cmd_id, DmaKind kind, uint64_t bytes,
-            SimTime issue, SimTime start, SimTime end) {
+// Commands overlap: busy_ps counts the union of their [start, end) spans.
+void Record(UnitContext* ctx, DmaActorState& st, UnitId self_id, uint64_t cmd_id, DmaKind kind,
+            uint64_t bytes, SimTime issue, SimTime start, SimTime end) {
   if (ctx == nullptr) return;
   pb::UnitStats& s = ctx->stats.At(self_id);
   s.set_ops(s.ops() + 1);
-  s.set_busy_ps(s.busy_ps() + (end - start).value());
+  s.set_busy_ps(s.busy_ps() + st.busy.Add(start.value(), end.value()));
   const bool write = kind == DmaKind::kHbmWrite;
   if (write) {
     s.set_bytes_written(s.bytes_written() + bytes);
@@ -63,6 +64,25 @@ void Record(UnitContext* ctx, UnitId self_id, uint64_t cmd_id, DmaKind kind, uin
 
 }  // namespace
 
+uint64_t SpanUnion::Add(uint64_t start, uint64_t end) {
+  if (end <= start) return 0;
+  uint64_t covered = 0;
+  // Merge every span that overlaps or touches [start, end).
+  auto it = spans_.upper_bound(start);
+  if (it != spans_.begin() && std::prev(it)->second >= start) --it;
+  uint64_t lo = start, hi = end;
+  while (it != spans_.end() && it->first <= end) {
+    covered += std::min(it->second, end) - std::max(it->first, start);  // >= 0: they touch
+    lo = std::min(lo, it->first);
+    hi = std::max(hi, it->second);
+    it = spans_.erase(it);
+  }
+  spans_[lo] = hi;
+  const uint64_t added = (end - start) - covered;
+  total_ += added;
+  return added;
+}
+
 caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, pb::Chip chip,
                           uint32_t pe, UnitContext* ctx) {
   self->state.model.emplace(chip, pe);
@@ -86,7 +106,7 @@ caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, pb::Ch
         if (plan->kind == DmaKind::kTcmCopy) {
           const DmaTiming timing = st.model->Execute(*plan, engine->now(), {});
           SendCompletion(engine, self_id, requester, cmd_id, timing.start, timing.done);
-          Record(ctx, self_id, cmd_id, plan->kind, plan->useful_bytes.value(), engine->now(),
+          Record(ctx, st, self_id, cmd_id, plan->kind, plan->useful_bytes.value(), engine->now(),
                  timing.start, timing.done);
           return;
         }
@@ -125,7 +145,7 @@ caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, pb::Ch
         p.end = std::max(p.end, SimTime(resp->done_ps()) + p.extra);
         if (!p.outstanding.empty()) return;
         SendCompletion(engine, self_id, p.requester, it->first, p.start, p.end);
-        Record(ctx, self_id, it->first, p.kind, p.bytes, p.issue, p.start, p.end);
+        Record(ctx, st, self_id, it->first, p.kind, p.bytes, p.issue, p.start, p.end);
         st.pending.erase(it);
       },
   };

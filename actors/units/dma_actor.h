@@ -27,7 +27,8 @@
 //   requester gets the Completion at once.
 // - Several commands may be in flight; their state is kept in a std::map keyed by cmd_id. An
 //   HbmResponse for no pending command or from an unexpected channel is a bug (AHBM_CHECK).
-// - With a UnitContext: stats on the DMA unit (ops, busy_ps = Σ (end - start), bytes read from /
+// - With a UnitContext: stats on the DMA unit (ops, busy_ps = the union of the commands'
+//   [start, end) spans — they overlap —, bytes read from /
 //   written to HBM or copied) and one OpRecord per command ("dma_read", "dma_write",
 //   "dma_copy") in the op log, both when the Completion is sent.
 // - DmaModel::stats() counts only TCM copies here (HBM commands are timed by the channel actors,
@@ -53,6 +54,17 @@
 
 namespace ahbm::sim {
 
+// A union of [start, end) spans: Add returns how much of a new span was not yet covered.
+class SpanUnion {
+ public:
+  uint64_t Add(uint64_t start, uint64_t end);
+  uint64_t total() const { return total_; }
+
+ private:
+  std::map<uint64_t, uint64_t> spans_;  // disjoint, start -> end
+  uint64_t total_ = 0;
+};
+
 struct DmaActorState {
   // One HBM command waiting for its channels' responses.
   struct Pending {
@@ -68,6 +80,7 @@ struct DmaActorState {
   std::optional<DmaModel> model;          // set by the behavior function (no default ctor)
   std::optional<topology::ChipIndex> index;
   std::map<uint64_t, Pending> pending;    // by cmd_id
+  SpanUnion busy;                         // spans of finished commands (stats)
 };
 using DmaActor = caf::stateful_actor<DmaActorState>;
 

@@ -296,5 +296,17 @@ TEST_F(DmaActorTest, SameScenarioTwiceGivesIdenticalReplies) {
   EXPECT_EQ(run(), first);
 }
 
+TEST(SpanUnionTest, CountsEachInstantOnce) {
+  SpanUnion u;
+  EXPECT_EQ(u.Add(10, 20), 10u);
+  EXPECT_EQ(u.Add(15, 30), 10u);   // overlaps the first
+  EXPECT_EQ(u.Add(40, 50), 10u);   // a gap before it
+  EXPECT_EQ(u.Add(0, 60), 30u);    // covers all: [0,10) + [30,40) + [50,60) are new
+  EXPECT_EQ(u.Add(30, 40), 0u);
+  EXPECT_EQ(u.Add(60, 70), 10u);   // touches the end
+  EXPECT_EQ(u.Add(5, 5), 0u);      // empty
+  EXPECT_EQ(u.total(), 70u);
+}
+
 }  // namespace
 }  // namespace ahbm::sim

@@ -80,6 +80,7 @@ caf::behavior IpcqBehavior(IpcqActor* self, Engine* engine, UnitId self_id, pb::
             << "IPCQ queue " << st.unit_name << ": IpcqSend " << id
             << ": message_id is still pending on this queue";
         const IpcqSendResult result = st.model->Send(engine->now(), id, Bytes(send->bytes()));
+        ++st.sent_messages;
         IpcqActorState::Message& m = st.messages[id];
         m.sender = engine->current_src();
         m.src_pe = send->src_pe();

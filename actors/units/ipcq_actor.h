@@ -70,6 +70,7 @@ struct IpcqActorState {
   std::optional<uint32_t> neighbour;     // global index of the receiving PE; none at the mesh edge
   std::map<uint64_t, Message> messages;  // by message_id
   std::deque<uint64_t> fifo;             // message ids, oldest (the receiver's head) first
+  uint64_t sent_messages = 0;            // IpcqSends accepted
 
   const IpcqStats& stats() const { return model->stats(); }
 };
