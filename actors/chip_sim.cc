@@ -76,8 +76,8 @@ absl::StatusOr<std::unique_ptr<ChipSim>> ChipSim::Create(const pb::Chip& chip,
       const uint32_t pe = cube * pes + p;
       for (topology::Dir dir : topology::kAllDirs) {
         if (!pe_mesh.Neighbour(p, dir)) continue;
-        sim->ipcqs_.emplace_back(ctx.index.IpcqUnit(ctx.index.PeOf(pe), dir).value(),
-                                 StartIpcqActor(*sim->engine_, chip, pe, dir));
+        sim->ipcqs_.emplace(ctx.index.IpcqUnit(ctx.index.PeOf(pe), dir).value(),
+                            StartIpcqActor(*sim->engine_, chip, pe, dir));
       }
     }
   }
@@ -102,6 +102,12 @@ ChipSim::~ChipSim() {
 }
 
 absl::Status ChipSim::SetProgram(uint32_t pe, CpuProgram program) {
+  if (absl::Status s = ClaimCpu(pe); !s.ok()) return s;
+  StartPeCpuActor(*ctx_, pe, std::move(program));
+  return absl::OkStatus();
+}
+
+absl::Status ChipSim::ClaimCpu(uint32_t pe) {
   if (ran_) return absl::FailedPreconditionError("SetProgram after Run");
   const uint32_t cube = pe / ctx_->index.pes_per_cube();
   if (pe >= ctx_->index.num_pes() || !cubes_.contains(cube)) {
@@ -110,7 +116,6 @@ absl::Status ChipSim::SetProgram(uint32_t pe, CpuProgram program) {
   if (!programmed_.insert(pe).second) {
     return absl::InvalidArgumentError(absl::StrCat("pe ", pe, " already has a program"));
   }
-  StartPeCpuActor(*ctx_, pe, std::move(program));
   return absl::OkStatus();
 }
 

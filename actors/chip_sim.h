@@ -22,6 +22,7 @@
 #define AHBMSIM_ACTORS_CHIP_SIM_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <ostream>
 #include <set>
@@ -60,6 +61,10 @@ class ChipSim {
 
   // Gives global PE `pe` (in a built CUBE) its program; at most once per PE, before Run().
   absl::Status SetProgram(uint32_t pe, CpuProgram program);
+  // Reserves PE `pe`'s CPU unit for a caller that spawns its own CPU actor there (the kernel
+  // runtime); the same checks as SetProgram.
+  absl::Status ClaimCpu(uint32_t pe);
+
   absl::Status Run();
 
   SimTime latency() const { return latency_; }
@@ -77,7 +82,8 @@ class ChipSim {
   std::unique_ptr<observe::OpLog> op_log_;
   std::unique_ptr<UnitContext> ctx_;
   std::unique_ptr<LinkNetworkModel> network_;
-  std::vector<std::pair<UnitId, caf::actor>> ipcqs_, routers_, ucies_;  // for their stats
+  std::map<UnitId, caf::actor> ipcqs_;  // by queue unit: stats, credit
+  std::vector<std::pair<UnitId, caf::actor>> routers_, ucies_;  // for their stats
   std::set<uint32_t> cubes_;
   std::set<uint32_t> programmed_;
   SimTime latency_;

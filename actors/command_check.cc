@@ -16,36 +16,10 @@ namespace ahbm::sim {
 namespace {
 
 using u128 = unsigned __int128;
-using Shape = std::vector<uint64_t>;
 
 constexpr u128 kBeyond = u128{1} << 64;
 
-std::string Hex(uint64_t value) { return absl::StrCat("0x", absl::Hex(value)); }
 
-// An end address that may not fit 64 bits.
-std::string EndText(u128 end) {
-  return end >= kBeyond ? std::string("beyond 2^64") : Hex(static_cast<uint64_t>(end));
-}
-
-std::string Text(const Shape& dims) { return absl::StrCat("[", absl::StrJoin(dims, ", "), "]"); }
-
-Shape ShapeOf(const pb::TensorRef& t) { return Shape(t.shape().begin(), t.shape().end()); }
-Shape StridesOf(const pb::TensorRef& t) { return Shape(t.strides().begin(), t.strides().end()); }
-
-
-// Enum names, or "unknown (7)" for a value the proto does not define.
-std::string OpText(pb::MathOp op) {
-  return pb::MathOp_IsValid(op) ? pb::MathOp_Name(op)
-                                : absl::StrCat("unknown (", static_cast<int>(op), ")");
-}
-std::string DTypeText(pb::DType dtype) {
-  return pb::DType_IsValid(dtype) ? pb::DType_Name(dtype)
-                                  : absl::StrCat("unknown (", static_cast<int>(dtype), ")");
-}
-std::string SpaceText(pb::MemorySpace space) {
-  return pb::MemorySpace_IsValid(space) ? pb::MemorySpace_Name(space)
-                                        : absl::StrCat("unknown (", static_cast<int>(space), ")");
-}
 
 template <typename... Args>
 absl::Status Fail(const std::string& role, const Args&... args) {
@@ -61,9 +35,9 @@ bool BroadcastsOver(const Shape& operand, const Shape& full) {
 }
 
 std::string BroadcastWant(const Shape& full) {
-  if (full.size() != 2) return absl::StrCat("want ", Text(full), " exactly");
-  return absl::StrCat("want ", Text(full), ", a row vector ", Text({1, full[1]}),
-                      " or a column vector ", Text({full[0], 1}));
+  if (full.size() != 2) return absl::StrCat("want ", ShapeText(full), " exactly");
+  return absl::StrCat("want ", ShapeText(full), ", a row vector ", ShapeText({1, full[1]}),
+                      " or a column vector ", ShapeText({full[0], 1}));
 }
 
 bool IsBinary(pb::MathOp op) {
@@ -84,7 +58,7 @@ absl::Status DependsOn(const google::protobuf::RepeatedField<uint64_t>& depends_
 
 absl::Status Rank2(const pb::TensorRef& t, const std::string& role, const char* want) {
   if (t.shape_size() == 2) return absl::OkStatus();
-  return Fail(role, "rank ", t.shape_size(), " (shape ", Text(ShapeOf(t)), "); want rank 2 ", want,
+  return Fail(role, "rank ", t.shape_size(), " (shape ", ShapeText(ShapeOf(t)), "); want rank 2 ", want,
               " (no batch dims)");
 }
 
@@ -134,13 +108,13 @@ absl::Status CommandChecker::Tensor(const pb::TensorRef& t, const std::string& r
   if (shape.empty()) return Fail(role, "shape is empty (rank 0); a tensor needs rank >= 1");
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == 0) {
-      return Fail(role, "shape ", Text(shape), " has a zero dim (dim ", i,
+      return Fail(role, "shape ", ShapeText(shape), " has a zero dim (dim ", i,
                   "); an empty tensor is not a command operand");
     }
   }
   if (!strides.empty() && strides.size() != shape.size()) {
-    return Fail(role, "strides ", Text(strides), " has ", strides.size(), " entries but shape ",
-                Text(shape), " has ", shape.size(), " (want none = dense, or one per dim)");
+    return Fail(role, "strides ", ShapeText(strides), " has ", strides.size(), " entries but shape ",
+                ShapeText(shape), " has ", shape.size(), " (want none = dense, or one per dim)");
   }
 
   // Elements and the last element's offset, in 128 bits, saturating at 2^64 (every product
@@ -151,7 +125,7 @@ absl::Status CommandChecker::Tensor(const pb::TensorRef& t, const std::string& r
   for (size_t i = shape.size(); i-- > 0;) {
     const u128 stride = strides.empty() ? dense : u128{strides[i]};
     if (stride == 0 && shape[i] > 1) {
-      return Fail(role, "dim ", i, " of shape ", Text(shape),
+      return Fail(role, "dim ", i, " of shape ", ShapeText(shape),
                   " has stride 0 (a broadcast view), which is not supported; broadcast with a "
                   "[1, N] row or [M, 1] column operand");
     }
@@ -160,7 +134,7 @@ absl::Status CommandChecker::Tensor(const pb::TensorRef& t, const std::string& r
     last = std::min(last + u128{shape[i] - 1} * stride, kBeyond);
   }
   if (elements >= kBeyond) {
-    return Fail(role, "shape ", Text(shape), " holds 2^64 or more elements");
+    return Fail(role, "shape ", ShapeText(shape), " holds 2^64 or more elements");
   }
   const u128 begin = t.addr();
   const u128 end = begin + (last + 1) * elem;
@@ -200,13 +174,13 @@ absl::Status CommandChecker::GemmShapes(const pb::TensorRef& a, const pb::Tensor
   const Shape sa = ShapeOf(a);
   const Shape sb = ShapeOf(b);
   if (sb[0] != sa[1]) {
-    return Fail("operand b", "shape ", Text(sb), " does not match operand a's K = ", sa[1],
-                " (a is ", Text(sa), ")");
+    return Fail("operand b", "shape ", ShapeText(sb), " does not match operand a's K = ", sa[1],
+                " (a is ", ShapeText(sa), ")");
   }
   const Shape want = {sa[0], sb[1]};
   if (ShapeOf(out) != want) {
-    return Fail("out", "shape ", Text(ShapeOf(out)), " does not match [M, N] = ", Text(want),
-                " (a is ", Text(sa), ", b is ", Text(sb), ")");
+    return Fail("out", "shape ", ShapeText(ShapeOf(out)), " does not match [M, N] = ", ShapeText(want),
+                " (a is ", ShapeText(sa), ", b is ", ShapeText(sb), ")");
   }
   return absl::OkStatus();
 }
@@ -233,7 +207,7 @@ absl::Status CommandChecker::Epilogue(const pb::CompositeCmd& cmd) const {
     if (absl::Status s = Tensor(stage.operand(), operand_role); !s.ok()) return s;
     const Shape shape = ShapeOf(stage.operand());
     if (!BroadcastsOver(shape, out)) {
-      return Fail(operand_role, "shape ", Text(shape), " does not broadcast over out ", Text(out),
+      return Fail(operand_role, "shape ", ShapeText(shape), " does not broadcast over out ", ShapeText(out),
                   " (", BroadcastWant(out), ")");
     }
   }
@@ -287,13 +261,13 @@ absl::Status CommandChecker::Math(const pb::MathCmd& cmd) const {
     } else if (BroadcastsOver(in, other)) {
       full = other;
     } else {
-      return Fail("inputs[1]", "shape ", Text(other), " does not broadcast with inputs[0] ",
-                  Text(in),
+      return Fail("inputs[1]", "shape ", ShapeText(other), " does not broadcast with inputs[0] ",
+                  ShapeText(in),
                   " (want equal shapes, or a [R, 1] column or [1, C] row vector over [R, C])");
     }
     if (out != full) {
-      return Fail("out", "shape ", Text(out), " does not match the broadcast shape ", Text(full),
-                  " of inputs ", Text(in), " and ", Text(other));
+      return Fail("out", "shape ", ShapeText(out), " does not match the broadcast shape ", ShapeText(full),
+                  " of inputs ", ShapeText(in), " and ", ShapeText(other));
     }
     return absl::OkStatus();
   }
@@ -301,7 +275,7 @@ absl::Status CommandChecker::Math(const pb::MathCmd& cmd) const {
     const int rank = static_cast<int>(in.size());
     const int axis = cmd.axis() == -1 ? rank - 1 : cmd.axis();
     if (axis < 0 || axis >= rank) {
-      return Fail("axis", cmd.axis(), " is not an axis of inputs[0] ", Text(in), " (want -1 or 0..",
+      return Fail("axis", cmd.axis(), " is not an axis of inputs[0] ", ShapeText(in), " (want -1 or 0..",
                   rank - 1, ")");
     }
     Shape kept = in;
@@ -309,24 +283,24 @@ absl::Status CommandChecker::Math(const pb::MathCmd& cmd) const {
     Shape removed = in;
     removed.erase(removed.begin() + axis);
     if (out == kept || (!removed.empty() && out == removed)) return absl::OkStatus();
-    return Fail("out", "shape ", Text(out), " is not inputs[0] ", Text(in), " reduced over axis ",
-                axis, " (want ", Text(kept),
-                removed.empty() ? std::string() : absl::StrCat(" or ", Text(removed)), ")");
+    return Fail("out", "shape ", ShapeText(out), " is not inputs[0] ", ShapeText(in), " reduced over axis ",
+                axis, " (want ", ShapeText(kept),
+                removed.empty() ? std::string() : absl::StrCat(" or ", ShapeText(removed)), ")");
   }
   if (op == pb::TRANSPOSE) {
     if (in.size() != 2) {
-      return Fail("inputs[0]", "TRANSPOSE takes a rank-2 input (got shape ", Text(in), ")");
+      return Fail("inputs[0]", "TRANSPOSE takes a rank-2 input (got shape ", ShapeText(in), ")");
     }
     const Shape want = {in[1], in[0]};
     if (out != want) {
-      return Fail("out", "shape ", Text(out), " is not the transpose ", Text(want),
-                  " of inputs[0] ", Text(in));
+      return Fail("out", "shape ", ShapeText(out), " is not the transpose ", ShapeText(want),
+                  " of inputs[0] ", ShapeText(in));
     }
     return absl::OkStatus();
   }
   // EXP, SCALE, COPY.
   if (out != in) {
-    return Fail("out", "shape ", Text(out), " does not match inputs[0] ", Text(in), " (",
+    return Fail("out", "shape ", ShapeText(out), " does not match inputs[0] ", ShapeText(in), " (",
                 OpText(op), " keeps the shape)");
   }
   return absl::OkStatus();
@@ -358,19 +332,19 @@ absl::Status CommandChecker::SoftmaxPv(const pb::SoftmaxPvCmd& cmd) const {
   const Shape s = ShapeOf(cmd.s());
   const Shape v = ShapeOf(cmd.v());
   if (v[0] != s[1]) {
-    return Fail("v", "shape ", Text(v), " does not match s's T = ", s[1], " (s is ", Text(s), ")");
+    return Fail("v", "shape ", ShapeText(v), " does not match s's T = ", s[1], " (s is ", ShapeText(s), ")");
   }
   for (const auto& acc : {accs[0], accs[1]}) {
     const Shape shape = ShapeOf(*acc.t);
     if (shape != Shape{s[0], 1} && shape != Shape{s[0]}) {
-      return Fail(acc.role, "shape ", Text(shape), " is not [R, 1] or [R] with R = ", s[0],
-                  " (s is ", Text(s), ")");
+      return Fail(acc.role, "shape ", ShapeText(shape), " is not [R, 1] or [R] with R = ", s[0],
+                  " (s is ", ShapeText(s), ")");
     }
   }
   const Shape o = ShapeOf(cmd.acc_o());
   if (o != Shape{s[0], v[1]}) {
-    return Fail("acc_o", "shape ", Text(o), " does not match [R, D] = ", Text({s[0], v[1]}),
-                " (s is ", Text(s), ", v is ", Text(v), ")");
+    return Fail("acc_o", "shape ", ShapeText(o), " does not match [R, D] = ", ShapeText({s[0], v[1]}),
+                " (s is ", ShapeText(s), ", v is ", ShapeText(v), ")");
   }
   if (!std::isfinite(cmd.scale()) || !(cmd.scale() > 0)) {
     return Fail("scale", cmd.scale(), " must be finite and > 0");
@@ -400,8 +374,8 @@ absl::Status CommandChecker::Dma(const pb::DmaCmd& cmd) const {
   for (uint64_t d : src.shape()) src_elements *= d;
   for (uint64_t d : dst.shape()) dst_elements *= d;
   if (src_elements != dst_elements) {
-    return Fail("dst", "shape ", Text(ShapeOf(dst)), " holds ", dst_elements, " elements but src ",
-                Text(ShapeOf(src)), " holds ", src_elements);
+    return Fail("dst", "shape ", ShapeText(ShapeOf(dst)), " holds ", dst_elements, " elements but src ",
+                ShapeText(ShapeOf(src)), " holds ", src_elements);
   }
   return absl::OkStatus();
 }

@@ -1,4 +1,5 @@
 #include "actors/command_check.h"
+#include "actors/tensor_ref.h"
 
 #include <cmath>
 #include <cstdint>
@@ -80,14 +81,7 @@ const ChipCase kChips[] = {
 
 pb::TensorRef Tensor(pb::MemorySpace space, uint32_t pe, uint64_t addr, pb::DType dtype,
                      const Shape& shape, const Shape& strides = {}) {
-  pb::TensorRef t;
-  t.set_space(space);
-  t.set_pe(pe);
-  t.set_addr(addr);
-  t.set_dtype(dtype);
-  for (uint64_t d : shape) t.add_shape(d);
-  for (uint64_t s : strides) t.add_strides(s);
-  return t;
+  return MakeTensorRef(space, pe, addr, dtype, shape, strides);
 }
 pb::TensorRef Tcm(const Env& env, uint64_t addr, pb::DType dtype, const Shape& shape,
                   const Shape& strides = {}) {

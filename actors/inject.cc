@@ -11,13 +11,7 @@ namespace {
 
 pb::TensorRef Make(pb::MemorySpace space, uint32_t pe, uint64_t addr, pb::DType dtype,
                    std::vector<uint64_t> shape) {
-  pb::TensorRef t;
-  t.set_space(space);
-  t.set_pe(pe);
-  t.set_addr(addr);
-  t.set_dtype(dtype);
-  for (uint64_t d : shape) t.add_shape(d);
-  return t;
+  return MakeTensorRef(space, pe, addr, dtype, shape);
 }
 
 }  // namespace

@@ -24,16 +24,10 @@ ClockDomain PeClock(const pb::Chip& chip) {
   return *clock;
 }
 
-std::string Hex(uint64_t value) { return absl::StrCat("0x", absl::Hex(value)); }
-
 // "pe 9 (sip0.cube1.pe1)".
 std::string PeName(const topology::ChipIndex& index, uint32_t global_pe) {
   const topology::PeId id = index.PeOf(global_pe);
   return absl::StrCat("pe ", global_pe, " (sip", id.sip, ".cube", id.cube, ".pe", id.pe, ")");
-}
-
-std::string Shape(const std::vector<uint64_t>& dims) {
-  return absl::StrCat("[", absl::StrJoin(dims, ", "), "]");
 }
 
 template <typename... Args>
@@ -124,12 +118,12 @@ absl::StatusOr<DmaPlan> DmaModel::PlanHbmWithContext(const HbmTensor& tensor, Dm
   const std::string where = absl::StrCat(context, context.empty() ? "" : ": ", "HBM address ",
                                          Hex(base), " of pe ", tensor.owner_pe);
   if (!tensor.strides.empty() && tensor.strides.size() != tensor.shape.size()) {
-    return Invalid(index_, pe_, where, ": strides ", Shape(tensor.strides), " has ",
-                   tensor.strides.size(), " entries but shape ", Shape(tensor.shape), " has ",
+    return Invalid(index_, pe_, where, ": strides ", ShapeText(tensor.strides), " has ",
+                   tensor.strides.size(), " entries but shape ", ShapeText(tensor.shape), " has ",
                    tensor.shape.size());
   }
   if (elem == 0 || std::find(tensor.shape.begin(), tensor.shape.end(), 0) != tensor.shape.end()) {
-    return Invalid(index_, pe_, where, ": zero-sized request (shape ", Shape(tensor.shape),
+    return Invalid(index_, pe_, where, ": zero-sized request (shape ", ShapeText(tensor.shape),
                    ", element ", elem, " B)");
   }
   if (tensor.owner_pe >= index_.num_pes()) {
@@ -154,7 +148,7 @@ absl::StatusOr<DmaPlan> DmaModel::PlanHbmWithContext(const HbmTensor& tensor, Dm
     dims[i].stride = tensor.strides.empty() ? static_cast<uint64_t>(std::min(dense, kBeyond - 1))
                                             : tensor.strides[i];
     if (dims[i].stride == 0 && dims[i].size > 1) {
-      return Invalid(index_, pe_, where, ": dim ", i, " of shape ", Shape(tensor.shape),
+      return Invalid(index_, pe_, where, ": dim ", i, " of shape ", ShapeText(tensor.shape),
                      " has stride 0 (a broadcast), which is not a DMA transfer");
     }
     dense = std::min(dense * dims[i].size, kBeyond);
@@ -165,8 +159,8 @@ absl::StatusOr<DmaPlan> DmaModel::PlanHbmWithContext(const HbmTensor& tensor, Dm
   if (end > region_bytes_.value()) {
     const std::string end_text =
         end == kBeyond ? std::string("beyond 2^64") : Hex(static_cast<uint64_t>(end));
-    return Invalid(index_, pe_, where, ": the tensor (shape ", Shape(tensor.shape), ", strides ",
-                   tensor.strides.empty() ? std::string("dense") : Shape(tensor.strides),
+    return Invalid(index_, pe_, where, ": the tensor (shape ", ShapeText(tensor.shape), ", strides ",
+                   tensor.strides.empty() ? std::string("dense") : ShapeText(tensor.strides),
                    ", element ", elem, " B) spans [", Hex(base), ", ", end_text,
                    "), outside the PE's HBM region [0x0, ", Hex(region_bytes_.value()), ")");
   }
@@ -258,8 +252,8 @@ absl::StatusOr<DmaPlan> DmaModel::Plan(const pb::DmaCmd& cmd) const {
   const u128 elements = Elements(src);
   if (elements != Elements(dst)) {
     return Invalid(index_, pe_, what, ": src shape ",
-                   Shape({src.shape().begin(), src.shape().end()}), " and dst shape ",
-                   Shape({dst.shape().begin(), dst.shape().end()}),
+                   ShapeText({src.shape().begin(), src.shape().end()}), " and dst shape ",
+                   ShapeText({dst.shape().begin(), dst.shape().end()}),
                    " hold different numbers of elements");
   }
   for (const pb::TensorRef* tcm : {&src, &dst}) {

@@ -36,7 +36,7 @@ void Announce(IpcqActorState& st, Engine* engine, UnitId self_id,
         st.index->PeUnit(topology::UnitKind::kPeCpu, st.index->PeOf(m.dst_pe)).value();
     engine->Send(self_id, chunk.arrive - now, receiver,
                  std::shared_ptr<const pb::IpcqArrival>(std::move(arrival)));
-    if (!chunk.last) continue;
+    if (!chunk.last || m.accepted_sent) continue;
     auto accepted = std::make_shared<pb::IpcqAccepted>();
     accepted->set_message_id(chunk.message_id);
     accepted->set_accepted_ps(chunk.depart.value());
@@ -90,6 +90,16 @@ caf::behavior IpcqBehavior(IpcqActor* self, Engine* engine, UnitId self_id, pb::
             static_cast<uint32_t>((send->bytes() + st.chunk_bytes - 1) / st.chunk_bytes);
         m.payload = send->payload();
         st.fifo.push_back(id);
+        if (result.blocked_bytes.value() == 0) {
+          // Every chunk has credit: the sender may go on at once (DESIGN §4: `send` blocks
+          // only while the destination queue has no credit).
+          m.accepted_sent = true;
+          auto accepted = std::make_shared<pb::IpcqAccepted>();
+          accepted->set_message_id(id);
+          accepted->set_accepted_ps(engine->now().value());
+          engine->Send(self_id, SimTime(0), m.sender,
+                       std::shared_ptr<const pb::IpcqAccepted>(std::move(accepted)));
+        }
         Announce(st, engine, self_id, result.departed);
       },
       [self, engine, self_id](const std::shared_ptr<const pb::IpcqPop>& pop) {

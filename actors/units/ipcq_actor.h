@@ -14,10 +14,12 @@
 // - IpcqSend at now(): IpcqModel::Send(now(), message_id, bytes). Every chunk that obtained a
 //   departure gets an IpcqArrival {message_id, src_pe, dst_pe, chunk_index, chunk_count, bytes
 //   (the chunk's), message_bytes, queue_unit = this unit, payload}, sent with delay
-//   arrive - now(), i.e. delivered at the chunk's arrive. When the message's last chunk has
-//   departed, the sender gets IpcqAccepted {message_id, accepted_ps = that depart}, delivered
-//   then. A message with blocked chunks (no credit) is remembered; its remaining arrivals and its
-//   IpcqAccepted are sent by the IpcqPop that lets them depart.
+//   arrive - now(), i.e. delivered at the chunk's arrive. A message whose every chunk has credit
+//   at the send is accepted at once: the sender gets IpcqAccepted {message_id, accepted_ps =
+//   now()} with zero delay, before the arrivals (a `send` blocks only while the destination
+//   queue has no credit, DESIGN §4). A message with blocked chunks (no credit) is remembered;
+//   its remaining arrivals are sent by the IpcqPop that lets them depart, and its IpcqAccepted
+//   {accepted_ps = the last chunk's depart} is delivered at that depart.
 // - IpcqPop at now(): IpcqModel::Pop(now(), message_id); every chunk that departs because of the
 //   returned credit (any message) is handled as above (arrival, and IpcqAccepted for a message
 //   whose last chunk departed). Per-sender events of one handler are sent in chunk order, a
@@ -59,6 +61,7 @@ struct IpcqActorState {
     uint32_t dst_pe = 0;
     uint64_t bytes = 0;
     uint32_t chunk_count = 0;
+    bool accepted_sent = false;  // IpcqAccepted already sent (the message had credit at once)
     pb::TensorRef payload;
   };
 

@@ -196,7 +196,9 @@ TEST_P(IpcqSingleMessageTest, ArrivesAfterSerialisationAndOneHop) {
   EXPECT_THAT(logs_[c.dst].arrivals,
               ElementsAreArray({Arrival{depart + Cyc(Ser(c.bytes) + lat_), q, 7, c.src, c.dst, 0, 1,
                                         c.bytes, c.bytes, q}}));
-  EXPECT_THAT(logs_[c.src].accepted, ElementsAreArray({Accepted{depart, q, 7, depart}}));
+  // It has credit: accepted at the send itself (not at the clock edge it departs on).
+  EXPECT_THAT(logs_[c.src].accepted,
+              ElementsAreArray({Accepted{c.ready_ps, q, 7, c.ready_ps}}));
   EXPECT_THAT(logs_[c.src].arrivals, IsEmpty());
   EXPECT_THAT(logs_[c.dst].accepted, IsEmpty());
   EXPECT_EQ(engine.events_processed(), 3u);  // IpcqSend, IpcqArrival, IpcqAccepted
@@ -234,9 +236,9 @@ TEST_F(IpcqActorTest, LargeMessageIsChunkedAndChunksArriveBackToBack) {
     expected.push_back(Arrival{depart + Cyc(lat_), q, 1, 0, 1, i, 4, size, bytes, q});
   }
   EXPECT_THAT(logs_[1].arrivals, ElementsAreArray(expected));
-  // Wholly accepted at once (it fits the credit): at its last chunk's departure.
   EXPECT_EQ(last_depart, ready + Cyc(3 * Ser(chunk_)));
-  EXPECT_THAT(logs_[0].accepted, ElementsAreArray({Accepted{last_depart, q, 1, last_depart}}));
+  // Wholly accepted at once (it fits the credit): at the send, not at its last departure.
+  EXPECT_THAT(logs_[0].accepted, ElementsAreArray({Accepted{ready, q, 1, ready}}));
 }
 
 // --- Credit backpressure: a send with no credit blocks until the receiver pops ------------------
@@ -257,8 +259,7 @@ TEST_F(IpcqActorTest, SendWithNoCreditBlocksUntilTheReceiverPops) {
   SendMsg(engine, SimTime(t1), 2, 0, Dir::kSouth, 2, bytes2);
   const uint64_t t_pop = last_arrive + Cyc(100) + 1;  // off a clock edge
   engine.RunUntil(SimTime(t_pop - 1));
-  EXPECT_THAT(logs_[0].accepted, ElementsAreArray({Accepted{link_free - Cyc(Ser(chunk_)), q, 1,
-                                                            link_free - Cyc(Ser(chunk_))}}));
+  EXPECT_THAT(logs_[0].accepted, ElementsAreArray({Accepted{t0, q, 1, t0}}));  // had credit
   EXPECT_EQ(logs_[2].arrivals.size(), chunks);
   EXPECT_EQ(logs_[2].arrivals.back().time_ps, last_arrive);
   EXPECT_EQ(engine.pending_events(), 0u) << "message 2 must wait for a pop";

@@ -146,6 +146,7 @@ void PeScheduler::OnDma(std::shared_ptr<const pb::DmaCmd> cmd) {
                   store ? "dma_store" : load ? "dma_load" : "dma_copy", checker_.Check(*cmd), {});
   if (c == nullptr) return;
   c->admitted = true;
+  c->dma = cmd;
   pb::DmaCmd dma = *cmd;
   const uint64_t bytes = ElementCount(cmd->src()) * DTypeBytes(cmd->src().dtype());
   if (load) c->hbm_read_bytes += bytes;
@@ -470,6 +471,7 @@ bool PeScheduler::TryComplete(Cmd& c) {
     }
   }
   if (start == SimTime::Max()) start = c.issue;
+  ApplyData(c);
   SendEngineWork(c);
   Reply(c, start, end);
   if (c.kind == Kind::kComposite || c.kind == Kind::kSoftmaxPv) --inflight_;
@@ -479,6 +481,32 @@ bool PeScheduler::TryComplete(Cmd& c) {
     planner_.Release(op);
   }
   return true;
+}
+
+void PeScheduler::ApplyData(const Cmd& c) {
+  if (ctx_->data == nullptr) return;
+  absl::Status status;
+  switch (c.kind) {
+    case Kind::kComposite:
+      status = ctx_->data->Apply(*c.composite);
+      break;
+    case Kind::kSoftmaxPv:
+      status = ctx_->data->Apply(*c.softmax_pv);
+      break;
+    case Kind::kDot:
+      status = ctx_->data->Apply(*c.dot);
+      break;
+    case Kind::kMath:
+      status = ctx_->data->Apply(*c.math);
+      break;
+    case Kind::kDma:
+      status = ctx_->data->Apply(*c.dma);
+      break;
+  }
+  if (!status.ok()) {
+    ctx_->errors.push_back(absl::StrCat(checker_.pe_name(), ": ", c.op_name, " cmd ", c.cmd_id,
+                                        ": data: ", std::string(status.message())));
+  }
 }
 
 void PeScheduler::PostWake() {

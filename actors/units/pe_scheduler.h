@@ -32,7 +32,8 @@
 //   softmax_pv on that accumulator (the serial chain).
 // - HBM write-outs are issued when their producing op has ended (a wake-up at that instant).
 // - A command completes when all its planner ops and DMAs have ended; the Completion goes out
-//   at that instant, with start = the earliest op/DMA start.
+//   at that instant, with start = the earliest op/DMA start. In data mode the command's values
+//   are applied (UnitContext::data) at that instant, before the Completion is sent.
 // - Event budget (closed form): after every input the planner re-plans and ONE wake-up is
 //   posted, at the earliest instant something must happen (a completion, a write-out issue);
 //   a stale wake-up is dropped. With UnitContext::per_tile_events a wake-up is also posted at
@@ -95,6 +96,7 @@ class PeScheduler {
     std::shared_ptr<const pb::SoftmaxPvCmd> softmax_pv;
     std::shared_ptr<const pb::GemmCmd> dot;
     std::shared_ptr<const pb::MathCmd> math;
+    std::shared_ptr<const pb::DmaCmd> dma;
     bool admitted = false;
     TilePlan plan;
     std::vector<std::optional<OpId>> planner_op;  // by tile op index (GEMM/MATH ops)
@@ -135,6 +137,7 @@ class PeScheduler {
   void IssueWriteOuts(Cmd& c);
   void PostWake();
   void SendEngineWork(const Cmd& c);
+  void ApplyData(const Cmd& c);  // data mode: the command's values, at its completion
   void Reply(const Cmd& c, SimTime start, SimTime end);
   void Fail(UnitId requester, uint64_t cmd_id, const std::string& message);
   pb::TensorRef Piece(const pb::TensorRef& ref, uint64_t r0, uint64_t rows, uint64_t c0,

@@ -12,7 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "actors/engine.h"
+#include "proto/commands.pb.h"
 #include "actors/observe/op_log.h"
 #include "actors/time.h"
 #include "base/check.h"
@@ -56,6 +58,20 @@ class StatsBoard {
   std::vector<pb::UnitStats> units_;
 };
 
+// Data mode (DESIGN §4): what a command computes, applied by the PE scheduler at the instant
+// the command completes (so later commands, which depend on it, see its values). Implemented by
+// the kernel runtime's memory store; null in timing mode, where no values exist and the timing
+// is the same. An error stops the run (it goes to UnitContext::errors).
+class DataPlane {
+ public:
+  virtual ~DataPlane() = default;
+  virtual absl::Status Apply(const pb::DmaCmd& cmd) = 0;
+  virtual absl::Status Apply(const pb::GemmCmd& cmd) = 0;
+  virtual absl::Status Apply(const pb::CompositeCmd& cmd) = 0;
+  virtual absl::Status Apply(const pb::MathCmd& cmd) = 0;
+  virtual absl::Status Apply(const pb::SoftmaxPvCmd& cmd) = 0;
+};
+
 struct UnitContext {
   UnitContext(Engine* engine_in, const pb::Chip& chip_in)
       : engine(engine_in), chip(chip_in), index(chip_in), stats(index) {}
@@ -65,6 +81,7 @@ struct UnitContext {
   topology::ChipIndex index;
   StatsBoard stats;
   observe::OpLog* op_log = nullptr;  // null: no op log
+  DataPlane* data = nullptr;         // null: timing mode
   bool per_tile_events = false;      // PE schedulers step tile by tile (tests: == closed form)
   bool per_tile_detail = false;      // op log: one record per tile op, not only per command
   std::string issue_cost_profile;    // the PE CPUs' ADR-0064 profile (a name in the chip)

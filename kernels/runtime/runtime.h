@@ -1,0 +1,214 @@
+// KernelRuntime: runs `tl` kernel coroutines on the PE CPUs of a ChipSim (DESIGN §4).
+//
+// Each participating PE's CPU unit is a CAF actor whose handlers call into this runtime; the
+// runtime keeps every PE's CPU state (its clock, its kernel instances, arenas, incoming
+// messages) and the data-mode memory store. The engine runs one handler at a time, so this
+// shared object is touched in event order only (deterministic).
+//
+// Contract — the PE CPU (times in ps; `cpu` = when the CPU is next free):
+// - Instances on one CPU run one at a time; the CPU switches when the running one waits and
+//   picks the next ready instance in request-id order (ties: instance creation order). Issue
+//   costs serialise on `cpu`. An instance whose auto-wait turns out to be satisfied at the
+//   instant it checked (the CPU had run ahead of the event clock) continues without cost.
+// - A call: auto-wait first (stall until every pending input completed; a StallRecord), then
+//   issue at cpu' = edge(max(cpu, now)) + cost; non-blocking calls continue at cpu', blocking
+//   ones wait for their completion and pay resume_after_wait_cycles when they resume after a
+//   real wait.
+// - IPCQ send: blocks only if the queue lacks credit for the whole message at the send (the
+//   sender knows its credit; read from the queue's model); then it waits for IpcqAccepted.
+// - Recv from an IPCQ neighbour pops the head message's chunks as they arrive (streaming: a
+//   message larger than the queue passes) and completes at its last chunk's arrival, or at the
+//   post if that is later. NOC receives complete at delivery (or the post).
+// - Data mode: sends copy their payload when issued; receives write it at completion.
+// - A kernel that throws KernelError stops; its message goes to the run's errors.
+// - Deadlock: when no event is left and an instance still waits, Run() fails with
+//   FailedPrecondition "deadlock: ..." naming, per PE, what it waits on.
+#ifndef AHBMSIM_KERNELS_RUNTIME_RUNTIME_H_
+#define AHBMSIM_KERNELS_RUNTIME_RUNTIME_H_
+
+#include <coroutine>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "actors/chip_sim.h"
+#include "actors/time.h"
+#include "actors/units/pe_cpu_actor.h"
+#include "kernels/memory/memory_store.h"
+#include "kernels/runtime/task.h"
+#include "kernels/runtime/tl.h"
+#include "proto/commands.pb.h"
+
+namespace ahbm::kernels {
+
+using sim::SimTime;
+// One call as the runtime sees it.
+struct Invocation {
+  enum class Kind : uint8_t { kCommand, kSend, kRecv, kWait, kWaitAll };
+  Kind kind = Kind::kCommand;
+  sim::CpuCommand command;       // kCommand
+  uint64_t cmd_id = 0;           // kCommand: its id; kRecv: the receive's handle
+  bool blocking = false;
+  uint32_t cost_cycles = 0;
+  std::vector<uint64_t> wait_for;  // pending inputs: auto-wait (not for composites)
+  Tensor result;
+  std::optional<Peer> peer;      // kSend, kRecv
+  Tensor payload;                // kSend
+  uint64_t wait_id = 0;          // kWait
+  std::string what;              // "math_EXP", "composite", "send", ...
+  uint64_t written_begin = 0;    // TCM bytes the command writes (scratch-scope check)
+  uint64_t written_end = 0;
+};
+
+using KernelFn = std::function<Task<void>(Tl&)>;
+
+struct Instance {
+  uint32_t pe = 0;
+  uint32_t request_id = 0;
+  uint32_t order = 0;                 // creation order (tie-break)
+  std::unique_ptr<Tl> tl;
+  KernelFn fn;  // kept alive: a lambda coroutine refers to its closure
+  std::optional<Task<void>> task;
+  enum class State : uint8_t { kNew, kReady, kWaiting, kDone } state = State::kNew;
+  std::coroutine_handle<> resume;     // where the coroutine continues
+  std::shared_ptr<Invocation> pending;  // a call stalled before it issued
+  std::shared_ptr<Invocation> blocked;  // the blocking call it waits in (its result)
+  uint64_t waiting_on = 0;            // handle (cmd / receive id) it waits for; 0 = none
+  std::string waiting_what;           // for StallRecords and deadlock reports
+  bool waiting_all = false;
+  bool waiting_send = false;          // an IPCQ send without credit
+  uint64_t waiting_message = 0;
+  SimTime wait_from;                  // cpu time the wait began
+  bool real_wait_cost = true;         // pay resume_after_wait_cycles when it resumes
+  bool first_run = true;
+  std::set<uint64_t> outstanding;     // its handles not yet complete
+  std::string error;                  // set when it failed
+};
+
+class KernelRuntime {
+ public:
+  // `sim` outlives the runtime; `store` (data mode) may be null (timing mode).
+  KernelRuntime(sim::ChipSim* sim, MemoryStore* store);
+  ~KernelRuntime();
+
+  // The ring order for "ring+"/"ring-" (global CUBE indices); optional.
+  void SetRing(std::vector<uint32_t> cubes) { ring_ = std::move(cubes); }
+
+  // Adds a kernel instance on global PE `pe` for `request_id`. Before Run().
+  absl::Status AddKernel(uint32_t pe, uint32_t request_id, KernelFn fn);
+
+  // Runs the simulation to the end; see the contract for errors.
+  absl::Status Run();
+
+  sim::ChipSim& sim() { return *sim_; }
+  const topology::ChipIndex& index() const { return sim_->context().index; }
+  MemoryStore* store() { return store_; }
+  bool data_mode() const { return store_ != nullptr; }
+
+  // ---- used by Tl ----
+  uint64_t NextCmdId(uint32_t pe) { return cpus_.at(pe).next_cmd++; }
+  Tensor Allocate(Instance& inst, std::vector<uint64_t> shape, pb::DType dtype, Arena arena);
+  uint64_t ScratchTop(uint32_t pe) const { return cpus_.at(pe).scratch_top; }
+  void LeaveScope(Instance& inst, uint64_t mark);
+  bool Done(uint32_t pe, uint64_t handle) const { return cpus_.at(pe).done.contains(handle); }
+  [[noreturn]] void Fail(Instance& inst, const std::string& reason);
+  std::string PeName(uint32_t pe) const;
+  const pb::IssueCostProfile& profile() const { return profile_; }
+  std::vector<uint32_t> Ring() const { return ring_; }
+
+  // Call protocol: returns true if the coroutine must suspend.
+  bool Submit(Instance& inst, std::shared_ptr<Invocation> inv, std::coroutine_handle<> h);
+
+  // ---- used by the CPU actors ----
+  void OnStart(uint32_t pe);
+  void OnCompletion(uint32_t pe, const pb::Completion& done);
+  void OnCommandError(uint32_t pe, const pb::CommandError& error);
+  void OnAccepted(uint32_t pe, const pb::IpcqAccepted& accepted);
+  void OnArrival(uint32_t pe, const pb::IpcqArrival& arrival);
+  void OnNocDelivered(uint32_t pe, const pb::NocDelivered& delivered);
+  void OnCheck(uint32_t pe);
+
+ private:
+  struct IncomingMessage {
+    uint64_t message_id = 0;
+    uint32_t src_pe = 0;
+    uint32_t chunks = 0;
+    uint32_t arrived = 0;
+    uint64_t arrived_bytes = 0;
+    uint64_t popped_bytes = 0;  // pops issued (IPCQ)
+    bool complete = false;     // every chunk arrived (IPCQ) / delivered (NOC)
+    SimTime last_arrival;
+    sim::UnitId queue = 0;     // IPCQ: the sender's queue unit (pops go there)
+  };
+  struct PostedRecv {
+    uint64_t handle = 0;
+    Instance* inst = nullptr;
+    SimTime posted;            // cpu time of the post
+    Tensor dst;
+  };
+  // One incoming channel: an IPCQ queue from a neighbour, or NOC messages from one PE.
+  struct Channel {
+    std::deque<IncomingMessage> messages;  // FIFO
+    std::deque<PostedRecv> recvs;          // FIFO, matched to messages head to head
+  };
+  struct Cpu {
+    uint32_t pe = 0;
+    sim::UnitId unit = 0;
+    sim::UnitId scheduler = 0;
+    SimTime cpu;
+    uint64_t next_cmd = 1;
+    std::map<uint64_t, SimTime> done;  // completed handles
+    std::vector<Instance*> instances;   // creation order
+    bool running = false;
+    SimTime hold_until;                 // no switch before this (run-ahead wait unresolved)
+    Instance* holder = nullptr;
+    uint64_t scratch_top = 0;
+    uint64_t persistent_top = 0;
+    std::map<uint64_t, std::pair<uint64_t, uint64_t>> writes;  // handle -> TCM [begin, end)
+    std::map<std::string, Channel> channels;  // "ipcq:<queue unit>" / "noc:<src pe>"
+  };
+
+  Cpu& CpuOf(uint32_t pe) { return cpus_.at(pe); }
+  SimTime Now() const;
+  SimTime Edge(SimTime t) const { return clock_->NextEdge(t); }
+  SimTime CyclesTime(uint32_t c) const { return clock_->ToTime(sim::Cycles(c)); }
+  // Returns true if the call has issued and the coroutine may continue right away.
+  bool TryIssue(Instance& inst);
+  void Wait(Instance& inst, uint64_t handle, std::string what, SimTime from, bool cost);
+  void Complete(uint32_t pe, uint64_t handle, SimTime end);
+  void Wake(Instance& inst, SimTime end);
+  void RunCpu(uint32_t pe);
+  void Resume(Instance& inst);
+  void Finish(Instance& inst);
+  std::string ChannelKey(uint32_t pe, const Peer& from) const;
+  void PumpChannel(uint32_t pe, const std::string& key);
+  void IssueStats(uint32_t pe, SimTime cost);
+  std::string Describe(const Instance& inst) const;
+
+  sim::ChipSim* sim_;
+  MemoryStore* store_;
+  std::optional<DataExecutor> executor_;
+  std::unique_ptr<sim::DataPlane> data_plane_;
+  std::optional<sim::ClockDomain> clock_;
+  pb::IssueCostProfile profile_;
+  std::map<uint32_t, Cpu> cpus_;
+  std::vector<std::unique_ptr<Instance>> instances_;
+  std::map<uint64_t, std::vector<uint8_t>> payloads_;  // message id -> bytes (data mode)
+  std::map<sim::UnitId, int64_t> ipcq_unpopped_;  // per IPCQ queue: bytes sent - bytes popped
+  uint64_t ipcq_queue_bytes_ = 0;
+  uint64_t next_message_ = 1;
+  std::vector<uint32_t> ring_;
+  std::vector<std::string> errors_;
+  bool ran_ = false;
+};
+
+}  // namespace ahbm::kernels
+
+#endif  // AHBMSIM_KERNELS_RUNTIME_RUNTIME_H_

@@ -1,0 +1,529 @@
+// The `tl` runtime (DESIGN §4): small kernels checked in data mode against plain C++
+// references, and the timing semantics against times derived here from the topology numbers.
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "actors/chip_sim.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/memory/memory_store.h"
+#include "kernels/runtime/runtime.h"
+#include "proto/trace.pb.h"
+#include "topology/loader.h"
+
+namespace ahbm::kernels {
+namespace {
+
+using ::testing::HasSubstr;
+
+pb::Chip LoadSmall() {
+  absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile("topology/small.textproto");
+  EXPECT_TRUE(chip.ok()) << chip.status();
+  return *chip;
+}
+
+// One simulation of CUBE 0 of the small chip with a kernel runtime.
+struct Harness {
+  explicit Harness(bool data, std::string profile = "zero") : chip(LoadSmall()) {
+    sim::ChipSimOptions options;
+    options.cubes = {0};
+    options.issue_cost_profile = std::move(profile);
+    auto created = sim::ChipSim::Create(chip, options);
+    EXPECT_TRUE(created.ok()) << created.status();
+    sim = std::move(*created);
+    if (data) store = std::make_unique<MemoryStore>(chip);
+    runtime = std::make_unique<KernelRuntime>(sim.get(), store.get());
+  }
+
+  pb::TensorRef Hbm(uint32_t pe, uint64_t addr, std::vector<uint64_t> shape,
+                    pb::DType dtype = pb::BF16) const {
+    pb::TensorRef t;
+    t.set_space(pb::HBM);
+    t.set_pe(pe);
+    t.set_addr(addr);
+    t.set_dtype(dtype);
+    for (uint64_t d : shape) t.add_shape(d);
+    return t;
+  }
+  void Put(const pb::TensorRef& t, const std::vector<float>& values) {
+    ASSERT_TRUE(store->Write(t, values).ok());
+  }
+  std::vector<float> Get(const pb::TensorRef& t) const {
+    absl::StatusOr<std::vector<float>> v = store->Read(t);
+    EXPECT_TRUE(v.ok()) << v.status();
+    return v.ok() ? *v : std::vector<float>();
+  }
+  // Op records of `unit_suffix` units, by cmd id.
+  std::map<uint64_t, pb::OpRecord> Ops(const std::string& unit_suffix) const {
+    std::map<uint64_t, pb::OpRecord> out;
+    for (const pb::TraceRecord& r : sim->op_log().records()) {
+      if (r.has_op() && r.op().unit_name().ends_with(unit_suffix)) out[r.op().cmd_id()] = r.op();
+    }
+    return out;
+  }
+
+  pb::Chip chip;
+  std::unique_ptr<sim::ChipSim> sim;
+  std::unique_ptr<MemoryStore> store;
+  std::unique_ptr<KernelRuntime> runtime;
+};
+
+std::vector<float> Random(size_t n, uint32_t seed, float lo = -1, float hi = 1) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = RoundToBf16(u(rng));
+  return v;
+}
+
+// ---- data mode against references ----
+
+TEST(RuntimeData, ElementwiseOps) {
+  Harness h(true);
+  const uint64_t r = 8, c = 64;
+  const std::vector<float> a = Random(r * c, 1), b = Random(r * c, 2, 0.5f, 2.0f);
+  h.Put(h.Hbm(0, 0, {r, c}), a);
+  h.Put(h.Hbm(0, 65536, {r, c}), b);
+  h.Put(h.Hbm(0, 131072, {1, c}), std::vector<float>(b.begin(), b.begin() + c));
+  const pb::TensorRef out = h.Hbm(0, 1 << 20, {r, c}, pb::FP32);
+  ASSERT_TRUE(h.runtime
+                  ->AddKernel(0, 0,
+                              [&](Tl& tl) -> Task<void> {
+                                // GCC 12: keep braced lists out of co_await expressions.
+                                const Tensor xa = tl.Ref(0, {r, c});
+                                const Tensor ya = tl.Ref(65536, {r, c});
+                                const Tensor rowa = tl.Ref(131072, {1, c});
+                                Tensor x = co_await tl.Load(xa);
+                                Tensor y = co_await tl.Load(ya);
+                                Tensor row = co_await tl.Load(rowa);
+                                Tensor e = co_await tl.Exp(x);
+                                Tensor m = co_await tl.Maximum(e, y);
+                                Tensor d = co_await tl.Div(m, row);  // row broadcast
+                                Tensor s = co_await tl.Scale(d, 0.5f);
+                                Tensor mx = co_await tl.Max(s);
+                                Tensor z = co_await tl.Sub(s, mx);   // column broadcast
+                                co_await tl.Store(Tensor(out, 0), z);
+                              })
+                  .ok());
+  ASSERT_TRUE(h.runtime->Run().ok());
+  std::vector<float> want(r * c);
+  for (uint64_t i = 0; i < r; ++i) {
+    float rowmax = -INFINITY;
+    std::vector<float> s(c);
+    for (uint64_t j = 0; j < c; ++j) {
+      const float e = std::exp(a[i * c + j]);
+      s[j] = std::max(e, b[i * c + j]) / b[j] * 0.5f;
+      rowmax = std::max(rowmax, s[j]);
+    }
+    for (uint64_t j = 0; j < c; ++j) want[i * c + j] = s[j] - rowmax;
+  }
+  const std::vector<float> got = h.Get(out);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << i;
+}
+
+// GEMM via composite and via dot: identical values; composite does not block the CPU (the
+// next MATH op starts while the GEMM runs), dot does (the next MATH op starts after it).
+TEST(RuntimeData, CompositeAndDotGiveTheSameValuesButDifferentTiming) {
+  const uint64_t m = 8, k = 128, n = 256;
+  const std::vector<float> a = Random(m * k, 3), b = Random(k * n, 4);
+  struct Result {
+    std::vector<float> values;
+    uint64_t gemm_end = 0, marker_start = 0;
+  };
+  const auto run = [&](bool composite) {
+    Harness h(true);
+    h.Put(h.Hbm(0, 0, {m, k}), a);
+    h.Put(h.Hbm(0, 65536, {k, n}), b);
+    const pb::TensorRef out = h.Hbm(0, 1 << 20, {m, n}, pb::FP32);
+    uint64_t gemm_id = 0, marker_id = 0;
+    EXPECT_TRUE(h.runtime
+                    ->AddKernel(0, 0,
+                                [&](Tl& tl) -> Task<void> {
+                                  const Tensor ah = tl.Ref(0, {m, k});
+                                  const Tensor bh = tl.Ref(65536, {k, n});
+                                  const std::vector<uint64_t> small = {8, 128};
+                                  Tensor x = co_await tl.Fill(small, 1.0f);
+                                  Tensor at = co_await tl.Load(ah);
+                                  Tensor o;
+                                  if (composite) {
+                                    o = co_await tl.Composite(at, bh);
+                                  } else {
+                                    o = co_await tl.Dot(at, bh);
+                                  }
+                                  gemm_id = o.producer();
+                                  Tensor e = co_await tl.Exp(x);  // unrelated MATH work
+                                  marker_id = e.producer();
+                                  co_await tl.Store(Tensor(out, 0), o);
+                                })
+                    .ok());
+    const absl::Status status = h.runtime->Run();
+    EXPECT_TRUE(status.ok()) << status;
+    Result r;
+    r.values = h.Get(out);
+    const auto ops = h.Ops(".scheduler");
+    r.gemm_end = ops.at(gemm_id).end_ps();
+    r.marker_start = ops.at(marker_id).start_ps();
+    return r;
+  };
+  const Result c = run(true), d = run(false);
+  EXPECT_EQ(c.values, d.values);
+  for (uint64_t i = 0; i < m; ++i) {
+    for (uint64_t j = 0; j < n; ++j) {
+      double want = 0;
+      for (uint64_t t = 0; t < k; ++t) want += double(a[i * k + t]) * b[t * n + j];
+      EXPECT_NEAR(c.values[i * n + j], want, 1e-3) << i << "," << j;
+    }
+  }
+  EXPECT_LT(c.marker_start, c.gemm_end);   // composite: the CPU went on
+  EXPECT_GE(d.marker_start, d.gemm_end);   // dot: the CPU waited
+}
+
+// A transpose, then a GEMM, on asymmetric random inputs: out = a · transpose(bt).
+TEST(RuntimeData, TransposeThenGemm) {
+  const uint64_t m = 16, k = 64, n = 128;
+  Harness h(true);
+  const std::vector<float> a = Random(m * k, 5), bt = Random(n * k, 6);
+  h.Put(h.Hbm(0, 0, {m, k}), a);
+  h.Put(h.Hbm(0, 65536, {n, k}), bt);
+  const pb::TensorRef out = h.Hbm(0, 1 << 20, {m, n}, pb::FP32);
+  ASSERT_TRUE(h.runtime
+                  ->AddKernel(0, 0,
+                              [&](Tl& tl) -> Task<void> {
+                                const Tensor ah = tl.Ref(0, {m, k});
+                                const Tensor bh = tl.Ref(65536, {n, k});
+                                Tensor at = co_await tl.Load(ah);
+                                Tensor btt = co_await tl.Load(bh);
+                                Tensor b16 = tl.Alloc({k, n}, pb::BF16);
+                                Tensor b = co_await tl.Transpose(btt, b16);
+                                Tensor o = co_await tl.Composite(at, b);
+                                co_await tl.Store(Tensor(out, 0), o);
+                              })
+                  .ok());
+  const absl::Status status = h.runtime->Run();
+  ASSERT_TRUE(status.ok()) << status;
+  const std::vector<float> got = h.Get(out);
+  for (uint64_t i = 0; i < m; ++i) {
+    for (uint64_t j = 0; j < n; ++j) {
+      double want = 0;
+      for (uint64_t t = 0; t < k; ++t) want += double(a[i * k + t]) * bt[j * k + t];
+      EXPECT_NEAR(got[i * n + j], want, 1e-3) << i << "," << j;
+    }
+  }
+}
+
+// A 4-PE ring all-reduce over IPCQ on the small chip's 2x2 PE mesh, ring 0 -> 1 -> 3 -> 2 -> 0:
+// every PE forwards what it received last step and accumulates it; after P - 1 steps every PE
+// holds the sum.
+Task<void> RingAllReduce(Tl& tl, uint64_t in_addr, uint64_t out_addr, uint64_t n) {
+  static const char* const kNext[] = {"E", "S", "N", "W"};  // by PE in CUBE: 0->1, 1->3, 2->0, 3->2
+  static const char* const kPrev[] = {"S", "W", "E", "N"};  // 0<-2, 1<-0, 2<-3, 3<-1
+  const uint32_t p = tl.program_id(0);
+  const Peer next = tl.PeerOf(kNext[p]);
+  const Peer prev = tl.PeerOf(kPrev[p]);
+  const std::vector<uint64_t> shape = {1, n};
+  const Tensor in = tl.Ref(in_addr, shape, pb::FP32);
+  Tensor acc = co_await tl.Load(in, Arena::kPersistent);
+  Tensor forward = acc;
+  for (int step = 0; step < 3; ++step) {
+    co_await tl.Send(next, forward);
+    Tensor got = co_await tl.Recv(prev, shape, pb::FP32, Arena::kPersistent);
+    co_await tl.Add(acc, got, acc);
+    forward = got;
+  }
+  const Tensor out = tl.Ref(out_addr, shape, pb::FP32);
+  co_await tl.Store(out, acc);
+}
+
+TEST(RuntimeData, FourPeRingAllReduceOverIpcq) {
+  Harness h(true);
+  const uint64_t n = 1024;
+  std::vector<float> want(n, 0.0f);
+  for (uint32_t pe = 0; pe < 4; ++pe) {
+    std::vector<float> x = Random(n, 10 + pe);
+    h.Put(h.Hbm(pe, 0, {1, n}, pb::FP32), x);
+    for (uint64_t i = 0; i < n; ++i) want[i] += x[i];
+  }
+  for (uint32_t pe = 0; pe < 4; ++pe) {
+    ASSERT_TRUE(h.runtime
+                    ->AddKernel(pe, 0, [n](Tl& tl) { return RingAllReduce(tl, 0, 1 << 20, n); })
+                    .ok());
+  }
+  absl::Status status = h.runtime->Run();
+  ASSERT_TRUE(status.ok()) << status;
+  for (uint32_t pe = 0; pe < 4; ++pe) {
+    const std::vector<float> got = h.Get(h.Hbm(pe, 1 << 20, {1, n}, pb::FP32));
+    for (uint64_t i = 0; i < n; ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << pe << ":" << i;
+  }
+  // Every PE sent three messages on its ring queue.
+  const pb::Report report = h.sim->BuildReport();
+  int queues = 0;
+  for (const pb::UnitStats& u : report.units()) {
+    if (u.kind() != "ipcq") continue;
+    ++queues;
+    EXPECT_EQ(u.ops(), 3u) << u.unit_name();
+    EXPECT_EQ(u.bytes_written(), 3 * n * 4) << u.unit_name();
+  }
+  EXPECT_EQ(queues, 4);
+}
+
+// ---- timing semantics (DESIGN §4), times derived from the topology numbers ----
+
+class RuntimeTiming : public ::testing::Test {
+ protected:
+  RuntimeTiming() : chip_(LoadSmall()) {
+    const pb::Pe& pe = chip_.sip().cube().pe();
+    ps_ = 1'000'000 / pe.clock_mhz();
+    startup_ = pe.math().startup_cycles();
+    lanes_ = pe.math().lanes_per_cycle();
+    exp_rate_ = pe.math().transcendental_per_cycle();
+    latency_ = chip_.sip().cube().hbm_channel().first_byte_latency_cycles();
+    pe_bw_ = uint64_t{chip_.sip().cube().hbm_channel().bytes_per_cycle()} * pe.hbm_channels();
+    ipcq_lat_ = chip_.sip().cube().ipcq().link().latency_cycles();
+    for (const pb::IssueCostProfile& p : pe.issue_cost_profiles()) {
+      if (p.name() == "realistic") realistic_ = p;
+    }
+  }
+  uint64_t ExpCycles(uint64_t elements) const { return startup_ + elements / exp_rate_; }
+  uint64_t FillCycles(uint64_t elements) const { return startup_ + elements / lanes_; }
+
+  pb::Chip chip_;
+  uint64_t ps_, startup_, lanes_, exp_rate_, latency_, pe_bw_, ipcq_lat_;
+  pb::IssueCostProfile realistic_;
+};
+
+// A load followed by unrelated MATH work overlaps: the MATH op runs while the load streams; a
+// MATH op on the loaded data starts when the load ends.
+TEST_F(RuntimeTiming, LoadOverlapsUnrelatedMathWork) {
+  Harness h(false);
+  const uint64_t bytes = 1 << 20;
+  uint64_t fill_id = 0, load_id = 0, exp_id = 0, use_id = 0;
+  ASSERT_TRUE(h.runtime
+                  ->AddKernel(0, 0,
+                              [&](Tl& tl) -> Task<void> {
+                                const std::vector<uint64_t> small = {8, 256};
+                                const Tensor big = tl.Ref(0, {bytes / 2 / 256, 256});
+                                Tensor x = co_await tl.Fill(small, 1.0f);
+                                fill_id = x.producer();
+                                Tensor l = co_await tl.Load(big, Arena::kPersistent);
+                                load_id = l.producer();
+                                Tensor e = co_await tl.Exp(x);
+                                exp_id = e.producer();
+                                Tensor u = co_await tl.Max(l);
+                                use_id = u.producer();
+                              })
+                  .ok());
+  const absl::Status status = h.runtime->Run();
+  ASSERT_TRUE(status.ok()) << status;
+  const auto ops = h.Ops(".scheduler");
+  const uint64_t fill_end = FillCycles(8 * 256);
+  EXPECT_EQ(ops.at(fill_id).end_ps(), fill_end * ps_);
+  const uint64_t load_end = fill_end + latency_ + bytes / pe_bw_;
+  EXPECT_EQ(ops.at(load_id).end_ps(), load_end * ps_);
+  EXPECT_EQ(ops.at(exp_id).start_ps(), fill_end * ps_);  // under the load
+  EXPECT_EQ(ops.at(exp_id).end_ps(), (fill_end + ExpCycles(8 * 256)) * ps_);
+  EXPECT_EQ(ops.at(use_id).start_ps(), load_end * ps_);   // auto-wait on the load
+}
+
+// A MATH op on a pending composite result starts exactly when the composite ends (zero
+// profile), or resume + primitive cost later (realistic profile).
+TEST_F(RuntimeTiming, MathOnAPendingCompositeStartsWhenItEnds) {
+  for (const std::string profile : {"zero", "realistic"}) {
+    Harness h(false, profile);
+    uint64_t comp_id = 0, max_id = 0;
+    ASSERT_TRUE(h.runtime
+                    ->AddKernel(0, 0,
+                                [&](Tl& tl) -> Task<void> {
+                                  const Tensor a = tl.Alloc({8, 128}, pb::BF16);
+                                  const Tensor b = tl.Ref(0, {128, 256});
+                                  std::vector<Epilogue> epi = {Epilogue::Scale(0.1f)};
+                                  Tensor s = co_await tl.Composite(a, b, epi);
+                                  comp_id = s.producer();
+                                  Tensor m = co_await tl.Max(s);
+                                  max_id = m.producer();
+                                })
+                    .ok());
+    ASSERT_TRUE(h.runtime->Run().ok());
+    const auto ops = h.Ops(".scheduler");
+    const uint64_t extra = profile == "zero" ? 0
+                                             : (realistic_.resume_after_wait_cycles() +
+                                                realistic_.primitive_cycles()) * ps_;
+    EXPECT_EQ(ops.at(max_id).start_ps(), ops.at(comp_id).end_ps() + extra) << profile;
+  }
+}
+
+// Issue costs of the realistic profile delay each command by the stated cycles.
+TEST_F(RuntimeTiming, RealisticIssueCostsDelayEachCommand) {
+  Harness h(false, "realistic");
+  std::vector<uint64_t> ids;
+  ASSERT_TRUE(h.runtime
+                  ->AddKernel(0, 0,
+                              [&](Tl& tl) -> Task<void> {
+                                const Tensor a = tl.Alloc({8, 128}, pb::BF16);
+                                const Tensor b = tl.Ref(0, {128, 256});
+                                const Tensor k = tl.Ref(1 << 20, {64, 128});
+                                Tensor l = co_await tl.Load(k);
+                                ids.push_back(l.producer());
+                                Tensor s = co_await tl.Composite(a, b);
+                                ids.push_back(s.producer());
+                                Tensor x = co_await tl.Exp(a);  // a is not pending: no wait
+                                ids.push_back(x.producer());
+                              })
+                  .ok());
+  ASSERT_TRUE(h.runtime->Run().ok());
+  std::map<uint64_t, uint64_t> issue;
+  for (const pb::TraceRecord& r : h.sim->op_log().records()) {
+    if (r.has_issue()) issue[r.issue().cmd_id()] = r.issue().issue_ps();
+  }
+  const uint64_t load = realistic_.load_cycles();
+  const uint64_t comp = load + realistic_.composite_cycles();
+  const uint64_t exp = comp + realistic_.primitive_cycles();
+  EXPECT_EQ(issue.at(ids[0]), load * ps_);
+  EXPECT_EQ(issue.at(ids[1]), comp * ps_);
+  EXPECT_EQ(issue.at(ids[2]), exp * ps_);
+  EXPECT_EQ(h.Ops(".scheduler").at(ids[2]).start_ps(), exp * ps_);
+}
+
+// A full IPCQ queue blocks the sender until the receiver pops: PE 0 fills its east queue
+// (256 KiB, no receive posted), then sends 4 KiB more; PE 1 computes first and receives at
+// `busy`; the credit is back at busy + latency, when PE 0's CPU goes on.
+TEST_F(RuntimeTiming, FullIpcqQueueBlocksTheSender) {
+  Harness h(false);
+  const uint64_t queue = chip_.sip().cube().ipcq().queue_bytes();
+  const uint64_t busy_elements = 8 * 32768;
+  uint64_t marker_id = 0;
+  ASSERT_TRUE(h.runtime
+                  ->AddKernel(0, 0,
+                              [&](Tl& tl) -> Task<void> {
+                                const Tensor big = tl.Alloc({queue / 4}, pb::FP32, Arena::kPersistent);
+                                const Tensor small = tl.Alloc({1024}, pb::FP32);
+                                const Peer east = tl.PeerOf("E");
+                                co_await tl.Send(east, big);
+                                co_await tl.Send(east, small);  // no credit: blocks
+                                Tensor x = co_await tl.Exp(small);
+                                marker_id = x.producer();
+                              })
+                  .ok());
+  ASSERT_TRUE(h.runtime
+                  ->AddKernel(1, 0,
+                              [&](Tl& tl) -> Task<void> {
+                                const Tensor x = tl.Alloc({busy_elements}, pb::FP32, Arena::kPersistent);
+                                co_await tl.Exp(x, x);
+                                const Peer west = tl.PeerOf("W");
+                                const std::vector<uint64_t> s1 = {queue / 4}, s2 = {1024};
+                                co_await tl.Recv(west, s1, pb::FP32, Arena::kPersistent);
+                                co_await tl.Recv(west, s2);
+                              })
+                  .ok());
+  absl::Status status = h.runtime->Run();
+  ASSERT_TRUE(status.ok()) << status;
+  const uint64_t busy = ExpCycles(busy_elements);
+  const uint64_t credit_back = busy + ipcq_lat_;
+  EXPECT_EQ(h.Ops(".scheduler").at(marker_id).start_ps(), credit_back * ps_);
+  bool stalled = false;
+  for (const pb::TraceRecord& r : h.sim->op_log().records()) {
+    if (r.has_stall() && r.stall().pe() == 0 &&
+        r.stall().waits_on().find("no credit") != std::string::npos) {
+      EXPECT_EQ(r.stall().to_ps(), credit_back * ps_);
+      stalled = true;
+    }
+  }
+  EXPECT_TRUE(stalled);
+}
+
+// Two kernel coroutines on one PE CPU interleave when one blocks: request 0 issues a long
+// blocking MATH op; request 1 runs meanwhile and issues its load before request 0 resumes.
+TEST_F(RuntimeTiming, TwoCoroutinesOnOneCpuInterleave) {
+  Harness h(false, "realistic");
+  uint64_t long_id = 0, load_id = 0, after_id = 0;
+  ASSERT_TRUE(h.runtime
+                  ->AddKernel(0, 0,
+                              [&](Tl& tl) -> Task<void> {
+                                const Tensor x = tl.Alloc({8, 4096});
+                                Tensor e = co_await tl.Exp(x);
+                                long_id = e.producer();
+                                Tensor f = co_await tl.Exp(x);
+                                after_id = f.producer();
+                              })
+                  .ok());
+  ASSERT_TRUE(h.runtime
+                  ->AddKernel(0, 1,
+                              [&](Tl& tl) -> Task<void> {
+                                const Tensor k = tl.Ref(1 << 20, {64, 128});
+                                Tensor l = co_await tl.Load(k);
+                                load_id = l.producer();
+                              })
+                  .ok());
+  ASSERT_TRUE(h.runtime->Run().ok());
+  std::map<uint64_t, uint64_t> issue;
+  for (const pb::TraceRecord& r : h.sim->op_log().records()) {
+    if (r.has_issue()) issue[r.issue().cmd_id()] = r.issue().issue_ps();
+  }
+  const uint64_t prim = realistic_.primitive_cycles();
+  const uint64_t long_end = prim + ExpCycles(8 * 4096);
+  EXPECT_EQ(issue.at(long_id), prim * ps_);
+  EXPECT_EQ(issue.at(load_id), (prim + realistic_.load_cycles()) * ps_);  // while 0 waits
+  EXPECT_EQ(issue.at(after_id),
+            (long_end + realistic_.resume_after_wait_cycles() + prim) * ps_);
+}
+
+// Leaving a scratch_scope while a command still writes into it is an error naming the command.
+TEST_F(RuntimeTiming, LeavingAScopeWithAPendingWriteIsAnError) {
+  Harness h(false);
+  ASSERT_TRUE(h.runtime
+                  ->AddKernel(0, 0,
+                              [&](Tl& tl) -> Task<void> {
+                                const Tensor a = tl.Alloc({8, 128}, pb::BF16, Arena::kPersistent);
+                                const Tensor b = tl.Ref(0, {128, 256});
+                                {
+                                  ScratchScope scope = tl.Scope();
+                                  co_await tl.Composite(a, b);  // writes scratch, not waited
+                                }
+                                co_await tl.WaitAll();
+                              })
+                  .ok());
+  const absl::Status status = h.runtime->Run();
+  ASSERT_FALSE(status.ok());
+  EXPECT_THAT(std::string(status.message()),
+              ::testing::AllOf(HasSubstr("pe 0"), HasSubstr("leaving scratch_scope while cmd 1")));
+}
+
+// Deadlock: a receive with no sender stops the run and names the waiting PE and queue.
+TEST_F(RuntimeTiming, DeadlockedKernelIsReported) {
+  Harness h(false);
+  ASSERT_TRUE(h.runtime
+                  ->AddKernel(2, 0,
+                              [&](Tl& tl) -> Task<void> {
+                                const std::vector<uint64_t> shape = {64};
+                                co_await tl.Recv(tl.PeerOf("N"), shape);
+                              })
+                  .ok());
+  const absl::Status status = h.runtime->Run();
+  ASSERT_TRUE(absl::IsFailedPrecondition(status)) << status;
+  EXPECT_THAT(std::string(status.message()),
+              ::testing::AllOf(HasSubstr("deadlock"), HasSubstr("pe 2"), HasSubstr("recv")));
+}
+
+// Timing mode and data mode of the same kernel give identical op logs.
+TEST(RuntimeModes, TimingModeAndDataModeGiveTheSameOpLog) {
+  std::string logs[2];
+  for (int data = 0; data < 2; ++data) {
+    Harness h(data == 1, "realistic");
+    for (uint32_t pe = 0; pe < 4; ++pe) {
+      ASSERT_TRUE(h.runtime->AddKernel(pe, 0, [](Tl& tl) { return RingAllReduce(tl, 0, 1 << 20, 512); })
+                      .ok());
+    }
+    ASSERT_TRUE(h.runtime->Run().ok());
+    for (const pb::TraceRecord& r : h.sim->op_log().records()) logs[data] += r.SerializeAsString();
+  }
+  EXPECT_EQ(logs[0], logs[1]);
+  EXPECT_FALSE(logs[0].empty());
+}
+
+}  // namespace
+}  // namespace ahbm::kernels

@@ -1,0 +1,214 @@
+// The `tl` kernel API (DESIGN §4; ADR-0060 rev2 §1, §3-§5): what a kernel coroutine calls on
+// its PE. One `Tl` per kernel instance (one per participating PE and request). Every call that
+// reaches the hardware is `co_await`ed; names follow the ADR.
+//
+// Timing semantics (exactly DESIGN §4; the runtime in runtime.h implements them):
+// - Each call costs the CPU its issue cost (ADR-0064 profile) before the command leaves.
+// - Non-blocking, returning a pending handle at once: Load (lazy), Composite, ExComposite,
+//   RecvAsync, Send (blocks only while the destination IPCQ queue has no credit; NOC sends
+//   never block).
+// - Blocking (the CPU waits for completion): MATH ops, Dot, Store, Recv, Wait, WaitAll.
+// - Auto-wait: a MATH op, Dot, Store or Send whose input is still pending first waits for it.
+//   Composite and ExComposite never wait: pending inputs become scheduler dependencies.
+// - Results of MATH ops, Dot, Recv and Load go to the current arena (scratch unless an `out`
+//   or Arena::kPersistent is given); ScratchScope recycles the scratch arena (ADR-0063).
+// Errors in a kernel (overflow, shape mismatch, leaving a scope with a pending write) throw
+// KernelError out of the call; the runtime stops the kernel and reports the message.
+#ifndef AHBMSIM_KERNELS_RUNTIME_TL_H_
+#define AHBMSIM_KERNELS_RUNTIME_TL_H_
+
+#include <coroutine>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "proto/commands.pb.h"
+#include "topology/mesh.h"
+
+namespace ahbm::kernels {
+
+class KernelRuntime;
+struct Instance;
+struct Invocation;
+
+// Thrown inside a kernel to stop it; the message is one line naming the PE and the reason.
+class KernelError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class Arena : uint8_t { kScratch, kPersistent };
+
+// A tensor in a PE's TCM or HBM and, while it is being produced, the command producing it.
+class Tensor {
+ public:
+  Tensor() = default;
+  Tensor(pb::TensorRef ref, uint64_t producer) : ref_(std::move(ref)), producer_(producer) {}
+
+  const pb::TensorRef& ref() const { return ref_; }
+  std::vector<uint64_t> shape() const { return {ref_.shape().begin(), ref_.shape().end()}; }
+  uint64_t dim(int i) const { return ref_.shape(i); }
+  int rank() const { return ref_.shape_size(); }
+  pb::DType dtype() const { return ref_.dtype(); }
+  uint64_t elements() const;
+  uint64_t bytes() const;
+  bool in_hbm() const { return ref_.space() == pb::HBM; }
+  // The command that writes this tensor (0: none). It may already have completed.
+  uint64_t producer() const { return producer_; }
+
+  // The same bytes under another dense shape (element count conserved). Throws KernelError for
+  // a strided tensor or a count mismatch.
+  Tensor View(std::vector<uint64_t> shape) const;
+  // Rows [row, row + rows) of a rank-2 tensor (a strided view when it is itself strided).
+  Tensor Rows(uint64_t row, uint64_t rows) const;
+
+ private:
+  pb::TensorRef ref_;
+  uint64_t producer_ = 0;
+};
+
+// softmax_pv's persistent (m, l, O) accumulator (ADR rev2 §3), fp32 in TCM.
+struct Accumulator {
+  Tensor m;  // [R, 1]
+  Tensor l;  // [R, 1]
+  Tensor o;  // [R, d]
+};
+
+// A composite epilogue stage (DESIGN §4b: `scale` is one).
+struct Epilogue {
+  pb::MathOp op = pb::SCALE;
+  float scalar = 0;
+  std::optional<Tensor> operand;
+  static Epilogue Scale(float s) { return Epilogue{pb::SCALE, s, std::nullopt}; }
+  static Epilogue With(pb::MathOp op, Tensor operand) { return Epilogue{op, 0, std::move(operand)}; }
+};
+
+// The other end of a send / recv.
+class Peer {
+ public:
+  // The PE-mesh neighbour inside this CUBE, over its IPCQ queue pair.
+  static Peer Ipcq(topology::Dir dir) { return Peer(Kind::kIpcq, dir, 0); }
+  // Any PE of another CUBE (any SIP), over the CUBE NOC (and UCIe), routed X-Y.
+  static Peer Pe(uint32_t global_pe) { return Peer(Kind::kPe, topology::Dir::kNorth, global_pe); }
+
+  enum class Kind : uint8_t { kIpcq, kPe };
+  Kind kind() const { return kind_; }
+  topology::Dir dir() const { return dir_; }
+  uint32_t pe() const { return pe_; }
+
+ private:
+  Peer(Kind kind, topology::Dir dir, uint32_t pe) : kind_(kind), dir_(dir), pe_(pe) {}
+  Kind kind_;
+  topology::Dir dir_;
+  uint32_t pe_;
+};
+
+// The awaitable every hardware-reaching call returns.
+class Call {
+ public:
+  Call(KernelRuntime* runtime, Instance* instance, std::shared_ptr<Invocation> invocation);
+  bool await_ready() const noexcept { return false; }
+  bool await_suspend(std::coroutine_handle<> handle);
+  Tensor await_resume();
+
+ private:
+  KernelRuntime* runtime_;
+  Instance* instance_;
+  std::shared_ptr<Invocation> invocation_;
+};
+
+class Tl;
+
+// ADR-0063 scratch_scope: on leaving, the scratch arena returns to where it was; leaving while
+// a command still writes into the released part is an error naming that command.
+class ScratchScope {
+ public:
+  explicit ScratchScope(Tl* tl);
+  ~ScratchScope();
+  ScratchScope(const ScratchScope&) = delete;
+  ScratchScope& operator=(const ScratchScope&) = delete;
+
+ private:
+  Tl* tl_;
+  uint64_t mark_;
+};
+
+class Tl {
+ public:
+  Tl(KernelRuntime* runtime, Instance* instance, uint32_t pe) : rt_(runtime), inst_(instance), pe_(pe) {}
+
+  // SPMD ids: axis 0 = PE in CUBE, 1 = CUBE in SIP, 2 = SIP.
+  uint32_t program_id(int axis) const;
+  uint32_t pe() const { return pe_; }  // global PE index
+  uint32_t request_id() const;
+
+  // Memory without commands.
+  Tensor Alloc(std::vector<uint64_t> shape, pb::DType dtype = pb::FP32, Arena arena = Arena::kScratch);
+  // An HBM operand of PE `owner` (default: this PE) at local address `addr` (ADR `tl.ref`).
+  Tensor Ref(uint64_t addr, std::vector<uint64_t> shape, pb::DType dtype = pb::BF16,
+             std::optional<uint32_t> owner = std::nullopt) const;
+  ScratchScope Scope() { return ScratchScope(this); }
+
+  // HBM -> TCM, lazy (non-blocking; auto-waited by the first primitive that reads it).
+  Call Load(const Tensor& hbm, Arena arena = Arena::kScratch);
+  // TCM -> HBM, blocking.
+  Call Store(const Tensor& hbm_dst, const Tensor& src);
+  // out = a · b, then the epilogue; non-blocking. `out` default: a new fp32 tensor.
+  Call Composite(const Tensor& a, const Tensor& b, std::vector<Epilogue> epilogue = {},
+                 std::optional<Tensor> out = std::nullopt);
+  // ex_composite("softmax_pv", s, v, acc, scale): non-blocking; returns acc.o (pending).
+  Call ExComposite(const Tensor& s, const Tensor& v, const Accumulator& acc, float scale);
+  // a · b on the GEMM engine, blocking; fp32 result.
+  Call Dot(const Tensor& a, const Tensor& b, std::optional<Tensor> out = std::nullopt);
+
+  // MATH primitives (blocking). Binary ops broadcast a [1, C] row or [R, 1] column.
+  Call Max(const Tensor& x, int axis = -1, std::optional<Tensor> out = std::nullopt);
+  Call Sum(const Tensor& x, int axis = -1, std::optional<Tensor> out = std::nullopt);
+  Call Exp(const Tensor& x, std::optional<Tensor> out = std::nullopt);
+  Call Scale(const Tensor& x, float s, std::optional<Tensor> out = std::nullopt);
+  Call Maximum(const Tensor& a, const Tensor& b, std::optional<Tensor> out = std::nullopt);
+  Call Add(const Tensor& a, const Tensor& b, std::optional<Tensor> out = std::nullopt);
+  Call Sub(const Tensor& a, const Tensor& b, std::optional<Tensor> out = std::nullopt);
+  Call Mul(const Tensor& a, const Tensor& b, std::optional<Tensor> out = std::nullopt);
+  Call Div(const Tensor& a, const Tensor& b, std::optional<Tensor> out = std::nullopt);
+  Call Copy(const Tensor& x, std::optional<Tensor> out = std::nullopt);
+  Call Fill(std::vector<uint64_t> shape, float value, pb::DType dtype = pb::FP32,
+            Arena arena = Arena::kScratch);
+  Call FillInto(const Tensor& out, float value);
+  Call Transpose(const Tensor& x, std::optional<Tensor> out = std::nullopt);
+
+  // Messages. Send's payload is read when the send issues.
+  Call Send(const Peer& to, const Tensor& x);
+  Call Recv(const Peer& from, std::vector<uint64_t> shape, pb::DType dtype = pb::FP32,
+            Arena arena = Arena::kScratch);
+  Call RecvAsync(const Peer& from, std::vector<uint64_t> shape, pb::DType dtype = pb::FP32,
+                 Arena arena = Arena::kScratch);
+  // Waits for a pending tensor's producer; WaitAll for every command this kernel issued.
+  Call Wait(const Tensor& x);
+  Call WaitAll();
+
+  // Resolves a direction name: "N"/"S"/"E"/"W" (IPCQ), "cube_N"/... (same PE index of the
+  // neighbouring CUBE, NOC), "global_E"/"global_W" (same CUBE and PE of the next / previous SIP,
+  // UCIe), "ring+"/"ring-" (next / previous CUBE of the launch's ring, same PE index).
+  Peer PeerOf(const std::string& direction) const;
+
+  KernelRuntime* runtime() const { return rt_; }
+  Instance* instance() const { return inst_; }
+
+ private:
+  Call Math(pb::MathOp op, std::vector<Tensor> inputs, std::vector<uint64_t> out_shape,
+            std::optional<Tensor> out, int axis = -1, float scalar = 0);
+  Call Gemm(const Tensor& a, const Tensor& b, std::vector<Epilogue> epilogue,
+            std::optional<Tensor> out, bool composite);
+
+  KernelRuntime* rt_;
+  Instance* inst_;
+  uint32_t pe_;
+};
+
+}  // namespace ahbm::kernels
+
+#endif  // AHBMSIM_KERNELS_RUNTIME_TL_H_
