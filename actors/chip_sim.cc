@@ -81,15 +81,14 @@ absl::StatusOr<std::unique_ptr<ChipSim>> ChipSim::Create(const pb::Chip& chip,
       }
     }
   }
+  // Every router and UCIe unit: messages between built CUBEs cross the others.
   sim->network_ = std::make_unique<LinkNetworkModel>(chip);
-  for (uint32_t cube : sim->cubes_) {
+  for (uint32_t cube = 0; cube < num_cubes; ++cube) {
     const topology::CubeId id = ctx.index.CubeOf(cube);
     sim->routers_.emplace_back(ctx.index.NocRouterUnit(id).value(),
                                StartNocRouterActor(*sim->engine_, chip, id, sim->network_.get()));
   }
-  std::set<uint32_t> sips;
-  for (uint32_t cube : sim->cubes_) sips.insert(ctx.index.CubeOf(cube).sip);
-  for (uint32_t sip : sips) {
+  for (uint32_t sip = 0; sip < ctx.index.sips(); ++sip) {
     sim->ucies_.emplace_back(ctx.index.UcieUnit(sip).value(),
                              StartUcieActor(*sim->engine_, chip, sip, sim->network_.get()));
   }

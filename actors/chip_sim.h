@@ -6,8 +6,9 @@
 // Contract:
 // - Create() spawns, for every CUBE of `options.cubes` (all CUBEs when empty): each PE's
 //   scheduler, DMA, GEMM and MATH units, its IPCQ queues towards existing mesh neighbours,
-//   every HBM channel of the CUBE and the CUBE's NOC router; and every SIP's UCIe unit. The
-//   NOC routers and UCIe units share one LinkNetworkModel owned here. PE CPUs are spawned by
+//   every HBM channel of the CUBE; and the NOC router of every CUBE and the UCIe unit of every
+//   SIP of the chip (messages between built CUBEs cross the others). The NOC routers and UCIe
+//   units share one LinkNetworkModel owned here. PE CPUs are spawned by
 //   SetProgram (one program per PE, before Run).
 // - The op log starts with a TraceHeader (schema 1, topology name and digest, issue-cost
 //   profile, per-tile flag) and is also streamed to options.op_log_stream if given.

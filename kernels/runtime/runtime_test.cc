@@ -15,6 +15,7 @@
 #include "kernels/runtime/runtime.h"
 #include "proto/trace.pb.h"
 #include "topology/loader.h"
+#include "topology/routing.h"
 
 namespace ahbm::kernels {
 namespace {
@@ -29,9 +30,11 @@ pb::Chip LoadSmall() {
 
 // One simulation of CUBE 0 of the small chip with a kernel runtime.
 struct Harness {
-  explicit Harness(bool data, std::string profile = "zero") : chip(LoadSmall()) {
+  explicit Harness(bool data, std::string profile = "zero", pb::Chip chip_in = LoadSmall(),
+                   std::vector<uint32_t> cubes = {0})
+      : chip(std::move(chip_in)) {
     sim::ChipSimOptions options;
-    options.cubes = {0};
+    options.cubes = std::move(cubes);
     options.issue_cost_profile = std::move(profile);
     auto created = sim::ChipSim::Create(chip, options);
     EXPECT_TRUE(created.ok()) << created.status();
@@ -523,6 +526,109 @@ TEST(RuntimeModes, TimingModeAndDataModeGiveTheSameOpLog) {
   }
   EXPECT_EQ(logs[0], logs[1]);
   EXPECT_FALSE(logs[0].empty());
+}
+
+// Messages between CUBEs travel the NOC: 3 hops east on the small chip's 2x4 CUBE mesh pay
+// three hop latencies plus one packet body per packet (virtual cut-through, DESIGN §2); across
+// SIPs the UCIe hop is paid. The receive completes at delivery; the values arrive (data mode).
+TEST(RuntimeMessages, NocAndUcieSendRecvPayTheirHops) {
+  struct Case {
+    std::string topology;
+    std::vector<uint32_t> cubes;
+    std::string direction;     // resolved on the sender
+    uint32_t receiver_cube;    // global CUBE of the receiver
+    uint64_t bytes;
+  };
+  const std::vector<Case> cases = {
+      {"topology/small.textproto", {0, 3}, "", 3, 8192},
+      {"topology/small.textproto", {0, 1}, "cube_E", 1, 4096},
+      {"topology/chip_2sip.textproto", {0, 16}, "global_E", 16, 4096},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile(c.topology);
+    ASSERT_TRUE(chip.ok());
+    Harness h(true, "zero", *chip, c.cubes);
+    const topology::ChipIndex index(*chip);
+    const uint32_t pes = index.pes_per_cube();
+    const uint32_t sender = 0, receiver = c.receiver_cube * pes;
+    const uint64_t n = c.bytes / 4;
+    const std::vector<float> x = Random(n, 77);
+    h.Put(h.Hbm(sender, 0, {1, n}, pb::FP32), x);
+    uint64_t recv_id = 0;
+    ASSERT_TRUE(h.runtime
+                    ->AddKernel(sender, 0,
+                                [&](Tl& tl) -> Task<void> {
+                                  const std::vector<uint64_t> shape = {1, n};
+                                  const Tensor xh = tl.Ref(0, shape, pb::FP32);
+                                  Tensor v = co_await tl.Load(xh);
+                                  const Peer to = c.direction.empty() ? Peer::Pe(receiver)
+                                                                      : tl.PeerOf(c.direction);
+                                  co_await tl.Send(to, v);
+                                })
+                    .ok());
+    ASSERT_TRUE(h.runtime
+                    ->AddKernel(receiver, 0,
+                                [&](Tl& tl) -> Task<void> {
+                                  const std::vector<uint64_t> shape = {1, n};
+                                  Tensor got = co_await tl.Recv(Peer::Pe(sender), shape);
+                                  recv_id = got.producer();
+                                  const Tensor out = tl.Ref(1 << 20, shape, pb::FP32);
+                                  co_await tl.Store(out, got);
+                                })
+                    .ok());
+    const absl::Status status = h.runtime->Run();
+    ASSERT_TRUE(status.ok()) << c.topology << ": " << status;
+    EXPECT_EQ(h.Get(h.Hbm(receiver, 1 << 20, {1, n}, pb::FP32)), x) << c.topology;
+    // The send issued when the load ended; delivery = that + hop latencies + bodies.
+    const auto ops = h.Ops(".scheduler");
+    uint64_t load_end = 0;
+    for (const auto& [id, rec] : ops) {
+      if (rec.op() == "dma_load") load_end = rec.end_ps();
+    }
+    const topology::Router router(index, topology::Coord{chip->ucie().port_cube().row(),
+                                                         chip->ucie().port_cube().col()});
+    const topology::CubeId from = index.CubeOf(0), to = index.CubeOf(c.receiver_cube);
+    const uint64_t noc = router.NocHops(from, to), ucie = router.UcieHops(from, to);
+    const pb::Link& noc_link = chip->sip().noc().link();
+    const pb::Link& ucie_link = chip->ucie().link();
+    const uint64_t packet = chip->sip().noc().packet_bytes();
+    const uint64_t packets = (c.bytes + packet - 1) / packet;
+    uint64_t body = 0;  // the slowest link's time per packet
+    if (noc > 0) body = std::max<uint64_t>(body, packet / noc_link.bytes_per_cycle());
+    if (ucie > 0) body = std::max<uint64_t>(body, packet / ucie_link.bytes_per_cycle());
+    const uint64_t deliver = load_end + (noc * noc_link.latency_cycles() +
+                                         ucie * ucie_link.latency_cycles() + packets * body) *
+                                            1000;
+    // The receiving CPU's stall ends at the delivery.
+    bool seen = false;
+    for (const pb::TraceRecord& r : h.sim->op_log().records()) {
+      if (r.has_stall() && r.stall().pe() == receiver && r.stall().cmd_id() == recv_id) {
+        EXPECT_EQ(r.stall().to_ps(), deliver) << c.topology << " noc " << noc << " ucie " << ucie;
+        seen = true;
+      }
+    }
+    EXPECT_TRUE(seen) << c.topology;
+  }
+}
+
+// Overflowing an arena is an error naming the PE, the arena and the sizes.
+TEST(RuntimeErrors, ArenaOverflowNamesPeArenaAndSizes) {
+  Harness h(false);
+  const uint64_t scratch = h.chip.sip().cube().pe().tcm().scratch_bytes();
+  ASSERT_TRUE(h.runtime
+                  ->AddKernel(1, 0,
+                              [&](Tl& tl) -> Task<void> {
+                                tl.Alloc({scratch / 4 / 2});
+                                tl.Alloc({scratch / 4});
+                                co_return;
+                              })
+                  .ok());
+  const absl::Status status = h.runtime->Run();
+  ASSERT_FALSE(status.ok());
+  EXPECT_THAT(std::string(status.message()),
+              ::testing::AllOf(HasSubstr("pe 1 (sip0.cube0.pe1)"), HasSubstr("scratch arena overflow"),
+                               HasSubstr(absl::StrCat(scratch, " bytes needed")),
+                               HasSubstr(absl::StrCat(scratch / 2, " of ", scratch))));
 }
 
 }  // namespace
