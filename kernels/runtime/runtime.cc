@@ -379,11 +379,16 @@ Call Tl::Send(const Peer& to, const Tensor& x) {
 }
 
 Call Tl::Recv(const Peer& from, std::vector<uint64_t> shape, pb::DType dtype, Arena arena) {
+  return Receive(from, std::move(shape), dtype, arena, /*blocking=*/true);
+}
+
+Call Tl::Receive(const Peer& from, std::vector<uint64_t> shape, pb::DType dtype, Arena arena,
+                 bool blocking) {
   Tensor dst = Alloc(std::move(shape), dtype, arena);
   auto inv = std::make_shared<Invocation>();
   inv->kind = Invocation::Kind::kRecv;
-  inv->what = "recv";
-  inv->blocking = true;
+  inv->what = blocking ? "recv" : "recv_async";
+  inv->blocking = blocking;
   inv->cost_cycles = rt_->profile().recv_cycles();
   inv->peer = from;
   inv->cmd_id = rt_->NextCmdId(pe_);
@@ -393,8 +398,7 @@ Call Tl::Recv(const Peer& from, std::vector<uint64_t> shape, pb::DType dtype, Ar
 }
 
 Call Tl::RecvAsync(const Peer& from, std::vector<uint64_t> shape, pb::DType dtype, Arena arena) {
-  Call call = Recv(from, std::move(shape), dtype, arena);
-  return call;
+  return Receive(from, std::move(shape), dtype, arena, /*blocking=*/false);
 }
 
 Call Tl::Wait(const Tensor& x) {

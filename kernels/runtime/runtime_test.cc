@@ -61,11 +61,16 @@ struct Harness {
     EXPECT_TRUE(v.ok()) << v.status();
     return v.ok() ? *v : std::vector<float>();
   }
-  // Op records of `unit_suffix` units, by cmd id.
-  std::map<uint64_t, pb::OpRecord> Ops(const std::string& unit_suffix) const {
+  // Op records of PE `pe`'s `unit_suffix` unit (".scheduler", ".gemm", ...), by cmd id (cmd ids
+  // are per PE).
+  std::map<uint64_t, pb::OpRecord> Ops(const std::string& unit_suffix, uint32_t pe = 0) const {
+    const topology::ChipIndex index(chip);
+    const std::string cpu =
+        index.Name(index.PeUnit(topology::UnitKind::kPeCpu, index.PeOf(pe)));
+    const std::string prefix = cpu.substr(0, cpu.rfind('.'));
     std::map<uint64_t, pb::OpRecord> out;
     for (const pb::TraceRecord& r : sim->op_log().records()) {
-      if (r.has_op() && r.op().unit_name().ends_with(unit_suffix)) out[r.op().cmd_id()] = r.op();
+      if (r.has_op() && r.op().unit_name() == prefix + unit_suffix) out[r.op().cmd_id()] = r.op();
     }
     return out;
   }
@@ -580,7 +585,7 @@ TEST(RuntimeMessages, NocAndUcieSendRecvPayTheirHops) {
     ASSERT_TRUE(status.ok()) << c.topology << ": " << status;
     EXPECT_EQ(h.Get(h.Hbm(receiver, 1 << 20, {1, n}, pb::FP32)), x) << c.topology;
     // The send issued when the load ended; delivery = that + hop latencies + bodies.
-    const auto ops = h.Ops(".scheduler");
+    const auto ops = h.Ops(".scheduler", sender);
     uint64_t load_end = 0;
     for (const auto& [id, rec] : ops) {
       if (rec.op() == "dma_load") load_end = rec.end_ps();
@@ -629,6 +634,53 @@ TEST(RuntimeErrors, ArenaOverflowNamesPeArenaAndSizes) {
               ::testing::AllOf(HasSubstr("pe 1 (sip0.cube0.pe1)"), HasSubstr("scratch arena overflow"),
                                HasSubstr(absl::StrCat(scratch, " bytes needed")),
                                HasSubstr(absl::StrCat(scratch / 2, " of ", scratch))));
+}
+
+// recv_async returns at once (the CPU goes on with other work); Wait blocks until the message
+// is in; the value is the sender's.
+TEST(RuntimeMessages, RecvAsyncDoesNotBlockAndWaitDoes) {
+  Harness h(true);
+  const uint64_t n = 2048;
+  const std::vector<float> x = Random(n, 5);
+  h.Put(h.Hbm(0, 0, {1, n}, pb::FP32), x);
+  uint64_t recv_id = 0, marker_id = 0;
+  ASSERT_TRUE(h.runtime
+                  ->AddKernel(0, 0,
+                              [&](Tl& tl) -> Task<void> {
+                                const std::vector<uint64_t> shape = {1, n};
+                                const Tensor big = tl.Alloc({8, 8192}, pb::FP32, Arena::kPersistent);
+                                co_await tl.Exp(big, big);  // delay the send
+                                const Tensor xh = tl.Ref(0, shape, pb::FP32);
+                                Tensor v = co_await tl.Load(xh);
+                                co_await tl.Send(tl.PeerOf("E"), v);
+                              })
+                  .ok());
+  ASSERT_TRUE(h.runtime
+                  ->AddKernel(1, 0,
+                              [&](Tl& tl) -> Task<void> {
+                                const std::vector<uint64_t> shape = {1, n};
+                                Tensor pending = co_await tl.RecvAsync(tl.PeerOf("W"), shape);
+                                recv_id = pending.producer();
+                                const Tensor y = tl.Alloc({8, 128});
+                                Tensor e = co_await tl.Exp(y);  // runs before the message is in
+                                marker_id = e.producer();
+                                Tensor got = co_await tl.Wait(pending);
+                                const Tensor out = tl.Ref(1 << 20, shape, pb::FP32);
+                                co_await tl.Store(out, got);
+                              })
+                  .ok());
+  const absl::Status status = h.runtime->Run();
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(h.Get(h.Hbm(1, 1 << 20, {1, n}, pb::FP32)), x);
+  EXPECT_EQ(h.Ops(".scheduler", 1).at(marker_id).start_ps(), 0u);
+  bool waited = false;
+  for (const pb::TraceRecord& r : h.sim->op_log().records()) {
+    if (r.has_stall() && r.stall().pe() == 1 && r.stall().cmd_id() == recv_id) {
+      EXPECT_GT(r.stall().to_ps(), r.stall().from_ps());
+      waited = true;
+    }
+  }
+  EXPECT_TRUE(waited);
 }
 
 }  // namespace

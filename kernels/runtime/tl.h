@@ -203,6 +203,8 @@ class Tl {
             std::optional<Tensor> out, int axis = -1, float scalar = 0);
   Call Gemm(const Tensor& a, const Tensor& b, std::vector<Epilogue> epilogue,
             std::optional<Tensor> out, bool composite);
+  Call Receive(const Peer& from, std::vector<uint64_t> shape, pb::DType dtype, Arena arena,
+               bool blocking);
 
   KernelRuntime* rt_;
   Instance* inst_;
