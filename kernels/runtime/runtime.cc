@@ -93,6 +93,23 @@ Tensor Tensor::Rows(uint64_t row, uint64_t rows) const {
   return Tensor(std::move(ref), producer_);
 }
 
+Tensor Tensor::Cols(uint64_t col, uint64_t cols) const {
+  if (rank() != 2 || col + cols > dim(1) || cols == 0) {
+    throw KernelError(absl::StrCat("columns [", col, ", ", col + cols, ") of a tensor of shape ",
+                                   absl::StrJoin(shape(), "x"), " (pe ", ref_.pe(), ")"));
+  }
+  const uint64_t s0 = ref_.strides_size() == 2 ? ref_.strides(0) : dim(1);
+  const uint64_t s1 = ref_.strides_size() == 2 ? ref_.strides(1) : 1;
+  if (col == 0 && cols == dim(1)) return *this;
+  pb::TensorRef ref = ref_;
+  ref.set_addr(ref_.addr() + col * s1 * sim::DTypeBytes(dtype()));
+  ref.set_shape(1, cols);
+  ref.clear_strides();
+  ref.add_strides(s0);
+  ref.add_strides(s1);
+  return Tensor(std::move(ref), producer_);
+}
+
 // ---- Call ----
 
 Call::Call(KernelRuntime* runtime, Instance* instance, std::shared_ptr<Invocation> invocation)
@@ -109,7 +126,7 @@ Tensor Call::await_resume() {
 
 // ---- ScratchScope ----
 
-ScratchScope::ScratchScope(Tl* tl) : tl_(tl), mark_(tl->runtime()->ScratchTop(tl->pe())) {}
+ScratchScope::ScratchScope(Tl* tl) : tl_(tl), mark_(tl->runtime()->ScratchTop(*tl->instance())) {}
 
 ScratchScope::~ScratchScope() { tl_->runtime()->LeaveScope(*tl_->instance(), mark_); }
 
@@ -501,7 +518,6 @@ absl::Status KernelRuntime::AddKernel(uint32_t pe, uint32_t request_id, KernelFn
     cpu.pe = pe;
     cpu.unit = index().PeUnit(UnitKind::kPeCpu, index().PeOf(pe)).value();
     cpu.scheduler = index().PeUnit(UnitKind::kPeScheduler, index().PeOf(pe)).value();
-    cpu.scratch_top = 0;
     cpu.persistent_top = sim_->context().chip.sip().cube().pe().tcm().scratch_bytes();
     sim::Engine& engine = *sim_->context().engine;
     engine.Register(cpu.unit, sim_->context().Name(cpu.unit),
@@ -523,6 +539,16 @@ absl::Status KernelRuntime::AddKernel(uint32_t pe, uint32_t request_id, KernelFn
 absl::Status KernelRuntime::Run() {
   AHBM_CHECK(!ran_) << "KernelRuntime::Run twice";
   ran_ = true;
+  const uint64_t scratch = sim_->context().chip.sip().cube().pe().tcm().scratch_bytes();
+  for (auto& [pe, cpu] : cpus_) {
+    const uint64_t n = cpu.instances.size();
+    for (uint64_t i = 0; i < n; ++i) {
+      Instance& inst = *cpu.instances[i];
+      inst.scratch_base = AlignUp(scratch * i / n);
+      inst.scratch_limit = scratch * (i + 1) / n;
+      inst.scratch_top = inst.scratch_base;
+    }
+  }
   absl::Status status = sim_->Run();
   if (!status.ok()) return status;
   std::vector<std::string> waits;
@@ -552,9 +578,9 @@ Tensor KernelRuntime::Allocate(Instance& inst, std::vector<uint64_t> shape, pb::
   uint64_t bytes = sim::DTypeBytes(dtype);
   for (uint64_t d : shape) bytes *= d;
   if (bytes == 0) Fail(inst, absl::StrCat("allocation of an empty tensor ", absl::StrJoin(shape, "x")));
-  uint64_t& top = arena == Arena::kScratch ? cpu.scratch_top : cpu.persistent_top;
-  const uint64_t base = arena == Arena::kScratch ? 0 : tcm.scratch_bytes();
-  const uint64_t limit = arena == Arena::kScratch ? tcm.scratch_bytes() : tcm.total_bytes();
+  uint64_t& top = arena == Arena::kScratch ? inst.scratch_top : cpu.persistent_top;
+  const uint64_t base = arena == Arena::kScratch ? inst.scratch_base : tcm.scratch_bytes();
+  const uint64_t limit = arena == Arena::kScratch ? inst.scratch_limit : tcm.total_bytes();
   const uint64_t at = AlignUp(top);
   if (at + bytes > limit) {
     Fail(inst, absl::StrCat(arena == Arena::kScratch ? "scratch" : "persistent",
@@ -575,14 +601,14 @@ void KernelRuntime::LeaveScope(Instance& inst, uint64_t mark) {
   Cpu& cpu = CpuOf(inst.pe);
   // A pending write into the released part [mark, scratch_top) of the scratch arena.
   for (const auto& [handle, range] : cpu.writes) {
-    if (range.first < cpu.scratch_top && range.second > mark) {
+    if (range.first < inst.scratch_top && range.second > mark) {
       if (inst.error.empty()) {
         inst.error = absl::StrCat(PeName(inst.pe), ": leaving scratch_scope while cmd ", handle,
                                   " still writes TCM [", range.first, ", ", range.second, ")");
       }
     }
   }
-  cpu.scratch_top = std::min(cpu.scratch_top, mark);
+  inst.scratch_top = std::min(inst.scratch_top, mark);
 }
 
 void KernelRuntime::IssueStats(uint32_t pe, SimTime cost) {

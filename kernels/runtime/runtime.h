@@ -90,6 +90,11 @@ struct Instance {
   bool first_run = true;
   std::set<uint64_t> outstanding;     // its handles not yet complete
   std::string error;                  // set when it failed
+  // Its share of the PE's scratch arena (several instances on one PE split it evenly, so
+  // one's scope never releases another's temporaries): [scratch_base, scratch_limit).
+  uint64_t scratch_base = 0;
+  uint64_t scratch_limit = 0;
+  uint64_t scratch_top = 0;
 };
 
 class KernelRuntime {
@@ -115,7 +120,7 @@ class KernelRuntime {
   // ---- used by Tl ----
   uint64_t NextCmdId(uint32_t pe) { return cpus_.at(pe).next_cmd++; }
   Tensor Allocate(Instance& inst, std::vector<uint64_t> shape, pb::DType dtype, Arena arena);
-  uint64_t ScratchTop(uint32_t pe) const { return cpus_.at(pe).scratch_top; }
+  uint64_t ScratchTop(const Instance& inst) const { return inst.scratch_top; }
   void LeaveScope(Instance& inst, uint64_t mark);
   bool Done(uint32_t pe, uint64_t handle) const { return cpus_.at(pe).done.contains(handle); }
   [[noreturn]] void Fail(Instance& inst, const std::string& reason);
@@ -169,7 +174,6 @@ class KernelRuntime {
     bool running = false;
     SimTime hold_until;                 // no switch before this (run-ahead wait unresolved)
     Instance* holder = nullptr;
-    uint64_t scratch_top = 0;
     uint64_t persistent_top = 0;
     std::map<uint64_t, std::pair<uint64_t, uint64_t>> writes;  // handle -> TCM [begin, end)
     std::map<std::string, Channel> channels;  // "ipcq:<queue unit>" / "noc:<src pe>"

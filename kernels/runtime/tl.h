@@ -64,6 +64,8 @@ class Tensor {
   Tensor View(std::vector<uint64_t> shape) const;
   // Rows [row, row + rows) of a rank-2 tensor (a strided view when it is itself strided).
   Tensor Rows(uint64_t row, uint64_t rows) const;
+  // Columns [col, col + cols) of a rank-2 tensor: a strided view (row stride kept).
+  Tensor Cols(uint64_t col, uint64_t cols) const;
 
  private:
   pb::TensorRef ref_;

@@ -1,0 +1,206 @@
+#include "kernels/attention/decode.h"
+
+#include <cmath>
+#include <limits>
+#include <utility>
+
+namespace ahbm::kernels {
+namespace {
+
+constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+
+// The running state (§3): m double-buffered so m2 never needs a copy.
+struct Running {
+  Tensor m[2];
+  int cur = 0;
+  Tensor l;
+  Tensor o;
+};
+
+uint64_t TileLen(const RankPlan& p, const DecodeShape& s, uint64_t j) {
+  return std::min<uint64_t>(s.tile, p.my_len - j * s.tile);
+}
+
+// K tile j as a (d, len) operand of the tile-major block (strided when len < TILE).
+Tensor KTile(Tl& tl, const DecodeShape& s, const RankPlan& p, uint64_t j) {
+  const std::vector<uint64_t> shape = {s.d, s.tile};
+  const Tensor full = tl.Ref(p.k_addr + j * s.d * s.tile * 2, shape);
+  return full.Cols(0, TileLen(p, s, j));
+}
+
+// V tile j: rows [j·TILE, j·TILE + len) of the row-major block.
+Tensor VTile(Tl& tl, const DecodeShape& s, const RankPlan& p, uint64_t j) {
+  const std::vector<uint64_t> shape = {TileLen(p, s, j), s.d};
+  return tl.Ref(p.v_addr + j * s.tile * s.d * 2, shape);
+}
+
+// init_running (§3): m = -inf, l = 0, O = 0 in the persistent arena.
+Task<Running> InitRunning(Tl& tl, const DecodeShape& s) {
+  const std::vector<uint64_t> col = {s.rows, 1};
+  const std::vector<uint64_t> full = {s.rows, s.d};
+  Running r;
+  r.m[0] = co_await tl.Fill(col, kMinusInf, pb::FP32, Arena::kPersistent);
+  r.m[1] = tl.Alloc(col, pb::FP32, Arena::kPersistent);
+  r.l = co_await tl.Fill(col, 0.0f, pb::FP32, Arena::kPersistent);
+  r.o = co_await tl.Fill(full, 0.0f, pb::FP32, Arena::kPersistent);
+  co_return r;
+}
+
+// One tile's softmax merge and P·V (§3), given Sj (scaled, fp32):
+//   m2 = maximum(m, max(Sj)); P = exp(Sj - m2); corr = exp(m - m2)
+//   l = l*corr + sum(P);  O = O*corr + composite(P, V(j));  m = m2
+Task<void> SoftmaxAndPv(Tl& tl, const DecodeShape& s, const RankPlan& p, Running& r, Tensor sj,
+                        uint64_t j) {
+  const uint64_t len = TileLen(p, s, j);
+  Tensor& m = r.m[r.cur];
+  Tensor& m2 = r.m[1 - r.cur];
+  Tensor mj = co_await tl.Max(sj);
+  co_await tl.Maximum(m, mj, m2);
+  Tensor centred = co_await tl.Sub(sj, m2);
+  const std::vector<uint64_t> pshape = {s.rows, len};
+  Tensor pj = tl.Alloc(pshape, pb::BF16);  // P rounded to bf16 before P·V
+  co_await tl.Exp(centred, pj);
+  Tensor dm = co_await tl.Sub(m, m2);
+  Tensor corr = co_await tl.Exp(dm);
+  co_await tl.Mul(r.l, corr, r.l);
+  Tensor lj = co_await tl.Sum(pj);
+  co_await tl.Add(r.l, lj, r.l);
+  co_await tl.Mul(r.o, corr, r.o);
+  Tensor vj = VTile(tl, s, p, j);
+  Tensor pv = co_await tl.Composite(pj, vj);
+  co_await tl.Add(r.o, pv, r.o);  // auto-waits on P·V(j)
+  r.cur = 1 - r.cur;
+}
+
+// Option 1 (§5.6, TL;DR): Sj's composite, then the CPU auto-waits on it (the bubble).
+Task<void> SweepOpt1(Tl& tl, const DecodeShape& s, const RankPlan& p, const Tensor& q,
+                     Running& r) {
+  const std::vector<Epilogue> epi = {Epilogue::Scale(s.scale)};
+  const uint64_t n = (p.my_len + s.tile - 1) / s.tile;
+  for (uint64_t j = 0; j < n; ++j) {
+    ScratchScope scope = tl.Scope();
+    Tensor kj = KTile(tl, s, p, j);
+    Tensor sj = co_await tl.Composite(q, kj, epi);
+    co_await SoftmaxAndPv(tl, s, p, r, sj, j);
+  }
+}
+
+// Option 3 (§5.6, TL;DR, the ship choice): Q·Kᵀ(j+1) issued before softmax(j), into a
+// persistent double buffer outside the scratch scope.
+Task<void> SweepOpt3(Tl& tl, const DecodeShape& s, const RankPlan& p, const Tensor& q,
+                     Running& r) {
+  const std::vector<Epilogue> epi = {Epilogue::Scale(s.scale)};
+  const uint64_t n = (p.my_len + s.tile - 1) / s.tile;
+  const std::vector<uint64_t> sshape = {s.rows, s.tile};
+  Tensor sb[2] = {tl.Alloc(sshape, pb::FP32, Arena::kPersistent),
+                  tl.Alloc(sshape, pb::FP32, Arena::kPersistent)};
+  Tensor next = co_await tl.Composite(q, KTile(tl, s, p, 0), epi,  // prime
+                                      sb[0].Cols(0, TileLen(p, s, 0)));
+  for (uint64_t j = 0; j < n; ++j) {
+    Tensor sj = next;
+    if (j + 1 < n) {  // fills the GEMM engine under softmax(j)
+      Tensor out = sb[(j + 1) % 2].Cols(0, TileLen(p, s, j + 1));
+      next = co_await tl.Composite(q, KTile(tl, s, p, j + 1), epi, out);
+    }
+    ScratchScope scope = tl.Scope();
+    co_await SoftmaxAndPv(tl, s, p, r, sj, j);
+  }
+}
+
+// Option 2 (§5.6): composite Q·Kᵀ(j) and ex_composite softmax_pv(j) per tile, never waiting;
+// an Sj buffer is reused once the softmax_pv that read it has completed.
+Task<void> SweepOpt2(Tl& tl, const DecodeShape& s, const RankPlan& p, const Tensor& q,
+                     Running& r) {
+  const uint64_t n = (p.my_len + s.tile - 1) / s.tile;
+  const std::vector<uint64_t> sshape = {s.rows, s.tile};
+  std::vector<Tensor> sbuf;
+  std::vector<Tensor> reader(s.opt2_s_buffers);  // the softmax_pv reading each buffer
+  for (uint32_t b = 0; b < s.opt2_s_buffers && b < n; ++b) {
+    sbuf.push_back(tl.Alloc(sshape, pb::FP32, Arena::kPersistent));
+  }
+  const Accumulator acc{r.m[0], r.l, r.o};
+  for (uint64_t j = 0; j < n; ++j) {
+    const size_t slot = j % sbuf.size();
+    if (j >= sbuf.size()) co_await tl.Wait(reader[slot]);
+    Tensor out = sbuf[slot].Cols(0, TileLen(p, s, j));
+    const std::vector<Epilogue> none;
+    Tensor sj = co_await tl.Composite(q, KTile(tl, s, p, j), none, out);  // #1: reads K
+    reader[slot] = co_await tl.ExComposite(sj, VTile(tl, s, p, j), acc, s.scale);  // #2: V
+  }
+  co_await tl.WaitAll();  // acc is updated asynchronously: drain before the reduce
+}
+
+// The log-sum-exp merge (§4) of a child's (m, l, O), received in that order.
+Task<void> MergeFrom(Tl& tl, const DecodeShape& s, const Peer& child, Tensor& m, Tensor& l,
+                     Tensor& o) {
+  const std::vector<uint64_t> col = {s.rows, 1};
+  const std::vector<uint64_t> full = {s.rows, s.d};
+  Tensor mb = co_await tl.Recv(child, col);
+  Tensor lb = co_await tl.Recv(child, col);
+  Tensor ob = co_await tl.Recv(child, full);
+  Tensor mm = co_await tl.Maximum(m, mb);
+  Tensor da = co_await tl.Sub(m, mm);
+  Tensor sa = co_await tl.Exp(da);
+  Tensor db = co_await tl.Sub(mb, mm);
+  Tensor sb = co_await tl.Exp(db);
+  co_await tl.Mul(l, sa, l);
+  Tensor lbs = co_await tl.Mul(lb, sb);
+  co_await tl.Add(l, lbs, l);
+  co_await tl.Mul(o, sa, o);
+  Tensor obs = co_await tl.Mul(ob, sb);
+  co_await tl.Add(o, obs, o);
+  m = mm;
+}
+
+Task<void> SendTriplet(Tl& tl, const Peer& to, const Tensor& m, const Tensor& l, const Tensor& o) {
+  co_await tl.Send(to, m);
+  co_await tl.Send(to, l);
+  co_await tl.Send(to, o);
+}
+
+// hierarchical_reduce_and_store (§4): Level-2 tree over the CUBE's PEs (IPCQ), then Level-1
+// over the group's CUBE roots (NOC); the group root normalises once and stores.
+Task<void> ReduceAndStore(Tl& tl, const DecodeShape& s, const RankPlan& p, Tensor m, Tensor l,
+                          Tensor o) {
+  for (const Peer& child : p.l2_children) co_await MergeFrom(tl, s, child, m, l, o);
+  if (p.l2_parent) {
+    co_await SendTriplet(tl, *p.l2_parent, m, l, o);
+    co_return;
+  }
+  for (const Peer& child : p.l1_children) co_await MergeFrom(tl, s, child, m, l, o);
+  if (p.l1_parent) {
+    co_await SendTriplet(tl, *p.l1_parent, m, l, o);
+    co_return;
+  }
+  if (!p.store_output) co_return;
+  const std::vector<uint64_t> full = {s.rows, s.d};
+  Tensor out = tl.Alloc(full, pb::BF16);
+  co_await tl.Div(o, l, out);  // normalise once, at the group root
+  co_await tl.Store(tl.Ref(p.o_addr, full), out);
+}
+
+}  // namespace
+
+// §5.1 decode skeleton.
+Task<void> DecodeRank(Tl& tl, DecodeShape shape, RankPlan plan) {
+  const std::vector<uint64_t> qshape = {shape.rows, shape.d};
+  Tensor q = co_await tl.Load(tl.Ref(plan.q_addr, qshape), Arena::kPersistent);  // lazy
+  Running r = co_await InitRunning(tl, shape);
+  if (plan.my_len > 0) {
+    switch (shape.variant) {
+      case DecodeVariant::kOpt1:
+        co_await SweepOpt1(tl, shape, plan, q, r);
+        break;
+      case DecodeVariant::kOpt3:
+        co_await SweepOpt3(tl, shape, plan, q, r);
+        break;
+      case DecodeVariant::kOpt2:
+        co_await SweepOpt2(tl, shape, plan, q, r);
+        break;
+    }
+  }
+  Tensor m = shape.variant == DecodeVariant::kOpt2 ? r.m[0] : r.m[r.cur];
+  co_await ReduceAndStore(tl, shape, plan, m, r.l, r.o);
+}
+
+}  // namespace ahbm::kernels

@@ -1,0 +1,61 @@
+// GQA decode kernels (ADR-0060 rev2 TL;DR Kernel 1, §3, §4, §5.1-5.3, §5.6): one instance per
+// rank (PE) of a KV head's CUBE Group. Each rank sweeps its resident KV block tile by tile with
+// the G query rows of the head group folded into M (`[G·T_q, d]`), keeps the running
+// `(m, l, O)` in the persistent arena, then joins the static 2-level reduce-to-root (§4).
+//
+// Variants (§5.6):
+// - kOpt1: composite Q·Kᵀ(j) -> the CPU auto-waits on Sj for the softmax -> composite P·V(j);
+//          the GEMM engine idles while the CPU runs softmax (the bubble).
+// - kOpt3: software pipelining: Q·Kᵀ(j+1) is issued before softmax(j), into a persistent
+//          double buffer, so it fills the GEMM engine under softmax(j) (hidden, not removed).
+// - kOpt2: composite Q·Kᵀ(j) then ex_composite("softmax_pv") per tile; the CPU never waits
+//          inside the sweep; tl.WaitAll() drains before the reduce.
+//
+// Layouts (DESIGN §4b): K tile-major `[tiles][d][TILE]` (the (d, TILE) operand of tile j is
+// contiguous; the ragged last tile is a strided [d, len] view), V row-major `[B, d]`, Q group
+// `[G·T_q, d]` bf16 replicated on every rank. Sj fp32; P rounded to bf16 before P·V; m, l, O
+// fp32; the stored output `O / l` is bf16 `[G·T_q, d]` at the group root.
+#ifndef AHBMSIM_KERNELS_ATTENTION_DECODE_H_
+#define AHBMSIM_KERNELS_ATTENTION_DECODE_H_
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "kernels/runtime/task.h"
+#include "kernels/runtime/tl.h"
+
+namespace ahbm::kernels {
+
+enum class DecodeVariant : uint8_t { kOpt1, kOpt2, kOpt3 };
+
+struct DecodeShape {
+  uint32_t rows = 8;     // G · T_q (the M-fold)
+  uint32_t d = 128;
+  uint32_t tile = 256;   // keys per KV tile
+  float scale = 0;       // 1 / sqrt(d)
+  DecodeVariant variant = DecodeVariant::kOpt3;
+  uint32_t opt2_s_buffers = 8;  // opt2: Sj buffers in flight (reuse waits for the oldest)
+};
+
+// One rank's part: where its data is and its place in the static reduce tree.
+struct RankPlan {
+  uint64_t q_addr = 0;   // this PE's HBM: Q group [rows, d] bf16
+  uint64_t k_addr = 0;   // this PE's HBM: K block, tile-major
+  uint64_t v_addr = 0;   // this PE's HBM: V block [B, d]
+  uint64_t my_len = 0;   // valid tokens of this rank's block
+  // Level-2 (IPCQ, inside the CUBE) and Level-1 (NOC, CUBE roots of the group).
+  std::vector<Peer> l2_children;
+  std::optional<Peer> l2_parent;
+  std::vector<Peer> l1_children;
+  std::optional<Peer> l1_parent;
+  bool store_output = false;  // the group root
+  uint64_t o_addr = 0;        // group root: O [rows, d] bf16 in its HBM
+};
+
+// The kernel of one rank (parameters are copied into the coroutine frame).
+Task<void> DecodeRank(Tl& tl, DecodeShape shape, RankPlan plan);
+
+}  // namespace ahbm::kernels
+
+#endif  // AHBMSIM_KERNELS_ATTENTION_DECODE_H_

@@ -1,0 +1,293 @@
+#include "kernels/attention/decode_launch.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "topology/groups.h"
+#include "topology/ids.h"
+#include "topology/kv_placement.h"
+#include "topology/mesh.h"
+
+namespace ahbm::kernels {
+namespace {
+
+absl::Status Field(const std::string& field, const std::string& reason) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", reason));
+}
+
+// The node of a rows x cols rectangle minimising the maximum hop distance (ties: lowest).
+uint32_t CentreOf(uint32_t rows, uint32_t cols) {
+  const topology::Mesh mesh(rows, cols);
+  uint32_t best = 0, best_depth = UINT32_MAX;
+  for (uint32_t i = 0; i < rows * cols; ++i) {
+    uint32_t depth = 0;
+    for (uint32_t j = 0; j < rows * cols; ++j) depth = std::max(depth, mesh.HopDistance(i, j));
+    if (depth < best_depth) {
+      best = i;
+      best_depth = depth;
+    }
+  }
+  return best;
+}
+
+struct Geometry {
+  topology::ChipIndex index;
+  topology::CubeGroups groups;
+  uint32_t pe_rows = 0, pe_cols = 0;  // the P PEs' rectangle
+  std::vector<uint32_t> pes;          // PE-in-CUBE of rectangle node k
+  uint32_t pe_root = 0;               // rectangle node of the Level-2 root
+  uint32_t groups_per_sip = 0;
+};
+
+absl::StatusOr<Geometry> MakeGeometry(const pb::Chip& chip, const DecodeConfig& cfg) {
+  const topology::ChipIndex index(chip);
+  if (cfg.h_kv == 0) return Field("h_kv", "must be > 0");
+  if (cfg.h_q == 0 || cfg.h_q % cfg.h_kv != 0) {
+    return Field("h_q", absl::StrCat("must be a positive multiple of h_kv = ", cfg.h_kv,
+                                     " (got ", cfg.h_q, ")"));
+  }
+  if (cfg.d == 0) return Field("d", "must be > 0");
+  if (cfg.t_q == 0) return Field("t_q", "must be > 0");
+  if (cfg.s == 0) return Field("s", "must be > 0");
+  const uint64_t max_context = cfg.max_context == 0 ? cfg.s : cfg.max_context;
+  if (cfg.s > max_context) {
+    return Field("s", absl::StrCat(cfg.s, " exceeds max_context ", max_context));
+  }
+  if (cfg.tile == 0) return Field("tile", "must be > 0");
+  if (cfg.users == 0) return Field("users", "must be > 0");
+  const topology::Mesh& pe_mesh = index.pe_mesh();
+  if (cfg.p == 0 || cfg.p > pe_mesh.size() ||
+      !(cfg.p == pe_mesh.size() || cfg.p <= pe_mesh.cols() || cfg.p % pe_mesh.cols() == 0)) {
+    return Field("p", absl::StrCat(cfg.p, " PEs do not form a rectangle of the CUBE's ",
+                                   pe_mesh.rows(), "x", pe_mesh.cols(), " PE mesh"));
+  }
+  absl::StatusOr<topology::CubeGroups> groups = topology::CubeGroups::Partition(
+      index.cube_mesh(), cfg.c, topology::GroupShape{cfg.group_rows, cfg.group_cols});
+  if (!groups.ok()) return groups.status();
+  Geometry geo{index, *groups};
+  geo.pe_cols = std::min(cfg.p, pe_mesh.cols());
+  geo.pe_rows = cfg.p / geo.pe_cols;
+  for (uint32_t k = 0; k < cfg.p; ++k) {
+    geo.pes.push_back((k / geo.pe_cols) * pe_mesh.cols() + k % geo.pe_cols);
+  }
+  geo.pe_root = CentreOf(geo.pe_rows, geo.pe_cols);
+  geo.groups_per_sip = groups->num_groups();
+  const uint64_t heads_on_chip = uint64_t{geo.groups_per_sip} * (index.sips() - std::min(cfg.sip, index.sips()));
+  if (cfg.sip >= index.sips()) {
+    return Field("sip", absl::StrCat(cfg.sip, " is outside the chip's ", index.sips(), " SIPs"));
+  }
+  if (cfg.h_kv > heads_on_chip) {
+    return Field("h_kv", absl::StrCat(cfg.h_kv, " KV heads need ", cfg.h_kv, " CUBE Groups of C = ",
+                                      cfg.c, "; SIPs ", cfg.sip, ".. have ", heads_on_chip));
+  }
+  return geo;
+}
+
+// Global CUBE of KV head h's cube_in_group ci.
+uint32_t CubeOf(const Geometry& geo, const DecodeConfig& cfg, uint32_t h, uint32_t ci) {
+  const uint32_t sip = cfg.sip + h / geo.groups_per_sip;
+  const uint32_t group = h % geo.groups_per_sip;
+  return geo.index.GlobalCube(topology::CubeId{sip, geo.groups.SipCube(group, ci)});
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<uint32_t>> DecodeCubes(const pb::Chip& chip, const DecodeConfig& cfg) {
+  absl::StatusOr<Geometry> geo = MakeGeometry(chip, cfg);
+  if (!geo.ok()) return geo.status();
+  std::set<uint32_t> cubes;
+  for (uint32_t h = 0; h < cfg.h_kv; ++h) {
+    for (uint32_t ci = 0; ci < cfg.c; ++ci) cubes.insert(CubeOf(*geo, cfg, h, ci));
+  }
+  return std::vector<uint32_t>(cubes.begin(), cubes.end());
+}
+
+absl::StatusOr<DecodeLaunch> LaunchDecode(const pb::Chip& chip, const DecodeConfig& cfg,
+                                          KernelRuntime& runtime, MemoryStore* store,
+                                          const std::vector<DecodeInputs>& inputs) {
+  absl::StatusOr<Geometry> geo_or = MakeGeometry(chip, cfg);
+  if (!geo_or.ok()) return geo_or.status();
+  const Geometry& geo = *geo_or;
+  const topology::ChipIndex& index = geo.index;
+  const uint32_t g = cfg.h_q / cfg.h_kv;
+  const uint32_t rows = g * cfg.t_q;
+  const uint64_t max_context = cfg.max_context == 0 ? cfg.s : cfg.max_context;
+  const bool data = store != nullptr && !inputs.empty();
+  if (data && inputs.size() != cfg.users) {
+    return Field("users", absl::StrCat(cfg.users, " requests but ", inputs.size(), " input sets"));
+  }
+
+  absl::StatusOr<std::vector<ReduceNode>> l2 =
+      BuildReduceTree(geo.pe_rows, geo.pe_cols, geo.pe_root, cfg.level2);
+  if (!l2.ok()) return l2.status();
+  const topology::GroupShape gs = geo.groups.shape();
+  absl::StatusOr<std::vector<ReduceNode>> l1 =
+      BuildReduceTree(gs.rows, gs.cols, geo.groups.root_in_group(), cfg.level1);
+  if (!l1.ok()) return l1.status();
+
+  DecodeLaunch launch;
+  launch.g = g;
+  launch.ranks_per_head = cfg.c * cfg.p;
+  launch.level2_rounds = ReduceRounds(*l2, geo.pe_root);
+  launch.level1_rounds = ReduceRounds(*l1, geo.groups.root_in_group());
+  absl::StatusOr<std::vector<uint32_t>> cubes = DecodeCubes(chip, cfg);
+  if (!cubes.ok()) return cubes.status();
+  launch.cubes = *cubes;
+
+  DecodeShape shape;
+  shape.rows = rows;
+  shape.d = cfg.d;
+  shape.tile = cfg.tile;
+  shape.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(cfg.d)));
+  shape.variant = cfg.variant;
+
+  host::HbmAllocator allocator(chip);
+  const topology::Mesh& pe_mesh = index.pe_mesh();
+  for (uint32_t u = 0; u < cfg.users; ++u) {
+    const uint32_t rot = cfg.rotate_by_request ? u : 0;
+    absl::StatusOr<topology::KvPlacement> kv = topology::KvPlacement::Create(
+        cfg.c, cfg.p, max_context, cfg.start_cube + rot, cfg.start_pe + rot);
+    if (!kv.ok()) return kv.status();
+    std::vector<host::KvHeadGroup> heads(cfg.h_kv);
+    for (uint32_t h = 0; h < cfg.h_kv; ++h) {
+      for (uint32_t ci = 0; ci < cfg.c; ++ci) heads[h].cubes.push_back(CubeOf(geo, cfg, h, ci));
+      heads[h].pes = geo.pes;
+    }
+    const std::vector<uint64_t> kv_shape = {cfg.h_kv, cfg.s, cfg.d};
+    absl::StatusOr<host::PlacedTensor> k = host::PlaceKvCache(
+        allocator, absl::StrCat("k[", u, "]"), kv_shape, pb::BF16, *kv, heads,
+        host::KvLayout{host::SlotLayout::kTileMajor, cfg.tile});
+    if (!k.ok()) return k.status();
+    absl::StatusOr<host::PlacedTensor> v = host::PlaceKvCache(
+        allocator, absl::StrCat("v[", u, "]"), kv_shape, pb::BF16, *kv, heads, host::KvLayout{});
+    if (!v.ok()) return v.status();
+    if (data) {
+      if (absl::Status s = host::Scatter(*store, *k, inputs[u].k); !s.ok()) return s;
+      if (absl::Status s = host::Scatter(*store, *v, inputs[u].v); !s.ok()) return s;
+    }
+    launch.outputs.emplace_back(cfg.h_kv);
+    for (uint32_t h = 0; h < cfg.h_kv; ++h) {
+      // Q group of head h, replicated on every rank's PE; M-fold row g·T_q + t.
+      std::vector<uint32_t> rank_pes;
+      for (uint32_t r = 0; r < kv->ranks(); ++r) {
+        const uint32_t cube = heads[h].cubes[kv->CubeInGroupOfRank(r)];
+        rank_pes.push_back(cube * index.pes_per_cube() + geo.pes[kv->PeOfRank(r)]);
+      }
+      const std::vector<uint64_t> qshape = {rows, cfg.d};
+      absl::StatusOr<host::PlacedTensor> q = host::PlaceReplicated(
+          allocator, absl::StrCat("q[", u, "][", h, "]"), qshape, pb::BF16, rank_pes);
+      if (!q.ok()) return q.status();
+      if (data) {
+        host::NpyArray group{qshape, std::vector<float>(uint64_t{rows} * cfg.d)};
+        for (uint32_t gi = 0; gi < g; ++gi) {
+          for (uint32_t t = 0; t < cfg.t_q; ++t) {
+            const uint64_t src = ((uint64_t{h} * g + gi) * cfg.t_q + t) * cfg.d;
+            std::copy_n(inputs[u].q.data.begin() + src, cfg.d,
+                        group.data.begin() + (uint64_t{gi} * cfg.t_q + t) * cfg.d);
+          }
+        }
+        if (absl::Status s = host::Scatter(*store, *q, group); !s.ok()) return s;
+      }
+      // The group root: cube_in_group root, Level-2 root PE.
+      const uint32_t root_cube = heads[h].cubes[geo.groups.root_in_group()];
+      const uint32_t root_pe = root_cube * index.pes_per_cube() + geo.pes[geo.pe_root];
+      absl::StatusOr<uint64_t> o_addr = allocator.Allocate(root_pe, uint64_t{rows} * cfg.d * 2);
+      if (!o_addr.ok()) return o_addr.status();
+      launch.outputs[u][h] = DecodeLaunch::Output{root_pe, *o_addr};
+
+      for (uint32_t r = 0; r < kv->ranks(); ++r) {
+        const uint32_t ci = kv->CubeInGroupOfRank(r);
+        const uint32_t node = kv->PeOfRank(r);  // Level-2 rectangle node
+        const uint32_t cube = heads[h].cubes[ci];
+        const uint32_t pe = cube * index.pes_per_cube() + geo.pes[node];
+        RankPlan plan;
+        plan.q_addr = q->shards()[r].ref.addr();
+        plan.k_addr = k->shards()[h * kv->ranks() + r].ref.addr();
+        plan.v_addr = v->shards()[h * kv->ranks() + r].ref.addr();
+        plan.my_len = kv->MyLen(r, cfg.s);
+        for (uint32_t child : (*l2)[node].children) {
+          plan.l2_children.push_back(Peer::Ipcq(DirectionTo(pe_mesh, geo.pes[node], geo.pes[child])));
+        }
+        if ((*l2)[node].parent) {
+          plan.l2_parent = Peer::Ipcq(DirectionTo(pe_mesh, geo.pes[node], geo.pes[*(*l2)[node].parent]));
+        } else {
+          // A CUBE root: Level-1 over the group's CUBE roots.
+          const auto cube_root_pe = [&](uint32_t cube_in_group) {
+            return heads[h].cubes[cube_in_group] * index.pes_per_cube() + geo.pes[geo.pe_root];
+          };
+          for (uint32_t child : (*l1)[ci].children) plan.l1_children.push_back(Peer::Pe(cube_root_pe(child)));
+          if ((*l1)[ci].parent) {
+            plan.l1_parent = Peer::Pe(cube_root_pe(*(*l1)[ci].parent));
+          } else {
+            plan.store_output = true;
+            plan.o_addr = *o_addr;
+          }
+        }
+        if (absl::Status s = runtime.AddKernel(
+                pe, u, [shape, plan](Tl& tl) { return DecodeRank(tl, shape, plan); });
+            !s.ok()) {
+          return s;
+        }
+      }
+    }
+  }
+  return launch;
+}
+
+absl::StatusOr<std::vector<float>> GatherDecodeOutput(const MemoryStore& store,
+                                                      const DecodeConfig& cfg,
+                                                      const DecodeLaunch& launch, uint32_t user) {
+  const uint32_t g = launch.g;
+  std::vector<float> o(uint64_t{cfg.h_q} * cfg.t_q * cfg.d);
+  for (uint32_t h = 0; h < cfg.h_kv; ++h) {
+    const DecodeLaunch::Output& out = launch.outputs.at(user).at(h);
+    pb::TensorRef ref;
+    ref.set_space(pb::HBM);
+    ref.set_pe(out.pe);
+    ref.set_addr(out.addr);
+    ref.set_dtype(pb::BF16);
+    ref.add_shape(uint64_t{g} * cfg.t_q);
+    ref.add_shape(cfg.d);
+    absl::StatusOr<std::vector<float>> values = store.Read(ref);
+    if (!values.ok()) return values.status();
+    // Row gi·T_q + t of head group h is query head h·G + gi, token t.
+    std::copy(values->begin(), values->end(), o.begin() + uint64_t{h} * g * cfg.t_q * cfg.d);
+  }
+  return o;
+}
+
+std::vector<float> ReferenceDecode(const DecodeConfig& cfg, const DecodeInputs& in) {
+  const uint32_t g = cfg.h_q / cfg.h_kv;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(cfg.d));
+  std::vector<float> o(uint64_t{cfg.h_q} * cfg.t_q * cfg.d);
+  std::vector<double> score(cfg.s);
+  for (uint32_t hq = 0; hq < cfg.h_q; ++hq) {
+    const uint32_t hk = hq / g;
+    for (uint32_t t = 0; t < cfg.t_q; ++t) {
+      const float* q = &in.q.data[(uint64_t{hq} * cfg.t_q + t) * cfg.d];
+      double mx = -INFINITY;
+      for (uint64_t pos = 0; pos < cfg.s; ++pos) {
+        const float* k = &in.k.data[(uint64_t{hk} * cfg.s + pos) * cfg.d];
+        double dot = 0;
+        for (uint32_t i = 0; i < cfg.d; ++i) dot += double(RoundToBf16(q[i])) * RoundToBf16(k[i]);
+        score[pos] = dot * scale;
+        mx = std::max(mx, score[pos]);
+      }
+      double sum = 0;
+      for (uint64_t pos = 0; pos < cfg.s; ++pos) sum += (score[pos] = std::exp(score[pos] - mx));
+      for (uint32_t i = 0; i < cfg.d; ++i) {
+        double acc = 0;
+        for (uint64_t pos = 0; pos < cfg.s; ++pos) {
+          acc += score[pos] * RoundToBf16(in.v.data[(uint64_t{hk} * cfg.s + pos) * cfg.d + i]);
+        }
+        o[(uint64_t{hq} * cfg.t_q + t) * cfg.d + i] = static_cast<float>(acc / sum);
+      }
+    }
+  }
+  return o;
+}
+
+}  // namespace ahbm::kernels

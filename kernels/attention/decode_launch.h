@@ -1,0 +1,97 @@
+// Host side of the GQA decode kernels (ADR-0060 rev2 §0, §2, §5.1-5.3): maps KV heads to CUBE
+// Groups, places Q / K / V / O in HBM, builds every rank's RankPlan (block, valid length,
+// static reduce tree) and adds one kernel instance per rank and request to a KernelRuntime.
+//
+// Contract:
+// - KV head h runs on SIP `sip + h / groups_per_sip`, group `h % groups_per_sip` of the SIP's
+//   CubeGroups partition for C (shape `group_rows x group_cols`, or the default); P PEs of each
+//   CUBE: the first P of the CUBE's PE mesh in row-major order, which must form a rectangle (P
+//   equal to the mesh, or P <= cols, or a multiple of cols).
+// - Ranks follow topology::KvPlacement (B = ceil(max_context / (C·P)), rotation start_cube /
+//   start_pe, request u adds u to both when rotate_by_request); rank r's valid length is
+//   MyLen(r, S).
+// - Level-2 reduce over the P PEs (root: the PE rectangle's centre, ties lowest), Level-1 over
+//   the C CUBEs (root: the group's root CUBE); each level a kTree or kChain (reduce_tree.h).
+//   The group root's Level-2 root PE stores O / l.
+// - Data layout per rank: Q group [G·T_q, d] bf16 (row g·T_q + t = query head h·G + g, token t),
+//   K tile-major [ceil(B/TILE)][d][TILE] bf16, V [B, d] bf16, O [G·T_q, d] bf16 at the root.
+// - Errors name the workload field: h_q not a multiple of h_kv, S = 0 or > max_context, C·P
+//   not fitting, too many KV heads for the chip's groups, ...
+#ifndef AHBMSIM_KERNELS_ATTENTION_DECODE_LAUNCH_H_
+#define AHBMSIM_KERNELS_ATTENTION_DECODE_LAUNCH_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/attention/decode.h"
+#include "kernels/attention/reduce_tree.h"
+#include "kernels/host/placement.h"
+#include "kernels/memory/memory_store.h"
+#include "kernels/runtime/runtime.h"
+#include "proto/topology.pb.h"
+
+namespace ahbm::kernels {
+
+struct DecodeConfig {
+  uint32_t h_q = 64;
+  uint32_t h_kv = 8;
+  uint32_t d = 128;
+  uint32_t t_q = 1;
+  uint64_t s = 0;
+  uint64_t max_context = 0;  // 0 = s
+  uint32_t c = 8;
+  uint32_t p = 8;
+  uint32_t group_rows = 0;
+  uint32_t group_cols = 0;
+  uint32_t tile = 256;
+  DecodeVariant variant = DecodeVariant::kOpt3;
+  ReduceShape level1 = ReduceShape::kTree;
+  ReduceShape level2 = ReduceShape::kTree;
+  uint32_t sip = 0;
+  uint32_t users = 1;
+  uint32_t start_cube = 0;
+  uint32_t start_pe = 0;
+  bool rotate_by_request = true;
+};
+
+// Global inputs of one request (data mode): q [H_q, T_q, d], k and v [H_kv, S, d].
+struct DecodeInputs {
+  host::NpyArray q, k, v;
+};
+
+struct DecodeLaunch {
+  uint32_t g = 0;
+  uint32_t ranks_per_head = 0;
+  uint32_t level1_rounds = 0;
+  uint32_t level2_rounds = 0;
+  std::vector<uint32_t> cubes;  // global CUBEs used (for ChipSimOptions::cubes)
+  // Per request and KV head: the PE that stores O and the address.
+  struct Output {
+    uint32_t pe = 0;
+    uint64_t addr = 0;
+  };
+  std::vector<std::vector<Output>> outputs;  // [user][h_kv]
+};
+
+// The CUBEs a decode launch uses (to build only those in the ChipSim).
+absl::StatusOr<std::vector<uint32_t>> DecodeCubes(const pb::Chip& chip, const DecodeConfig& cfg);
+
+// Places the tensors (writing `inputs[u]` into `store` when both are given) and adds the
+// kernel instances of every rank and request to `runtime`.
+absl::StatusOr<DecodeLaunch> LaunchDecode(const pb::Chip& chip, const DecodeConfig& cfg,
+                                          KernelRuntime& runtime, MemoryStore* store,
+                                          const std::vector<DecodeInputs>& inputs);
+
+// After the run: request u's output O [H_q, T_q, d].
+absl::StatusOr<std::vector<float>> GatherDecodeOutput(const MemoryStore& store,
+                                                      const DecodeConfig& cfg,
+                                                      const DecodeLaunch& launch, uint32_t user);
+
+// Float64 reference attention over bf16-rounded inputs: o [H_q, T_q, d] where query (h, t)
+// attends to every key of head h / G (decode: all S positions).
+std::vector<float> ReferenceDecode(const DecodeConfig& cfg, const DecodeInputs& in);
+
+}  // namespace ahbm::kernels
+
+#endif  // AHBMSIM_KERNELS_ATTENTION_DECODE_LAUNCH_H_
