@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <utility>
 
 namespace ahbm::kernels {
@@ -78,7 +79,8 @@ Task<void> SweepOpt1(Tl& tl, const DecodeShape& s, const RankPlan& p, const Tens
   const std::vector<Epilogue> epi = {Epilogue::Scale(s.scale)};
   const uint64_t n = (p.my_len + s.tile - 1) / s.tile;
   for (uint64_t j = 0; j < n; ++j) {
-    ScratchScope scope = tl.Scope();
+    std::optional<ScratchScope> scope;
+    if (s.scratch_scope) scope.emplace(&tl);
     Tensor kj = KTile(tl, s, p, j);
     Tensor sj = co_await tl.Composite(q, kj, epi);
     co_await SoftmaxAndPv(tl, s, p, r, sj, j);
@@ -102,7 +104,8 @@ Task<void> SweepOpt3(Tl& tl, const DecodeShape& s, const RankPlan& p, const Tens
       Tensor out = sb[(j + 1) % 2].Cols(0, TileLen(p, s, j + 1));
       next = co_await tl.Composite(q, KTile(tl, s, p, j + 1), epi, out);
     }
-    ScratchScope scope = tl.Scope();
+    std::optional<ScratchScope> scope;
+    if (s.scratch_scope) scope.emplace(&tl);
     co_await SoftmaxAndPv(tl, s, p, r, sj, j);
   }
 }

@@ -36,6 +36,8 @@ struct DecodeShape {
   float scale = 0;       // 1 / sqrt(d)
   DecodeVariant variant = DecodeVariant::kOpt3;
   uint32_t opt2_s_buffers = 8;  // opt2: Sj buffers in flight (reuse waits for the oldest)
+  bool scratch_scope = true;    // per-tile temporaries in a scratch_scope (ADR-0063); tests only
+                                // turn it off, to show the overflow it prevents
 };
 
 // One rank's part: where its data is and its place in the static reduce tree.

@@ -143,6 +143,7 @@ absl::StatusOr<DecodeLaunch> LaunchDecode(const pb::Chip& chip, const DecodeConf
   shape.tile = cfg.tile;
   shape.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(cfg.d)));
   shape.variant = cfg.variant;
+  shape.scratch_scope = cfg.scratch_scope;
 
   host::HbmAllocator allocator(chip);
   const topology::Mesh& pe_mesh = index.pe_mesh();

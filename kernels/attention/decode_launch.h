@@ -53,6 +53,7 @@ struct DecodeConfig {
   uint32_t start_cube = 0;
   uint32_t start_pe = 0;
   bool rotate_by_request = true;
+  bool scratch_scope = true;  // tests only: without it long sweeps overflow the scratch arena
 };
 
 // Global inputs of one request (data mode): q [H_q, T_q, d], k and v [H_kv, S, d].

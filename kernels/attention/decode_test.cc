@@ -1,6 +1,7 @@
 // GQA decode (ADR-0060 rev2 §11 gates): numeric parity against a float64 reference on
 // bf16-rounded inputs for every variant and geometry, and the reduce structure.
 #include <cmath>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -13,6 +14,8 @@
 #include "kernels/attention/decode_launch.h"
 #include "kernels/memory/memory_store.h"
 #include "kernels/runtime/runtime.h"
+#include "topology/groups.h"
+#include "topology/ids.h"
 #include "topology/loader.h"
 
 namespace ahbm::kernels {
@@ -135,6 +138,141 @@ INSTANTIATE_TEST_SUITE_P(
                      return cfg;
                    }()}),
     [](const ::testing::TestParamInfo<ParityCase>& info) { return info.param.name; });
+
+// ---- structure ----
+
+std::vector<pb::OpRecord> OpsNamed(const DecodeRun& run, const std::string& op) {
+  std::vector<pb::OpRecord> out;
+  for (const pb::TraceRecord& r : run.sim->op_log().records()) {
+    if (r.has_op() && r.op().op() == op) out.push_back(r.op());
+  }
+  return out;
+}
+
+uint32_t PeOfUnitName(const topology::ChipIndex& index, const std::string& name) {
+  for (uint32_t pe = 0; pe < index.num_pes(); ++pe) {
+    const std::string cpu = index.Name(index.PeUnit(topology::UnitKind::kPeCpu, index.PeOf(pe)));
+    if (name == cpu) return pe;
+  }
+  ADD_FAILURE() << "no PE CPU named " << name;
+  return 0;
+}
+
+// Reduce rounds (§4, §11): the sends in the op log form the static tree — Level-2 on IPCQ,
+// Level-1 on the NOC, one (m, l, O) triplet per edge — its depth is ceil(log2 P) + the group
+// root's hop depth over C, and the output is stored at exactly one rank.
+TEST(DecodeStructure, ReduceIsTheStatic2LevelTree) {
+  const pb::Chip chip = Load("topology/small.textproto");
+  const topology::ChipIndex index(chip);
+  DecodeConfig cfg = Small(8, 1, 4096, 4, 4);
+  DecodeRun run = RunDecode(chip, cfg, {});
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  const auto ipcq = OpsNamed(run, "send_ipcq");
+  const auto noc = OpsNamed(run, "send_noc");
+  EXPECT_EQ(ipcq.size(), 3u * cfg.c * (cfg.p - 1));  // Level-2: P - 1 edges per CUBE
+  EXPECT_EQ(noc.size(), 3u * (cfg.c - 1));           // Level-1: C - 1 edges
+  EXPECT_EQ(OpsNamed(run, "recv_ipcq").size(), ipcq.size());
+  EXPECT_EQ(OpsNamed(run, "recv_noc").size(), noc.size());
+  // The tree from the op log: sender PE -> receiver PE.
+  std::map<uint32_t, uint32_t> parent;
+  for (const auto* sends : {&ipcq, &noc}) {
+    for (const pb::OpRecord& r : *sends) {
+      const uint32_t from = PeOfUnitName(index, r.unit_name());
+      const uint32_t to = std::stoul(r.label().substr(r.label().find("pe ") + 3));
+      parent[from] = to;
+      if (sends == &ipcq) {
+        EXPECT_EQ(index.PeOf(from).cube_id(), index.PeOf(to).cube_id());
+        EXPECT_EQ(index.pe_mesh().HopDistance(index.PeOf(from).pe, index.PeOf(to).pe), 1u);
+      } else {
+        EXPECT_NE(index.PeOf(from).cube_id(), index.PeOf(to).cube_id());
+      }
+    }
+  }
+  const auto stores = OpsNamed(run, "dma_store");
+  ASSERT_EQ(stores.size(), 1u);  // the result exists at exactly one rank
+  const uint32_t root = run.launch.outputs[0][0].pe;
+  EXPECT_EQ(parent.size(), cfg.c * cfg.p - 1u);
+  uint32_t depth = 0;
+  for (const auto& [pe, up] : parent) {
+    uint32_t d = 1, at = up;
+    while (parent.contains(at)) {
+      at = parent[at];
+      ++d;
+    }
+    EXPECT_EQ(at, root);
+    depth = std::max(depth, d);
+  }
+  const uint32_t log2p = static_cast<uint32_t>(std::ceil(std::log2(cfg.p)));
+  const auto groups = topology::CubeGroups::Partition(index.cube_mesh(), cfg.c);
+  EXPECT_EQ(depth, log2p + groups->root_depth());
+  EXPECT_EQ(run.launch.level2_rounds + run.launch.level1_rounds, depth);
+}
+
+// GQA reuse (ADR rev2 §B item 4, §11): K/V HBM read bytes do not depend on G — also when
+// G·T_q exceeds TILE_M — while GEMM FLOPs scale with G.
+TEST(DecodeStructure, KvReadBytesDoNotGrowWithG) {
+  const pb::Chip chip = Load("topology/small.textproto");
+  for (uint32_t t_q : {1u, 8u}) {
+    uint64_t kv_bytes_g1 = 0, flops_g1 = 0;
+    for (uint32_t g : {1u, 2u, 4u, 8u}) {
+      DecodeConfig cfg = Small(g, 1, 1024, 1, 2);
+      cfg.t_q = t_q;
+      DecodeRun run = RunDecode(chip, cfg, {});
+      ASSERT_TRUE(run.status.ok()) << run.status;
+      const pb::Report report = run.sim->BuildReport();
+      uint64_t read = 0, flops = 0;
+      for (const pb::UnitStats& u : report.units()) {
+        if (u.kind() == "dma") read += u.bytes_read();
+        if (u.kind() == "gemm") flops += u.flops();
+      }
+      const uint64_t q_bytes = uint64_t{cfg.p} * g * t_q * cfg.d * 2;  // each rank loads Q once
+      const uint64_t kv = read - q_bytes;
+      EXPECT_EQ(kv, 2 * cfg.s * cfg.d * 2) << "G " << g << " T_q " << t_q;
+      if (g == 1) {
+        kv_bytes_g1 = kv;
+        flops_g1 = flops;
+      } else {
+        EXPECT_EQ(kv, kv_bytes_g1);
+        EXPECT_EQ(flops, g * flops_g1) << "G " << g << " T_q " << t_q;
+      }
+    }
+  }
+}
+
+// A long per-rank sweep whose per-tile temporaries would overflow the 1 MiB scratch arena
+// completes with scratch_scope and fails with the overflow error without it (§11, ADR-0063).
+TEST(DecodeStructure, ScratchScopeKeepsALongSweepInTheArena) {
+  const pb::Chip chip = Load("topology/small.textproto");
+  DecodeConfig cfg = Small(8, 1, 32768, 1, 1);  // 512 tiles of 64 keys on one PE
+  cfg.d = 128;
+  cfg.tile = 256;                                // 128 tiles, ~20 KiB of temporaries each
+  for (DecodeVariant variant : {DecodeVariant::kOpt1, DecodeVariant::kOpt3}) {
+    cfg.variant = variant;
+    cfg.scratch_scope = true;
+    EXPECT_TRUE(RunDecode(chip, cfg, {}).status.ok());
+    cfg.scratch_scope = false;
+    const absl::Status status = RunDecode(chip, cfg, {}).status;
+    EXPECT_THAT(std::string(status.message()), ::testing::HasSubstr("scratch arena overflow"));
+  }
+}
+
+// Determinism: each variant twice gives a byte-identical op log.
+TEST(DecodeStructure, EachVariantTwiceIsByteIdentical) {
+  const pb::Chip chip = Load("topology/small.textproto");
+  for (DecodeVariant variant : {DecodeVariant::kOpt1, DecodeVariant::kOpt3, DecodeVariant::kOpt2}) {
+    DecodeConfig cfg = Small(8, 2, 3000, 2, 4);
+    cfg.variant = variant;
+    cfg.users = 2;
+    std::string logs[2];
+    for (int i = 0; i < 2; ++i) {
+      DecodeRun run = RunDecode(chip, cfg, {});
+      ASSERT_TRUE(run.status.ok()) << run.status;
+      for (const pb::TraceRecord& r : run.sim->op_log().records()) logs[i] += r.SerializeAsString();
+    }
+    EXPECT_EQ(logs[0], logs[1]) << int(variant);
+    EXPECT_GT(logs[0].size(), 1000u);
+  }
+}
 
 }  // namespace
 }  // namespace ahbm::kernels

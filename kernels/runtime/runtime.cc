@@ -611,6 +611,34 @@ void KernelRuntime::LeaveScope(Instance& inst, uint64_t mark) {
   inst.scratch_top = std::min(inst.scratch_top, mark);
 }
 
+void KernelRuntime::RecordSend(const Instance& inst, const std::string& op, uint64_t message_id,
+                               uint32_t dst_pe, uint64_t bytes, SimTime issue) {
+  observe::OpLog* log = sim_->context().op_log;
+  if (log == nullptr) return;
+  const Cpu& cpu = cpus_.at(inst.pe);
+  pb::IssueRecord issue_rec;
+  issue_rec.set_pe(inst.pe);
+  issue_rec.set_request_id(inst.request_id);
+  issue_rec.set_issue_ps(issue.value());
+  pb::LinkChunk* chunk = issue_rec.mutable_send();
+  chunk->set_message_id(message_id);
+  chunk->set_src_pe(inst.pe);
+  chunk->set_dst_pe(dst_pe);
+  chunk->set_bytes(bytes);
+  log->AddIssue(std::move(issue_rec));
+  pb::OpRecord rec;
+  rec.set_unit(cpu.unit);
+  rec.set_unit_name(sim_->context().Name(cpu.unit));
+  rec.set_op(op);
+  rec.set_issue_ps(issue.value());
+  rec.set_start_ps(issue.value());
+  rec.set_end_ps(issue.value());
+  rec.set_bytes_written(bytes);
+  rec.set_request_id(inst.request_id);
+  rec.set_label(absl::StrCat("to pe ", dst_pe, " msg ", message_id));
+  log->AddOp(std::move(rec));
+}
+
 void KernelRuntime::IssueStats(uint32_t pe, SimTime cost) {
   pb::UnitStats& s = sim_->context().stats.At(CpuOf(pe).unit);
   s.set_ops(s.ops() + 1);
@@ -755,6 +783,7 @@ bool KernelRuntime::TryIssue(Instance& inst) {
       send->set_bytes(inv.payload.bytes());
       *send->mutable_payload() = inv.payload.ref();
       engine.Send(cpu.unit, issue - now, queue, std::shared_ptr<const pb::IpcqSend>(send));
+      RecordSend(inst, "send_ipcq", id, dst, inv.payload.bytes(), issue);
       if (!blocks) return true;
       inst.waiting_send = true;
       inst.waiting_message = id;
@@ -775,6 +804,7 @@ bool KernelRuntime::TryIssue(Instance& inst) {
     *send->mutable_payload() = inv.payload.ref();
     engine.Send(cpu.unit, issue - now, index().NocRouterUnit(index().PeOf(inst.pe).cube_id()).value(),
                 std::shared_ptr<const pb::NocSend>(send));
+    RecordSend(inst, "send_noc", id, peer.pe(), inv.payload.bytes(), issue);
     return true;
   }
 
@@ -846,6 +876,20 @@ void KernelRuntime::PumpChannel(uint32_t pe, const std::string& key) {
       payloads_.erase(it);
     }
     const uint64_t handle = recv.handle;
+    if (observe::OpLog* log = sim_->context().op_log) {
+      pb::OpRecord rec;
+      rec.set_unit(cpu.unit);
+      rec.set_unit_name(sim_->context().Name(cpu.unit));
+      rec.set_op(msg.queue != 0 ? "recv_ipcq" : "recv_noc");
+      rec.set_cmd_id(handle);
+      rec.set_issue_ps(recv.posted.value());
+      rec.set_start_ps(std::min(recv.posted, end).value());
+      rec.set_end_ps(end.value());
+      rec.set_bytes_read(recv.dst.bytes());
+      rec.set_request_id(recv.inst->request_id);
+      rec.set_label(absl::StrCat("from pe ", msg.src_pe, " msg ", msg.message_id));
+      log->AddOp(std::move(rec));
+    }
     ch.messages.pop_front();
     ch.recvs.pop_front();
     Complete(pe, handle, end);

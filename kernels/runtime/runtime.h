@@ -194,6 +194,9 @@ class KernelRuntime {
   std::string ChannelKey(uint32_t pe, const Peer& from) const;
   void PumpChannel(uint32_t pe, const std::string& key);
   void IssueStats(uint32_t pe, SimTime cost);
+  // Op log: an IssueRecord (for replay) and an OpRecord "send_ipcq"/"send_noc" on the CPU unit.
+  void RecordSend(const Instance& inst, const std::string& op, uint64_t message_id,
+                  uint32_t dst_pe, uint64_t bytes, SimTime issue);
   std::string Describe(const Instance& inst) const;
 
   sim::ChipSim* sim_;
