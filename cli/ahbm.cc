@@ -1,9 +1,12 @@
 // `ahbm`: the ahbmsim command line (DESIGN §6).
 //   ahbm validate [--topology=F]   check a topology and print its one-screen summary
 //   ahbm stream [--topology=F] ... run an injected command stream (no kernels) and report
+//   ahbm run [--topology=F] [--workload=W] [--<workload field>=V ...] ...
+//                                  run a workload's kernels (kernels/launch) and report
 //   ahbm help [command]
-// Exit codes: 0 success, 2 bad input (one line naming the field and the reason),
-// 3 kernel deadlock (once kernels exist), 1 anything else.
+// Exit codes: 0 success, 2 bad input (InvalidArgument / NotFound: one line naming the field or
+// file and the reason), 3 kernel deadlock (FailedPrecondition "deadlock: ..." naming each
+// waiting PE), 1 anything else.
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -21,6 +24,9 @@
 #include "actors/observe/chrome_trace.h"
 #include "actors/observe/report.h"
 #include "cli/flags.h"
+#include "kernels/launch/launch.h"
+#include "kernels/launch/workload_io.h"
+#include "topology/ids.h"
 #include "topology/loader.h"
 #include "topology/summary.h"
 
@@ -29,6 +35,8 @@ namespace {
 
 constexpr int kExitOk = 0;
 constexpr int kExitBadInput = 2;
+constexpr int kExitDeadlock = 3;
+constexpr int kExitOther = 1;
 constexpr char kDefaultTopology[] = "topology/chip_4sip.textproto";
 
 struct Command {
@@ -74,6 +82,29 @@ absl::Status WriteFile(const std::string& flag, const std::string& path,
   out << contents;
   out.close();
   if (!out) return absl::InvalidArgumentError(absl::StrCat("--", flag, ": cannot write ", path));
+  return absl::OkStatus();
+}
+
+// --chrome_trace, --report_json, --report_csv: the files a run writes besides its op log.
+absl::Status WriteRunFiles(const ParsedFlags& flags, const topology::ChipIndex& index,
+                           const pb::Report& report, const std::vector<pb::TraceRecord>& records) {
+  if (const auto file = flags.Get("chrome_trace")) {
+    const std::string json = observe::ChromeTraceJson(records, [&](uint32_t pe) {
+      const std::string cpu = index.Name(index.PeUnit(topology::UnitKind::kPeCpu, index.PeOf(pe)));
+      return cpu.substr(0, cpu.rfind('.'));
+    });
+    if (absl::Status s = WriteFile("chrome_trace", *file, json); !s.ok()) return s;
+  }
+  if (const auto file = flags.Get("report_json")) {
+    if (absl::Status s = WriteFile("report_json", *file, observe::ReportToJson(report)); !s.ok()) {
+      return s;
+    }
+  }
+  if (const auto file = flags.Get("report_csv")) {
+    if (absl::Status s = WriteFile("report_csv", *file, observe::ReportToCsv(report)); !s.ok()) {
+      return s;
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -145,29 +176,63 @@ absl::Status RunStream(const ParsedFlags& flags) {
   }
   const pb::Report report = sim.BuildReport();
   std::fputs(observe::FormatReportTable(report).c_str(), stdout);
-  if (const auto file = flags.Get("chrome_trace")) {
-    if (absl::Status s = WriteFile("chrome_trace", *file,
-                                   observe::ChromeTraceJson(sim.op_log().records(), [&](uint32_t pe) {
-                                     const std::string cpu = sim.context().index.Name(
-                                         sim.context().index.PeUnit(topology::UnitKind::kPeCpu,
-                                                                    sim.context().index.PeOf(pe)));
-                                     return cpu.substr(0, cpu.rfind('.'));
-                                   }));
-        !s.ok()) {
-      return s;
+  return WriteRunFiles(flags, sim.context().index, report, sim.op_log().records());
+}
+
+// ahbm run: the workload from --workload (protobuf text format), overridden field by field by
+// flags of the same name; runs it (launch::RunWorkload) and prints the report table. The
+// report files are written even when the kernels fail (a deadlock's trace is the useful one).
+absl::Status RunRun(const ParsedFlags& flags) {
+  const std::string path = flags.GetOr("topology", kDefaultTopology);
+  absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile(path);
+  if (!chip.ok()) return chip.status();
+  pb::Workload workload;
+  if (const auto file = flags.Get("workload")) {
+    absl::StatusOr<pb::Workload> loaded = launch::LoadWorkloadFile(*file);
+    if (!loaded.ok()) return loaded.status();
+    workload = *std::move(loaded);
+  }
+  for (const launch::WorkloadField& field : launch::WorkloadFields()) {
+    const auto value = flags.Get(field.name);
+    if (!value) continue;
+    if (absl::Status s = launch::SetWorkloadField(workload, field.name, *value); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--", std::string(s.message())));
     }
   }
-  if (const auto file = flags.Get("report_json")) {
-    if (absl::Status s = WriteFile("report_json", *file, observe::ReportToJson(report)); !s.ok()) {
-      return s;
-    }
+  ASSIGN_OR_RETURN_FLAG(per_tile_detail, BoolFlag(flags, "per_tile_detail"));
+  launch::LaunchOptions options;
+  options.inputs_dir = flags.GetOr("inputs_dir", "");
+  options.outputs_dir = flags.GetOr("outputs_dir", "");
+  options.trace_path = flags.GetOr("trace", "");
+  options.per_tile_detail = per_tile_detail;
+  absl::StatusOr<launch::LaunchResult> result = launch::RunWorkload(*chip, workload, options);
+  if (!result.ok()) return result.status();
+  if (absl::Status s =
+          WriteRunFiles(flags, topology::ChipIndex(*chip), result->report, result->op_log);
+      !s.ok()) {
+    return s;
   }
-  if (const auto file = flags.Get("report_csv")) {
-    if (absl::Status s = WriteFile("report_csv", *file, observe::ReportToCsv(report)); !s.ok()) {
-      return s;
-    }
-  }
+  if (!result->runtime_status.ok()) return result->runtime_status;
+  std::fputs(observe::FormatReportTable(result->report).c_str(), stdout);
   return absl::OkStatus();
+}
+
+std::vector<FlagSpec> RunFlags() {
+  std::vector<FlagSpec> flags = {
+      {"topology", "chip config, protobuf text format (ahbm.pb.Chip)", kDefaultTopology},
+      {"workload", "workload, protobuf text format (ahbm.pb.Workload); flags below override it",
+       ""},
+      {"inputs_dir", "data mode: read the inputs' .npy files here (default: from seed)", ""},
+      {"outputs_dir", "data mode: write the outputs' .npy files here", ""},
+      {"per_tile_detail", "op log: one record per tile op as well", "false"},
+      {"trace", "write the op log here (length-delimited ahbm.pb.TraceRecord)", ""},
+      {"chrome_trace", "write a Chrome trace / Perfetto JSON here", ""},
+      {"report_json", "write the report as JSON here", ""},
+      {"report_csv", "write the per-unit stats as CSV here", ""}};
+  for (const launch::WorkloadField& field : launch::WorkloadFields()) {
+    flags.push_back({field.name, field.help, ""});
+  }
+  return flags;
 }
 
 const std::vector<Command>& Commands() {
@@ -193,6 +258,9 @@ const std::vector<Command>& Commands() {
         {"report_json", "write the report as JSON here", ""},
         {"report_csv", "write the per-unit stats as CSV here", ""}},
        RunStream},
+      {"run",
+       "run a workload's kernels (so far the SELFTEST_* kernels) and print the report",
+       RunFlags(), RunRun},
   };
   return commands;
 }
@@ -245,8 +313,11 @@ int Main(int argc, char** argv) {
   absl::StatusOr<ParsedFlags> flags = ParseFlags(name, command->flags, args);
   absl::Status status = flags.ok() ? command->run(*flags) : flags.status();
   if (status.ok()) return kExitOk;
-  std::fprintf(stderr, "ahbm %s: %s\n", name.c_str(), std::string(status.message()).c_str());
-  return absl::IsInvalidArgument(status) || absl::IsNotFound(status) ? kExitBadInput : 1;
+  const std::string message(status.message());
+  std::fprintf(stderr, "ahbm %s: %s\n", name.c_str(), message.c_str());
+  if (absl::IsInvalidArgument(status) || absl::IsNotFound(status)) return kExitBadInput;
+  if (absl::IsFailedPrecondition(status) && message.starts_with("deadlock")) return kExitDeadlock;
+  return kExitOther;
 }
 
 }  // namespace

@@ -72,6 +72,87 @@ expect_one_line_error "issue_cost_profile: the chip has no profile named 'fast'"
   stream --topology=$small --profile=fast
 expect_one_line_error 'composite cmd 2: operand a: TCM range .* \(TCM overflow\)' stream --topology=$small --k=1000000000
 
+# run: the self-test kernels (kernels/selftest) through a workload file and/or flags.
+# write_npy <file> <shape, e.g. "2, 4"> <element count> <one float32 as printf escapes>: every
+# element the same value ('<f4', C order, format 1.0, header padded to 64 bytes).
+write_npy() {
+  local file=$1 shape=$2 count=$3 value=$4
+  local dict="{'descr': '<f4', 'fortran_order': False, 'shape': ($shape), }"
+  local hlen=$(((10 + ${#dict} + 1 + 63) / 64 * 64 - 10))
+  {
+    printf '\x93NUMPY\x01\x00'
+    printf "\\x$(printf %02x $((hlen & 255)))\\x$(printf %02x $((hlen >> 8)))"
+    printf '%s%*s\n' "$dict" $((hlen - ${#dict} - 1)) ''
+    for ((i = 0; i < count; i++)); do printf "$value"; done
+  } >"$file"
+}
+# The float32 elements of a .npy file, one per line.
+read_npy() {
+  local hlen
+  hlen=$(od -A n -t u2 -j 8 -N 2 "$1" | tr -d ' ')
+  od -A n -v -t f4 -j $((10 + hlen)) "$1" | tr -s ' ' '\n' | sed '/^$/d'
+}
+one='\x00\x00\x80\x3f'   # 1.0
+half='\x00\x00\x00\x3f'  # 0.5
+mkdir -p "$tmp/in" "$tmp/out" "$tmp/bad" "$tmp/empty"
+write_npy "$tmp/in/a.npy" "2, 4" 8 "$one"
+write_npy "$tmp/in/b.npy" "4, 3" 12 "$half"
+expect 0 "selftest_gemm: out \[2, 3\] = A \[2, 4\]" run --topology=$small --kernel=selftest_gemm \
+  --gemm_m=2 --gemm_k=4 --gemm_n=3 --data --inputs_dir="$tmp/in" --outputs_dir="$tmp/out"
+got=$(read_npy "$tmp/out/o.npy" | sort -u)
+[[ "$got" == "2" ]] || fail "gemm o.npy holds '$got', want every element 4 * 1.0 * 0.5 = 2"
+[[ $(read_npy "$tmp/out/o.npy" | wc -l) -eq 6 ]] || fail "gemm o.npy does not hold 2 x 3 elements"
+expect 0 "binding sip0.cube0.pe0" run --topology=$small --workload=kernels/selftest/gemm.textproto
+expect 0 "A \[8, 64\]" run --topology=$small --workload=kernels/selftest/gemm.textproto \
+  --gemm_k=64 --data=false
+expect 0 "selftest_allreduce: ring all-reduce of 512 fp32 over IPCQ, 8 PEs of CUBE 5" \
+  run --topology=topology/chip_2sip.textproto --kernel=SELFTEST_ALLREDUCE --vector_len=512 --cube=5
+for i in 1 2; do
+  "$ahbm" run --topology=$small --kernel=selftest_allreduce --vector_len=4096 --data \
+    --trace="$tmp/run_op$i.pb" --report_json="$tmp/run_report$i.json" >/dev/null ||
+    fail "allreduce run $i exited $?"
+done
+cmp -s "$tmp/run_op1.pb" "$tmp/run_op2.pb" || fail "run op logs differ between two runs"
+[[ -s "$tmp/run_op1.pb" ]] || fail "run wrote an empty op log"
+
+# The deadlock demo exits 3 within seconds, naming every waiting PE.
+out=$(timeout 30 "$ahbm" run --topology=$small --kernel=selftest_deadlock --cube=2 \
+  --chrome_trace="$tmp/deadlock.json" 2>"$tmp/err")
+rc=$?
+[[ $rc -eq 3 ]] || fail "deadlock run exited $rc, want 3: $(cat "$tmp/err")"
+[[ -z "$out" ]] || fail "deadlock run wrote to stdout: $out"
+[[ $(wc -l <"$tmp/err") -eq 1 ]] || fail "deadlock error is not one line: $(cat "$tmp/err")"
+for pe in 0 1 2 3; do
+  grep -q "deadlock: .*pe [0-9]* (sip0.cube2.pe$pe)" "$tmp/err" ||
+    fail "deadlock error lacks pe $pe: $(cat "$tmp/err")"
+done
+grep -q '"traceEvents"' "$tmp/deadlock.json" || fail "deadlock run wrote no chrome trace"
+
+# Bad input: one line naming the file or the flag.
+expect_one_line_error "$tmp/empty/a.npy: no such file" run --topology=$small \
+  --workload=kernels/selftest/gemm.textproto --inputs_dir="$tmp/empty"
+write_npy "$tmp/bad/a.npy" "8, 128" 1024 "$one"
+write_npy "$tmp/bad/b.npy" "128, 255" 32640 "$one"
+expect_one_line_error "$tmp/bad/b.npy: shape \[128, 255\] does not match .*\[128, 256\]" run \
+  --topology=$small --workload=kernels/selftest/gemm.textproto --inputs_dir="$tmp/bad"
+expect_one_line_error "--gemm_m: must be an integer .*\(got 'x'\)" run --topology=$small \
+  --kernel=selftest_gemm --gemm_m=x
+expect_one_line_error "--kernel: unknown value; one of .*SELFTEST_GEMM.* \(got 'gemm'\)" \
+  run --topology=$small --kernel=gemm
+expect_one_line_error "--data: must be true or false \(got 'yes'\)" run --topology=$small --data=yes
+expect_one_line_error 'gemm_n must be > 0 \(got 0\)' run --topology=$small \
+  --workload=kernels/selftest/gemm.textproto --gemm_n=0
+expect_one_line_error "cube: 99 is outside the chip's 8 CUBEs" run --topology=$small \
+  --kernel=selftest_deadlock --cube=99
+expect_one_line_error 'kernel: DECODE is not implemented yet' run --topology=$small --kernel=decode
+expect_one_line_error 'h_q: not used by SELFTEST_GEMM \(got 64\)' run --topology=$small \
+  --workload=kernels/selftest/gemm.textproto --h_q=64
+{ cat kernels/selftest/gemm.textproto; echo 'bogus_field: 1'; } >"$tmp/unknown_workload.textproto"
+expect_one_line_error 'unknown_workload\.textproto:[0-9]+:[0-9]+: .*bogus_field' \
+  run --topology=$small --workload="$tmp/unknown_workload.textproto"
+expect_one_line_error 'cannot read workload file "no/such/workload.textproto"' \
+  run --topology=$small --workload=no/such/workload.textproto
+
 if [[ $failures -ne 0 ]]; then
   echo "$failures check(s) failed"
   exit 1

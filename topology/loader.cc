@@ -1,83 +1,15 @@
 #include "topology/loader.h"
 
-#include <cerrno>
-#include <cstdio>
 #include <limits>
-#include <memory>
-#include <optional>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "google/protobuf/io/tokenizer.h"
-#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
-#include "google/protobuf/text_format.h"
+#include "base/text_proto.h"
 #include "topology/validate.h"
 
 namespace ahbm::topology {
-namespace {
-
-// What follows an error position on 0-based `line` of `text`: ` (source line: <the line,
-// trimmed and cut to 80 characters>)`, ` (at end of input)` when nothing but blanks is left, or
-// nothing when the line itself is blank.
-std::string SourceContext(std::string_view text, int line) {
-  constexpr std::string_view kBlanks = " \t\r\n";
-  size_t start = 0;
-  for (int i = 0; i < line && start != std::string_view::npos; ++i) {
-    start = text.find('\n', start);
-    if (start != std::string_view::npos) ++start;
-  }
-  if (start == std::string_view::npos ||
-      text.find_first_not_of(kBlanks, start) == std::string_view::npos) {
-    return " (at end of input)";
-  }
-  std::string_view source = text.substr(start, text.find('\n', start) - start);
-  const size_t first = source.find_first_not_of(kBlanks);
-  if (first == std::string_view::npos) return "";
-  source = source.substr(first, source.find_last_not_of(kBlanks) + 1 - first);
-  constexpr size_t kMaxChars = 80;
-  const bool cut = source.size() > kMaxChars;
-  return absl::StrCat(" (source line: ", std::string(source.substr(0, kMaxChars)),
-                      cut ? "...)" : ")");
-}
-
-// Keeps the first error the text-format parser reports, as
-// `<source>:<line>:<col>: <message> (source line: <the line's text>)`.
-class FirstErrorCollector : public google::protobuf::io::ErrorCollector {
- public:
-  FirstErrorCollector(std::string source_name, std::string_view text)
-      : source_name_(std::move(source_name)), text_(text) {}
-
-  void AddError(int line, google::protobuf::io::ColumnNumber column,
-                const std::string& message) override {
-    if (first_error_.has_value()) return;
-    // The parser reports 0-based positions, or -1 when an error has no position.
-    if (line < 0) {
-      first_error_ = absl::StrCat(source_name_, ": ", message);
-      return;
-    }
-    // Protobuf's message may end in a blank (e.g. "got: " followed by an empty token).
-    const size_t end = message.find_last_not_of(' ') + 1;
-    first_error_ = absl::StrCat(source_name_, ":", line + 1, ":", column + 1, ": ",
-                                message.substr(0, end), SourceContext(text_, line));
-  }
-
-  const std::optional<std::string>& first_error() const { return first_error_; }
-
- private:
-  std::string source_name_;
-  std::string_view text_;
-  std::optional<std::string> first_error_;
-};
-
-absl::Status CannotRead(const std::string& path, int error) {
-  return absl::NotFoundError(absl::StrCat("cannot read topology file \"", path,
-                                          "\": ", std::generic_category().message(error)));
-}
-
-}  // namespace
 
 absl::StatusOr<pb::Chip> ParseTopologyText(std::string_view text, std::string_view source_name) {
   // Debian's Abseil has its own absl::string_view, which StrCat takes; std::string bridges.
@@ -86,17 +18,8 @@ absl::StatusOr<pb::Chip> ParseTopologyText(std::string_view text, std::string_vi
     return absl::InvalidArgumentError(
         absl::StrCat(source, ": too large for a topology (", text.size(), " bytes)"));
   }
-  FirstErrorCollector errors(source, text);
-  google::protobuf::TextFormat::Parser parser;
-  parser.RecordErrorsTo(&errors);
-  parser.AllowUnknownField(/*allow=*/false);
-  parser.AllowUnknownExtension(/*allow=*/false);
-  google::protobuf::io::ArrayInputStream input(text.data(), static_cast<int>(text.size()));
   pb::Chip chip;
-  if (!parser.Parse(&input, &chip)) {
-    return absl::InvalidArgumentError(
-        errors.first_error().value_or(absl::StrCat(source, ": cannot parse ahbm.pb.Chip")));
-  }
+  if (absl::Status status = ParseTextProto(text, source, &chip); !status.ok()) return status;
   if (absl::Status status = Validate(chip); !status.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(source, ": ", status.message()));
   }
@@ -104,18 +27,9 @@ absl::StatusOr<pb::Chip> ParseTopologyText(std::string_view text, std::string_vi
 }
 
 absl::StatusOr<pb::Chip> LoadTopologyFile(const std::string& path) {
-  const std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"),
-                                                             &std::fclose);
-  if (file == nullptr) return CannotRead(path, errno);
-  std::string contents;
-  char buffer[1 << 16];
-  size_t read = 0;
-  while ((read = std::fread(buffer, 1, sizeof(buffer), file.get())) > 0) {
-    contents.append(buffer, read);
-  }
-  // fopen() succeeds on a directory; the read then fails (EISDIR).
-  if (std::ferror(file.get())) return CannotRead(path, errno);
-  return ParseTopologyText(contents, path);
+  absl::StatusOr<std::string> contents = ReadTextFile(path, "topology file");
+  if (!contents.ok()) return contents.status();
+  return ParseTopologyText(*contents, path);
 }
 
 }  // namespace ahbm::topology

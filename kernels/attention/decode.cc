@@ -1,5 +1,7 @@
 #include "kernels/attention/decode.h"
 
+#include "kernels/attention/lse_merge.h"
+
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -133,7 +135,7 @@ Task<void> SweepOpt2(Tl& tl, const DecodeShape& s, const RankPlan& p, const Tens
   co_await tl.WaitAll();  // acc is updated asynchronously: drain before the reduce
 }
 
-// The log-sum-exp merge (§4) of a child's (m, l, O), received in that order.
+// Receives a child's (m, l, O), in that order, and merges it (§4).
 Task<void> MergeFrom(Tl& tl, const DecodeShape& s, const Peer& child, Tensor& m, Tensor& l,
                      Tensor& o) {
   const std::vector<uint64_t> col = {s.rows, 1};
@@ -141,18 +143,7 @@ Task<void> MergeFrom(Tl& tl, const DecodeShape& s, const Peer& child, Tensor& m,
   Tensor mb = co_await tl.Recv(child, col);
   Tensor lb = co_await tl.Recv(child, col);
   Tensor ob = co_await tl.Recv(child, full);
-  Tensor mm = co_await tl.Maximum(m, mb);
-  Tensor da = co_await tl.Sub(m, mm);
-  Tensor sa = co_await tl.Exp(da);
-  Tensor db = co_await tl.Sub(mb, mm);
-  Tensor sb = co_await tl.Exp(db);
-  co_await tl.Mul(l, sa, l);
-  Tensor lbs = co_await tl.Mul(lb, sb);
-  co_await tl.Add(l, lbs, l);
-  co_await tl.Mul(o, sa, o);
-  Tensor obs = co_await tl.Mul(ob, sb);
-  co_await tl.Add(o, obs, o);
-  m = mm;
+  co_await LseMerge(tl, m, l, o, mb, lb, ob);
 }
 
 Task<void> SendTriplet(Tl& tl, const Peer& to, const Tensor& m, const Tensor& l, const Tensor& o) {

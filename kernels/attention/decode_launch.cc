@@ -243,7 +243,7 @@ absl::StatusOr<std::vector<float>> GatherDecodeOutput(const MemoryStore& store,
                                                       const DecodeLaunch& launch, uint32_t user) {
   const uint32_t g = launch.g;
   std::vector<float> o(uint64_t{cfg.h_q} * cfg.t_q * cfg.d);
-  for (uint32_t h = 0; h < cfg.h_kv; ++h) {
+  for (uint32_t h = 0; h < launch.outputs.at(user).size(); ++h) {
     const DecodeLaunch::Output& out = launch.outputs.at(user).at(h);
     pb::TensorRef ref;
     ref.set_space(pb::HBM);

@@ -822,8 +822,21 @@ bool KernelRuntime::TryIssue(Instance& inst) {
   PumpChannel(inst.pe, key);
   if (!inv.blocking || cpu.done.contains(inv.cmd_id)) return true;
   inst.blocked = keep;
-  Wait(inst, inv.cmd_id, absl::StrCat("recv ", inv.cmd_id, " from ", key), issue, true);
+  Wait(inst, inv.cmd_id, absl::StrCat("recv ", inv.cmd_id, " from ", DescribePeer(inst.pe, *inv.peer)),
+       issue, true);
   return false;
+}
+
+std::string KernelRuntime::DescribePeer(uint32_t pe, const Peer& peer) const {
+  if (peer.kind() == Peer::Kind::kIpcq) {
+    const topology::PeId me = index().PeOf(pe);
+    const std::optional<uint32_t> n = index().pe_mesh().Neighbour(me.pe, peer.dir());
+    if (!n) return absl::StrCat("no neighbour to the ", topology::DirName(peer.dir()));
+    const topology::PeId src{me.sip, me.cube, *n};
+    return absl::StrCat(PeName(index().GlobalPe(src)), " over IPCQ queue ",
+                        index().Name(index().IpcqUnit(src, topology::Opposite(peer.dir()))));
+  }
+  return absl::StrCat(PeName(peer.pe()), " over the NOC");
 }
 
 std::string KernelRuntime::ChannelKey(uint32_t pe, const Peer& from) const {

@@ -192,6 +192,8 @@ class KernelRuntime {
   void Resume(Instance& inst);
   void Finish(Instance& inst);
   std::string ChannelKey(uint32_t pe, const Peer& from) const;
+  // "pe 1 (sip0.cube0.pe1) over IPCQ queue sip0.cube0.pe1.ipcq.W", "pe 9 (...) over the NOC".
+  std::string DescribePeer(uint32_t pe, const Peer& peer) const;
   void PumpChannel(uint32_t pe, const std::string& key);
   void IssueStats(uint32_t pe, SimTime cost);
   // Op log: an IssueRecord (for replay) and an OpRecord "send_ipcq"/"send_noc" on the CPU unit.

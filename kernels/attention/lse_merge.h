@@ -1,0 +1,19 @@
+// The log-sum-exp merge of two partial attentions (ADR-0060 rev2 §4):
+//   m = maximum(m_a, m_b); s_a = exp(m_a - m); s_b = exp(m_b - m)
+//   l = l_a·s_a + l_b·s_b;  O = O_a·s_a + O_b·s_b
+// shared by the decode reduce-to-root and the baseline fan-out.
+#ifndef AHBMSIM_KERNELS_ATTENTION_LSE_MERGE_H_
+#define AHBMSIM_KERNELS_ATTENTION_LSE_MERGE_H_
+
+#include "kernels/runtime/task.h"
+#include "kernels/runtime/tl.h"
+
+namespace ahbm::kernels {
+
+// Merges (mb, lb, ob) into (m, l, o): l and o in place, m replaced by the new maximum.
+Task<void> LseMerge(Tl& tl, Tensor& m, Tensor& l, Tensor& o, const Tensor& mb, const Tensor& lb,
+                    const Tensor& ob);
+
+}  // namespace ahbm::kernels
+
+#endif  // AHBMSIM_KERNELS_ATTENTION_LSE_MERGE_H_

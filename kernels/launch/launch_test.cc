@@ -1,0 +1,380 @@
+// RunWorkload (launch.h): the self-test kernels end to end — data mode against C++ references
+// from the same inputs, timing mode against data mode, the deadlock report, and every
+// validation error.
+#include "kernels/launch/launch.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "actors/observe/op_log.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/host/npy.h"
+#include "kernels/memory/memory_store.h"
+#include "proto/trace.pb.h"
+#include "topology/loader.h"
+
+namespace ahbm::launch {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::StartsWith;
+
+pb::Chip LoadChip(const std::string& name) {
+  absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile("topology/" + name + ".textproto");
+  EXPECT_TRUE(chip.ok()) << chip.status();
+  return *chip;
+}
+
+// A fresh directory under TEST_TMPDIR.
+std::string TmpDir(const std::string& name) {
+  const char* root = std::getenv("TEST_TMPDIR");
+  const std::filesystem::path dir = std::filesystem::path(root ? root : "/tmp") / name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+
+std::vector<float> Random(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);  // not bf16-representable: the store rounds
+  return v;
+}
+
+void WriteNpyOrDie(const std::string& path, const std::vector<uint64_t>& shape,
+                   const std::vector<float>& data) {
+  ASSERT_TRUE(host::WriteNpy(path, shape, data).ok()) << path;
+}
+
+pb::Workload Gemm(uint32_t m, uint32_t k, uint32_t n, uint32_t cube = 0, bool data = true) {
+  pb::Workload w;
+  w.set_kernel(pb::SELFTEST_GEMM);
+  w.set_gemm_m(m);
+  w.set_gemm_k(k);
+  w.set_gemm_n(n);
+  w.set_cube(cube);
+  w.set_data(data);
+  return w;
+}
+
+pb::Workload AllReduce(uint32_t len, uint32_t cube = 0, bool data = true) {
+  pb::Workload w;
+  w.set_kernel(pb::SELFTEST_ALLREDUCE);
+  w.set_vector_len(len);
+  w.set_cube(cube);
+  w.set_data(data);
+  return w;
+}
+
+// out = round_bf16(a) · round_bf16(b), accumulated in double.
+std::vector<double> GemmReference(const std::vector<float>& a, const std::vector<float>& b,
+                                  uint64_t m, uint64_t k, uint64_t n) {
+  std::vector<double> out(m * n, 0.0);
+  for (uint64_t i = 0; i < m; ++i) {
+    for (uint64_t t = 0; t < k; ++t) {
+      const double x = kernels::RoundToBf16(a[i * k + t]);
+      for (uint64_t j = 0; j < n; ++j) out[i * n + j] += x * kernels::RoundToBf16(b[t * n + j]);
+    }
+  }
+  return out;
+}
+
+std::string SerializedLog(const LaunchResult& r) {
+  std::string out;
+  for (const pb::TraceRecord& record : r.op_log) out += record.SerializeAsString();
+  return out;
+}
+
+TEST(RunWorkload, SelftestGemmDataModeMatchesTheReference) {
+  const pb::Chip chip = LoadChip("small");
+  const uint64_t m = 16, k = 96, n = 200;
+  const std::string in = TmpDir("gemm_in"), out = TmpDir("gemm_out");
+  const std::vector<float> a = Random(m * k, 1), b = Random(k * n, 2);
+  WriteNpyOrDie(in + "/a.npy", {m, k}, a);
+  WriteNpyOrDie(in + "/b.npy", {k, n}, b);
+  LaunchOptions options;
+  options.inputs_dir = in;
+  options.outputs_dir = out;
+  absl::StatusOr<LaunchResult> r = RunWorkload(chip, Gemm(m, k, n, /*cube=*/5), options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->runtime_status.ok()) << r->runtime_status;
+  absl::StatusOr<host::NpyArray> o = host::ReadNpy(out + "/o.npy");
+  ASSERT_TRUE(o.ok()) << o.status();
+  ASSERT_EQ(o->shape, (std::vector<uint64_t>{m, n}));
+  EXPECT_EQ(o->data, r->outputs.at("o").data);
+  const std::vector<double> want = GemmReference(a, b, m, k, n);
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(o->data[i], want[i], 1e-3) << i;
+  // It ran on CUBE 5's PE 0: that PE's GEMM engine did the work.
+  bool gemm = false;
+  for (const pb::UnitStats& u : r->report.units()) {
+    gemm = gemm || (u.unit_name() == "sip0.cube5.pe0.gemm" && u.flops() == 2 * m * k * n);
+  }
+  EXPECT_TRUE(gemm);
+  EXPECT_THAT(r->report.workload_summary(), HasSubstr("selftest_gemm"));
+}
+
+TEST(RunWorkload, SelftestGemmInputsFromTheSeedAreDeterministic) {
+  const pb::Chip chip = LoadChip("small");
+  pb::Workload w = Gemm(8, 128, 256);
+  w.set_seed(7);
+  absl::StatusOr<LaunchResult> r1 = RunWorkload(chip, w, {});
+  absl::StatusOr<LaunchResult> r2 = RunWorkload(chip, w, {});
+  w.set_seed(8);
+  absl::StatusOr<LaunchResult> r3 = RunWorkload(chip, w, {});
+  ASSERT_TRUE(r1.ok() && r2.ok() && r3.ok());
+  EXPECT_EQ(r1->outputs.at("o").data, r2->outputs.at("o").data);
+  EXPECT_NE(r1->outputs.at("o").data, r3->outputs.at("o").data);
+  // The inputs the kernel saw: in [-1, 1], already bf16; the output is their product.
+  const std::vector<float>& a = r1->inputs.at("a").data;
+  const std::vector<float>& b = r1->inputs.at("b").data;
+  for (float x : a) {
+    EXPECT_LE(std::abs(x), 1.0f);
+    EXPECT_EQ(x, kernels::RoundToBf16(x));
+  }
+  const std::vector<double> want = GemmReference(a, b, 8, 128, 256);
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(r1->outputs.at("o").data[i], want[i], 1e-3);
+}
+
+// Ring all-reduce over IPCQ: a 2x2 PE mesh (small) and a 2x4 one (chip_2sip); a vector larger
+// than an IPCQ queue streams through because every receive is posted before the send.
+class AllReduceTest : public ::testing::TestWithParam<std::tuple<std::string, uint32_t>> {};
+
+TEST_P(AllReduceTest, EveryPeEndsWithTheSum) {
+  const auto& [topology, len] = GetParam();
+  const pb::Chip chip = LoadChip(topology);
+  const uint64_t p = chip.sip().cube().pes();
+  const std::string in = TmpDir("allreduce_in_" + topology);
+  const std::string out = TmpDir("allreduce_out_" + topology);
+  const std::vector<float> x = Random(p * len, 3);
+  WriteNpyOrDie(in + "/x.npy", {p, len}, x);
+  LaunchOptions options;
+  options.inputs_dir = in;
+  options.outputs_dir = out;
+  absl::StatusOr<LaunchResult> r = RunWorkload(chip, AllReduce(len, /*cube=*/1), options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->runtime_status.ok()) << r->runtime_status;
+  absl::StatusOr<host::NpyArray> o = host::ReadNpy(out + "/o.npy");
+  ASSERT_TRUE(o.ok()) << o.status();
+  ASSERT_EQ(o->shape, (std::vector<uint64_t>{p, len}));
+  for (uint64_t i = 0; i < len; ++i) {
+    double sum = 0;
+    for (uint64_t row = 0; row < p; ++row) sum += x[row * len + i];
+    for (uint64_t row = 0; row < p; ++row) {
+      ASSERT_NEAR(o->data[row * len + i], sum, 1e-5 * p) << "pe " << row << " element " << i;
+    }
+  }
+  // The ring uses one IPCQ queue per PE, each carrying P - 1 messages of the vector.
+  int queues = 0;
+  for (const pb::UnitStats& u : r->report.units()) {
+    if (u.kind() != "ipcq") continue;
+    ++queues;
+    EXPECT_EQ(u.ops(), p - 1) << u.unit_name();
+    EXPECT_EQ(u.bytes_written(), (p - 1) * len * 4) << u.unit_name();
+  }
+  EXPECT_EQ(queues, static_cast<int>(p));
+}
+
+INSTANTIATE_TEST_SUITE_P(Meshes, AllReduceTest,
+                         ::testing::Values(std::make_tuple("small", 1000u),
+                                           std::make_tuple("chip_2sip", 1000u),
+                                           std::make_tuple("small", 100000u)));
+
+TEST(RunWorkload, TimingModeAndDataModeGiveIdenticalOpLogs) {
+  const pb::Chip chip = LoadChip("chip_2sip");
+  for (pb::Workload w : {Gemm(24, 200, 300, 3), AllReduce(5000, 17)}) {
+    w.set_issue_cost_profile("realistic");
+    std::string logs[2];
+    for (int data = 0; data < 2; ++data) {
+      w.set_data(data == 1);
+      absl::StatusOr<LaunchResult> r = RunWorkload(chip, w, {});
+      ASSERT_TRUE(r.ok()) << r.status();
+      ASSERT_TRUE(r->runtime_status.ok()) << r->runtime_status;
+      EXPECT_EQ(r->outputs.empty(), data == 0);
+      logs[data] = SerializedLog(*r);
+    }
+    EXPECT_FALSE(logs[0].empty());
+    EXPECT_EQ(logs[0], logs[1]) << pb::Kernel_Name(w.kernel());
+  }
+}
+
+TEST(RunWorkload, TraceStreamsTheOpLog) {
+  const pb::Chip chip = LoadChip("small");
+  LaunchOptions options;
+  options.trace_path = TmpDir("trace") + "/op.pb";
+  absl::StatusOr<LaunchResult> r = RunWorkload(chip, AllReduce(256, 0, false), options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  absl::StatusOr<std::vector<pb::TraceRecord>> read = observe::ReadOpLogFile(options.trace_path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_EQ(read->size(), r->op_log.size());
+  for (size_t i = 0; i < read->size(); ++i) {
+    EXPECT_EQ((*read)[i].SerializeAsString(), r->op_log[i].SerializeAsString()) << i;
+  }
+}
+
+TEST(RunWorkload, DeadlockNamesEveryWaitingPe) {
+  for (const std::string topology : {"small", "chip_2sip"}) {
+    const pb::Chip chip = LoadChip(topology);
+    pb::Workload w;
+    w.set_kernel(pb::SELFTEST_DEADLOCK);
+    w.set_cube(2);
+    absl::StatusOr<LaunchResult> r = RunWorkload(chip, w, {});
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_TRUE(absl::IsFailedPrecondition(r->runtime_status)) << r->runtime_status;
+    const std::string message(r->runtime_status.message());
+    EXPECT_THAT(message, AllOf(StartsWith("deadlock"), Not(HasSubstr("\n"))));
+    for (uint32_t p = 0; p < chip.sip().cube().pes(); ++p) {
+      EXPECT_THAT(message, HasSubstr("sip0.cube2.pe" + std::to_string(p) + ")")) << topology;
+    }
+    EXPECT_THAT(message, HasSubstr("recv"));
+    EXPECT_TRUE(r->outputs.empty());
+  }
+}
+
+// Writes a float64 .npy by hand ('<f8': a dtype ReadNpy refuses).
+void WriteF8Npy(const std::string& path) {
+  std::string header = "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 2), }";
+  header.append(128 - 10 - header.size() - 1, ' ');
+  header += '\n';
+  std::ofstream f(path, std::ios::binary);
+  f.write("\x93NUMPY\x01\x00", 8);
+  const char len[2] = {static_cast<char>(header.size()), 0};
+  f.write(len, 2);
+  f << header;
+  f << std::string(4 * 8, '\0');
+}
+
+struct BadCase {
+  std::string name;
+  std::function<void(pb::Workload&, LaunchOptions&)> mutate;
+  absl::StatusCode code;
+  std::string message;  // a substring of the one-line error
+};
+
+TEST(RunWorkload, EveryBadInputIsOneLineNamingTheFieldOrFile) {
+  const pb::Chip chip = LoadChip("small");
+  const std::string dir = TmpDir("bad_inputs");
+  WriteNpyOrDie(dir + "/a.npy", {8, 128}, Random(8 * 128, 4));
+  WriteNpyOrDie(dir + "/b.npy", {128, 255}, Random(128 * 255, 5));  // wrong shape
+  const std::string f8 = TmpDir("f8_inputs");
+  WriteF8Npy(f8 + "/a.npy");
+  const std::string empty = TmpDir("no_inputs");
+  using absl::StatusCode;
+  const std::vector<BadCase> cases = {
+      {"kernel unset", [](pb::Workload& w, LaunchOptions&) { w.clear_kernel(); },
+       StatusCode::kInvalidArgument, "kernel: must be set (implemented: SELFTEST_GEMM"},
+      {"decode", [](pb::Workload& w, LaunchOptions&) { w.set_kernel(pb::DECODE); },
+       StatusCode::kInvalidArgument, "kernel: DECODE is not implemented yet"},
+      {"prefill", [](pb::Workload& w, LaunchOptions&) { w.set_kernel(pb::PREFILL); },
+       StatusCode::kInvalidArgument, "kernel: PREFILL is not implemented yet"},
+      {"unknown kernel number",
+       [](pb::Workload& w, LaunchOptions&) { w.set_kernel(static_cast<pb::Kernel>(99)); },
+       StatusCode::kInvalidArgument, "kernel: unknown value 99"},
+      {"gemm_m", [](pb::Workload& w, LaunchOptions&) { w.set_gemm_m(0); },
+       StatusCode::kInvalidArgument, "gemm_m must be > 0 (got 0)"},
+      {"gemm_k", [](pb::Workload& w, LaunchOptions&) { w.set_gemm_k(0); },
+       StatusCode::kInvalidArgument, "gemm_k must be > 0 (got 0)"},
+      {"gemm_n", [](pb::Workload& w, LaunchOptions&) { w.set_gemm_n(0); },
+       StatusCode::kInvalidArgument, "gemm_n must be > 0 (got 0)"},
+      {"gemm scratch", [](pb::Workload& w, LaunchOptions&) { w.set_gemm_n(1 << 20); },
+       StatusCode::kInvalidArgument,
+       "gemm_m, gemm_k, gemm_n: A [8, 128] bf16 and out [8, 1048576] fp32 do not fit the PE's "
+       "TCM scratch arena (1048576 B)"},
+      {"gemm hbm",
+       [](pb::Workload& w, LaunchOptions&) {
+         w.set_gemm_m(1);
+         w.set_gemm_k(65536);
+         w.set_gemm_n(65536);
+       },
+       StatusCode::kInvalidArgument,
+       "gemm_k, gemm_n: B [65536, 65536] bf16 with A and out does not fit the PE's HBM region "
+       "(4294967296 B)"},
+      {"cube", [](pb::Workload& w, LaunchOptions&) { w.set_cube(99); },
+       StatusCode::kInvalidArgument, "cube: 99 is outside the chip's 8 CUBEs"},
+      {"unused field", [](pb::Workload& w, LaunchOptions&) { w.set_h_q(64); },
+       StatusCode::kInvalidArgument, "h_q: not used by SELFTEST_GEMM (got 64); leave it unset"},
+      {"unused enum", [](pb::Workload& w, LaunchOptions&) { w.set_variant(pb::OPT3); },
+       StatusCode::kInvalidArgument, "variant: not used by SELFTEST_GEMM (got OPT3)"},
+      {"vector_len on gemm", [](pb::Workload& w, LaunchOptions&) { w.set_vector_len(4); },
+       StatusCode::kInvalidArgument, "vector_len: not used by SELFTEST_GEMM"},
+      {"vector_len 0",
+       [](pb::Workload& w, LaunchOptions&) {
+         w = AllReduce(0);
+       },
+       StatusCode::kInvalidArgument, "vector_len must be > 0 (got 0)"},
+      {"vector_len too long", [](pb::Workload& w, LaunchOptions&) { w = AllReduce(300000); },
+       StatusCode::kInvalidArgument, "vector_len: 300000 fp32 elements do not fit the PE's TCM"},
+      {"profile", [](pb::Workload& w, LaunchOptions&) { w.set_issue_cost_profile("fast"); },
+       StatusCode::kInvalidArgument, "issue_cost_profile: the chip has no profile named 'fast'"},
+      {"inputs_dir in timing mode",
+       [&](pb::Workload& w, LaunchOptions& o) {
+         w.set_data(false);
+         o.inputs_dir = dir;
+       },
+       StatusCode::kInvalidArgument, "inputs_dir: needs data mode (the workload's data is false)"},
+      {"outputs_dir in timing mode",
+       [&](pb::Workload& w, LaunchOptions& o) {
+         w.set_data(false);
+         o.outputs_dir = dir;
+       },
+       StatusCode::kInvalidArgument, "outputs_dir: needs data mode"},
+      {"deadlock has no inputs",
+       [&](pb::Workload& w, LaunchOptions& o) {
+         w.Clear();
+         w.set_kernel(pb::SELFTEST_DEADLOCK);
+         w.set_data(true);
+         o.inputs_dir = dir;
+       },
+       StatusCode::kInvalidArgument, "inputs_dir: SELFTEST_DEADLOCK has none"},
+      {"missing npy", [&](pb::Workload&, LaunchOptions& o) { o.inputs_dir = empty; },
+       StatusCode::kNotFound, empty + "/a.npy: no such file"},
+      {"missing x.npy",
+       [&](pb::Workload& w, LaunchOptions& o) {
+         w = AllReduce(16);
+         o.inputs_dir = empty;
+       },
+       StatusCode::kNotFound, empty + "/x.npy: no such file"},
+      {"wrong shape", [&](pb::Workload&, LaunchOptions& o) { o.inputs_dir = dir; },
+       StatusCode::kInvalidArgument,
+       dir + "/b.npy: shape [128, 255] does not match the expected [128, 256]"},
+      {"wrong dtype", [&](pb::Workload&, LaunchOptions& o) { o.inputs_dir = f8; },
+       StatusCode::kInvalidArgument, f8 + "/a.npy: dtype '<f8' is not float32"},
+      {"unwritable trace",
+       [&](pb::Workload&, LaunchOptions& o) { o.trace_path = empty + "/no/such/dir/op.pb"; },
+       StatusCode::kInvalidArgument, "trace: cannot write " + empty + "/no/such/dir/op.pb"},
+  };
+  for (const BadCase& c : cases) {
+    pb::Workload w = Gemm(8, 128, 256);
+    LaunchOptions options;
+    c.mutate(w, options);
+    absl::StatusOr<LaunchResult> r = RunWorkload(chip, w, options);
+    ASSERT_FALSE(r.ok()) << c.name;
+    EXPECT_EQ(r.status().code(), c.code) << c.name << ": " << r.status();
+    const std::string message(r.status().message());
+    EXPECT_THAT(message, HasSubstr(c.message)) << c.name;
+    EXPECT_THAT(message, Not(HasSubstr("\n"))) << c.name;
+  }
+}
+
+TEST(ValidateWorkload, MeshesWithoutAnIpcqRingAreRefused) {
+  pb::Chip chip = LoadChip("small");
+  chip.mutable_sip()->mutable_cube()->set_pes(9);
+  chip.mutable_sip()->mutable_cube()->mutable_pe_mesh()->set_rows(3);
+  chip.mutable_sip()->mutable_cube()->mutable_pe_mesh()->set_cols(3);
+  const absl::Status s = ValidateWorkload(chip, AllReduce(16));
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("the chip's 3x3 PE mesh has none"));
+}
+
+}  // namespace
+}  // namespace ahbm::launch
