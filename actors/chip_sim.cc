@@ -137,7 +137,7 @@ absl::Status ChipSim::Run() {
   return absl::OkStatus();
 }
 
-pb::Report ChipSim::BuildReport() const {
+pb::Report ChipSim::BuildReport(uint64_t comm_critical_path_ps) const {
   const UnitContext& ctx = *ctx_;
   pb::Report report;
   report.set_topology_name(ctx.chip.name());
@@ -199,14 +199,14 @@ pb::Report ChipSim::BuildReport() const {
     use.pe_name = cpu_name.substr(0, cpu_name.rfind('.'));
     use.hbm_bytes = dma ? dma->bytes_read() + dma->bytes_written() : 0;
     use.hbm_bytes_per_ps = channel_bytes_per_ps * ctx.index.channels_per_pe();
-    use.gemm_tile_plan_ps = gemm ? gemm->busy_ps() : 0;
+    use.gemm_tile_plan_ps = gemm ? gemm->work_ps() : 0;
     use.gemm_flops = gemm ? gemm->flops() : 0;
     use.gemm_peak_flops_per_ps = peak_flops_per_ps;
     use.math_ps = math ? math->busy_ps() : 0;
     use.cpu_issue_ps = cpu ? cpu->busy_ps() : 0;
     pes.push_back(std::move(use));
   }
-  *report.mutable_roofline() = observe::ComputeRoofline(pes, /*comm_critical_path_ps=*/0);
+  *report.mutable_roofline() = observe::ComputeRoofline(pes, comm_critical_path_ps);
   report.set_roofline_ratio(observe::RooflineRatio(latency_.value(), report.roofline().bound_ps()));
   return report;
 }

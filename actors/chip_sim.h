@@ -17,8 +17,8 @@
 //   FailedPrecondition "deadlock: ..." listing what each unfinished PE CPU waits on.
 // - latency() = the time of the last event; the report's per-unit stats come from the units'
 //   counters (exact busy time), its roofline from those counters (DESIGN §2): per PE, HBM bytes
-//   moved by its DMA / its channels' peak bandwidth, GEMM engine busy time (tile-plan cycles
-//   plus the fill/drain the plan paid) and FLOPs at peak, MATH busy time, CPU issue time.
+//   moved by its DMA / its channels' peak bandwidth, GEMM tile-plan time (fill/drain excluded:
+//   it depends on the schedule) and FLOPs at peak, MATH busy time, CPU issue time.
 #ifndef AHBMSIM_ACTORS_CHIP_SIM_H_
 #define AHBMSIM_ACTORS_CHIP_SIM_H_
 
@@ -71,7 +71,9 @@ class ChipSim {
   SimTime latency() const { return latency_; }
   uint64_t events() const { return engine_->events_processed(); }
   const observe::OpLog& op_log() const { return *op_log_; }
-  pb::Report BuildReport() const;
+  // `comm_critical_path_ps`: the workload's communication critical path (the kernels know
+  // their static message schedule), added to the roofline (DESIGN §2).
+  pb::Report BuildReport(uint64_t comm_critical_path_ps = 0) const;
   UnitContext& context() { return *ctx_; }
   Engine& engine() { return *engine_; }
 

@@ -144,7 +144,24 @@ expect_one_line_error 'gemm_n must be > 0 \(got 0\)' run --topology=$small \
   --workload=kernels/selftest/gemm.textproto --gemm_n=0
 expect_one_line_error "cube: 99 is outside the chip's 8 CUBEs" run --topology=$small \
   --kernel=selftest_deadlock --cube=99
-expect_one_line_error 'kernel: DECODE is not implemented yet' run --topology=$small --kernel=decode
+expect_one_line_error 'kernel: PREFILL is not implemented yet' run --topology=$small --kernel=prefill
+
+# decode: data mode on the small chip against the float64 reference is in
+# kernels/attention/decode_test; here the command line: every variant runs, bad fields fail.
+for variant in opt1 opt2 opt3 baseline_fanout; do
+  expect 0 "roofline" run --topology=$small --kernel=decode --variant=$variant --h_q=8 --h_kv=2 \
+    --d=64 --s=2000 --c=2 --p=4 --tile=64
+done
+expect 0 "decode OPT3" run --topology=$small --kernel=decode --h_q=8 --h_kv=2 --d=64 --s=2000 \
+  --c=2 --p=4 --tile=64 --data --seed=3 --outputs_dir="$tmp"
+[[ -s "$tmp/o.npy" ]] || fail "decode wrote no o.npy"
+expect_one_line_error 's: must be > 0' run --topology=$small --kernel=decode
+expect_one_line_error 'h_q: must be a positive multiple of h_kv' run --topology=$small \
+  --kernel=decode --h_q=9 --h_kv=2 --s=100 --c=2 --p=4
+expect_one_line_error 'gemm_m: not used by DECODE' run --topology=$small --kernel=decode --s=100 \
+  --gemm_m=8
+expect_one_line_error 'q.npy: no such file' run --topology=$small --kernel=decode --h_q=8 \
+  --h_kv=2 --d=64 --s=100 --c=2 --p=4 --data --inputs_dir="$tmp/none"
 expect_one_line_error 'h_q: not used by SELFTEST_GEMM \(got 64\)' run --topology=$small \
   --workload=kernels/selftest/gemm.textproto --h_q=64
 { cat kernels/selftest/gemm.textproto; echo 'bogus_field: 1'; } >"$tmp/unknown_workload.textproto"

@@ -17,13 +17,15 @@ caf::behavior EngineUnitBehavior(caf::event_based_actor*, UnitContext* ctx, Unit
       [ctx, self_id](const std::shared_ptr<const pb::EngineWork>& work) {
         AHBM_CHECK(work->ops_size() > 0) << "empty EngineWork for cmd " << work->cmd_id();
         pb::UnitStats& stats = ctx->stats.At(self_id);
-        uint64_t start = UINT64_MAX, end = 0, flops = 0, busy = 0;
+        uint64_t start = UINT64_MAX, end = 0, flops = 0, busy = 0, work_ps = 0;
         for (const pb::EngineOp& op : work->ops()) {
           start = std::min(start, op.start_ps());
           end = std::max(end, op.end_ps());
           flops += op.flops();
           busy += op.end_ps() - op.start_ps();
+          work_ps += op.work_ps();
         }
+        stats.set_work_ps(stats.work_ps() + work_ps);
         stats.set_ops(stats.ops() + work->ops_size());
         stats.set_busy_ps(stats.busy_ps() + busy);
         stats.set_flops(stats.flops() + flops);

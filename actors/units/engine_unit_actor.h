@@ -7,7 +7,8 @@
 //
 // Contract:
 // - Stats (UnitContext::stats): ops += tile ops, busy_ps += Σ (end - start) (tile ops on one
-//   engine never overlap), flops += Σ flops.
+//   engine never overlap), work_ps += Σ the ops' own cycles (GEMM: fill/drain excluded, so the
+//   roofline does not depend on how the work was scheduled), flops += Σ flops.
 // - Op log (if any): one OpRecord per command — start = first tile op's start, end = last tile
 //   op's end, flops, op "<command op>" (e.g. "composite_gemm"), label "<n> tiles" — and with
 //   UnitContext::per_tile_detail one more per tile op (op "<command op>:<what>").

@@ -55,7 +55,8 @@ PeScheduler::PeScheduler(UnitContext* ctx, UnitId self, uint32_t pe)
       pe_(pe),
       config_(ctx->chip.sip().cube().pe()),
       checker_(ctx->chip, pe),
-      planner_(*ClockDomain::FromMHz(ctx->chip.sip().cube().pe().clock_mhz())) {
+      clock_(*ClockDomain::FromMHz(ctx->chip.sip().cube().pe().clock_mhz())),
+      planner_(clock_) {
   const topology::PeId id = ctx->index.PeOf(pe);
   dma_unit_ = ctx->index.PeUnit(topology::UnitKind::kDma, id).value();
   gemm_unit_ = ctx->index.PeUnit(topology::UnitKind::kGemm, id).value();
@@ -563,6 +564,7 @@ void PeScheduler::SendEngineWork(const Cmd& c) {
     e->set_start_ps(t->start.value());
     e->set_end_ps(t->end.value());
     e->set_flops(op.flops);
+    e->set_work_ps(clock_.ToTime(op.cycles).value());
     uint64_t elements = 0;
     for (const MathOpShape& s : op.math_stages) elements += s.elements;
     e->set_elements(elements);

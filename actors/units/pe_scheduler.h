@@ -151,6 +151,7 @@ class PeScheduler {
   UnitId dma_unit_, gemm_unit_, math_unit_;
   pb::Pe config_;
   CommandChecker checker_;
+  ClockDomain clock_;
   PePlanner planner_;
 
   std::map<uint64_t, Cmd> cmds_;             // live commands by cmd_id

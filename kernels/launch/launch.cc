@@ -1,5 +1,7 @@
 #include "kernels/launch/launch.h"
 
+#include "kernels/launch/decode_run.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
@@ -64,7 +66,7 @@ absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentE
 
 absl::Status CheckKernel(const pb::Workload& w) {
   const std::string name = pb::Kernel_Name(w.kernel());
-  std::vector<std::string> implemented;
+  std::vector<std::string> implemented = {"DECODE"};
   for (const KernelSpec& spec : Specs()) implemented.push_back(pb::Kernel_Name(spec.kernel));
   if (w.kernel() == pb::KERNEL_UNSPECIFIED) {
     return Invalid(absl::StrCat("kernel: must be set (implemented: ",
@@ -167,6 +169,7 @@ std::string NpyPath(const std::string& dir, const std::string& stem) {
 }  // namespace
 
 absl::Status ValidateWorkload(const pb::Chip& chip, const pb::Workload& w) {
+  if (w.kernel() == pb::DECODE) return DecodeConfigOf(chip, w).status();
   if (absl::Status s = CheckKernel(w); !s.ok()) return s;
   const KernelSpec& spec = *SpecOf(w.kernel());
   if (absl::Status s = CheckUnusedFields(w, spec); !s.ok()) return s;
@@ -234,6 +237,7 @@ absl::Status ValidateWorkload(const pb::Chip& chip, const pb::Workload& w) {
 
 absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& chip, const pb::Workload& w,
                                          const LaunchOptions& options) {
+  if (w.kernel() == pb::DECODE) return RunDecodeWorkload(chip, w, options);
   if (absl::Status s = ValidateWorkload(chip, w); !s.ok()) return s;
   const KernelSpec& spec = *SpecOf(w.kernel());
   const std::string kernel_name = pb::Kernel_Name(w.kernel());

@@ -1,0 +1,250 @@
+#include "kernels/launch/decode_run.h"
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "actors/chip_sim.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/text_format.h"
+#include "kernels/attention/baseline.h"
+#include "kernels/host/npy.h"
+#include "kernels/memory/memory_store.h"
+#include "kernels/runtime/runtime.h"
+
+namespace ahbm::launch {
+namespace {
+
+using kernels::DecodeConfig;
+using kernels::DecodeInputs;
+
+absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentError(message); }
+
+template <class T>
+T Or(T value, T fallback) {
+  return value == T{} ? fallback : value;
+}
+
+bool IsBaseline(const pb::Workload& w) { return w.variant() == pb::BASELINE_FANOUT; }
+
+absl::Status CheckUnused(const pb::Workload& w) {
+  static const std::set<std::string> kUsed = {
+      "kernel", "variant", "h_q", "h_kv", "d", "s", "t_q", "max_context", "c", "p",
+      "group_rows", "group_cols", "tile", "users", "start_cube", "start_pe",
+      "rotate_by_request", "level1_reduce", "level2_reduce", "k_layout", "issue_cost_profile",
+      "sip", "data", "seed"};
+  std::vector<const google::protobuf::FieldDescriptor*> set;
+  w.GetReflection()->ListFields(w, &set);
+  for (const google::protobuf::FieldDescriptor* field : set) {
+    if (kUsed.contains(field->name())) continue;
+    std::string value;
+    google::protobuf::TextFormat::PrintFieldValueToString(w, field, -1, &value);
+    return Invalid(absl::StrCat(field->name(), ": not used by DECODE (got ", value,
+                                "); leave it unset"));
+  }
+  return absl::OkStatus();
+}
+
+std::string NpyPath(const std::string& dir, const std::string& stem) {
+  return (std::filesystem::path(dir) / (stem + ".npy")).string();
+}
+
+// Q, K ~ N(0, 1), V ~ U(-2, 2) (ADR §11), one set per request.
+DecodeInputs Generate(const DecodeConfig& cfg, std::mt19937_64& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
+  DecodeInputs in;
+  in.q.shape = {cfg.h_q, cfg.t_q, cfg.d};
+  in.k.shape = in.v.shape = {cfg.h_kv, cfg.s, cfg.d};
+  in.q.data.resize(uint64_t{cfg.h_q} * cfg.t_q * cfg.d);
+  in.k.data.resize(uint64_t{cfg.h_kv} * cfg.s * cfg.d);
+  in.v.data.resize(in.k.data.size());
+  for (float& x : in.q.data) x = normal(rng);
+  for (float& x : in.k.data) x = normal(rng);
+  for (float& x : in.v.data) x = uniform(rng);
+  return in;
+}
+
+}  // namespace
+
+absl::StatusOr<DecodeConfig> DecodeConfigOf(const pb::Chip& chip, const pb::Workload& w) {
+  if (absl::Status s = CheckUnused(w); !s.ok()) return s;
+  DecodeConfig cfg;
+  cfg.h_q = Or(w.h_q(), 64u);
+  cfg.h_kv = Or(w.h_kv(), 8u);
+  cfg.d = Or(w.d(), 128u);
+  cfg.t_q = Or(w.t_q(), 1u);
+  cfg.s = w.s();
+  cfg.max_context = w.max_context();
+  cfg.c = Or(w.c(), 8u);
+  cfg.p = Or(w.p(), 8u);
+  cfg.group_rows = w.group_rows();
+  cfg.group_cols = w.group_cols();
+  cfg.tile = Or(w.tile(), 256u);
+  cfg.sip = w.sip();
+  cfg.users = Or(w.users(), 1u);
+  cfg.start_cube = w.start_cube();
+  cfg.start_pe = w.start_pe();
+  cfg.rotate_by_request = w.rotate_by_request();
+  if (cfg.s == 0) return Invalid("s: must be > 0 (the context length, new token included)");
+  switch (w.variant()) {
+    case pb::VARIANT_UNSPECIFIED:
+    case pb::OPT3:
+      cfg.variant = kernels::DecodeVariant::kOpt3;
+      break;
+    case pb::OPT1:
+      cfg.variant = kernels::DecodeVariant::kOpt1;
+      break;
+    case pb::OPT2:
+      cfg.variant = kernels::DecodeVariant::kOpt2;
+      break;
+    case pb::BASELINE_FANOUT:
+      break;
+    default:
+      return Invalid(absl::StrCat("variant: ", pb::Variant_Name(w.variant()),
+                                  " is not implemented for DECODE yet (OPT1, OPT2, OPT3, "
+                                  "BASELINE_FANOUT are)"));
+  }
+  for (const auto& [field, topo, out] :
+       {std::tuple<const char*, pb::ReduceTopology, kernels::ReduceShape*>{
+            "level1_reduce", w.level1_reduce(), &cfg.level1},
+        {"level2_reduce", w.level2_reduce(), &cfg.level2}}) {
+    if (topo == pb::REDUCE_TOPOLOGY_UNSPECIFIED || topo == pb::TREE) {
+      *out = kernels::ReduceShape::kTree;
+    } else if (topo == pb::CHAIN) {
+      *out = kernels::ReduceShape::kChain;
+    } else {
+      return Invalid(absl::StrCat(field, ": ", pb::ReduceTopology_Name(topo),
+                                  " is not implemented yet (TREE, CHAIN are)"));
+    }
+  }
+  if (w.k_layout() != pb::K_LAYOUT_UNSPECIFIED && w.k_layout() != pb::TILE_MAJOR) {
+    return Invalid(absl::StrCat("k_layout: ", pb::KLayout_Name(w.k_layout()),
+                                " is not implemented yet (TILE_MAJOR is)"));
+  }
+  // Geometry checks (the launcher's, without placing anything).
+  absl::StatusOr<std::vector<uint32_t>> cubes =
+      IsBaseline(w) ? kernels::BaselineCubes(chip, cfg) : kernels::DecodeCubes(chip, cfg);
+  if (!cubes.ok()) return cubes.status();
+  return cfg;
+}
+
+uint64_t DecodeCommCriticalPathPs(const pb::Chip& chip, const DecodeConfig& cfg,
+                                  const kernels::DecodeLaunch& launch, bool baseline) {
+  const uint64_t rows = baseline ? 1 : uint64_t{launch.g} * cfg.t_q;
+  const uint64_t small = rows * 4, big = rows * cfg.d * 4;  // m or l, and O (fp32)
+  const auto triplet = [&](const pb::Link& link) {
+    const uint64_t bw = link.bytes_per_cycle();
+    const uint64_t cycles = link.latency_cycles() + 2 * ((small + bw - 1) / bw) + (big + bw - 1) / bw;
+    return cycles * (1'000'000 / link.clock_mhz());
+  };
+  const uint64_t ipcq = triplet(chip.sip().cube().ipcq().link());
+  const uint64_t noc = triplet(chip.sip().noc().link());
+  if (baseline) return uint64_t{cfg.p > 0 ? cfg.p - 1 : 0} * ipcq;
+  return launch.level2_rounds * ipcq + launch.level1_rounds * noc;
+}
+
+absl::StatusOr<LaunchResult> RunDecodeWorkload(const pb::Chip& chip, const pb::Workload& w,
+                                               const LaunchOptions& options) {
+  absl::StatusOr<DecodeConfig> cfg_or = DecodeConfigOf(chip, w);
+  if (!cfg_or.ok()) return cfg_or.status();
+  const DecodeConfig& cfg = *cfg_or;
+  const bool baseline = IsBaseline(w);
+  const bool data = w.data();
+  for (const auto& [flag, dir] : {std::pair<std::string, std::string>{"inputs_dir", options.inputs_dir},
+                                  {"outputs_dir", options.outputs_dir}}) {
+    if (!dir.empty() && !data) {
+      return Invalid(absl::StrCat(flag, ": needs data mode (the workload's data is false)"));
+    }
+  }
+  if (!options.inputs_dir.empty() && cfg.users != 1) {
+    return Invalid(absl::StrCat("inputs_dir: holds one request's q/k/v; users is ", cfg.users));
+  }
+  std::vector<DecodeInputs> inputs;
+  if (data) {
+    if (!options.inputs_dir.empty()) {
+      DecodeInputs in;
+      const std::vector<std::pair<std::string, host::NpyArray*>> files = {
+          {"q", &in.q}, {"k", &in.k}, {"v", &in.v}};
+      for (const auto& [stem, array] : files) {
+        const std::string path = NpyPath(options.inputs_dir, stem);
+        absl::StatusOr<host::NpyArray> read = host::ReadNpy(path);
+        if (!read.ok()) return read.status();
+        const std::vector<uint64_t> want =
+            stem == "q" ? std::vector<uint64_t>{cfg.h_q, cfg.t_q, cfg.d}
+                        : std::vector<uint64_t>{cfg.h_kv, cfg.s, cfg.d};
+        if (absl::Status s = host::ExpectShape(path, *read, want); !s.ok()) return s;
+        *array = std::move(*read);
+      }
+      inputs.push_back(std::move(in));
+    } else {
+      std::mt19937_64 rng(w.seed());
+      for (uint32_t u = 0; u < cfg.users; ++u) inputs.push_back(Generate(cfg, rng));
+    }
+  }
+
+  absl::StatusOr<std::vector<uint32_t>> cubes =
+      baseline ? kernels::BaselineCubes(chip, cfg) : kernels::DecodeCubes(chip, cfg);
+  if (!cubes.ok()) return cubes.status();
+  std::unique_ptr<std::ofstream> trace;
+  sim::ChipSimOptions sim_options;
+  sim_options.issue_cost_profile = w.issue_cost_profile();
+  sim_options.per_tile_detail = options.per_tile_detail;
+  sim_options.cubes = *cubes;
+  sim_options.workload_summary = absl::StrCat(
+      "decode ", baseline ? "BASELINE_FANOUT" : pb::Variant_Name(w.variant() == pb::VARIANT_UNSPECIFIED ? pb::OPT3 : w.variant()),
+      ": H_q ", cfg.h_q, ", H_kv ", cfg.h_kv, ", d ", cfg.d, ", S ", cfg.s, ", T_q ", cfg.t_q,
+      ", C ", baseline ? 1 : cfg.c, ", P ", cfg.p, ", TILE ", cfg.tile, ", users ", cfg.users,
+      data ? "; data mode" : "; timing mode");
+  if (!options.trace_path.empty()) {
+    trace = std::make_unique<std::ofstream>(options.trace_path, std::ios::binary | std::ios::trunc);
+    if (!*trace) return Invalid(absl::StrCat("trace: cannot write ", options.trace_path));
+    sim_options.op_log_stream = trace.get();
+  }
+  absl::StatusOr<std::unique_ptr<sim::ChipSim>> created = sim::ChipSim::Create(chip, sim_options);
+  if (!created.ok()) return created.status();
+  std::unique_ptr<sim::ChipSim> sim = std::move(*created);
+  std::unique_ptr<kernels::MemoryStore> store;
+  if (data) store = std::make_unique<kernels::MemoryStore>(chip);
+  kernels::KernelRuntime runtime(sim.get(), store.get());
+  absl::StatusOr<kernels::DecodeLaunch> launch =
+      baseline ? kernels::LaunchBaseline(chip, cfg, runtime, store.get(), inputs)
+               : kernels::LaunchDecode(chip, cfg, runtime, store.get(), inputs);
+  if (!launch.ok()) return launch.status();
+
+  LaunchResult result;
+  result.runtime_status = runtime.Run();
+  if (trace) {
+    trace->close();
+    if (!*trace) return Invalid(absl::StrCat("trace: write to ", options.trace_path, " failed"));
+  }
+  result.report = sim->BuildReport(DecodeCommCriticalPathPs(chip, cfg, *launch, baseline));
+  result.op_log = sim->op_log().records();
+  if (data) {
+    result.inputs["q"] = inputs[0].q;
+    result.inputs["k"] = inputs[0].k;
+    result.inputs["v"] = inputs[0].v;
+  }
+  if (!result.runtime_status.ok() || !data) return result;
+  for (uint32_t u = 0; u < cfg.users; ++u) {
+    absl::StatusOr<std::vector<float>> o = kernels::GatherDecodeOutput(*store, cfg, *launch, u);
+    if (!o.ok()) return o.status();
+    const std::string stem = cfg.users == 1 ? "o" : absl::StrCat("o", u);
+    host::NpyArray array{{cfg.h_q, cfg.t_q, cfg.d}, std::move(*o)};
+    if (!options.outputs_dir.empty()) {
+      if (absl::Status s = host::WriteNpy(NpyPath(options.outputs_dir, stem), array.shape, array.data);
+          !s.ok()) {
+        return s;
+      }
+    }
+    result.outputs[stem] = std::move(array);
+  }
+  return result;
+}
+
+}  // namespace ahbm::launch

@@ -1,0 +1,42 @@
+// `ahbm run --kernel=decode`: the GQA decode kernels of kernels/attention on a workload
+// (proto/workload.proto) — defaults, validation, inputs, the run, outputs, the report with the
+// reduce's communication critical path.
+//
+// Contract:
+// - Defaults (Llama3-70B, DESIGN §2/§6) for fields left 0: h_q 64, h_kv 8, d 128, t_q 1,
+//   tile 256, c 8, p 8, users 1, variant OPT3, reduce topologies TREE, k_layout TILE_MAJOR.
+//   `s` must be set. Variants: OPT1, OPT2, OPT3 (kernels/attention/decode.h) and
+//   BASELINE_FANOUT (baseline.h); others are refused as not implemented yet. Fields DECODE does
+//   not use (gemm_*, vector_len, cube, q_tile, kv_per_cube, query_split) must be unset.
+// - Data mode: q.npy [H_q, T_q, d], k.npy and v.npy [H_kv, S, d] from inputs_dir (one request:
+//   users must be 1), else drawn from `seed` (Q, K ~ N(0, 1), V ~ U(-2, 2), one set per
+//   request); outputs o.npy [H_q, T_q, d] (users = 1) or o<u>.npy per request.
+// - The report's roofline includes the communication critical path of the static reduce:
+//   Level-2 rounds x one IPCQ (m, l, O) triplet, plus Level-1 rounds x one NOC hop triplet
+//   (BASELINE_FANOUT: P - 1 IPCQ triplets); a triplet = one link latency + the serialisation of
+//   its three messages.
+#ifndef AHBMSIM_KERNELS_LAUNCH_DECODE_RUN_H_
+#define AHBMSIM_KERNELS_LAUNCH_DECODE_RUN_H_
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "kernels/attention/decode_launch.h"
+#include "kernels/launch/launch.h"
+#include "proto/topology.pb.h"
+#include "proto/workload.pb.h"
+
+namespace ahbm::launch {
+
+// The decode configuration of a DECODE workload (defaults applied), or the field's error.
+absl::StatusOr<kernels::DecodeConfig> DecodeConfigOf(const pb::Chip& chip, const pb::Workload& w);
+
+// Communication critical path of the launch's static reduce, in ps.
+uint64_t DecodeCommCriticalPathPs(const pb::Chip& chip, const kernels::DecodeConfig& cfg,
+                                  const kernels::DecodeLaunch& launch, bool baseline);
+
+absl::StatusOr<LaunchResult> RunDecodeWorkload(const pb::Chip& chip, const pb::Workload& w,
+                                               const LaunchOptions& options);
+
+}  // namespace ahbm::launch
+
+#endif  // AHBMSIM_KERNELS_LAUNCH_DECODE_RUN_H_
