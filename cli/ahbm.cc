@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -24,6 +25,7 @@
 #include "actors/observe/chrome_trace.h"
 #include "actors/observe/report.h"
 #include "cli/flags.h"
+#include "kernels/launch/decode_compare.h"
 #include "kernels/launch/launch.h"
 #include "kernels/launch/workload_io.h"
 #include "topology/ids.h"
@@ -182,10 +184,8 @@ absl::Status RunStream(const ParsedFlags& flags) {
 // ahbm run: the workload from --workload (protobuf text format), overridden field by field by
 // flags of the same name; runs it (launch::RunWorkload) and prints the report table. The
 // report files are written even when the kernels fail (a deadlock's trace is the useful one).
-absl::Status RunRun(const ParsedFlags& flags) {
-  const std::string path = flags.GetOr("topology", kDefaultTopology);
-  absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile(path);
-  if (!chip.ok()) return chip.status();
+// The workload of --workload (if any) with every workload-field flag applied.
+absl::StatusOr<pb::Workload> WorkloadFromFlags(const ParsedFlags& flags) {
   pb::Workload workload;
   if (const auto file = flags.Get("workload")) {
     absl::StatusOr<pb::Workload> loaded = launch::LoadWorkloadFile(*file);
@@ -199,6 +199,16 @@ absl::Status RunRun(const ParsedFlags& flags) {
       return absl::InvalidArgumentError(absl::StrCat("--", std::string(s.message())));
     }
   }
+  return workload;
+}
+
+absl::Status RunRun(const ParsedFlags& flags) {
+  const std::string path = flags.GetOr("topology", kDefaultTopology);
+  absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile(path);
+  if (!chip.ok()) return chip.status();
+  absl::StatusOr<pb::Workload> workload_or = WorkloadFromFlags(flags);
+  if (!workload_or.ok()) return workload_or.status();
+  const pb::Workload& workload = *workload_or;
   ASSIGN_OR_RETURN_FLAG(per_tile_detail, BoolFlag(flags, "per_tile_detail"));
   launch::LaunchOptions options;
   options.inputs_dir = flags.GetOr("inputs_dir", "");
@@ -215,6 +225,52 @@ absl::Status RunRun(const ParsedFlags& flags) {
   if (!result->runtime_status.ok()) return result->runtime_status;
   std::fputs(observe::FormatReportTable(result->report).c_str(), stdout);
   return absl::OkStatus();
+}
+
+// ahbm compare: every decode variant and the baseline on one DECODE workload (timing mode),
+// as one table (launch::CompareDecode). Defaults: Llama3-70B shapes, S = 131072.
+absl::Status RunCompare(const ParsedFlags& flags) {
+  const std::string path = flags.GetOr("topology", kDefaultTopology);
+  absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile(path);
+  if (!chip.ok()) return chip.status();
+  absl::StatusOr<pb::Workload> workload = WorkloadFromFlags(flags);
+  if (!workload.ok()) return workload.status();
+  if (workload->kernel() != pb::KERNEL_UNSPECIFIED && workload->kernel() != pb::DECODE) {
+    return absl::InvalidArgumentError("--kernel: compare runs DECODE only");
+  }
+  if (workload->variant() != pb::VARIANT_UNSPECIFIED) {
+    return absl::InvalidArgumentError("--variant: compare runs every variant; use --variants");
+  }
+  if (workload->data()) return absl::InvalidArgumentError("--data: compare runs in timing mode");
+  workload->set_kernel(pb::DECODE);
+  if (workload->s() == 0) workload->set_s(131072);
+  std::vector<pb::Variant> variants;
+  for (const absl::string_view name :
+       absl::StrSplit(flags.GetOr("variants", "opt1,opt3,opt2,baseline_fanout"), ',')) {
+    pb::Variant v;
+    if (!pb::Variant_Parse(absl::AsciiStrToUpper(std::string(name)), &v)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--variants: unknown variant '", std::string(name), "'"));
+    }
+    variants.push_back(v);
+  }
+  absl::StatusOr<std::vector<launch::CompareRow>> rows =
+      launch::CompareDecode(*chip, *workload, variants);
+  if (!rows.ok()) return rows.status();
+  std::fputs(launch::FormatCompareTable(*chip, *workload, *rows).c_str(), stdout);
+  return absl::OkStatus();
+}
+
+std::vector<FlagSpec> CompareFlags() {
+  std::vector<FlagSpec> flags = {
+      {"topology", "chip config, protobuf text format (ahbm.pb.Chip)", kDefaultTopology},
+      {"variants", "comma-separated decode variants, in table order",
+       "opt1,opt3,opt2,baseline_fanout"},
+      {"workload", "DECODE workload, protobuf text format; flags below override it", ""}};
+  for (const launch::WorkloadField& field : launch::WorkloadFields()) {
+    flags.push_back({field.name, field.help, field.name == "s" ? "131072" : ""});
+  }
+  return flags;
 }
 
 std::vector<FlagSpec> RunFlags() {
@@ -259,8 +315,11 @@ const std::vector<Command>& Commands() {
         {"report_csv", "write the per-unit stats as CSV here", ""}},
        RunStream},
       {"run",
-       "run a workload's kernels (so far the SELFTEST_* kernels) and print the report",
+       "run a workload's kernels (DECODE, SELFTEST_*) and print the report",
        RunFlags(), RunRun},
+      {"compare",
+       "Llama3-70B decode: every variant and the pre-ADR baseline on one workload, one table",
+       CompareFlags(), RunCompare},
   };
   return commands;
 }

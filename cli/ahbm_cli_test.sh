@@ -155,6 +155,9 @@ done
 expect 0 "decode OPT3" run --topology=$small --kernel=decode --h_q=8 --h_kv=2 --d=64 --s=2000 \
   --c=2 --p=4 --tile=64 --data --seed=3 --outputs_dir="$tmp"
 [[ -s "$tmp/o.npy" ]] || fail "decode wrote no o.npy"
+expect 0 "baseline_fanout .* 1.000" compare --topology=$small --h_q=8 --h_kv=2 --d=64 --s=2000 \
+  --c=2 --p=4 --tile=64
+expect_one_line_error "--variants: unknown variant 'opt9'" compare --topology=$small --variants=opt9
 expect_one_line_error 's: must be > 0' run --topology=$small --kernel=decode
 expect_one_line_error 'h_q: must be a positive multiple of h_kv' run --topology=$small \
   --kernel=decode --h_q=9 --h_kv=2 --s=100 --c=2 --p=4

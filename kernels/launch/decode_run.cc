@@ -218,6 +218,7 @@ absl::StatusOr<LaunchResult> RunDecodeWorkload(const pb::Chip& chip, const pb::W
   if (!launch.ok()) return launch.status();
 
   LaunchResult result;
+  result.reduce_rounds = baseline ? cfg.p - 1 : launch->level2_rounds + launch->level1_rounds;
   result.runtime_status = runtime.Run();
   if (trace) {
     trace->close();

@@ -67,6 +67,9 @@ struct LaunchResult {
   // the outputs (runtime_status OK only), by file stem ("a", "b", "x", "o").
   std::map<std::string, host::NpyArray> inputs;
   std::map<std::string, host::NpyArray> outputs;
+  // DECODE: sequential reduce rounds of the static schedule (Level-2 + Level-1; the baseline's
+  // fan-out: P - 1).
+  uint32_t reduce_rounds = 0;
 };
 
 // The validation part of RunWorkload (fields only; no files are read).

@@ -1,0 +1,50 @@
+// The decode comparison (issue "GQA decode kernels", item 7; the README's main job until the
+// milestone bench exists): every decode variant and the pre-ADR baseline on one workload, in
+// timing mode, as one table — latency, sweep and reduce time, roofline bound and ratio, ratio to
+// the baseline, binding resource, K/V bytes read, reduce rounds, events.
+//
+// Contract: each row is RunDecodeWorkload of the workload with `variant` replaced; sweep_ps is
+// the end of the last GEMM-bearing command (P·V composite, softmax_pv, dot) of any rank,
+// reduce_ps = latency - sweep; kv_bytes = bytes the DMA engines read minus the Q loads;
+// reduce_rounds = Level-2 + Level-1 rounds (baseline: P - 1 fan-out steps). Deterministic:
+// no wall-clock figure is part of a row.
+#ifndef AHBMSIM_KERNELS_LAUNCH_DECODE_COMPARE_H_
+#define AHBMSIM_KERNELS_LAUNCH_DECODE_COMPARE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/report.pb.h"
+#include "proto/topology.pb.h"
+#include "proto/workload.pb.h"
+
+namespace ahbm::launch {
+
+struct CompareRow {
+  pb::Variant variant = pb::VARIANT_UNSPECIFIED;
+  uint64_t latency_ps = 0;
+  uint64_t sweep_ps = 0;
+  uint64_t reduce_ps = 0;
+  uint64_t roofline_ps = 0;
+  double roofline_ratio = 0;
+  double baseline_ratio = 0;  // latency / baseline latency (0 without a baseline row)
+  std::string binding;
+  uint64_t kv_bytes = 0;
+  uint32_t reduce_rounds = 0;
+  uint64_t events = 0;
+  pb::Report report;
+};
+
+// Runs `variants` in order on `workload` (kernel DECODE, timing mode forced).
+absl::StatusOr<std::vector<CompareRow>> CompareDecode(const pb::Chip& chip,
+                                                      const pb::Workload& workload,
+                                                      const std::vector<pb::Variant>& variants);
+
+std::string FormatCompareTable(const pb::Chip& chip, const pb::Workload& workload,
+                               const std::vector<CompareRow>& rows);
+
+}  // namespace ahbm::launch
+
+#endif  // AHBMSIM_KERNELS_LAUNCH_DECODE_COMPARE_H_
