@@ -71,6 +71,8 @@ class ChipSim {
   SimTime latency() const { return latency_; }
   uint64_t events() const { return engine_->events_processed(); }
   const observe::OpLog& op_log() const { return *op_log_; }
+  // After Run(): the op log's records, moved out (cheaper than a copy for big runs).
+  std::vector<pb::TraceRecord> TakeOpLogRecords() { return op_log_->TakeRecords(); }
   // `comm_critical_path_ps`: the workload's communication critical path (the kernels know
   // their static message schedule), added to the roofline (DESIGN §2).
   pb::Report BuildReport(uint64_t comm_critical_path_ps = 0) const;

@@ -46,6 +46,8 @@ class OpLog {
   void AddStall(pb::StallRecord stall);
 
   const std::vector<pb::TraceRecord>& records() const { return records_; }
+  // Moves the records out (the log is empty afterwards; streaming is unaffected).
+  std::vector<pb::TraceRecord> TakeRecords() { return std::move(records_); }
   uint64_t num_ops() const { return next_seq_; }
   // The header's per_tile_detail; CHECK-fails before SetHeader.
   bool per_tile_detail() const;

@@ -225,7 +225,7 @@ absl::StatusOr<LaunchResult> RunDecodeWorkload(const pb::Chip& chip, const pb::W
     if (!*trace) return Invalid(absl::StrCat("trace: write to ", options.trace_path, " failed"));
   }
   result.report = sim->BuildReport(DecodeCommCriticalPathPs(chip, cfg, *launch, baseline));
-  result.op_log = sim->op_log().records();
+  result.op_log = sim->TakeOpLogRecords();
   if (data) {
     result.inputs["q"] = inputs[0].q;
     result.inputs["k"] = inputs[0].k;

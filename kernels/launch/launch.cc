@@ -387,7 +387,7 @@ absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& chip, const pb::Workloa
     if (!*trace) return Invalid(absl::StrCat("trace: write to ", options.trace_path, " failed"));
   }
   result.report = sim->BuildReport();
-  result.op_log = sim->op_log().records();
+  result.op_log = sim->TakeOpLogRecords();
   if (!result.runtime_status.ok() || !data) return result;
 
   for (const std::string& name : spec.outputs) {
