@@ -75,7 +75,13 @@ absl::StatusOr<Geometry> MakeGeometry(const pb::Chip& chip, const DecodeConfig& 
   }
   geo.pe_root = CentreOf(geo.pe_rows, geo.pe_cols);
   geo.groups_per_sip = groups->num_groups();
-  const uint64_t heads_on_chip = uint64_t{geo.groups_per_sip} * (index.sips() - std::min(cfg.sip, index.sips()));
+  const uint32_t heads_per_group = cfg.kv_per_cube == 0 ? 1 : cfg.kv_per_cube;
+  if (cfg.kv_per_cube > 0 && cfg.c != 1) {
+    return Field("c", absl::StrCat("the short-context kernel (kv_per_cube ", cfg.kv_per_cube,
+                                   ") keeps whole heads per CUBE: C must be 1 (got ", cfg.c, ")"));
+  }
+  const uint64_t heads_on_chip = uint64_t{geo.groups_per_sip} * heads_per_group *
+                                 (index.sips() - std::min(cfg.sip, index.sips()));
   if (cfg.sip >= index.sips()) {
     return Field("sip", absl::StrCat(cfg.sip, " is outside the chip's ", index.sips(), " SIPs"));
   }
@@ -88,8 +94,9 @@ absl::StatusOr<Geometry> MakeGeometry(const pb::Chip& chip, const DecodeConfig& 
 
 // Global CUBE of KV head h's cube_in_group ci.
 uint32_t CubeOf(const Geometry& geo, const DecodeConfig& cfg, uint32_t h, uint32_t ci) {
-  const uint32_t sip = cfg.sip + h / geo.groups_per_sip;
-  const uint32_t group = h % geo.groups_per_sip;
+  const uint32_t slot = cfg.kv_per_cube == 0 ? h : h / cfg.kv_per_cube;  // the head's group
+  const uint32_t sip = cfg.sip + slot / geo.groups_per_sip;
+  const uint32_t group = slot % geo.groups_per_sip;
   return geo.index.GlobalCube(topology::CubeId{sip, geo.groups.SipCube(group, ci)});
 }
 

@@ -4,7 +4,9 @@
 //
 // Contract:
 // - KV head h runs on SIP `sip + h / groups_per_sip`, group `h % groups_per_sip` of the SIP's
-//   CubeGroups partition for C (shape `group_rows x group_cols`, or the default); P PEs of each
+//   CubeGroups partition for C (shape `group_rows x group_cols`, or the default). Short context
+//   (kv_per_cube > 0, C must be 1): head h runs on CUBE group h / kv_per_cube, i.e. kv_per_cube
+//   heads share each CUBE and every one of its P PEs sweeps 1/P of each; P PEs of each
 //   CUBE: the first P of the CUBE's PE mesh in row-major order, which must form a rectangle (P
 //   equal to the mesh, or P <= cols, or a multiple of cols).
 // - Ranks follow topology::KvPlacement (B = ceil(max_context / (C·P)), rotation start_cube /
@@ -54,6 +56,9 @@ struct DecodeConfig {
   uint32_t start_pe = 0;
   bool rotate_by_request = true;
   bool scratch_scope = true;  // tests only: without it long sweeps overflow the scratch arena
+  // Short-context variant (ADR rev2 §B long/short item 2): > 0 puts `kv_per_cube` whole KV
+  // heads on each CUBE (C = 1, PE-SP only, Level-2 reduce only); 0 = the long-context kernel.
+  uint32_t kv_per_cube = 0;
 };
 
 // Global inputs of one request (data mode): q [H_q, T_q, d], k and v [H_kv, S, d].

@@ -54,7 +54,10 @@ DecodeRun RunDecode(const pb::Chip& chip, const DecodeConfig& cfg,
                     const std::vector<DecodeInputs>& inputs, const std::string& profile = "zero") {
   DecodeRun run;
   absl::StatusOr<std::vector<uint32_t>> cubes = DecodeCubes(chip, cfg);
-  EXPECT_TRUE(cubes.ok()) << cubes.status();
+  if (!cubes.ok()) {
+    run.status = cubes.status();
+    return run;
+  }
   sim::ChipSimOptions options;
   options.cubes = *cubes;
   options.issue_cost_profile = profile;
@@ -130,6 +133,18 @@ INSTANTIATE_TEST_SUITE_P(
                    [] {
                      DecodeConfig cfg = Small(8, 2, 500, 2, 4);
                      cfg.users = 2;
+                     return cfg;
+                   }()},
+        ParityCase{"short_context_kv2", "topology/small.textproto",
+                   [] {
+                     DecodeConfig cfg = Small(16, 4, 900, 1, 4);
+                     cfg.kv_per_cube = 2;  // two whole heads per CUBE, PE-SP only
+                     return cfg;
+                   }()},
+        ParityCase{"short_context_kv4_one_cube", "topology/small.textproto",
+                   [] {
+                     DecodeConfig cfg = Small(8, 4, 300, 1, 4);
+                     cfg.kv_per_cube = 4;
                      return cfg;
                    }()},
         ParityCase{"gqa_tq8", "topology/small.textproto",
@@ -308,6 +323,22 @@ TEST(DecodeBaseline, MatchesTheReferenceAndFansOut) {
   }
   const uint64_t q_bytes = uint64_t{cfg.h_q} * cfg.p * cfg.d * 2;
   EXPECT_EQ(kv_read - q_bytes, uint64_t{cfg.h_q} * 2 * cfg.s * cfg.d * 2);  // G times the KV
+}
+
+// Short context (ADR rev2 §B long/short item 2): whole heads per CUBE, Level-2 only — no NOC
+// traffic — and kv_per_cube heads share a CUBE's PEs.
+TEST(DecodeStructure, ShortContextReducesInsideTheCubeOnly) {
+  const pb::Chip chip = Load("topology/small.textproto");
+  DecodeConfig cfg = Small(16, 4, 900, 1, 4);
+  cfg.kv_per_cube = 2;
+  DecodeRun run = RunDecode(chip, cfg, {});
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  EXPECT_EQ(run.launch.cubes.size(), 2u);  // 4 heads, 2 per CUBE
+  EXPECT_TRUE(OpsNamed(run, "send_noc").empty());
+  EXPECT_EQ(OpsNamed(run, "send_ipcq").size(), 3u * cfg.h_kv * (cfg.p - 1));
+  EXPECT_EQ(OpsNamed(run, "dma_store").size(), cfg.h_kv);
+  cfg.c = 2;
+  EXPECT_FALSE(RunDecode(chip, cfg, {}).status.ok());
 }
 
 }  // namespace

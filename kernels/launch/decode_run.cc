@@ -37,7 +37,7 @@ absl::Status CheckUnused(const pb::Workload& w) {
       "kernel", "variant", "h_q", "h_kv", "d", "s", "t_q", "max_context", "c", "p",
       "group_rows", "group_cols", "tile", "users", "start_cube", "start_pe",
       "rotate_by_request", "level1_reduce", "level2_reduce", "k_layout", "issue_cost_profile",
-      "sip", "data", "seed"};
+      "sip", "data", "seed", "kv_per_cube"};
   std::vector<const google::protobuf::FieldDescriptor*> set;
   w.GetReflection()->ListFields(w, &set);
   for (const google::protobuf::FieldDescriptor* field : set) {
@@ -92,6 +92,9 @@ absl::StatusOr<DecodeConfig> DecodeConfigOf(const pb::Chip& chip, const pb::Work
   cfg.start_pe = w.start_pe();
   cfg.rotate_by_request = w.rotate_by_request();
   if (cfg.s == 0) return Invalid("s: must be > 0 (the context length, new token included)");
+  if (w.kv_per_cube() != 0 && w.variant() != pb::SHORT_CONTEXT && w.variant() != pb::AUTO) {
+    return Invalid("kv_per_cube: only the SHORT_CONTEXT and AUTO variants use it");
+  }
   switch (w.variant()) {
     case pb::VARIANT_UNSPECIFIED:
     case pb::OPT3:
@@ -105,10 +108,27 @@ absl::StatusOr<DecodeConfig> DecodeConfigOf(const pb::Chip& chip, const pb::Work
       break;
     case pb::BASELINE_FANOUT:
       break;
+    case pb::SHORT_CONTEXT:
+      cfg.variant = kernels::DecodeVariant::kOpt3;
+      cfg.kv_per_cube = Or(w.kv_per_cube(), 1u);
+      if (w.c() > 1) {
+        return Invalid(absl::StrCat("c: SHORT_CONTEXT keeps whole heads per CUBE (C = 1); got ",
+                                    w.c()));
+      }
+      cfg.c = 1;
+      break;
+    case pb::AUTO:
+      // The short/long dispatcher: the threshold is the measured crossover (decode_run.h).
+      cfg.variant = kernels::DecodeVariant::kOpt3;
+      if (cfg.s < kShortLongThreshold) {
+        cfg.kv_per_cube = Or(w.kv_per_cube(), 1u);
+        cfg.c = 1;
+      }
+      break;
     default:
       return Invalid(absl::StrCat("variant: ", pb::Variant_Name(w.variant()),
                                   " is not implemented for DECODE yet (OPT1, OPT2, OPT3, "
-                                  "BASELINE_FANOUT are)"));
+                                  "SHORT_CONTEXT, AUTO, BASELINE_FANOUT are)"));
   }
   for (const auto& [field, topo, out] :
        {std::tuple<const char*, pb::ReduceTopology, kernels::ReduceShape*>{

@@ -3,6 +3,8 @@
 // validation error.
 #include "kernels/launch/launch.h"
 
+#include "kernels/launch/decode_run.h"
+
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -372,6 +374,38 @@ TEST(ValidateWorkload, MeshesWithoutAnIpcqRingAreRefused) {
   const absl::Status s = ValidateWorkload(chip, AllReduce(16));
   EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr("the chip's 3x3 PE mesh has none"));
+}
+
+// The short/long decode dispatcher (variant AUTO): below kShortLongThreshold whole heads per
+// CUBE and no NOC traffic (the short-context kernel), from it on the long-context kernel with
+// its Level-1 reduce over the NOC.
+TEST(RunWorkload, AutoDispatchesByContextLength) {
+  absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile("topology/small.textproto");
+  ASSERT_TRUE(chip.ok());
+  for (uint64_t s : {kShortLongThreshold - 1, kShortLongThreshold}) {
+    pb::Workload w;
+    w.set_kernel(pb::DECODE);
+    w.set_variant(pb::AUTO);
+    w.set_h_q(8);
+    w.set_h_kv(2);
+    w.set_d(64);
+    w.set_s(s);
+    w.set_c(2);
+    w.set_p(4);
+    w.set_tile(64);
+    absl::StatusOr<LaunchResult> result = RunWorkload(*chip, w, LaunchOptions{});
+    ASSERT_TRUE(result.ok()) << result.status();
+    ASSERT_TRUE(result->runtime_status.ok()) << result->runtime_status;
+    int noc_sends = 0;
+    for (const pb::TraceRecord& r : result->op_log) {
+      if (r.has_op() && r.op().op() == "send_noc") ++noc_sends;
+    }
+    if (s < kShortLongThreshold) {
+      EXPECT_EQ(noc_sends, 0) << s;
+    } else {
+      EXPECT_EQ(noc_sends, 3 * 2) << s;  // one Level-1 triplet per head (C = 2)
+    }
+  }
 }
 
 }  // namespace
