@@ -130,6 +130,13 @@ absl::StatusOr<DecodeLaunch> LaunchDecode(const pb::Chip& chip, const DecodeConf
   absl::StatusOr<std::vector<ReduceNode>> l2 =
       BuildReduceTree(geo.pe_rows, geo.pe_cols, geo.pe_root, cfg.level2);
   if (!l2.ok()) return l2.status();
+  // IPCQ links are one hop: every Level-2 edge must join mesh neighbours.
+  for (uint32_t k = 0; k < cfg.p; ++k) {
+    if ((*l2)[k].parent && index.pe_mesh().HopDistance(geo.pes[k], geo.pes[*(*l2)[k].parent]) != 1) {
+      return Field("level2_reduce", absl::StrCat("the ring over a ", geo.pe_rows, "x", geo.pe_cols,
+                                                 " PE rectangle has a link that is not one IPCQ hop"));
+    }
+  }
   const topology::GroupShape gs = geo.groups.shape();
   absl::StatusOr<std::vector<ReduceNode>> l1 =
       BuildReduceTree(gs.rows, gs.cols, geo.groups.root_in_group(), cfg.level1);

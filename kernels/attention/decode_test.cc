@@ -147,6 +147,20 @@ INSTANTIATE_TEST_SUITE_P(
                      cfg.kv_per_cube = 4;
                      return cfg;
                    }()},
+        ParityCase{"sp_ring_l2_chain_l1", "topology/small.textproto",
+                   [] {
+                     DecodeConfig cfg = Small(8, 1, 1500, 4, 4);
+                     cfg.level2 = ReduceShape::kRing;
+                     cfg.level1 = ReduceShape::kChain;
+                     return cfg;
+                   }()},
+        ParityCase{"sp_chain_l2_ring_l1", "topology/small.textproto",
+                   [] {
+                     DecodeConfig cfg = Small(8, 1, 1500, 4, 4);
+                     cfg.level2 = ReduceShape::kChain;
+                     cfg.level1 = ReduceShape::kRing;
+                     return cfg;
+                   }()},
         ParityCase{"gqa_tq8", "topology/small.textproto",
                    [] {
                      DecodeConfig cfg = Small(4, 1, 400, 1, 2);

@@ -27,6 +27,16 @@ absl::StatusOr<std::vector<ReduceNode>> BuildReduceTree(uint32_t rows, uint32_t 
         nodes[i].parent = (r < root_row ? r + 1 : r - 1) * cols + c;
       }
     }
+  } else if (shape == ReduceShape::kRing) {
+    std::vector<uint32_t> snake;
+    for (uint32_t r = 0; r < rows; ++r) {
+      for (uint32_t k = 0; k < cols; ++k) snake.push_back(r * cols + (r % 2 == 0 ? k : cols - 1 - k));
+    }
+    const size_t at = std::find(snake.begin(), snake.end(), root) - snake.begin();
+    for (size_t step = 1; step < n; ++step) {  // snake[at + step] sends to the next one
+      const uint32_t node = snake[(at + step) % n];
+      nodes[node].parent = snake[(at + step + 1) % n];
+    }
   } else {
     std::vector<uint32_t> snake;
     for (uint32_t r = 0; r < rows; ++r) {

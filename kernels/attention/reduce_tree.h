@@ -10,6 +10,11 @@
 // - kChain: the snake order over the rectangle (row 0 left to right, row 1 right to left, ...);
 //   nodes before the root on the snake send forward, nodes after it backward: two chains
 //   meeting at the root. Every edge is one hop; depth = the longer chain.
+// - kRing: around the snake cycle in one direction: the node after the root on the snake
+//   starts and every node sends to the next one, the root last; depth = nodes - 1. The edge
+//   from the snake's last node back to its first is one hop only when the rectangle has an
+//   even number of rows (or a single row of at most 2); otherwise it is longer (fine on the
+//   NOC, refused for IPCQ by the launcher).
 // - Children are listed in the order the parent merges them: by the height of their subtree
 //   (a leaf's message arrives first), ties by index.
 // - round(node) = the height of its subtree: the round in which it sends (leaves send in 1).
@@ -25,7 +30,7 @@
 
 namespace ahbm::kernels {
 
-enum class ReduceShape : uint8_t { kTree, kChain };
+enum class ReduceShape : uint8_t { kTree, kChain, kRing };
 
 struct ReduceNode {
   std::optional<uint32_t> parent;

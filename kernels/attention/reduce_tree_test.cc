@@ -79,5 +79,20 @@ TEST(ReduceTree, BadRootIsAnError) {
   EXPECT_FALSE(BuildReduceTree(0, 4, 0, ReduceShape::kTree).ok());
 }
 
+TEST(ReduceTree, RingGoesOnceAroundTheSnakeCycle) {
+  // Snake over 2x4: 0 1 2 3 7 6 5 4 (and back to 0); root 1: 2 -> 3 -> 7 -> 6 -> 5 -> 4 -> 0 -> 1.
+  auto tree = BuildReduceTree(2, 4, 1, ReduceShape::kRing);
+  ASSERT_TRUE(tree.ok());
+  EXPECT_EQ(*(*tree)[2].parent, 3u);
+  EXPECT_EQ(*(*tree)[4].parent, 0u);
+  EXPECT_EQ(*(*tree)[0].parent, 1u);
+  EXPECT_FALSE((*tree)[1].parent.has_value());
+  EXPECT_EQ(ReduceRounds(*tree, 1), 7u);
+  const topology::Mesh mesh(2, 4);
+  for (uint32_t i = 0; i < 8; ++i) {
+    if ((*tree)[i].parent) EXPECT_EQ(mesh.HopDistance(i, *(*tree)[i].parent), 1u) << i;
+  }
+}
+
 }  // namespace
 }  // namespace ahbm::kernels

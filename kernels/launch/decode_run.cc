@@ -138,9 +138,10 @@ absl::StatusOr<DecodeConfig> DecodeConfigOf(const pb::Chip& chip, const pb::Work
       *out = kernels::ReduceShape::kTree;
     } else if (topo == pb::CHAIN) {
       *out = kernels::ReduceShape::kChain;
+    } else if (topo == pb::RING_REDUCE) {
+      *out = kernels::ReduceShape::kRing;
     } else {
-      return Invalid(absl::StrCat(field, ": ", pb::ReduceTopology_Name(topo),
-                                  " is not implemented yet (TREE, CHAIN are)"));
+      return Invalid(absl::StrCat(field, ": unknown value ", static_cast<int>(topo)));
     }
   }
   if (w.k_layout() != pb::K_LAYOUT_UNSPECIFIED && w.k_layout() != pb::TILE_MAJOR) {
