@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/attention/lse_merge.h"
+#include "kernels/attention/reduce_tree.h"
 #include "kernels/host/placement.h"
 #include "topology/ids.h"
 
@@ -61,16 +62,6 @@ absl::Status Field(const std::string& field, const std::string& reason) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", reason));
 }
 
-// The snake ring over a rows x cols rectangle (row 0 left to right, row 1 back, ...): a cycle
-// of one-hop links when rows is even or rows == 1 and cols <= 2.
-std::vector<uint32_t> Snake(uint32_t rows, uint32_t cols) {
-  std::vector<uint32_t> order;
-  for (uint32_t r = 0; r < rows; ++r) {
-    for (uint32_t k = 0; k < cols; ++k) order.push_back(r * cols + (r % 2 == 0 ? k : cols - 1 - k));
-  }
-  return order;
-}
-
 }  // namespace
 
 absl::StatusOr<std::vector<uint32_t>> BaselineCubes(const pb::Chip& chip, const DecodeConfig& cfg) {
@@ -112,7 +103,7 @@ absl::StatusOr<DecodeLaunch> LaunchBaseline(const pb::Chip& chip, const DecodeCo
   const uint32_t cols = std::min(cfg.p, mesh.cols());
   const uint32_t rows = cfg.p / cols;
   std::vector<uint32_t> ring;  // PE-in-CUBE in ring order
-  for (uint32_t k : Snake(rows, cols)) ring.push_back((k / cols) * mesh.cols() + k % cols);
+  for (uint32_t k : SnakeOrder(rows, cols)) ring.push_back((k / cols) * mesh.cols() + k % cols);
   const uint64_t block = (cfg.s + cfg.p - 1) / cfg.p;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(cfg.d)));
 

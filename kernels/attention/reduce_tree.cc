@@ -8,6 +8,14 @@
 
 namespace ahbm::kernels {
 
+std::vector<uint32_t> SnakeOrder(uint32_t rows, uint32_t cols) {
+  std::vector<uint32_t> snake;
+  for (uint32_t r = 0; r < rows; ++r) {
+    for (uint32_t k = 0; k < cols; ++k) snake.push_back(r * cols + (r % 2 == 0 ? k : cols - 1 - k));
+  }
+  return snake;
+}
+
 absl::StatusOr<std::vector<ReduceNode>> BuildReduceTree(uint32_t rows, uint32_t cols,
                                                         uint32_t root, ReduceShape shape) {
   const uint32_t n = rows * cols;
@@ -28,20 +36,14 @@ absl::StatusOr<std::vector<ReduceNode>> BuildReduceTree(uint32_t rows, uint32_t 
       }
     }
   } else if (shape == ReduceShape::kRing) {
-    std::vector<uint32_t> snake;
-    for (uint32_t r = 0; r < rows; ++r) {
-      for (uint32_t k = 0; k < cols; ++k) snake.push_back(r * cols + (r % 2 == 0 ? k : cols - 1 - k));
-    }
+    const std::vector<uint32_t> snake = SnakeOrder(rows, cols);
     const size_t at = std::find(snake.begin(), snake.end(), root) - snake.begin();
     for (size_t step = 1; step < n; ++step) {  // snake[at + step] sends to the next one
       const uint32_t node = snake[(at + step) % n];
       nodes[node].parent = snake[(at + step + 1) % n];
     }
   } else {
-    std::vector<uint32_t> snake;
-    for (uint32_t r = 0; r < rows; ++r) {
-      for (uint32_t k = 0; k < cols; ++k) snake.push_back(r * cols + (r % 2 == 0 ? k : cols - 1 - k));
-    }
+    const std::vector<uint32_t> snake = SnakeOrder(rows, cols);
     const size_t at = std::find(snake.begin(), snake.end(), root) - snake.begin();
     for (size_t k = 0; k < snake.size(); ++k) {
       if (k < at) nodes[snake[k]].parent = snake[k + 1];

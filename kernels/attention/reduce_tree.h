@@ -42,6 +42,9 @@ struct ReduceNode {
 absl::StatusOr<std::vector<ReduceNode>> BuildReduceTree(uint32_t rows, uint32_t cols,
                                                         uint32_t root, ReduceShape shape);
 
+// The snake order over a rows x cols rectangle: row 0 left to right, row 1 right to left, ...
+std::vector<uint32_t> SnakeOrder(uint32_t rows, uint32_t cols);
+
 // The number of sequential message rounds to the root: the root's height.
 uint32_t ReduceRounds(const std::vector<ReduceNode>& tree, uint32_t root);
 
