@@ -30,7 +30,7 @@ absl::StatusOr<std::unique_ptr<ChipSim>> ChipSim::Create(const pb::Chip& chip,
         absl::StrCat("issue_cost_profile: the chip has no profile named '", profile, "'"));
   }
   sim->engine_ = std::make_unique<Engine>();
-  sim->op_log_ = std::make_unique<observe::OpLog>(options.op_log_stream);
+  sim->op_log_ = std::make_unique<observe::OpLog>(options.op_log_stream, options.keep_op_log);
   sim->ctx_ = std::make_unique<UnitContext>(sim->engine_.get(), chip);
   UnitContext& ctx = *sim->ctx_;
   ctx.op_log = sim->op_log_.get();

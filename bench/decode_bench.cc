@@ -26,7 +26,9 @@ void BM_Llama70bDecode(benchmark::State& state) {
   w.set_issue_cost_profile(state.range(1) == 0 ? "zero" : "realistic");
   pb::Report report;
   for (auto _ : state) {
-    absl::StatusOr<launch::LaunchResult> result = launch::RunWorkload(*chip, w, {});
+    launch::LaunchOptions options;
+    options.keep_op_log = false;  // as `ahbm run` without --chrome_trace
+    absl::StatusOr<launch::LaunchResult> result = launch::RunWorkload(*chip, w, options);
     if (!result.ok() || !result->runtime_status.ok()) {
       state.SkipWithError("run failed");
       return;

@@ -215,6 +215,7 @@ absl::Status RunRun(const ParsedFlags& flags) {
   options.outputs_dir = flags.GetOr("outputs_dir", "");
   options.trace_path = flags.GetOr("trace", "");
   options.per_tile_detail = per_tile_detail;
+  options.keep_op_log = flags.Get("chrome_trace").has_value();  // only the Chrome trace reads it
   absl::StatusOr<launch::LaunchResult> result = launch::RunWorkload(*chip, workload, options);
   if (!result.ok()) return result.status();
   if (absl::Status s =

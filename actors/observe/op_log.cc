@@ -93,15 +93,16 @@ bool OpLog::per_tile_detail() const {
 }
 
 void OpLog::Append(pb::TraceRecord record) {
-  AHBM_CHECK(!records_.empty() || record.has_header())
+  AHBM_CHECK(appended_ > 0 || record.has_header())
       << "OpLog: a '" << RecordKindName(record.record_case())
       << "' record was added before SetHeader; the header must be first";
   if (stream_ != nullptr && stream_status_.ok() &&
       !google::protobuf::util::SerializeDelimitedToOstream(record, stream_)) {
     stream_status_ = absl::DataLossError(
-        absl::StrCat("writing op log record ", records_.size(), " to the stream failed"));
+        absl::StrCat("writing op log record ", appended_, " to the stream failed"));
   }
-  records_.push_back(std::move(record));
+  ++appended_;
+  if (keep_records_ || record.has_header()) records_.push_back(std::move(record));
 }
 
 absl::Status OpLog::Flush() {

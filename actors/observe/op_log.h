@@ -35,7 +35,10 @@ class OpLog {
   // In memory only.
   OpLog() = default;
   // Also streams every record to `stream` (not owned; must outlive the OpLog; may be null).
-  explicit OpLog(std::ostream* stream) : stream_(stream) {}
+  // With keep_records = false only the header stays in memory (records() then holds just it):
+  // for big runs whose records are only streamed, or not needed at all.
+  explicit OpLog(std::ostream* stream, bool keep_records = true)
+      : stream_(stream), keep_records_(keep_records) {}
   OpLog(const OpLog&) = delete;
   OpLog& operator=(const OpLog&) = delete;
 
@@ -59,6 +62,8 @@ class OpLog {
   void Append(pb::TraceRecord record);
 
   std::ostream* stream_ = nullptr;
+  bool keep_records_ = true;
+  uint64_t appended_ = 0;  // records appended (kept or not)
   std::vector<pb::TraceRecord> records_;
   uint64_t next_seq_ = 0;
   absl::Status stream_status_;

@@ -216,6 +216,7 @@ absl::StatusOr<LaunchResult> RunDecodeWorkload(const pb::Chip& chip, const pb::W
   sim::ChipSimOptions sim_options;
   sim_options.issue_cost_profile = w.issue_cost_profile();
   sim_options.per_tile_detail = options.per_tile_detail;
+  sim_options.keep_op_log = options.keep_op_log;
   sim_options.cubes = *cubes;
   sim_options.workload_summary = absl::StrCat(
       "decode ", baseline ? "BASELINE_FANOUT" : pb::Variant_Name(w.variant() == pb::VARIANT_UNSPECIFIED ? pb::OPT3 : w.variant()),

@@ -287,6 +287,7 @@ absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& chip, const pb::Workloa
   sim::ChipSimOptions sim_options;
   sim_options.issue_cost_profile = w.issue_cost_profile();
   sim_options.per_tile_detail = options.per_tile_detail;
+  sim_options.keep_op_log = options.keep_op_log;
   sim_options.cubes = {w.cube()};
   sim_options.workload_summary = Summary(w, index, pes);
   if (!options.trace_path.empty()) {

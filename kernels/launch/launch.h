@@ -57,6 +57,7 @@ struct LaunchOptions {
   std::string outputs_dir;  // data mode: write the outputs' .npy files here (else nowhere)
   std::string trace_path;   // stream the op log here (length-delimited TraceRecords)
   bool per_tile_detail = false;  // op log: one record per tile op as well
+  bool keep_op_log = true;       // false: LaunchResult::op_log holds only the header (big runs)
 };
 
 struct LaunchResult {
