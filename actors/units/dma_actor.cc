@@ -62,6 +62,21 @@ void Record(UnitContext* ctx, DmaActorState& st, UnitId self_id, uint64_t cmd_id
   ctx->op_log->AddOp(std::move(rec));
 }
 
+// One grant of command `cmd_id` from `channel`: true when the command has all its grants.
+bool Grant(DmaActorState& st, UnitId self_id, uint64_t cmd_id, UnitId channel, SimTime start,
+           SimTime done) {
+  auto it = st.pending.find(cmd_id);
+  AHBM_CHECK(it != st.pending.end())
+      << "DMA unit " << self_id << ": HbmResponse for cmd " << cmd_id << ", which is not in flight";
+  DmaActorState::Pending& p = it->second;
+  AHBM_CHECK(p.outstanding.erase(channel) == 1)
+      << "DMA unit " << self_id << ": unexpected HbmResponse from channel unit " << channel
+      << " for cmd " << cmd_id;
+  p.start = std::min(p.start, start);
+  p.end = std::max(p.end, done + p.extra);
+  return p.outstanding.empty();
+}
+
 }  // namespace
 
 uint64_t SpanUnion::Add(uint64_t start, uint64_t end) {
@@ -133,20 +148,87 @@ caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, pb::Ch
       },
       [self, engine, self_id, ctx](const std::shared_ptr<const pb::HbmResponse>& resp) {
         DmaActorState& st = self->state;
-        auto it = st.pending.find(resp->request_id());
-        AHBM_CHECK(it != st.pending.end())
-            << "DMA unit " << self_id << ": HbmResponse for cmd " << resp->request_id()
-            << ", which is not in flight";
-        DmaActorState::Pending& p = it->second;
-        AHBM_CHECK(p.outstanding.erase(resp->channel()) == 1)
-            << "DMA unit " << self_id << ": unexpected HbmResponse from channel unit "
-            << resp->channel() << " for cmd " << resp->request_id();
-        p.start = std::min(p.start, SimTime(resp->start_ps()));
-        p.end = std::max(p.end, SimTime(resp->done_ps()) + p.extra);
-        if (!p.outstanding.empty()) return;
-        SendCompletion(engine, self_id, p.requester, it->first, p.start, p.end);
-        Record(ctx, st, self_id, it->first, p.kind, p.bytes, p.issue, p.start, p.end);
-        st.pending.erase(it);
+        std::vector<uint64_t> finished;
+        if (resp->parts_size() == 0) {
+          if (Grant(st, self_id, resp->request_id(), resp->channel(), SimTime(resp->start_ps()),
+                    SimTime(resp->done_ps()))) {
+            finished.push_back(resp->request_id());
+          }
+        } else {
+          for (const pb::HbmPartGrant& g : resp->parts()) {
+            if (Grant(st, self_id, g.request_id(), resp->channel(), SimTime(g.start_ps()),
+                      SimTime(g.done_ps()))) {
+              finished.push_back(g.request_id());
+            }
+          }
+        }
+        for (uint64_t cmd_id : finished) {
+          auto it = st.pending.find(cmd_id);
+          DmaActorState::Pending& p = it->second;
+          Record(ctx, st, self_id, cmd_id, p.kind, p.bytes, p.issue, p.start, p.end);
+          if (p.batch == 0) {
+            SendCompletion(engine, self_id, p.requester, cmd_id, p.start, p.end);
+          } else {
+            DmaActorState::Batch& b = st.batches.at(p.batch);
+            pb::Completion& c = b.done[cmd_id];
+            c.set_cmd_id(cmd_id);
+            c.set_unit(self_id);
+            c.set_start_ps(p.start.value());
+            c.set_end_ps(p.end.value());
+            if (b.done.size() == b.cmds.size()) {
+              auto msg = std::make_shared<pb::DmaBatchDone>();
+              msg->set_batch_id(p.batch);
+              for (uint64_t id : b.cmds) *msg->add_done() = b.done.at(id);
+              engine->Send(self_id, SimTime(0), b.requester,
+                           std::shared_ptr<const pb::DmaBatchDone>(std::move(msg)));
+              st.batches.erase(p.batch);
+            }
+          }
+          st.pending.erase(it);
+        }
+      },
+      [self, engine, self_id](const std::shared_ptr<const pb::DmaBatch>& batch) {
+        DmaActorState& st = self->state;
+        const UnitId requester = engine->current_src();
+        AHBM_CHECK(batch->cmds_size() > 0 && !st.batches.contains(batch->batch_id()))
+            << "DMA unit " << self_id << ": empty or repeated batch " << batch->batch_id();
+        DmaActorState::Batch& b = st.batches[batch->batch_id()];
+        b.requester = requester;
+        // Per channel unit (ascending = channel order): the parts, in batch order.
+        std::map<UnitId, pb::HbmRequest> requests;
+        for (const pb::DmaCmd& cmd : batch->cmds()) {
+          const uint64_t cmd_id = cmd.cmd_id();
+          absl::StatusOr<DmaPlan> plan = st.model->Plan(cmd);
+          AHBM_CHECK(plan.ok()) << "DMA unit " << self_id << ": batch command refused: "
+                                << plan.status();
+          AHBM_CHECK(plan->kind == DmaKind::kHbmRead && !st.pending.contains(cmd_id))
+              << "DMA unit " << self_id << ": batch cmd " << cmd_id
+              << " is not a new HBM read";
+          b.cmds.push_back(cmd_id);
+          DmaActorState::Pending& p = st.pending[cmd_id];
+          p.requester = requester;
+          p.extra = st.model->ExtraLatency(*plan);
+          p.end = engine->now();
+          p.issue = engine->now();
+          p.kind = plan->kind;
+          p.bytes = plan->useful_bytes.value();
+          p.batch = batch->batch_id();
+          for (const DmaChannelShare& share : plan->channels) {
+            const UnitId channel = st.index->HbmChannelUnit(plan->cube, share.channel).value();
+            p.outstanding.insert(channel);
+            pb::HbmRequest& req = requests[channel];
+            req.set_channel(channel);
+            req.set_bytes(req.bytes() + share.bytes.value());
+            pb::HbmPart* part = req.add_parts();
+            part->set_request_id(cmd_id);
+            part->set_bytes(share.bytes.value());
+          }
+        }
+        for (auto& [channel, req] : requests) {
+          engine->Send(self_id, SimTime(0), channel,
+                       std::shared_ptr<const pb::HbmRequest>(
+                           std::make_shared<pb::HbmRequest>(std::move(req))));
+        }
       },
   };
 }

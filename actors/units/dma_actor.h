@@ -25,6 +25,11 @@
 //   planner needs it at issue). Contention is the channels' FIFO in engine delivery order.
 // - TCM -> TCM copy: no channels; the model's TCM copy path (DmaModel::Execute) times it and the
 //   requester gets the Completion at once.
+// - DmaBatch (a composite's operand pieces, all HBM reads): planned in order like as many
+//   DmaCmds arriving at once, but each channel gets ONE HbmRequest listing its parts (in batch
+//   order) and the requester gets ONE DmaBatchDone with every command's Completion, when the
+//   last grant is in — the same times as separate commands, far fewer events. A batch command
+//   that cannot be planned is our bug (the scheduler checked it): AHBM_CHECK.
 // - Several commands may be in flight; their state is kept in a std::map keyed by cmd_id. An
 //   HbmResponse for no pending command or from an unexpected channel is a bug (AHBM_CHECK).
 // - With a UnitContext: stats on the DMA unit (ops, busy_ps = the union of the commands'
@@ -41,6 +46,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "actors/engine.h"
 #include "actors/models/dma_model.h"
@@ -76,10 +82,18 @@ struct DmaActorState {
     SimTime issue;
     DmaKind kind = DmaKind::kHbmRead;
     uint64_t bytes = 0;
+    uint64_t batch = 0;            // the DmaBatch it belongs to (0: none)
+  };
+  // A DmaBatch whose commands are not all granted yet.
+  struct Batch {
+    UnitId requester = 0;
+    std::vector<uint64_t> cmds;                          // in batch order
+    std::map<uint64_t, pb::Completion> done;             // by cmd_id
   };
   std::optional<DmaModel> model;          // set by the behavior function (no default ctor)
   std::optional<topology::ChipIndex> index;
   std::map<uint64_t, Pending> pending;    // by cmd_id
+  std::map<uint64_t, Batch> batches;      // by batch_id
   SpanUnion busy;                         // spans of finished commands (stats)
 };
 using DmaActor = caf::stateful_actor<DmaActorState>;

@@ -1,5 +1,6 @@
 #include "actors/units/dma_actor.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <ostream>
@@ -56,6 +57,12 @@ caf::behavior Requester(caf::event_based_actor*, Engine* engine, std::vector<Rep
       [=](const std::shared_ptr<const pb::Completion>& c) {
         log->push_back({engine->now().value(), engine->current_src(), c->cmd_id(), c->unit(),
                         c->start_ps(), c->end_ps(), ""});
+      },
+      [=](const std::shared_ptr<const pb::DmaBatchDone>& b) {
+        for (const pb::Completion& c : b->done()) {
+          log->push_back({engine->now().value(), engine->current_src(), c.cmd_id(), c.unit(),
+                          c.start_ps(), c.end_ps(), ""});
+        }
       },
       [=](const std::shared_ptr<const pb::DmaError>& e) {
         log->push_back(
@@ -294,6 +301,48 @@ TEST_F(DmaActorTest, SameScenarioTwiceGivesIdenticalReplies) {
   const std::vector<Reply> first = run();
   EXPECT_EQ(first.size(), 12u);
   EXPECT_EQ(run(), first);
+}
+
+// A DmaBatch is timed exactly like its commands sent one after the other at the same instant
+// (every channel serves them in batch order), with one request per channel and one reply.
+TEST_F(DmaActorTest, BatchTimesLikeSeparateCommandsWithFewerEvents) {
+  // Three reads of PE 0: dense, a strided run pattern, and another dense block.
+  const std::vector<pb::DmaCmd> cmds = {
+      Read(1, 0, 0, 0, {kBf16Elements}),
+      Read(2, 0, 0, 1 << 20, {64, 128}, {256, 1}),
+      Read(3, 0, 0, 2 << 20, {kBf16Elements / 2})};
+  std::vector<Reply> separate, batched;
+  uint64_t separate_events = 0, batched_events = 0;
+  {
+    Engine engine;
+    Build(engine, &separate);
+    for (const pb::DmaCmd& cmd : cmds) Issue(engine, SimTime(Pe(5)), 0, cmd);
+    engine.Run();
+    separate_events = engine.events_processed();
+  }
+  {
+    Engine engine;
+    Build(engine, &batched);
+    auto batch = std::make_shared<pb::DmaBatch>();
+    batch->set_batch_id(42);
+    for (const pb::DmaCmd& cmd : cmds) *batch->add_cmds() = cmd;
+    engine.Send(requester_, SimTime(Pe(5)), Dma(0), std::shared_ptr<const pb::DmaBatch>(batch));
+    engine.Run();
+    batched_events = engine.events_processed();
+  }
+  ASSERT_EQ(separate.size(), 3u);
+  ASSERT_EQ(batched.size(), 3u);
+  const auto by_cmd = [](const Reply& a, const Reply& b) { return a.cmd_id < b.cmd_id; };
+  std::sort(separate.begin(), separate.end(), by_cmd);  // replies come as commands finish
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(batched[i].cmd_id, separate[i].cmd_id);
+    EXPECT_EQ(batched[i].start_ps, separate[i].start_ps) << i;
+    EXPECT_EQ(batched[i].end_ps, separate[i].end_ps) << i;
+  }
+  // Separate: 3 commands + 3 x (8, 4 or 8 requests and replies) + 3 completions; batched: one
+  // command, 8 requests, 8 replies, one reply.
+  EXPECT_EQ(batched_events, 1u + 8u + 8u + 1u);
+  EXPECT_LT(batched_events, separate_events);
 }
 
 TEST(SpanUnionTest, CountsEachInstantOnce) {

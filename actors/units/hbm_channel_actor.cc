@@ -13,24 +13,39 @@ caf::behavior HbmChannelBehavior(HbmChannelActor* self, Engine* engine, UnitId s
                                  pb::HbmChannel config, StatsBoard* stats) {
   self->state.model.emplace(config);
   return {[self, engine, self_id, stats](const std::shared_ptr<const pb::HbmRequest>& req) {
-    const HbmGrant grant = self->state.model->Access(engine->now(), Bytes(req->bytes()),
-                                                     req->write() ? HbmOp::kWrite : HbmOp::kRead);
-    if (stats != nullptr) {
-      pb::UnitStats& s = stats->At(self_id);
-      s.set_ops(s.ops() + 1);
-      s.set_busy_ps(s.busy_ps() + (grant.free_at - grant.start).value());
-      if (req->write()) {
-        s.set_bytes_written(s.bytes_written() + req->bytes());
-      } else {
-        s.set_bytes_read(s.bytes_read() + req->bytes());
+    const HbmOp op = req->write() ? HbmOp::kWrite : HbmOp::kRead;
+    const auto serve = [&](uint64_t bytes) {
+      const HbmGrant grant = self->state.model->Access(engine->now(), Bytes(bytes), op);
+      if (stats != nullptr) {
+        pb::UnitStats& s = stats->At(self_id);
+        s.set_ops(s.ops() + 1);
+        s.set_busy_ps(s.busy_ps() + (grant.free_at - grant.start).value());
+        if (req->write()) {
+          s.set_bytes_written(s.bytes_written() + bytes);
+        } else {
+          s.set_bytes_read(s.bytes_read() + bytes);
+        }
       }
-    }
+      return grant;
+    };
     auto resp = std::make_shared<pb::HbmResponse>();
     resp->set_request_id(req->request_id());
     resp->set_bytes(req->bytes());
-    resp->set_start_ps(grant.start.value());
-    resp->set_done_ps(grant.done.value());
     resp->set_channel(self_id);
+    if (req->parts_size() == 0) {
+      const HbmGrant grant = serve(req->bytes());
+      resp->set_start_ps(grant.start.value());
+      resp->set_done_ps(grant.done.value());
+    } else {
+      // A batch: its parts back to back, in order, as separate requests would have been.
+      for (const pb::HbmPart& part : req->parts()) {
+        const HbmGrant grant = serve(part.bytes());
+        pb::HbmPartGrant* g = resp->add_parts();
+        g->set_request_id(part.request_id());
+        g->set_start_ps(grant.start.value());
+        g->set_done_ps(grant.done.value());
+      }
+    }
     engine->Send(self_id, SimTime(0), engine->current_src(),
                  std::shared_ptr<const pb::HbmResponse>(std::move(resp)));
   }};

@@ -14,6 +14,9 @@
 //   The requester, not the channel, waits until done_ps if it needs to.
 // - Stats (when a StatsBoard is given): ops += 1, busy_ps += data-bus occupancy
 //   (grant.free_at - grant.start), bytes_read / bytes_written += bytes.
+// - A batched request (`parts`, from a DmaBatch) is served part by part in order, each exactly
+//   like a separate request arriving at the same instant; the response lists one grant per
+//   part (`parts`) instead of start_ps / done_ps.
 // - A zero-byte request is a bug of the requester (the model's AHBM_CHECK fails; the engine
 //   then reports the terminated unit).
 #ifndef AHBMSIM_ACTORS_UNITS_HBM_CHANNEL_ACTOR_H_

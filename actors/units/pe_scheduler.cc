@@ -233,7 +233,8 @@ void PeScheduler::Admit(Cmd& c) {
     }
   }
 
-  // Operand loads, all at once, in plan order.
+  // Operand loads, all at once, in plan order, as one DmaBatch.
+  batch_ = std::make_shared<pb::DmaBatch>();
   for (const TileOp& op : c.plan.ops) {
     if (op.home != TensorHome::kHbm) continue;
     if (op.kind == TileOpKind::kLoadB) {
@@ -256,6 +257,7 @@ void PeScheduler::Admit(Cmd& c) {
       c.pending_writes.push_back(op.index);
     }
   }
+  FlushBatch();
 }
 
 void PeScheduler::AddPlannerOps(Cmd& c, const std::vector<OpId>& extra_deps, int extra_external,
@@ -308,9 +310,22 @@ void PeScheduler::SendDma(Cmd& c, pb::DmaCmd dma, uint32_t tile_index, bool whol
   dma.set_cmd_id(id);
   dma_pieces_[id] = DmaPiece{c.cmd_id, tile_index, whole_command};
   ++c.dmas_in_flight;
+  if (batch_ != nullptr) {  // an admission's operand loads: one DmaBatch (FlushBatch)
+    *batch_->add_cmds() = std::move(dma);
+    return;
+  }
   ++dma_replies_pending_;
   engine_->Send(self_, SimTime(0), dma_unit_,
                 std::shared_ptr<const pb::DmaCmd>(std::make_shared<pb::DmaCmd>(std::move(dma))));
+}
+
+void PeScheduler::FlushBatch() {
+  std::shared_ptr<pb::DmaBatch> batch = std::move(batch_);
+  batch_.reset();
+  if (batch == nullptr || batch->cmds_size() == 0) return;
+  batch->set_batch_id(next_dma_id_++);
+  ++dma_replies_pending_;
+  engine_->Send(self_, SimTime(0), dma_unit_, std::shared_ptr<const pb::DmaBatch>(std::move(batch)));
 }
 
 pb::TensorRef PeScheduler::Piece(const pb::TensorRef& ref, uint64_t r0, uint64_t rows,
@@ -360,12 +375,23 @@ void PeScheduler::NoteDmaEnd(Cmd& c, SimTime end) {
 }
 
 void PeScheduler::OnDmaDone(const pb::Completion& done) {
+  --dma_replies_pending_;
+  PieceDone(done);
+  if (dma_replies_pending_ == 0) Step();
+}
+
+void PeScheduler::OnDmaBatchDone(const pb::DmaBatchDone& done) {
+  --dma_replies_pending_;
+  for (const pb::Completion& piece : done.done()) PieceDone(piece);
+  if (dma_replies_pending_ == 0) Step();
+}
+
+void PeScheduler::PieceDone(const pb::Completion& done) {
   auto it = dma_pieces_.find(done.cmd_id());
   AHBM_CHECK(it != dma_pieces_.end()) << "scheduler of pe " << pe_ << ": completion of unknown DMA "
                                       << done.cmd_id();
   const DmaPiece piece = it->second;
   dma_pieces_.erase(it);
-  --dma_replies_pending_;
   Cmd& c = cmds_.at(piece.cmd_id);
   --c.dmas_in_flight;
   c.dma_start = std::min(c.dma_start, SimTime(done.start_ps()));
@@ -374,7 +400,6 @@ void PeScheduler::OnDmaDone(const pb::Completion& done) {
     for (OpId op : c.piece_waiters[piece.tile_index]) ResolveExternal(op, end);
   }
   NoteDmaEnd(c, end);
-  if (dma_replies_pending_ == 0) Step();
 }
 
 void PeScheduler::OnDmaError(const pb::DmaError& error) {
@@ -634,6 +659,7 @@ caf::behavior PeSchedulerBehavior(PeSchedulerActor* self, UnitContext* ctx, Unit
       [s](const std::shared_ptr<const pb::DmaCmd>& cmd) { s->OnDma(cmd); },
       [s](const std::shared_ptr<const pb::Completion>& done) { s->OnDmaDone(*done); },
       [s](const std::shared_ptr<const pb::DmaError>& error) { s->OnDmaError(*error); },
+      [s](const std::shared_ptr<const pb::DmaBatchDone>& done) { s->OnDmaBatchDone(*done); },
       [s](sched_wake_atom, uint64_t version) { s->OnWake(version); },
   };
 }

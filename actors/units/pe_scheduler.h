@@ -22,8 +22,8 @@
 //   planner; a load or write-out of an HBM operand is one DmaCmd per tile piece; a TCM-homed
 //   load or write-out costs nothing.
 // - Admission: an admitted composite / softmax_pv sends all its operand loads at once, in plan
-//   order ("the next composite's loads overlap the current one's GEMMs"; the DMA and the
-//   channels serve them in that order). `dot`, MATH and DMA commands are not admission-limited
+//   order, as one DmaBatch ("the next composite's loads overlap the current one's GEMMs"; the
+//   DMA and the channels serve them in that order, timed as separate DMAs). `dot`, MATH and DMA commands are not admission-limited
 //   (the CPU blocks on the first two).
 // - Dependencies: `depends_on` names earlier commands of this PE. Every planner op of the
 //   dependent command then also depends on the dependency's planner ops, and waits for the
@@ -77,6 +77,7 @@ class PeScheduler {
   void OnDma(std::shared_ptr<const pb::DmaCmd> cmd);
   void OnDmaDone(const pb::Completion& done);
   void OnDmaError(const pb::DmaError& error);
+  void OnDmaBatchDone(const pb::DmaBatchDone& done);
   void OnWake(uint64_t version);
 
   // Commands accepted and not yet completed.
@@ -127,7 +128,10 @@ class PeScheduler {
   void Admit(Cmd& c);
   void AddPlannerOps(Cmd& c, const std::vector<OpId>& extra_deps, int extra_external,
                      SimTime external_ready);
+  // Sends one DMA, or adds it to the open batch (see Admit).
   void SendDma(Cmd& c, pb::DmaCmd dma, uint32_t tile_index, bool whole_command);
+  void FlushBatch();
+  void PieceDone(const pb::Completion& done);
   void AddExternalWait(OpId op, int count);
   void ResolveExternal(OpId op, SimTime ready);
   void NoteDmaEnd(Cmd& c, SimTime end);
@@ -164,6 +168,7 @@ class PeScheduler {
   std::map<uint64_t, DmaPiece> dma_pieces_;  // by DMA cmd id
   uint64_t next_dma_id_ = 1;
   int dma_replies_pending_ = 0;
+  std::shared_ptr<pb::DmaBatch> batch_;  // open while Admit sends a command's operand loads
   std::map<std::string, uint64_t> last_on_acc_;  // softmax_pv chain: acc -> last cmd_id
   uint64_t wake_version_ = 0;
   std::optional<SimTime> wake_at_;
