@@ -62,6 +62,20 @@ void Record(UnitContext* ctx, DmaActorState& st, UnitId self_id, uint64_t cmd_id
   ctx->op_log->AddOp(std::move(rec));
 }
 
+// A planned HBM command waiting for its channels' grants.
+DmaActorState::Pending& StartPending(DmaActorState& st, uint64_t cmd_id, UnitId requester,
+                                     const DmaPlan& plan, SimTime now, uint64_t batch) {
+  DmaActorState::Pending& p = st.pending[cmd_id];
+  p.requester = requester;
+  p.extra = st.model->ExtraLatency(plan);
+  p.end = now;
+  p.issue = now;
+  p.kind = plan.kind;
+  p.bytes = plan.useful_bytes.value();
+  p.batch = batch;
+  return p;
+}
+
 // One grant of command `cmd_id` from `channel`: true when the command has all its grants.
 bool Grant(DmaActorState& st, UnitId self_id, uint64_t cmd_id, UnitId channel, SimTime start,
            SimTime done) {
@@ -126,13 +140,7 @@ caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, pb::Ch
           return;
         }
         AHBM_CHECK(!plan->channels.empty()) << "HBM plan without channels, cmd " << cmd_id;
-        DmaActorState::Pending& p = st.pending[cmd_id];
-        p.requester = requester;
-        p.extra = st.model->ExtraLatency(*plan);
-        p.end = engine->now();
-        p.issue = engine->now();
-        p.kind = plan->kind;
-        p.bytes = plan->useful_bytes.value();
+        DmaActorState::Pending& p = StartPending(st, cmd_id, requester, *plan, engine->now(), 0);
         const bool write = plan->kind == DmaKind::kHbmWrite;
         for (const DmaChannelShare& share : plan->channels) {  // ascending channel order
           const UnitId channel = st.index->HbmChannelUnit(plan->cube, share.channel).value();
@@ -205,14 +213,8 @@ caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, pb::Ch
               << "DMA unit " << self_id << ": batch cmd " << cmd_id
               << " is not a new HBM read";
           b.cmds.push_back(cmd_id);
-          DmaActorState::Pending& p = st.pending[cmd_id];
-          p.requester = requester;
-          p.extra = st.model->ExtraLatency(*plan);
-          p.end = engine->now();
-          p.issue = engine->now();
-          p.kind = plan->kind;
-          p.bytes = plan->useful_bytes.value();
-          p.batch = batch->batch_id();
+          DmaActorState::Pending& p =
+              StartPending(st, cmd_id, requester, *plan, engine->now(), batch->batch_id());
           for (const DmaChannelShare& share : plan->channels) {
             const UnitId channel = st.index->HbmChannelUnit(plan->cube, share.channel).value();
             p.outstanding.insert(channel);
