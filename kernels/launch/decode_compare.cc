@@ -81,10 +81,13 @@ std::string FormatCompareTable(const pb::Chip& chip, const pb::Workload& w,
                                         "rounds", "events"));
   for (const CompareRow& r : rows) {
     std::string name = absl::AsciiStrToLower(pb::Variant_Name(r.variant));
+    // No baseline row: no ratio to it ("-").
+    const std::string x_base =
+        r.baseline_ratio == 0 ? "-" : absl::StrFormat("%.3f", r.baseline_ratio);
     absl::StrAppend(
-        &out, absl::StrFormat("%-16s %11.1f %10.1f %10.1f %11.1f %7.3f %7.3f  %-26s %9.2f %6u %9u\n",
+        &out, absl::StrFormat("%-16s %11.1f %10.1f %10.1f %11.1f %7.3f %7s  %-26s %9.2f %6u %9u\n",
                               name, r.latency_ps / 1e3, r.sweep_ps / 1e3, r.reduce_ps / 1e3,
-                              r.roofline_ps / 1e3, r.roofline_ratio, r.baseline_ratio, r.binding,
+                              r.roofline_ps / 1e3, r.roofline_ratio, x_base, r.binding,
                               r.kv_bytes / 1048576.0, r.reduce_rounds, r.events));
   }
   return out;
