@@ -65,12 +65,21 @@ void PePlanner::Replan(SimTime now) {
   // `pending` counts dependencies not yet timed; an op is ready once pending == 0 (and its
   // external input is known). An op's ready time is max(now, its external input, its
   // dependencies' ends); retired dependencies count as ended before now.
+  // Scratch buffers are members, reused from re-plan to re-plan (no allocation per re-plan);
+  // the dependents of op i are edges_[first_edge_[i] .. first_edge_[i + 1]) (CSR).
   const size_t n = ops_.size();
-  std::vector<SimTime> base(n, now_);
-  std::vector<uint32_t> pending(n, 0);
-  std::vector<bool> blocked(n, false);
-  std::vector<std::vector<uint32_t>> dependents(n);
-  std::vector<uint32_t> todo;
+  std::vector<SimTime>& base = scratch_.base;
+  std::vector<uint32_t>& pending = scratch_.pending;
+  std::vector<uint8_t>& blocked = scratch_.blocked;
+  std::vector<uint32_t>& todo = scratch_.todo;
+  std::vector<uint32_t>& first_edge = scratch_.first_edge;
+  std::vector<uint32_t>& edges = scratch_.edges;
+  std::vector<std::pair<uint32_t, uint32_t>>& pairs = scratch_.pairs;  // (dep, dependent)
+  base.assign(n, now_);
+  pending.assign(n, 0);
+  blocked.assign(n, 0);
+  todo.clear();
+  pairs.clear();
   for (size_t i = 0; i < n; ++i) {
     const Op& o = ops_[i];
     if (o.timing) continue;
@@ -79,7 +88,7 @@ void PePlanner::Replan(SimTime now) {
       if (o.external_ready) {
         base[i] = std::max(base[i], *o.external_ready);
       } else {
-        blocked[i] = true;
+        blocked[i] = 1;
       }
     }
     for (OpId dep : o.spec.deps) {
@@ -89,9 +98,18 @@ void PePlanner::Replan(SimTime now) {
         base[i] = std::max(base[i], d->timing->end);
       } else {
         ++pending[i];
-        dependents[dep - first_id_].push_back(static_cast<uint32_t>(i));
+        pairs.emplace_back(static_cast<uint32_t>(dep - first_id_), static_cast<uint32_t>(i));
       }
     }
+  }
+  first_edge.assign(n + 1, 0);
+  for (const auto& [dep, dependent] : pairs) ++first_edge[dep + 1];
+  for (size_t i = 0; i < n; ++i) first_edge[i + 1] += first_edge[i];
+  edges.resize(pairs.size());
+  {
+    std::vector<uint32_t>& fill = scratch_.fill;
+    fill.assign(first_edge.begin(), first_edge.end() - 1);
+    for (const auto& [dep, dependent] : pairs) edges[fill[dep]++] = dependent;
   }
   const auto ready = [&](uint32_t i) { return !blocked[i] && pending[i] == 0; };
   while (true) {
@@ -130,7 +148,8 @@ void PePlanner::Replan(SimTime now) {
     const Cycles cycles = op.spec.busy + (idle ? op.spec.fill_if_idle : Cycles(0));
     op.timing = OpTiming{chosen_start, chosen_start + clock_.ToTime(cycles)};
     last = op.timing->end;
-    for (uint32_t d : dependents[chosen]) {
+    for (uint32_t e = first_edge[chosen]; e < first_edge[chosen + 1]; ++e) {
+      const uint32_t d = edges[e];
       base[d] = std::max(base[d], op.timing->end);
       --pending[d];
     }

@@ -26,6 +26,7 @@
 #include <deque>
 #include <map>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "actors/time.h"
@@ -99,6 +100,16 @@ class PePlanner {
   ClockDomain clock_;
   std::deque<Op> ops_;  // ops_[i] has id first_id_ + i
   std::map<OpId, OpTiming> retired_;  // timings of retired ops not yet released
+  struct Scratch {  // Replan's working buffers, kept to avoid allocating per re-plan
+    std::vector<SimTime> base;
+    std::vector<uint32_t> pending;
+    std::vector<uint8_t> blocked;
+    std::vector<uint32_t> todo;
+    std::vector<uint32_t> first_edge;
+    std::vector<uint32_t> edges;
+    std::vector<uint32_t> fill;
+    std::vector<std::pair<uint32_t, uint32_t>> pairs;
+  } scratch_;
   OpId first_id_ = 0;
   SimTime now_;
   std::array<EngineState, kNumPlannedEngines> committed_engines_{};
