@@ -713,6 +713,7 @@ bool KernelRuntime::TryIssue(Instance& inst) {
   IssueStats(inst.pe, issue - start);
   cpu.cpu = issue;
   sim::Engine& engine = *sim_->context().engine;
+  // `inv` stays valid after pending is reset: the awaiting Call owns the invocation too.
   const std::shared_ptr<Invocation> keep = inst.pending;
   inst.pending.reset();
 
@@ -750,7 +751,6 @@ bool KernelRuntime::TryIssue(Instance& inst) {
       cpu.writes[inv.cmd_id] = {inv.written_begin, inv.written_end};
     }
     if (!inv.blocking) return true;
-    inst.blocked = keep;
     Wait(inst, inv.cmd_id, absl::StrCat("cmd ", inv.cmd_id, " (", inv.what, ")"), issue, true);
     return false;
   }
@@ -821,7 +821,6 @@ bool KernelRuntime::TryIssue(Instance& inst) {
   if (inv.written_end > inv.written_begin) cpu.writes[inv.cmd_id] = {inv.written_begin, inv.written_end};
   PumpChannel(inst.pe, key);
   if (!inv.blocking || cpu.done.contains(inv.cmd_id)) return true;
-  inst.blocked = keep;
   Wait(inst, inv.cmd_id, absl::StrCat("recv ", inv.cmd_id, " from ", DescribePeer(inst.pe, *inv.peer)),
        issue, true);
   return false;
@@ -992,7 +991,6 @@ void KernelRuntime::Resume(Instance& inst) {
     inst.pending.reset();
   }
   std::coroutine_handle<> h = first ? std::coroutine_handle<>(inst.task->handle()) : inst.resume;
-  inst.blocked.reset();
   h.resume();
   if (inst.task->done()) {
     Finish(inst);

@@ -79,7 +79,6 @@ struct Instance {
   enum class State : uint8_t { kNew, kReady, kWaiting, kDone } state = State::kNew;
   std::coroutine_handle<> resume;     // where the coroutine continues
   std::shared_ptr<Invocation> pending;  // a call stalled before it issued
-  std::shared_ptr<Invocation> blocked;  // the blocking call it waits in (its result)
   uint64_t waiting_on = 0;            // handle (cmd / receive id) it waits for; 0 = none
   std::string waiting_what;           // for StallRecords and deadlock reports
   bool waiting_all = false;
@@ -87,7 +86,6 @@ struct Instance {
   uint64_t waiting_message = 0;
   SimTime wait_from;                  // cpu time the wait began
   bool real_wait_cost = true;         // pay resume_after_wait_cycles when it resumes
-  bool first_run = true;
   std::set<uint64_t> outstanding;     // its handles not yet complete
   std::string error;                  // set when it failed
   // Its share of the PE's scratch arena (several instances on one PE split it evenly, so
