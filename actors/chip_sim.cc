@@ -179,12 +179,11 @@ pb::Report ChipSim::BuildReport(uint64_t comm_critical_path_ps) const {
   const double peak_flops_per_ps = 2.0 * cube.pe().gemm().array_rows() *
                                    cube.pe().gemm().array_cols() * cube.pe().clock_mhz() / 1e6;
   std::vector<observe::PeResourceUse> pes;
+  std::map<uint32_t, const pb::UnitStats*> by_unit;
+  for (const pb::UnitStats& s : report.units()) by_unit[s.unit()] = &s;
   const auto stat = [&](UnitKind kind, uint32_t pe) -> const pb::UnitStats* {
-    const uint32_t id = ctx.index.PeUnit(kind, ctx.index.PeOf(pe)).value();
-    for (const pb::UnitStats& s : report.units()) {
-      if (s.unit() == id) return &s;
-    }
-    return nullptr;
+    auto it = by_unit.find(ctx.index.PeUnit(kind, ctx.index.PeOf(pe)).value());
+    return it == by_unit.end() ? nullptr : it->second;
   };
   for (uint32_t pe = 0; pe < ctx.index.num_pes(); ++pe) {
     const pb::UnitStats* cpu = stat(UnitKind::kPeCpu, pe);

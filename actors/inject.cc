@@ -7,21 +7,12 @@
 #include "base/check.h"
 
 namespace ahbm::sim::inject {
-namespace {
-
-pb::TensorRef Make(pb::MemorySpace space, uint32_t pe, uint64_t addr, pb::DType dtype,
-                   std::vector<uint64_t> shape) {
-  return MakeTensorRef(space, pe, addr, dtype, shape);
-}
-
-}  // namespace
-
 pb::TensorRef Hbm(uint32_t pe, uint64_t addr, pb::DType dtype, std::vector<uint64_t> shape) {
-  return Make(pb::HBM, pe, addr, dtype, std::move(shape));
+  return MakeTensorRef(pb::HBM, pe, addr, dtype, std::move(shape));
 }
 
 pb::TensorRef Tcm(uint32_t pe, uint64_t addr, pb::DType dtype, std::vector<uint64_t> shape) {
-  return Make(pb::TCM, pe, addr, dtype, std::move(shape));
+  return MakeTensorRef(pb::TCM, pe, addr, dtype, std::move(shape));
 }
 
 uint64_t TensorBytes(const pb::TensorRef& t) { return ElementCount(t) * DTypeBytes(t.dtype()); }

@@ -258,7 +258,7 @@ absl::Status RunCompare(const ParsedFlags& flags) {
   absl::StatusOr<std::vector<launch::CompareRow>> rows =
       launch::CompareDecode(*chip, *workload, variants);
   if (!rows.ok()) return rows.status();
-  std::fputs(launch::FormatCompareTable(*chip, *workload, *rows).c_str(), stdout);
+  std::fputs(launch::FormatCompareTable(*chip, *rows).c_str(), stdout);
   return absl::OkStatus();
 }
 

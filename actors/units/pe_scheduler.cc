@@ -295,7 +295,6 @@ void PeScheduler::AddPlannerOps(Cmd& c, const std::vector<OpId>& extra_deps, int
     const OpId id = planner_.Add(std::move(spec));
     c.planner_op[op.index] = id;
     c.ops.push_back(id);
-    op_owner_[id] = {c.cmd_id, op.index};
     for (uint32_t piece : hbm_pieces) c.piece_waiters[piece].push_back(id);
     if (external > 0) {
       external_[id] = ExternalInput{external, std::max(now, external_ready)};
@@ -502,10 +501,7 @@ bool PeScheduler::TryComplete(Cmd& c) {
   Reply(c, start, end);
   if (c.kind == Kind::kComposite || c.kind == Kind::kSoftmaxPv) --inflight_;
   done_[c.cmd_id] = end;
-  for (OpId op : c.ops) {
-    op_owner_.erase(op);
-    planner_.Release(op);
-  }
+  for (OpId op : c.ops) planner_.Release(op);
   return true;
 }
 

@@ -80,9 +80,6 @@ class PeScheduler {
   void OnDmaBatchDone(const pb::DmaBatchDone& done);
   void OnWake(uint64_t version);
 
-  // Commands accepted and not yet completed.
-  size_t live_commands() const { return cmds_.size(); }
-
  private:
   enum class Kind { kComposite, kSoftmaxPv, kDot, kMath, kDma };
   struct Cmd {
@@ -164,7 +161,6 @@ class PeScheduler {
   uint32_t inflight_ = 0;                    // admitted composites / softmax_pv not completed
   uint64_t next_seq_ = 0;
   std::map<OpId, ExternalInput> external_;   // planner ops with external inputs not all known
-  std::map<OpId, std::pair<uint64_t, uint32_t>> op_owner_;  // planner op -> (cmd, tile index)
   std::map<uint64_t, DmaPiece> dma_pieces_;  // by DMA cmd id
   uint64_t next_dma_id_ = 1;
   int dma_replies_pending_ = 0;

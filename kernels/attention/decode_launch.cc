@@ -18,21 +18,6 @@ absl::Status Field(const std::string& field, const std::string& reason) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", reason));
 }
 
-// The node of a rows x cols rectangle minimising the maximum hop distance (ties: lowest).
-uint32_t CentreOf(uint32_t rows, uint32_t cols) {
-  const topology::Mesh mesh(rows, cols);
-  uint32_t best = 0, best_depth = UINT32_MAX;
-  for (uint32_t i = 0; i < rows * cols; ++i) {
-    uint32_t depth = 0;
-    for (uint32_t j = 0; j < rows * cols; ++j) depth = std::max(depth, mesh.HopDistance(i, j));
-    if (depth < best_depth) {
-      best = i;
-      best_depth = depth;
-    }
-  }
-  return best;
-}
-
 struct Geometry {
   topology::ChipIndex index;
   topology::CubeGroups groups;
@@ -73,7 +58,12 @@ absl::StatusOr<Geometry> MakeGeometry(const pb::Chip& chip, const DecodeConfig& 
   for (uint32_t k = 0; k < cfg.p; ++k) {
     geo.pes.push_back((k / geo.pe_cols) * pe_mesh.cols() + k % geo.pe_cols);
   }
-  geo.pe_root = CentreOf(geo.pe_rows, geo.pe_cols);
+  // The Level-2 root: the PE rectangle's centre, by the CUBE-Group root rule (one group that
+  // is the whole rectangle).
+  absl::StatusOr<topology::CubeGroups> pe_rect = topology::CubeGroups::Partition(
+      topology::Mesh(geo.pe_rows, geo.pe_cols), cfg.p);
+  if (!pe_rect.ok()) return pe_rect.status();
+  geo.pe_root = pe_rect->root_in_group();
   geo.groups_per_sip = groups->num_groups();
   const uint32_t heads_per_group = cfg.kv_per_cube == 0 ? 1 : cfg.kv_per_cube;
   if (cfg.kv_per_cube > 0 && cfg.c != 1) {
@@ -272,6 +262,21 @@ absl::StatusOr<std::vector<float>> GatherDecodeOutput(const MemoryStore& store,
     std::copy(values->begin(), values->end(), o.begin() + uint64_t{h} * g * cfg.t_q * cfg.d);
   }
   return o;
+}
+
+DecodeInputs RandomDecodeInputs(const DecodeConfig& cfg, std::mt19937_64& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
+  DecodeInputs in;
+  in.q.shape = {cfg.h_q, cfg.t_q, cfg.d};
+  in.k.shape = in.v.shape = {cfg.h_kv, cfg.s, cfg.d};
+  in.q.data.resize(uint64_t{cfg.h_q} * cfg.t_q * cfg.d);
+  in.k.data.resize(uint64_t{cfg.h_kv} * cfg.s * cfg.d);
+  in.v.data.resize(in.k.data.size());
+  for (float& x : in.q.data) x = normal(rng);
+  for (float& x : in.k.data) x = normal(rng);
+  for (float& x : in.v.data) x = uniform(rng);
+  return in;
 }
 
 std::vector<float> ReferenceDecode(const DecodeConfig& cfg, const DecodeInputs& in) {

@@ -23,6 +23,7 @@
 #define AHBMSIM_KERNELS_ATTENTION_DECODE_LAUNCH_H_
 
 #include <cstdint>
+#include <random>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -93,6 +94,10 @@ absl::StatusOr<DecodeLaunch> LaunchDecode(const pb::Chip& chip, const DecodeConf
 absl::StatusOr<std::vector<float>> GatherDecodeOutput(const MemoryStore& store,
                                                       const DecodeConfig& cfg,
                                                       const DecodeLaunch& launch, uint32_t user);
+
+// Random inputs as ADR rev2 §11 draws them: Q, K ~ N(0, 1), V ~ U(-2, 2), drawn in that order,
+// row-major.
+DecodeInputs RandomDecodeInputs(const DecodeConfig& cfg, std::mt19937_64& rng);
 
 // Float64 reference attention over bf16-rounded inputs: o [H_q, T_q, d] where query (h, t)
 // attends to every key of head h / G (decode: all S positions).

@@ -31,15 +31,7 @@ pb::Chip Load(const std::string& path) {
 // Q, K ~ N(0, 1), V ~ U(-2, 2) (§11).
 DecodeInputs MakeInputs(const DecodeConfig& cfg, uint32_t seed) {
   std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
-  DecodeInputs in;
-  in.q.shape = {cfg.h_q, cfg.t_q, cfg.d};
-  in.k.shape = in.v.shape = {cfg.h_kv, cfg.s, cfg.d};
-  for (uint64_t i = 0; i < uint64_t{cfg.h_q} * cfg.t_q * cfg.d; ++i) in.q.data.push_back(normal(rng));
-  for (uint64_t i = 0; i < uint64_t{cfg.h_kv} * cfg.s * cfg.d; ++i) in.k.data.push_back(normal(rng));
-  for (uint64_t i = 0; i < uint64_t{cfg.h_kv} * cfg.s * cfg.d; ++i) in.v.data.push_back(uniform(rng));
-  return in;
+  return RandomDecodeInputs(cfg, rng);
 }
 
 struct DecodeRun {

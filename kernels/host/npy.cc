@@ -1,5 +1,7 @@
 #include "kernels/host/npy.h"
 
+#include <filesystem>
+
 #include <bit>
 #include <cerrno>
 #include <cstdio>
@@ -341,6 +343,10 @@ absl::Status ExpectShape(const std::string& path, const NpyArray& array,
   if (array.shape == expected) return absl::OkStatus();
   return Error(path, absl::StrCat("shape ", ShapeString(array.shape),
                                   " does not match the expected ", ShapeString(expected)));
+}
+
+std::string NpyPath(const std::string& dir, const std::string& stem) {
+  return (std::filesystem::path(dir) / (stem + ".npy")).string();
 }
 
 }  // namespace ahbm::host

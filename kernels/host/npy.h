@@ -44,6 +44,9 @@ struct NpyArray {
                                     std::span<const float> data);
 
 // OK when `array.shape == expected`; `path` labels the error.
+// `<dir>/<stem>.npy`.
+std::string NpyPath(const std::string& dir, const std::string& stem);
+
 [[nodiscard]] absl::Status ExpectShape(const std::string& path, const NpyArray& array,
                                        const std::vector<uint64_t>& expected);
 

@@ -1,7 +1,6 @@
 #include "kernels/launch/decode_compare.h"
 
 #include <algorithm>
-#include <cstdio>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -21,8 +20,6 @@ absl::StatusOr<std::vector<CompareRow>> CompareDecode(const pb::Chip& chip,
     w.set_variant(variant);
     w.set_data(false);
     w.clear_seed();
-    absl::StatusOr<kernels::DecodeConfig> cfg = DecodeConfigOf(chip, w);
-    if (!cfg.ok()) return cfg.status();
     absl::StatusOr<LaunchResult> result = RunDecodeWorkload(chip, w, LaunchOptions{});
     if (!result.ok()) return result.status();
     if (!result->runtime_status.ok()) return result->runtime_status;
@@ -62,8 +59,7 @@ absl::StatusOr<std::vector<CompareRow>> CompareDecode(const pb::Chip& chip,
   return rows;
 }
 
-std::string FormatCompareTable(const pb::Chip& chip, const pb::Workload& w,
-                               const std::vector<CompareRow>& rows) {
+std::string FormatCompareTable(const pb::Chip& chip, const std::vector<CompareRow>& rows) {
   std::string out;
   if (!rows.empty()) {
     absl::StrAppend(&out, "chip:      ", chip.name(), "\n");

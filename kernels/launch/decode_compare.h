@@ -42,8 +42,7 @@ absl::StatusOr<std::vector<CompareRow>> CompareDecode(const pb::Chip& chip,
                                                       const pb::Workload& workload,
                                                       const std::vector<pb::Variant>& variants);
 
-std::string FormatCompareTable(const pb::Chip& chip, const pb::Workload& workload,
-                               const std::vector<CompareRow>& rows);
+std::string FormatCompareTable(const pb::Chip& chip, const std::vector<CompareRow>& rows);
 
 }  // namespace ahbm::launch
 

@@ -1,17 +1,15 @@
 #include "kernels/launch/decode_run.h"
 
-#include <filesystem>
+#include "kernels/launch/workload_io.h"
+
 #include <fstream>
 #include <memory>
 #include <random>
-#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "actors/chip_sim.h"
-#include "google/protobuf/descriptor.h"
-#include "google/protobuf/text_format.h"
 #include "kernels/attention/baseline.h"
 #include "kernels/host/npy.h"
 #include "kernels/memory/memory_store.h"
@@ -32,48 +30,19 @@ T Or(T value, T fallback) {
 
 bool IsBaseline(const pb::Workload& w) { return w.variant() == pb::BASELINE_FANOUT; }
 
-absl::Status CheckUnused(const pb::Workload& w) {
-  static const std::set<std::string> kUsed = {
-      "kernel", "variant", "h_q", "h_kv", "d", "s", "t_q", "max_context", "c", "p",
-      "group_rows", "group_cols", "tile", "users", "start_cube", "start_pe",
-      "rotate_by_request", "level1_reduce", "level2_reduce", "k_layout", "issue_cost_profile",
-      "sip", "data", "seed", "kv_per_cube"};
-  std::vector<const google::protobuf::FieldDescriptor*> set;
-  w.GetReflection()->ListFields(w, &set);
-  for (const google::protobuf::FieldDescriptor* field : set) {
-    if (kUsed.contains(field->name())) continue;
-    std::string value;
-    google::protobuf::TextFormat::PrintFieldValueToString(w, field, -1, &value);
-    return Invalid(absl::StrCat(field->name(), ": not used by DECODE (got ", value,
-                                "); leave it unset"));
-  }
-  return absl::OkStatus();
-}
 
-std::string NpyPath(const std::string& dir, const std::string& stem) {
-  return (std::filesystem::path(dir) / (stem + ".npy")).string();
-}
-
-// Q, K ~ N(0, 1), V ~ U(-2, 2) (ADR §11), one set per request.
-DecodeInputs Generate(const DecodeConfig& cfg, std::mt19937_64& rng) {
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
-  DecodeInputs in;
-  in.q.shape = {cfg.h_q, cfg.t_q, cfg.d};
-  in.k.shape = in.v.shape = {cfg.h_kv, cfg.s, cfg.d};
-  in.q.data.resize(uint64_t{cfg.h_q} * cfg.t_q * cfg.d);
-  in.k.data.resize(uint64_t{cfg.h_kv} * cfg.s * cfg.d);
-  in.v.data.resize(in.k.data.size());
-  for (float& x : in.q.data) x = normal(rng);
-  for (float& x : in.k.data) x = normal(rng);
-  for (float& x : in.v.data) x = uniform(rng);
-  return in;
-}
 
 }  // namespace
 
 absl::StatusOr<DecodeConfig> DecodeConfigOf(const pb::Chip& chip, const pb::Workload& w) {
-  if (absl::Status s = CheckUnused(w); !s.ok()) return s;
+  if (absl::Status s = CheckUnusedWorkloadFields(
+          w, "DECODE",
+          {"variant", "h_q", "h_kv", "d", "s", "t_q", "max_context", "c", "p", "group_rows",
+           "group_cols", "tile", "users", "start_cube", "start_pe", "rotate_by_request",
+           "level1_reduce", "level2_reduce", "k_layout", "sip", "kv_per_cube"});
+      !s.ok()) {
+    return s;
+  }
   DecodeConfig cfg;
   cfg.h_q = Or(w.h_q(), 64u);
   cfg.h_kv = Or(w.h_kv(), 8u);
@@ -193,7 +162,7 @@ absl::StatusOr<LaunchResult> RunDecodeWorkload(const pb::Chip& chip, const pb::W
       const std::vector<std::pair<std::string, host::NpyArray*>> files = {
           {"q", &in.q}, {"k", &in.k}, {"v", &in.v}};
       for (const auto& [stem, array] : files) {
-        const std::string path = NpyPath(options.inputs_dir, stem);
+        const std::string path = host::NpyPath(options.inputs_dir, stem);
         absl::StatusOr<host::NpyArray> read = host::ReadNpy(path);
         if (!read.ok()) return read.status();
         const std::vector<uint64_t> want =
@@ -205,7 +174,7 @@ absl::StatusOr<LaunchResult> RunDecodeWorkload(const pb::Chip& chip, const pb::W
       inputs.push_back(std::move(in));
     } else {
       std::mt19937_64 rng(w.seed());
-      for (uint32_t u = 0; u < cfg.users; ++u) inputs.push_back(Generate(cfg, rng));
+      for (uint32_t u = 0; u < cfg.users; ++u) inputs.push_back(kernels::RandomDecodeInputs(cfg, rng));
     }
   }
 
@@ -260,7 +229,7 @@ absl::StatusOr<LaunchResult> RunDecodeWorkload(const pb::Chip& chip, const pb::W
     const std::string stem = cfg.users == 1 ? "o" : absl::StrCat("o", u);
     host::NpyArray array{{cfg.h_q, cfg.t_q, cfg.d}, std::move(*o)};
     if (!options.outputs_dir.empty()) {
-      if (absl::Status s = host::WriteNpy(NpyPath(options.outputs_dir, stem), array.shape, array.data);
+      if (absl::Status s = host::WriteNpy(host::NpyPath(options.outputs_dir, stem), array.shape, array.data);
           !s.ok()) {
         return s;
       }

@@ -1,10 +1,10 @@
 #include "kernels/launch/launch.h"
 
 #include "kernels/launch/decode_run.h"
+#include "kernels/launch/workload_io.h"
 
 #include <algorithm>
 #include <cstdint>
-#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <map>
@@ -15,8 +15,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "actors/chip_sim.h"
-#include "google/protobuf/descriptor.h"
-#include "google/protobuf/text_format.h"
 #include "kernels/host/placement.h"
 #include "kernels/memory/memory_store.h"
 #include "kernels/runtime/runtime.h"
@@ -27,7 +25,6 @@
 namespace ahbm::launch {
 namespace {
 
-using google::protobuf::FieldDescriptor;
 using U128 = unsigned __int128;
 
 // TCM allocations of the kernel runtime are 64-byte aligned (kernels/runtime/runtime.cc).
@@ -59,9 +56,6 @@ const KernelSpec* SpecOf(pb::Kernel kernel) {
   return nullptr;
 }
 
-// Fields every kernel uses.
-constexpr const char* kCommonFields[] = {"kernel", "data", "seed", "issue_cost_profile"};
-
 absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentError(message); }
 
 absl::Status CheckKernel(const pb::Workload& w) {
@@ -76,23 +70,6 @@ absl::Status CheckKernel(const pb::Workload& w) {
   if (SpecOf(w.kernel()) == nullptr) {
     return Invalid(absl::StrCat("kernel: ", name, " is not implemented yet (implemented: ",
                                 absl::StrJoin(implemented, ", "), ")"));
-  }
-  return absl::OkStatus();
-}
-
-// Every non-default field must be one the kernel uses: nothing is silently ignored.
-absl::Status CheckUnusedFields(const pb::Workload& w, const KernelSpec& spec) {
-  std::vector<const FieldDescriptor*> set;
-  w.GetReflection()->ListFields(w, &set);
-  for (const FieldDescriptor* field : set) {
-    bool used = false;
-    for (const char* common : kCommonFields) used = used || field->name() == common;
-    for (const std::string& own : spec.fields) used = used || field->name() == own;
-    if (used) continue;
-    std::string value;
-    google::protobuf::TextFormat::PrintFieldValueToString(w, field, -1, &value);
-    return Invalid(absl::StrCat(field->name(), ": not used by ", pb::Kernel_Name(spec.kernel),
-                                " (got ", value, "); leave it unset"));
   }
   return absl::OkStatus();
 }
@@ -162,17 +139,16 @@ std::string Summary(const pb::Workload& w, const topology::ChipIndex& index,
   }
 }
 
-std::string NpyPath(const std::string& dir, const std::string& stem) {
-  return (std::filesystem::path(dir) / (stem + ".npy")).string();
-}
-
 }  // namespace
 
 absl::Status ValidateWorkload(const pb::Chip& chip, const pb::Workload& w) {
   if (w.kernel() == pb::DECODE) return DecodeConfigOf(chip, w).status();
   if (absl::Status s = CheckKernel(w); !s.ok()) return s;
   const KernelSpec& spec = *SpecOf(w.kernel());
-  if (absl::Status s = CheckUnusedFields(w, spec); !s.ok()) return s;
+  if (absl::Status s = CheckUnusedWorkloadFields(w, pb::Kernel_Name(spec.kernel), spec.fields);
+      !s.ok()) {
+    return s;
+  }
   const topology::ChipIndex index(chip);
   if (w.cube() >= index.num_cubes()) {
     return Invalid(absl::StrCat("cube: ", w.cube(), " is outside the chip's ", index.num_cubes(),
@@ -265,7 +241,7 @@ absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& chip, const pb::Workloa
     for (size_t i = 0; i < spec.inputs.size(); ++i) {
       const HostTensor& t = tensors[i];
       if (!options.inputs_dir.empty()) {
-        const std::string path = NpyPath(options.inputs_dir, t.name);
+        const std::string path = host::NpyPath(options.inputs_dir, t.name);
         absl::StatusOr<host::NpyArray> array = host::ReadNpy(path);
         if (!array.ok()) return array.status();
         if (absl::Status s = host::ExpectShape(path, *array, t.shape); !s.ok()) return s;
@@ -396,7 +372,7 @@ absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& chip, const pb::Workloa
     if (!values.ok()) return values.status();
     host::NpyArray array{placed.at(name).shape(), std::move(*values)};
     if (!options.outputs_dir.empty()) {
-      if (absl::Status s = host::WriteNpy(NpyPath(options.outputs_dir, name), array.shape,
+      if (absl::Status s = host::WriteNpy(host::NpyPath(options.outputs_dir, name), array.shape,
                                           array.data);
           !s.ok()) {
         return s;

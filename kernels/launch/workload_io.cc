@@ -1,5 +1,6 @@
 #include "kernels/launch/workload_io.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -113,6 +114,23 @@ std::vector<WorkloadField> WorkloadFields() {
     out.push_back({f->name(), std::move(help)});
   }
   return out;
+}
+
+absl::Status CheckUnusedWorkloadFields(const pb::Workload& workload, const std::string& kernel,
+                                       const std::vector<std::string>& used) {
+  static const char* const kCommon[] = {"kernel", "data", "seed", "issue_cost_profile"};
+  std::vector<const FieldDescriptor*> set;
+  workload.GetReflection()->ListFields(workload, &set);
+  for (const FieldDescriptor* field : set) {
+    bool ok = std::find(used.begin(), used.end(), field->name()) != used.end();
+    for (const char* common : kCommon) ok = ok || field->name() == common;
+    if (ok) continue;
+    std::string value;
+    google::protobuf::TextFormat::PrintFieldValueToString(workload, field, -1, &value);
+    return absl::InvalidArgumentError(absl::StrCat(field->name(), ": not used by ", kernel,
+                                                   " (got ", value, "); leave it unset"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace ahbm::launch

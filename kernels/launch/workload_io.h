@@ -39,6 +39,13 @@ struct WorkloadField {
 };
 std::vector<WorkloadField> WorkloadFields();
 
+// Nothing is silently ignored: InvalidArgument "<field>: not used by <kernel> (got <value>);
+// leave it unset" for the first set field that is neither in `used` nor one every kernel
+// uses (kernel, data, seed, issue_cost_profile).
+[[nodiscard]] absl::Status CheckUnusedWorkloadFields(const pb::Workload& workload,
+                                                     const std::string& kernel,
+                                                     const std::vector<std::string>& used);
+
 }  // namespace ahbm::launch
 
 #endif  // AHBMSIM_KERNELS_LAUNCH_WORKLOAD_IO_H_
