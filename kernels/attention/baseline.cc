@@ -33,7 +33,7 @@ Task<void> BaselineRank(Tl& tl, BaselineRankPlan p) {
     l = co_await tl.Sum(pr);
     o = co_await tl.Dot(pr, tl.Ref(p.v_addr, vshape));  // [1, d], blocking
   } else {
-    m = co_await tl.Fill(col, -std::numeric_limits<float>::infinity());
+    m = co_await tl.Fill(col, kEmptyRowMax);
     l = co_await tl.Fill(col, 0.0f);
     o = co_await tl.Fill(row, 0.0f);
   }

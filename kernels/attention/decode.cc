@@ -10,7 +10,6 @@
 namespace ahbm::kernels {
 namespace {
 
-constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 
 // The running state (§3): m double-buffered so m2 never needs a copy.
 struct Running {
@@ -37,12 +36,13 @@ Tensor VTile(Tl& tl, const DecodeShape& s, const RankPlan& p, uint64_t j) {
   return tl.Ref(p.v_addr + j * s.tile * s.d * 2, shape);
 }
 
-// init_running (§3): m = -inf, l = 0, O = 0 in the persistent arena.
+// init_running (§3): m = kEmptyRowMax (the ADR's -inf, kept finite: lse_merge.h), l = 0,
+// O = 0 in the persistent arena.
 Task<Running> InitRunning(Tl& tl, const DecodeShape& s) {
   const std::vector<uint64_t> col = {s.rows, 1};
   const std::vector<uint64_t> full = {s.rows, s.d};
   Running r;
-  r.m[0] = co_await tl.Fill(col, kMinusInf, pb::FP32, Arena::kPersistent);
+  r.m[0] = co_await tl.Fill(col, kEmptyRowMax, pb::FP32, Arena::kPersistent);
   r.m[1] = tl.Alloc(col, pb::FP32, Arena::kPersistent);
   r.l = co_await tl.Fill(col, 0.0f, pb::FP32, Arena::kPersistent);
   r.o = co_await tl.Fill(full, 0.0f, pb::FP32, Arena::kPersistent);

@@ -36,13 +36,24 @@ absl::StatusOr<Geometry> MakeGeometry(const pb::Chip& chip, const DecodeConfig& 
   }
   if (cfg.d == 0) return Field("d", "must be > 0");
   if (cfg.t_q == 0) return Field("t_q", "must be > 0");
-  if (cfg.s == 0) return Field("s", "must be > 0");
-  const uint64_t max_context = cfg.max_context == 0 ? cfg.s : cfg.max_context;
-  if (cfg.s > max_context) {
-    return Field("s", absl::StrCat(cfg.s, " exceeds max_context ", max_context));
+  if (cfg.users == 0) return Field("users", "must be > 0");
+  if (!cfg.request_lengths.empty() && cfg.request_lengths.size() != cfg.users) {
+    return Field("request_lengths", absl::StrCat(cfg.request_lengths.size(),
+                                                 " lengths for users = ", cfg.users));
+  }
+  const char* s_field = cfg.request_lengths.empty() ? "s" : "request_lengths";
+  for (uint32_t u = 0; u < cfg.users; ++u) {
+    const uint64_t s = cfg.ContextOf(u);
+    if (s == 0) return Field(s_field, "every context length must be > 0");
+    if (s > cfg.MaxContextOf(u)) {
+      return Field(s_field, absl::StrCat(s, " exceeds max_context ", cfg.MaxContextOf(u)));
+    }
+    if (cfg.t_q > s) {
+      return Field("t_q", absl::StrCat(cfg.t_q, " query tokens exceed the context length ", s,
+                                       " (the queries are the last T_q positions)"));
+    }
   }
   if (cfg.tile == 0) return Field("tile", "must be > 0");
-  if (cfg.users == 0) return Field("users", "must be > 0");
   const topology::Mesh& pe_mesh = index.pe_mesh();
   if (cfg.p == 0 || cfg.p > pe_mesh.size() ||
       !(cfg.p == pe_mesh.size() || cfg.p <= pe_mesh.cols() || cfg.p % pe_mesh.cols() == 0)) {
@@ -111,7 +122,6 @@ absl::StatusOr<DecodeLaunch> LaunchDecode(const pb::Chip& chip, const DecodeConf
   const topology::ChipIndex& index = geo.index;
   const uint32_t g = cfg.h_q / cfg.h_kv;
   const uint32_t rows = g * cfg.t_q;
-  const uint64_t max_context = cfg.max_context == 0 ? cfg.s : cfg.max_context;
   const bool data = store != nullptr && !inputs.empty();
   if (data && inputs.size() != cfg.users) {
     return Field("users", absl::StrCat(cfg.users, " requests but ", inputs.size(), " input sets"));
@@ -153,15 +163,16 @@ absl::StatusOr<DecodeLaunch> LaunchDecode(const pb::Chip& chip, const DecodeConf
   const topology::Mesh& pe_mesh = index.pe_mesh();
   for (uint32_t u = 0; u < cfg.users; ++u) {
     const uint32_t rot = cfg.rotate_by_request ? u : 0;
+    const uint64_t context = cfg.ContextOf(u);
     absl::StatusOr<topology::KvPlacement> kv = topology::KvPlacement::Create(
-        cfg.c, cfg.p, max_context, cfg.start_cube + rot, cfg.start_pe + rot);
+        cfg.c, cfg.p, cfg.MaxContextOf(u), cfg.start_cube + rot, cfg.start_pe + rot);
     if (!kv.ok()) return kv.status();
     std::vector<host::KvHeadGroup> heads(cfg.h_kv);
     for (uint32_t h = 0; h < cfg.h_kv; ++h) {
       for (uint32_t ci = 0; ci < cfg.c; ++ci) heads[h].cubes.push_back(CubeOf(geo, cfg, h, ci));
       heads[h].pes = geo.pes;
     }
-    const std::vector<uint64_t> kv_shape = {cfg.h_kv, cfg.s, cfg.d};
+    const std::vector<uint64_t> kv_shape = {cfg.h_kv, context, cfg.d};
     absl::StatusOr<host::PlacedTensor> k = host::PlaceKvCache(
         allocator, absl::StrCat("k[", u, "]"), kv_shape, pb::BF16, *kv, heads,
         host::KvLayout{host::SlotLayout::kTileMajor, cfg.tile});
@@ -212,7 +223,7 @@ absl::StatusOr<DecodeLaunch> LaunchDecode(const pb::Chip& chip, const DecodeConf
         plan.q_addr = q->shards()[r].ref.addr();
         plan.k_addr = k->shards()[h * kv->ranks() + r].ref.addr();
         plan.v_addr = v->shards()[h * kv->ranks() + r].ref.addr();
-        plan.my_len = kv->MyLen(r, cfg.s);
+        plan.my_len = kv->MyLen(r, context);
         for (uint32_t child : (*l2)[node].children) {
           plan.l2_children.push_back(Peer::Ipcq(DirectionTo(pe_mesh, geo.pes[node], geo.pes[child])));
         }
@@ -264,14 +275,15 @@ absl::StatusOr<std::vector<float>> GatherDecodeOutput(const MemoryStore& store,
   return o;
 }
 
-DecodeInputs RandomDecodeInputs(const DecodeConfig& cfg, std::mt19937_64& rng) {
+DecodeInputs RandomDecodeInputs(const DecodeConfig& cfg, uint32_t user, std::mt19937_64& rng) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
+  const uint64_t s = cfg.ContextOf(user);
   DecodeInputs in;
   in.q.shape = {cfg.h_q, cfg.t_q, cfg.d};
-  in.k.shape = in.v.shape = {cfg.h_kv, cfg.s, cfg.d};
+  in.k.shape = in.v.shape = {cfg.h_kv, s, cfg.d};
   in.q.data.resize(uint64_t{cfg.h_q} * cfg.t_q * cfg.d);
-  in.k.data.resize(uint64_t{cfg.h_kv} * cfg.s * cfg.d);
+  in.k.data.resize(uint64_t{cfg.h_kv} * s * cfg.d);
   in.v.data.resize(in.k.data.size());
   for (float& x : in.q.data) x = normal(rng);
   for (float& x : in.k.data) x = normal(rng);
@@ -281,27 +293,29 @@ DecodeInputs RandomDecodeInputs(const DecodeConfig& cfg, std::mt19937_64& rng) {
 
 std::vector<float> ReferenceDecode(const DecodeConfig& cfg, const DecodeInputs& in) {
   const uint32_t g = cfg.h_q / cfg.h_kv;
+  const uint64_t s = in.k.shape.at(1);
   const double scale = 1.0 / std::sqrt(static_cast<double>(cfg.d));
   std::vector<float> o(uint64_t{cfg.h_q} * cfg.t_q * cfg.d);
-  std::vector<double> score(cfg.s);
+  std::vector<double> score(s);
   for (uint32_t hq = 0; hq < cfg.h_q; ++hq) {
     const uint32_t hk = hq / g;
     for (uint32_t t = 0; t < cfg.t_q; ++t) {
       const float* q = &in.q.data[(uint64_t{hq} * cfg.t_q + t) * cfg.d];
+      const uint64_t visible = s - cfg.t_q + t + 1;  // causal: keys 0 .. S - T_q + t
       double mx = -INFINITY;
-      for (uint64_t pos = 0; pos < cfg.s; ++pos) {
-        const float* k = &in.k.data[(uint64_t{hk} * cfg.s + pos) * cfg.d];
+      for (uint64_t pos = 0; pos < visible; ++pos) {
+        const float* k = &in.k.data[(uint64_t{hk} * s + pos) * cfg.d];
         double dot = 0;
         for (uint32_t i = 0; i < cfg.d; ++i) dot += double(RoundToBf16(q[i])) * RoundToBf16(k[i]);
         score[pos] = dot * scale;
         mx = std::max(mx, score[pos]);
       }
       double sum = 0;
-      for (uint64_t pos = 0; pos < cfg.s; ++pos) sum += (score[pos] = std::exp(score[pos] - mx));
+      for (uint64_t pos = 0; pos < visible; ++pos) sum += (score[pos] = std::exp(score[pos] - mx));
       for (uint32_t i = 0; i < cfg.d; ++i) {
         double acc = 0;
-        for (uint64_t pos = 0; pos < cfg.s; ++pos) {
-          acc += score[pos] * RoundToBf16(in.v.data[(uint64_t{hk} * cfg.s + pos) * cfg.d + i]);
+        for (uint64_t pos = 0; pos < visible; ++pos) {
+          acc += score[pos] * RoundToBf16(in.v.data[(uint64_t{hk} * s + pos) * cfg.d + i]);
         }
         o[(uint64_t{hq} * cfg.t_q + t) * cfg.d + i] = static_cast<float>(acc / sum);
       }

@@ -60,6 +60,16 @@ struct DecodeConfig {
   // Short-context variant (ADR rev2 §B long/short item 2): > 0 puts `kv_per_cube` whole KV
   // heads on each CUBE (C = 1, PE-SP only, Level-2 reduce only); 0 = the long-context kernel.
   uint32_t kv_per_cube = 0;
+  // One context length per request (users = its size); empty: every request has length `s`.
+  std::vector<uint64_t> request_lengths;
+  // The reduce's message payload and merge (ADR rev2 §4; the ADR's code is triplet + primitive).
+  bool packed_payload = false;
+  bool fused_merge = false;
+
+  // Request u's context length (its KV tokens, the new one included).
+  uint64_t ContextOf(uint32_t u) const { return request_lengths.empty() ? s : request_lengths.at(u); }
+  // Request u's KV block sizing: B = ceil(MaxContextOf(u) / (C·P)).
+  uint64_t MaxContextOf(uint32_t u) const { return max_context != 0 ? max_context : ContextOf(u); }
 };
 
 // Global inputs of one request (data mode): q [H_q, T_q, d], k and v [H_kv, S, d].
@@ -95,12 +105,13 @@ absl::StatusOr<std::vector<float>> GatherDecodeOutput(const MemoryStore& store,
                                                       const DecodeConfig& cfg,
                                                       const DecodeLaunch& launch, uint32_t user);
 
-// Random inputs as ADR rev2 §11 draws them: Q, K ~ N(0, 1), V ~ U(-2, 2), drawn in that order,
-// row-major.
-DecodeInputs RandomDecodeInputs(const DecodeConfig& cfg, std::mt19937_64& rng);
+// Random inputs of request u as ADR rev2 §11 draws them: Q, K ~ N(0, 1), V ~ U(-2, 2), drawn
+// in that order, row-major; K and V hold ContextOf(u) positions.
+DecodeInputs RandomDecodeInputs(const DecodeConfig& cfg, uint32_t user, std::mt19937_64& rng);
 
-// Float64 reference attention over bf16-rounded inputs: o [H_q, T_q, d] where query (h, t)
-// attends to every key of head h / G (decode: all S positions).
+// Float64 reference attention over bf16-rounded inputs: o [H_q, T_q, d] where query (h, t),
+// at global position S - T_q + t (S = in.k.shape[1]), attends causally to the keys of head
+// h / G at positions 0 .. S - T_q + t (DESIGN §6; T_q = 1: all S).
 std::vector<float> ReferenceDecode(const DecodeConfig& cfg, const DecodeInputs& in);
 
 }  // namespace ahbm::kernels

@@ -31,7 +31,7 @@ pb::Chip Load(const std::string& path) {
 // Q, K ~ N(0, 1), V ~ U(-2, 2) (§11).
 DecodeInputs MakeInputs(const DecodeConfig& cfg, uint32_t seed) {
   std::mt19937_64 rng(seed);
-  return RandomDecodeInputs(cfg, rng);
+  return RandomDecodeInputs(cfg, 0, rng);
 }
 
 struct DecodeRun {

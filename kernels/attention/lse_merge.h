@@ -5,10 +5,20 @@
 #ifndef AHBMSIM_KERNELS_ATTENTION_LSE_MERGE_H_
 #define AHBMSIM_KERNELS_ATTENTION_LSE_MERGE_H_
 
+#include <limits>
+
 #include "kernels/runtime/task.h"
 #include "kernels/runtime/tl.h"
 
 namespace ahbm::kernels {
+
+// The running maximum of a row that has seen no key yet. The ADR starts m at -inf; a rank
+// with no keys (S < C·P, max_context > S) or a fully masked row would then merge as
+// exp(-inf - (-inf)) = NaN. The lowest finite float is below every real score, so
+// `m - maximum(m, x)` stays finite or -inf and never NaN: an empty side merges with scale
+// exp(0) = 1 against another empty side (l = 0, O = 0 stay 0) and exp(lowest - m) = 0
+// against a side with keys (which is left unchanged). Masked scores stay -inf (exp = 0).
+inline constexpr float kEmptyRowMax = std::numeric_limits<float>::lowest();
 
 // Merges (mb, lb, ob) into (m, l, o): l and o in place, m replaced by the new maximum.
 Task<void> LseMerge(Tl& tl, Tensor& m, Tensor& l, Tensor& o, const Tensor& mb, const Tensor& lb,

@@ -2,6 +2,7 @@
 
 #include "kernels/launch/workload_io.h"
 
+#include <algorithm>
 #include <fstream>
 #include <memory>
 #include <random>
@@ -38,8 +39,9 @@ absl::StatusOr<DecodeConfig> DecodeConfigOf(const pb::Chip& chip, const pb::Work
   if (absl::Status s = CheckUnusedWorkloadFields(
           w, "DECODE",
           {"variant", "h_q", "h_kv", "d", "s", "t_q", "max_context", "c", "p", "group_rows",
-           "group_cols", "tile", "users", "start_cube", "start_pe", "rotate_by_request",
-           "level1_reduce", "level2_reduce", "k_layout", "sip", "kv_per_cube"});
+           "group_cols", "tile", "users", "start_cube", "start_pe", "no_rotation",
+           "level1_reduce", "level2_reduce", "k_layout", "sip", "kv_per_cube",
+           "request_lengths", "reduce_payload", "reduce_merge", "short_long_threshold"});
       !s.ok()) {
     return s;
   }
@@ -59,8 +61,25 @@ absl::StatusOr<DecodeConfig> DecodeConfigOf(const pb::Chip& chip, const pb::Work
   cfg.users = Or(w.users(), 1u);
   cfg.start_cube = w.start_cube();
   cfg.start_pe = w.start_pe();
-  cfg.rotate_by_request = w.rotate_by_request();
+  cfg.rotate_by_request = !w.no_rotation();
+  if (w.request_lengths_size() > 0) {
+    if (w.s() != 0) {
+      return Invalid("s: leave it unset with request_lengths (each request has its own length)");
+    }
+    if (w.users() != 0 && w.users() != static_cast<uint32_t>(w.request_lengths_size())) {
+      return Invalid(absl::StrCat("users: ", w.users(), " but request_lengths lists ",
+                                  w.request_lengths_size(), " requests"));
+    }
+    cfg.request_lengths.assign(w.request_lengths().begin(), w.request_lengths().end());
+    cfg.users = static_cast<uint32_t>(cfg.request_lengths.size());
+    for (uint64_t len : cfg.request_lengths) {
+      if (len == 0) return Invalid("request_lengths: every context length must be > 0");
+      cfg.s = std::max(cfg.s, len);
+    }
+  }
   if (cfg.s == 0) return Invalid("s: must be > 0 (the context length, new token included)");
+  cfg.packed_payload = w.reduce_payload() == pb::PACKED;
+  cfg.fused_merge = w.reduce_merge() == pb::FUSED;
   if (w.kv_per_cube() != 0 && w.variant() != pb::SHORT_CONTEXT && w.variant() != pb::AUTO) {
     return Invalid("kv_per_cube: only the SHORT_CONTEXT and AUTO variants use it");
   }
@@ -174,7 +193,7 @@ absl::StatusOr<LaunchResult> RunDecodeWorkload(const pb::Chip& chip, const pb::W
       inputs.push_back(std::move(in));
     } else {
       std::mt19937_64 rng(w.seed());
-      for (uint32_t u = 0; u < cfg.users; ++u) inputs.push_back(kernels::RandomDecodeInputs(cfg, rng));
+      for (uint32_t u = 0; u < cfg.users; ++u) inputs.push_back(kernels::RandomDecodeInputs(cfg, u, rng));
     }
   }
 

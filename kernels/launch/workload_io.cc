@@ -15,6 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "base/text_proto.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/io/tokenizer.h"
@@ -63,6 +64,21 @@ absl::Status SetWorkloadField(pb::Workload& workload, const std::string& name,
   const auto bad = [&](const std::string& what) {
     return absl::InvalidArgumentError(absl::StrCat(name, ": ", what, " (got '", value, "')"));
   };
+  if (field->is_repeated()) {
+    // A comma-separated list replaces the field's values (only repeated uint64 exists).
+    if (field->cpp_type() != FieldDescriptor::CPPTYPE_UINT64) {
+      return absl::InvalidArgumentError(absl::StrCat(name, ": unsupported field type"));
+    }
+    reflection->ClearField(&workload, field);
+    for (absl::string_view item : absl::StrSplit(value, ',')) {
+      uint64_t v = 0;
+      if (!absl::SimpleAtoi(item, &v)) {
+        return bad("must be a comma-separated list of integers in [0, 18446744073709551615]");
+      }
+      reflection->AddUInt64(&workload, field, v);
+    }
+    return absl::OkStatus();
+  }
   switch (field->cpp_type()) {
     case FieldDescriptor::CPPTYPE_UINT32: {
       uint32_t v = 0;

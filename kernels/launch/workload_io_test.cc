@@ -90,8 +90,20 @@ TEST(WorkloadFields, ListsEveryFieldInProtoOrder) {
   ASSERT_EQ(fields.size(), static_cast<size_t>(pb::Workload::descriptor()->field_count()));
   EXPECT_EQ(fields.front().name, "kernel");
   EXPECT_THAT(fields.front().help, HasSubstr("SELFTEST_DEADLOCK"));
-  EXPECT_EQ(fields.back().name, "cube");
-  EXPECT_THAT(fields.back().help, HasSubstr("uint32"));
+  EXPECT_EQ(fields.back().name, "short_long_threshold");
+  EXPECT_THAT(fields.back().help, HasSubstr("uint64"));
+}
+
+TEST(SetWorkloadField, RepeatedFieldTakesACommaSeparatedList) {
+  pb::Workload w;
+  ASSERT_TRUE(SetWorkloadField(w, "request_lengths", "7,300,1000").ok());
+  ASSERT_EQ(w.request_lengths_size(), 3);
+  EXPECT_EQ(w.request_lengths(2), 1000u);
+  ASSERT_TRUE(SetWorkloadField(w, "request_lengths", "5").ok());  // replaces, not appends
+  ASSERT_EQ(w.request_lengths_size(), 1);
+  const absl::Status bad = SetWorkloadField(w, "request_lengths", "7,x");
+  EXPECT_TRUE(absl::IsInvalidArgument(bad));
+  EXPECT_THAT(std::string(bad.message()), HasSubstr("request_lengths: must be a comma-separated"));
 }
 
 }  // namespace
