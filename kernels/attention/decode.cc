@@ -36,6 +36,22 @@ Tensor VTile(Tl& tl, const DecodeShape& s, const RankPlan& p, uint64_t j) {
   return tl.Ref(p.v_addr + j * s.tile * s.d * 2, shape);
 }
 
+// Tile j's Q·Kᵀ epilogue: `scale` (opt1/opt3; opt2 scales inside softmax_pv) and, on a
+// masked tile, the causal mask loaded from HBM (persistent: a masked tile's Sj outlives opt3's
+// scratch scope; at most ceil((T_q - 1) / TILE) + 1 tiles per rank are masked).
+Task<std::vector<Epilogue>> QkEpilogue(Tl& tl, const DecodeShape& s, const RankPlan& p,
+                                       uint64_t j, bool scale) {
+  std::vector<Epilogue> epi;
+  if (scale) epi.push_back(Epilogue::Scale(s.scale));
+  if (j >= p.first_masked_tile) {
+    const std::vector<uint64_t> shape = {s.rows, TileLen(p, s, j)};
+    const uint64_t offset = (j - p.first_masked_tile) * s.rows * s.tile * 2;
+    Tensor mask = co_await tl.Load(tl.Ref(p.mask_addr + offset, shape), Arena::kPersistent);
+    epi.push_back(Epilogue::With(pb::ADD, mask));
+  }
+  co_return epi;
+}
+
 // init_running (§3): m = kEmptyRowMax (the ADR's -inf, kept finite: lse_merge.h), l = 0,
 // O = 0 in the persistent arena.
 Task<Running> InitRunning(Tl& tl, const DecodeShape& s) {
@@ -78,12 +94,12 @@ Task<void> SoftmaxAndPv(Tl& tl, const DecodeShape& s, const RankPlan& p, Running
 // Option 1 (§5.6, TL;DR): Sj's composite, then the CPU auto-waits on it (the bubble).
 Task<void> SweepOpt1(Tl& tl, const DecodeShape& s, const RankPlan& p, const Tensor& q,
                      Running& r) {
-  const std::vector<Epilogue> epi = {Epilogue::Scale(s.scale)};
   const uint64_t n = (p.my_len + s.tile - 1) / s.tile;
   for (uint64_t j = 0; j < n; ++j) {
     std::optional<ScratchScope> scope;
     if (s.scratch_scope) scope.emplace(&tl);
     Tensor kj = KTile(tl, s, p, j);
+    const std::vector<Epilogue> epi = co_await QkEpilogue(tl, s, p, j, /*scale=*/true);
     Tensor sj = co_await tl.Composite(q, kj, epi);
     co_await SoftmaxAndPv(tl, s, p, r, sj, j);
   }
@@ -93,17 +109,18 @@ Task<void> SweepOpt1(Tl& tl, const DecodeShape& s, const RankPlan& p, const Tens
 // persistent double buffer outside the scratch scope.
 Task<void> SweepOpt3(Tl& tl, const DecodeShape& s, const RankPlan& p, const Tensor& q,
                      Running& r) {
-  const std::vector<Epilogue> epi = {Epilogue::Scale(s.scale)};
   const uint64_t n = (p.my_len + s.tile - 1) / s.tile;
   const std::vector<uint64_t> sshape = {s.rows, s.tile};
   Tensor sb[2] = {tl.Alloc(sshape, pb::FP32, Arena::kPersistent),
                   tl.Alloc(sshape, pb::FP32, Arena::kPersistent)};
+  std::vector<Epilogue> epi = co_await QkEpilogue(tl, s, p, 0, /*scale=*/true);
   Tensor next = co_await tl.Composite(q, KTile(tl, s, p, 0), epi,  // prime
                                       sb[0].Cols(0, TileLen(p, s, 0)));
   for (uint64_t j = 0; j < n; ++j) {
     Tensor sj = next;
     if (j + 1 < n) {  // fills the GEMM engine under softmax(j)
       Tensor out = sb[(j + 1) % 2].Cols(0, TileLen(p, s, j + 1));
+      epi = co_await QkEpilogue(tl, s, p, j + 1, /*scale=*/true);
       next = co_await tl.Composite(q, KTile(tl, s, p, j + 1), epi, out);
     }
     std::optional<ScratchScope> scope;
@@ -128,8 +145,8 @@ Task<void> SweepOpt2(Tl& tl, const DecodeShape& s, const RankPlan& p, const Tens
     const size_t slot = j % sbuf.size();
     if (j >= sbuf.size()) co_await tl.Wait(reader[slot]);
     Tensor out = sbuf[slot].Cols(0, TileLen(p, s, j));
-    const std::vector<Epilogue> none;
-    Tensor sj = co_await tl.Composite(q, KTile(tl, s, p, j), none, out);  // #1: reads K
+    const std::vector<Epilogue> epi = co_await QkEpilogue(tl, s, p, j, /*scale=*/false);
+    Tensor sj = co_await tl.Composite(q, KTile(tl, s, p, j), epi, out);  // #1: reads K
     reader[slot] = co_await tl.ExComposite(sj, VTile(tl, s, p, j), acc, s.scale);  // #2: V
   }
   co_await tl.WaitAll();  // acc is updated asynchronously: drain before the reduce

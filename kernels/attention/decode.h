@@ -53,6 +53,12 @@ struct RankPlan {
   std::optional<Peer> l1_parent;
   bool store_output = false;  // the group root
   uint64_t o_addr = 0;        // group root: O [rows, d] bf16 in its HBM
+  // Causal T_q > 1 (DESIGN §6): query t sits at global position S - T_q + t. Tiles
+  // j >= first_masked_tile hold keys some query must not see; each gets an additive mask
+  // [rows, len] bf16 (0 visible, -inf hidden) in this PE's HBM, tile after tile from
+  // mask_addr, added to Sj in the Q·Kᵀ epilogue. Every other tile is unmasked.
+  uint64_t first_masked_tile = UINT64_MAX;
+  uint64_t mask_addr = 0;
 };
 
 // The kernel of one rank (parameters are copied into the coroutine frame).

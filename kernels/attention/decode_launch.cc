@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "actors/tensor_ref.h"
 #include "topology/groups.h"
 #include "topology/ids.h"
 #include "topology/kv_placement.h"
@@ -99,6 +100,52 @@ uint32_t CubeOf(const Geometry& geo, const DecodeConfig& cfg, uint32_t h, uint32
   const uint32_t sip = cfg.sip + slot / geo.groups_per_sip;
   const uint32_t group = slot % geo.groups_per_sip;
   return geo.index.GlobalCube(topology::CubeId{sip, geo.groups.SipCube(group, ci)});
+}
+
+// Causal T_q > 1 (DESIGN §6): query t (row g·T_q + t) sits at global position S - T_q + t and
+// sees keys up to it. A rank's tiles from the first one holding a position > S - T_q get an
+// additive bf16 mask [rows, len] (0 or -inf), placed back to back in the rank's HBM (data
+// mode: written). The masked span may cross rank boundaries: each rank masks its own part.
+absl::Status PlaceCausalMasks(host::HbmAllocator& allocator, MemoryStore* store,
+                              const DecodeConfig& cfg, uint32_t rows, uint64_t context,
+                              uint64_t block_start, uint32_t pe, RankPlan& plan) {
+  if (cfg.t_q <= 1 || plan.my_len == 0) return absl::OkStatus();
+  const uint64_t first_hidden = context - cfg.t_q + 1;  // no query sees keys from here on
+  const uint64_t tiles = (plan.my_len + cfg.tile - 1) / cfg.tile;
+  uint64_t first = tiles;
+  for (uint64_t j = 0; j < tiles; ++j) {
+    const uint64_t end = block_start + std::min<uint64_t>((j + 1) * cfg.tile, plan.my_len);
+    if (end > first_hidden) {  // tile j holds a hidden key; so does every later one
+      first = j;
+      break;
+    }
+  }
+  if (first == tiles) return absl::OkStatus();
+  absl::StatusOr<uint64_t> addr =
+      allocator.Allocate(pe, (tiles - first) * uint64_t{rows} * cfg.tile * 2);
+  if (!addr.ok()) return addr.status();
+  plan.first_masked_tile = first;
+  plan.mask_addr = *addr;
+  if (store == nullptr) return absl::OkStatus();
+  const uint32_t g = rows / cfg.t_q;
+  for (uint64_t j = first; j < tiles; ++j) {
+    const uint64_t len = std::min<uint64_t>(cfg.tile, plan.my_len - j * cfg.tile);
+    std::vector<float> mask(uint64_t{rows} * len);
+    for (uint32_t gi = 0; gi < g; ++gi) {
+      for (uint32_t t = 0; t < cfg.t_q; ++t) {
+        const uint64_t last_visible = context - cfg.t_q + t;
+        for (uint64_t k = 0; k < len; ++k) {
+          const uint64_t pos = block_start + j * cfg.tile + k;
+          mask[(uint64_t{gi} * cfg.t_q + t) * len + k] = pos <= last_visible ? 0.0f : -INFINITY;
+        }
+      }
+    }
+    const pb::TensorRef ref =
+        sim::MakeTensorRef(pb::HBM, pe, *addr + (j - first) * uint64_t{rows} * cfg.tile * 2,
+                           pb::BF16, {rows, len});
+    if (absl::Status st = store->Write(ref, mask); !st.ok()) return st;
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -224,6 +271,11 @@ absl::StatusOr<DecodeLaunch> LaunchDecode(const pb::Chip& chip, const DecodeConf
         plan.k_addr = k->shards()[h * kv->ranks() + r].ref.addr();
         plan.v_addr = v->shards()[h * kv->ranks() + r].ref.addr();
         plan.my_len = kv->MyLen(r, context);
+        if (absl::Status st = PlaceCausalMasks(allocator, store, cfg, rows, context,
+                                               kv->GlobalPosition(r, 0), pe, plan);
+            !st.ok()) {
+          return st;
+        }
         for (uint32_t child : (*l2)[node].children) {
           plan.l2_children.push_back(Peer::Ipcq(DirectionTo(pe_mesh, geo.pes[node], geo.pes[child])));
         }

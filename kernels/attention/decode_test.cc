@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "kernels/attention/baseline.h"
 #include "kernels/attention/decode_launch.h"
+#include "kernels/attention/decode_test_util.h"
 #include "kernels/memory/memory_store.h"
 #include "kernels/runtime/runtime.h"
 #include "topology/groups.h"
@@ -22,58 +23,12 @@
 namespace ahbm::kernels {
 namespace {
 
-pb::Chip Load(const std::string& path) {
-  absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile(path);
-  EXPECT_TRUE(chip.ok()) << chip.status();
-  return *chip;
-}
-
-// Q, K ~ N(0, 1), V ~ U(-2, 2) (§11).
-DecodeInputs MakeInputs(const DecodeConfig& cfg, uint32_t seed) {
-  std::mt19937_64 rng(seed);
-  return RandomDecodeInputs(cfg, 0, rng);
-}
-
-struct DecodeRun {
-  std::unique_ptr<sim::ChipSim> sim;
-  std::unique_ptr<MemoryStore> store;
-  std::unique_ptr<KernelRuntime> runtime;
-  DecodeLaunch launch;
-  absl::Status status;
-};
-
-DecodeRun RunDecode(const pb::Chip& chip, const DecodeConfig& cfg,
-                    const std::vector<DecodeInputs>& inputs, const std::string& profile = "zero") {
-  DecodeRun run;
-  absl::StatusOr<std::vector<uint32_t>> cubes = DecodeCubes(chip, cfg);
-  if (!cubes.ok()) {
-    run.status = cubes.status();
-    return run;
-  }
-  sim::ChipSimOptions options;
-  options.cubes = *cubes;
-  options.issue_cost_profile = profile;
-  auto created = sim::ChipSim::Create(chip, options);
-  EXPECT_TRUE(created.ok()) << created.status();
-  run.sim = std::move(*created);
-  if (!inputs.empty()) run.store = std::make_unique<MemoryStore>(chip);
-  run.runtime = std::make_unique<KernelRuntime>(run.sim.get(), run.store.get());
-  absl::StatusOr<DecodeLaunch> launch = LaunchDecode(chip, cfg, *run.runtime, run.store.get(), inputs);
-  EXPECT_TRUE(launch.ok()) << launch.status();
-  if (!launch.ok()) {
-    run.status = launch.status();
-    return run;
-  }
-  run.launch = *launch;
-  run.status = run.runtime->Run();
-  return run;
-}
-
-double MaxAbsError(const std::vector<float>& got, const std::vector<float>& want) {
-  double worst = 0;
-  for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(double(got[i]) - want[i]));
-  return worst;
-}
+using testing::DecodeRun;
+using testing::Load;
+using testing::MakeInputs;
+using testing::MaxAbsError;
+using testing::RunDecode;
+using testing::Small;
 
 struct ParityCase {
   std::string name;
@@ -87,7 +42,7 @@ TEST_P(DecodeParity, MatchesTheFloat64Reference) {
   const ParityCase& c = GetParam();
   const pb::Chip chip = Load(c.topology);
   std::vector<DecodeInputs> inputs;
-  for (uint32_t u = 0; u < c.cfg.users; ++u) inputs.push_back(MakeInputs(c.cfg, 100 + u));
+  for (uint32_t u = 0; u < c.cfg.users; ++u) inputs.push_back(MakeInputs(c.cfg, 100 + u, u));
   for (DecodeVariant variant : {DecodeVariant::kOpt1, DecodeVariant::kOpt3, DecodeVariant::kOpt2}) {
     DecodeConfig cfg = c.cfg;
     cfg.variant = variant;
@@ -100,18 +55,6 @@ TEST_P(DecodeParity, MatchesTheFloat64Reference) {
       EXPECT_LE(MaxAbsError(*got, want), 2e-2) << c.name << " variant " << int(variant) << " user " << u;
     }
   }
-}
-
-DecodeConfig Small(uint32_t h_q, uint32_t h_kv, uint64_t s, uint32_t c, uint32_t p) {
-  DecodeConfig cfg;
-  cfg.h_q = h_q;
-  cfg.h_kv = h_kv;
-  cfg.d = 64;
-  cfg.s = s;
-  cfg.c = c;
-  cfg.p = p;
-  cfg.tile = 64;
-  return cfg;
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -248,7 +191,10 @@ TEST(DecodeStructure, KvReadBytesDoNotGrowWithG) {
         if (u.kind() == "gemm") flops += u.flops();
       }
       const uint64_t q_bytes = uint64_t{cfg.p} * g * t_q * cfg.d * 2;  // each rank loads Q once
-      const uint64_t kv = read - q_bytes;
+      // Causal T_q = 8: the hidden keys S - 7 .. S - 1 lie in the last 64-key tile, whose
+      // [G·T_q, 64] bf16 mask is loaded once.
+      const uint64_t mask_bytes = t_q > 1 ? uint64_t{g} * t_q * cfg.tile * 2 : 0;
+      const uint64_t kv = read - q_bytes - mask_bytes;
       EXPECT_EQ(kv, 2 * cfg.s * cfg.d * 2) << "G " << g << " T_q " << t_q;
       if (g == 1) {
         kv_bytes_g1 = kv;

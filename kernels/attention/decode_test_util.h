@@ -1,0 +1,107 @@
+// Test helpers shared by the decode tests: load a topology, run a decode launch (timing or data
+// mode), compare with the float64 reference.
+#ifndef AHBMSIM_KERNELS_ATTENTION_DECODE_TEST_UTIL_H_
+#define AHBMSIM_KERNELS_ATTENTION_DECODE_TEST_UTIL_H_
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "actors/chip_sim.h"
+#include "gtest/gtest.h"
+#include "kernels/attention/decode_launch.h"
+#include "kernels/memory/memory_store.h"
+#include "kernels/runtime/runtime.h"
+#include "topology/loader.h"
+
+namespace ahbm::kernels::testing {
+
+inline pb::Chip Load(const std::string& path) {
+  absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile(path);
+  EXPECT_TRUE(chip.ok()) << chip.status();
+  return *chip;
+}
+
+// Request u's inputs, Q, K ~ N(0, 1), V ~ U(-2, 2) (§11), from its own seed.
+inline DecodeInputs MakeInputs(const DecodeConfig& cfg, uint32_t seed, uint32_t user = 0) {
+  std::mt19937_64 rng(seed);
+  return RandomDecodeInputs(cfg, user, rng);
+}
+
+struct DecodeRun {
+  std::unique_ptr<sim::ChipSim> sim;
+  std::unique_ptr<MemoryStore> store;
+  std::unique_ptr<KernelRuntime> runtime;
+  DecodeLaunch launch;
+  absl::Status status;
+};
+
+// `launch` places and adds the kernels (LaunchDecode or a baseline's launcher); `cubes` the
+// CUBEs it uses. Data mode when `inputs` is not empty.
+template <class CubesFn, class LaunchFn>
+DecodeRun RunWith(const pb::Chip& chip, const DecodeConfig& cfg,
+                  const std::vector<DecodeInputs>& inputs, const std::string& profile,
+                  CubesFn cubes_fn, LaunchFn launch_fn, bool keep_op_log = true) {
+  DecodeRun run;
+  absl::StatusOr<std::vector<uint32_t>> cubes = cubes_fn(chip, cfg);
+  if (!cubes.ok()) {
+    run.status = cubes.status();
+    return run;
+  }
+  sim::ChipSimOptions options;
+  options.cubes = *cubes;
+  options.issue_cost_profile = profile;
+  options.keep_op_log = keep_op_log;
+  auto created = sim::ChipSim::Create(chip, options);
+  EXPECT_TRUE(created.ok()) << created.status();
+  run.sim = std::move(*created);
+  if (!inputs.empty()) run.store = std::make_unique<MemoryStore>(chip);
+  run.runtime = std::make_unique<KernelRuntime>(run.sim.get(), run.store.get());
+  absl::StatusOr<DecodeLaunch> launch = launch_fn(chip, cfg, *run.runtime, run.store.get(), inputs);
+  if (!launch.ok()) {
+    run.status = launch.status();
+    return run;
+  }
+  run.launch = *launch;
+  run.status = run.runtime->Run();
+  return run;
+}
+
+inline DecodeRun RunDecode(const pb::Chip& chip, const DecodeConfig& cfg,
+                           const std::vector<DecodeInputs>& inputs,
+                           const std::string& profile = "zero", bool keep_op_log = true) {
+  return RunWith(chip, cfg, inputs, profile, DecodeCubes, LaunchDecode, keep_op_log);
+}
+
+// Largest |got - want|; +inf when a value is NaN or the sizes differ (so a NaN always fails).
+inline double MaxAbsError(const std::vector<float>& got, const std::vector<float>& want) {
+  if (got.size() != want.size()) return std::numeric_limits<double>::infinity();
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double e = std::abs(double(got[i]) - want[i]);
+    if (std::isnan(e)) return std::numeric_limits<double>::infinity();
+    worst = std::max(worst, e);
+  }
+  return worst;
+}
+
+inline DecodeConfig Small(uint32_t h_q, uint32_t h_kv, uint64_t s, uint32_t c, uint32_t p) {
+  DecodeConfig cfg;
+  cfg.h_q = h_q;
+  cfg.h_kv = h_kv;
+  cfg.d = 64;
+  cfg.s = s;
+  cfg.c = c;
+  cfg.p = p;
+  cfg.tile = 64;
+  return cfg;
+}
+
+}  // namespace ahbm::kernels::testing
+
+#endif  // AHBMSIM_KERNELS_ATTENTION_DECODE_TEST_UTIL_H_
