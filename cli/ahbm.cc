@@ -210,7 +210,9 @@ absl::Status RunRun(const ParsedFlags& flags) {
   if (!workload_or.ok()) return workload_or.status();
   const pb::Workload& workload = *workload_or;
   ASSIGN_OR_RETURN_FLAG(per_tile_detail, BoolFlag(flags, "per_tile_detail"));
+  ASSIGN_OR_RETURN_FLAG(save_inputs, BoolFlag(flags, "save_inputs"));
   launch::LaunchOptions options;
+  options.save_inputs = save_inputs;
   options.inputs_dir = flags.GetOr("inputs_dir", "");
   options.outputs_dir = flags.GetOr("outputs_dir", "");
   options.trace_path = flags.GetOr("trace", "");
@@ -281,6 +283,8 @@ std::vector<FlagSpec> RunFlags() {
        ""},
       {"inputs_dir", "data mode: read the inputs' .npy files here (default: from seed)", ""},
       {"outputs_dir", "data mode: write the outputs' .npy files here", ""},
+      {"save_inputs", "data mode: also write the inputs generated from seed into outputs_dir",
+       "false"},
       {"per_tile_detail", "op log: one record per tile op as well", "false"},
       {"trace", "write the op log here (length-delimited ahbm.pb.TraceRecord)", ""},
       {"chrome_trace", "write a Chrome trace / Perfetto JSON here", ""},

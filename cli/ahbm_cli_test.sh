@@ -152,9 +152,52 @@ for variant in opt1 opt2 opt3 baseline_fanout; do
   expect 0 "roofline" run --topology=$small --kernel=decode --variant=$variant --h_q=8 --h_kv=2 \
     --d=64 --s=2000 --c=2 --p=4 --tile=64
 done
+# Values without a reference: V = 0.5 everywhere makes every output 0.5 (the softmax weights
+# sum to 1), whatever Q and K are. S = 100 with max_context 4096 leaves most of the 8 ranks
+# empty and T_q = 4 is causal (this wrote NaN with exit 0 before empty ranks merged safely).
+mkdir -p "$tmp/dec_in" "$tmp/dec_out" "$tmp/dec_saved" "$tmp/dec_again" "$tmp/batch_in" "$tmp/batch_out"
+write_npy "$tmp/dec_in/q.npy" "8, 4, 64" 2048 "$one"
+write_npy "$tmp/dec_in/k.npy" "2, 100, 64" 12800 "$one"
+write_npy "$tmp/dec_in/v.npy" "2, 100, 64" 12800 "$half"
+for variant in opt1 opt2 opt3; do
+  rm -f "$tmp/dec_out/o.npy"
+  expect 0 "decode $(echo $variant | tr a-z A-Z)" run --topology=$small --kernel=decode \
+    --variant=$variant --h_q=8 --h_kv=2 --d=64 --s=100 --t_q=4 --max_context=4096 --c=2 --p=4 \
+    --tile=128 --data --inputs_dir="$tmp/dec_in" --outputs_dir="$tmp/dec_out"
+  got=$(read_npy "$tmp/dec_out/o.npy" | sort -u)
+  [[ "$got" == "0.5" ]] || fail "decode $variant o.npy holds '$(echo $got | head -c 80)', want every element 0.5"
+  [[ $(read_npy "$tmp/dec_out/o.npy" | wc -l) -eq 2048 ]] || fail "decode $variant o.npy is not [8, 4, 64]"
+done
+# A batch of two requests with their own lengths reads q<r>/k<r>/v<r>.npy and writes o<r>.npy.
+for r in 0 1; do
+  len=$((r == 0 ? 7 : 300))
+  write_npy "$tmp/batch_in/q$r.npy" "8, 1, 64" 512 "$one"
+  write_npy "$tmp/batch_in/k$r.npy" "2, $len, 64" $((2 * len * 64)) "$half"
+  write_npy "$tmp/batch_in/v$r.npy" "2, $len, 64" $((2 * len * 64)) "$one"
+done
+expect 0 "users 2" run --topology=$small --kernel=decode --h_q=8 --h_kv=2 --d=64 \
+  --request_lengths=7,300 --c=2 --p=4 --tile=64 --data --inputs_dir="$tmp/batch_in" \
+  --outputs_dir="$tmp/batch_out"
+for r in 0 1; do
+  got=$(read_npy "$tmp/batch_out/o$r.npy" | sort -u)
+  [[ "$got" == "1" ]] || fail "batch o$r.npy holds '$(echo $got | head -c 80)', want every element 1"
+done
+expect_one_line_error 'k1.npy: shape \[2, 300, 64\] does not match .*\[2, 301, 64\]' run \
+  --topology=$small --kernel=decode --h_q=8 --h_kv=2 --d=64 --request_lengths=7,301 --c=2 --p=4 \
+  --data --inputs_dir="$tmp/batch_in"
+# --save_inputs writes the generated inputs; running on them again gives the same o.npy.
 expect 0 "decode OPT3" run --topology=$small --kernel=decode --h_q=8 --h_kv=2 --d=64 --s=2000 \
-  --c=2 --p=4 --tile=64 --data --seed=3 --outputs_dir="$tmp"
-[[ -s "$tmp/o.npy" ]] || fail "decode wrote no o.npy"
+  --c=2 --p=4 --tile=64 --data --seed=3 --outputs_dir="$tmp/dec_saved" --save_inputs
+for f in q k v o; do [[ -s "$tmp/dec_saved/$f.npy" ]] || fail "save_inputs wrote no $f.npy"; done
+expect 0 "decode OPT3" run --topology=$small --kernel=decode --h_q=8 --h_kv=2 --d=64 --s=2000 \
+  --c=2 --p=4 --tile=64 --data --inputs_dir="$tmp/dec_saved" --outputs_dir="$tmp/dec_again"
+cmp -s "$tmp/dec_saved/o.npy" "$tmp/dec_again/o.npy" || fail "decode on the saved inputs differs"
+expect_one_line_error 'save_inputs: needs outputs_dir' run --topology=$small --kernel=decode \
+  --h_q=8 --h_kv=2 --d=64 --s=100 --c=2 --p=4 --data --save_inputs
+expect_one_line_error 't_q: 4 query tokens exceed the context length 3' run --topology=$small \
+  --kernel=decode --h_q=8 --h_kv=2 --d=64 --s=3 --t_q=4 --c=2 --p=4
+expect_one_line_error 'users: 3 but request_lengths lists 2 requests' run --topology=$small \
+  --kernel=decode --h_q=8 --h_kv=2 --d=64 --request_lengths=7,300 --users=3 --c=2 --p=4
 expect 0 "baseline_fanout .* 1.000" compare --topology=$small --h_q=8 --h_kv=2 --d=64 --s=2000 \
   --c=2 --p=4 --tile=64
 expect_one_line_error "--variants: unknown variant 'opt9'" compare --topology=$small --variants=opt9

@@ -31,6 +31,11 @@ T Or(T value, T fallback) {
 
 bool IsBaseline(const pb::Workload& w) { return w.variant() == pb::BASELINE_FANOUT; }
 
+// The .npy stem of request u's tensor: "q" for one request, "q3" for request 3 of several.
+std::string InputStem(const DecodeConfig& cfg, const std::string& name, uint32_t u) {
+  return cfg.users == 1 ? name : absl::StrCat(name, u);
+}
+
 
 
 }  // namespace
@@ -171,26 +176,27 @@ absl::StatusOr<LaunchResult> RunDecodeWorkload(const pb::Chip& chip, const pb::W
       return Invalid(absl::StrCat(flag, ": needs data mode (the workload's data is false)"));
     }
   }
-  if (!options.inputs_dir.empty() && cfg.users != 1) {
-    return Invalid(absl::StrCat("inputs_dir: holds one request's q/k/v; users is ", cfg.users));
-  }
   std::vector<DecodeInputs> inputs;
   if (data) {
     if (!options.inputs_dir.empty()) {
-      DecodeInputs in;
-      const std::vector<std::pair<std::string, host::NpyArray*>> files = {
-          {"q", &in.q}, {"k", &in.k}, {"v", &in.v}};
-      for (const auto& [stem, array] : files) {
-        const std::string path = host::NpyPath(options.inputs_dir, stem);
-        absl::StatusOr<host::NpyArray> read = host::ReadNpy(path);
-        if (!read.ok()) return read.status();
-        const std::vector<uint64_t> want =
-            stem == "q" ? std::vector<uint64_t>{cfg.h_q, cfg.t_q, cfg.d}
-                        : std::vector<uint64_t>{cfg.h_kv, cfg.s, cfg.d};
-        if (absl::Status s = host::ExpectShape(path, *read, want); !s.ok()) return s;
-        *array = std::move(*read);
+      // One request: q.npy, k.npy, v.npy; several: q<r>.npy, k<r>.npy, v<r>.npy, each request's
+      // K and V with its own context length.
+      for (uint32_t u = 0; u < cfg.users; ++u) {
+        DecodeInputs in;
+        const std::vector<std::pair<std::string, host::NpyArray*>> files = {
+            {"q", &in.q}, {"k", &in.k}, {"v", &in.v}};
+        for (const auto& [stem, array] : files) {
+          const std::string path = host::NpyPath(options.inputs_dir, InputStem(cfg, stem, u));
+          absl::StatusOr<host::NpyArray> read = host::ReadNpy(path);
+          if (!read.ok()) return read.status();
+          const std::vector<uint64_t> want =
+              stem == "q" ? std::vector<uint64_t>{cfg.h_q, cfg.t_q, cfg.d}
+                          : std::vector<uint64_t>{cfg.h_kv, cfg.ContextOf(u), cfg.d};
+          if (absl::Status s = host::ExpectShape(path, *read, want); !s.ok()) return s;
+          *array = std::move(*read);
+        }
+        inputs.push_back(std::move(in));
       }
-      inputs.push_back(std::move(in));
     } else {
       std::mt19937_64 rng(w.seed());
       for (uint32_t u = 0; u < cfg.users; ++u) inputs.push_back(kernels::RandomDecodeInputs(cfg, u, rng));
@@ -236,16 +242,21 @@ absl::StatusOr<LaunchResult> RunDecodeWorkload(const pb::Chip& chip, const pb::W
   }
   result.report = sim->BuildReport(DecodeCommCriticalPathPs(chip, cfg, *launch, baseline));
   result.op_log = sim->TakeOpLogRecords();
-  if (data) {
-    result.inputs["q"] = inputs[0].q;
-    result.inputs["k"] = inputs[0].k;
-    result.inputs["v"] = inputs[0].v;
+  // The inputs as the kernels see them: bf16-rounded (so a float64 reference needs no rounding).
+  const auto bf16 = [](host::NpyArray a) {
+    for (float& x : a.data) x = kernels::RoundToBf16(x);
+    return a;
+  };
+  for (uint32_t u = 0; u < inputs.size(); ++u) {
+    result.inputs[InputStem(cfg, "q", u)] = bf16(inputs[u].q);
+    result.inputs[InputStem(cfg, "k", u)] = bf16(inputs[u].k);
+    result.inputs[InputStem(cfg, "v", u)] = bf16(inputs[u].v);
   }
   if (!result.runtime_status.ok() || !data) return result;
   for (uint32_t u = 0; u < cfg.users; ++u) {
     absl::StatusOr<std::vector<float>> o = kernels::GatherDecodeOutput(*store, cfg, *launch, u);
     if (!o.ok()) return o.status();
-    const std::string stem = cfg.users == 1 ? "o" : absl::StrCat("o", u);
+    const std::string stem = InputStem(cfg, "o", u);
     host::NpyArray array{{cfg.h_q, cfg.t_q, cfg.d}, std::move(*o)};
     if (!options.outputs_dir.empty()) {
       if (absl::Status s = host::WriteNpy(host::NpyPath(options.outputs_dir, stem), array.shape, array.data);

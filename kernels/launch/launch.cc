@@ -211,8 +211,33 @@ absl::Status ValidateWorkload(const pb::Chip& chip, const pb::Workload& w) {
   return absl::OkStatus();
 }
 
+// The kernel's own run (RunWorkload adds save_inputs around it).
+static absl::StatusOr<LaunchResult> RunKernelWorkload(const pb::Chip& chip, const pb::Workload& w,
+                                                      const LaunchOptions& options);
+
 absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& chip, const pb::Workload& w,
                                          const LaunchOptions& options) {
+  if (options.save_inputs) {
+    if (!w.data()) return Invalid("save_inputs: needs data mode (the workload's data is false)");
+    if (options.outputs_dir.empty()) return Invalid("save_inputs: needs outputs_dir (where to write)");
+    if (!options.inputs_dir.empty()) {
+      return Invalid("save_inputs: the inputs come from inputs_dir; nothing is generated to save");
+    }
+  }
+  absl::StatusOr<LaunchResult> result = RunKernelWorkload(chip, w, options);
+  if (!result.ok() || !options.save_inputs) return result;
+  for (const auto& [name, array] : result->inputs) {
+    if (absl::Status s = host::WriteNpy(host::NpyPath(options.outputs_dir, name), array.shape,
+                                        array.data);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return result;
+}
+
+static absl::StatusOr<LaunchResult> RunKernelWorkload(const pb::Chip& chip, const pb::Workload& w,
+                                                      const LaunchOptions& options) {
   if (w.kernel() == pb::DECODE) return RunDecodeWorkload(chip, w, options);
   if (absl::Status s = ValidateWorkload(chip, w); !s.ok()) return s;
   const KernelSpec& spec = *SpecOf(w.kernel());

@@ -58,6 +58,10 @@ struct LaunchOptions {
   std::string trace_path;   // stream the op log here (length-delimited TraceRecords)
   bool per_tile_detail = false;  // op log: one record per tile op as well
   bool keep_op_log = true;       // false: LaunchResult::op_log holds only the header (big runs)
+  // Data mode: also write the inputs generated from `seed` (LaunchResult::inputs, as the kernels
+  // see them) into outputs_dir, so a run can be checked with any other tool. Needs outputs_dir
+  // and no inputs_dir.
+  bool save_inputs = false;
 };
 
 struct LaunchResult {
