@@ -387,7 +387,8 @@ TEST(DecodeIsolation, CrossingFinishOrderKeepsRequestsApart) {
 }
 
 // A ragged 4-request batch under rotation (lengths as in a serving batch, C = 2, P = 4): its
-// requests' triplets cross on several queues (staged), and every request keeps its own output.
+// requests' triplets cross on several queues (staged), every request keeps its own output, and
+// the op log is deterministic (data mode = timing mode, twice).
 TEST(DecodeIsolation, RaggedBatchUnderRotation) {
   const pb::Chip chip = Load("topology/small.textproto");
   DecodeConfig cfg = Small(8, 2, 0, 2, 4);
@@ -408,6 +409,16 @@ TEST(DecodeIsolation, RaggedBatchUnderRotation) {
           << "variant " << int(variant) << " request " << u;
     }
     EXPECT_FALSE(OpsNamed(run, "stage_ipcq").empty()) << "variant " << int(variant);
+    // Staging depends on timing only: timing mode gives the same op log, twice.
+    std::string logs[3];
+    for (const pb::TraceRecord& r : run.sim->op_log().records()) logs[0] += r.SerializeAsString();
+    for (int i = 1; i < 3; ++i) {
+      DecodeRun timing = RunDecode(chip, cfg, {});
+      ASSERT_TRUE(timing.status.ok()) << timing.status;
+      for (const pb::TraceRecord& r : timing.sim->op_log().records()) logs[i] += r.SerializeAsString();
+    }
+    EXPECT_EQ(logs[1], logs[0]) << "variant " << int(variant);
+    EXPECT_EQ(logs[2], logs[0]) << "variant " << int(variant);
   }
 }
 

@@ -864,52 +864,62 @@ TEST_F(RuntimeTiming, StagingReturnsCreditAndAFullBufferBlocksTheHead) {
   EXPECT_EQ(staged_recvs, 2);
 }
 
-// NOC: two requests' messages from one PE are delivered in the opposite order of the
-// receives' posts; each receive takes its own request's message, at its delivery.
+// NOC (and across SIPs, UCIe): two requests' messages from one PE are delivered in the
+// opposite order of the receives' posts; each receive takes its own request's message, at its
+// delivery.
 TEST_F(RuntimeTiming, TwoRequestsTakeTheirOwnNocMessages) {
-  Harness h(true, "zero", LoadSmall(), {0, 1});
-  const topology::ChipIndex index(h.chip);
-  const uint32_t receiver = index.pes_per_cube();  // PE 0 of CUBE 1
-  const uint64_t n = 1024;
-  const std::vector<float> x0 = Random(n, 31), x1 = Random(n, 32);
-  h.Put(h.Hbm(0, 0, {1, n}, pb::FP32), x0);
-  h.Put(h.Hbm(0, 65536, {1, n}, pb::FP32), x1);
-  const auto sender = [&](uint64_t addr, bool busy) {
-    return [&, addr, busy](Tl& tl) -> Task<void> {
-      const std::vector<uint64_t> shape = {1, n};
-      if (busy) {
-        const Tensor big = tl.Alloc({8 * 8192}, pb::FP32, Arena::kPersistent);
-        co_await tl.Exp(big, big);
-      }
-      const Tensor xh = tl.Ref(addr, shape, pb::FP32);
-      Tensor v = co_await tl.Load(xh);
-      co_await tl.Send(Peer::Pe(receiver), v);
-    };
+  struct Case {
+    std::string topology;
+    std::vector<uint32_t> cubes;  // the receiver is PE 0 of the second one
   };
-  uint64_t recv_ids[2] = {0, 0};
-  const auto recv = [&](uint32_t request) {
-    return [&, request](Tl& tl) -> Task<void> {
-      const std::vector<uint64_t> shape = {1, n};
-      Tensor got = co_await tl.Recv(Peer::Pe(0), shape);
-      recv_ids[request] = got.producer();
-      co_await tl.Store(tl.Ref((request + 1) << 20, shape, pb::FP32), got);
+  for (const Case& c : {Case{"topology/small.textproto", {0, 1}},
+                        Case{"topology/chip_2sip.textproto", {0, 16}}}) {
+    absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile(c.topology);
+    ASSERT_TRUE(chip.ok());
+    Harness h(true, "zero", *chip, c.cubes);
+    const topology::ChipIndex index(h.chip);
+    const uint32_t receiver = c.cubes[1] * index.pes_per_cube();
+    const uint64_t n = 1024;
+    const std::vector<float> x0 = Random(n, 31), x1 = Random(n, 32);
+    h.Put(h.Hbm(0, 0, {1, n}, pb::FP32), x0);
+    h.Put(h.Hbm(0, 65536, {1, n}, pb::FP32), x1);
+    const auto sender = [&](uint64_t addr, bool busy) {
+      return [&, addr, busy](Tl& tl) -> Task<void> {
+        const std::vector<uint64_t> shape = {1, n};
+        if (busy) {
+          const Tensor big = tl.Alloc({8 * 8192}, pb::FP32, Arena::kPersistent);
+          co_await tl.Exp(big, big);
+        }
+        const Tensor xh = tl.Ref(addr, shape, pb::FP32);
+        Tensor v = co_await tl.Load(xh);
+        co_await tl.Send(Peer::Pe(receiver), v);
+      };
     };
-  };
-  ASSERT_TRUE(h.runtime->AddKernel(0, 0, sender(0, true)).ok());
-  ASSERT_TRUE(h.runtime->AddKernel(0, 1, sender(65536, false)).ok());
-  ASSERT_TRUE(h.runtime->AddKernel(receiver, 0, recv(0)).ok());
-  ASSERT_TRUE(h.runtime->AddKernel(receiver, 1, recv(1)).ok());
-  const absl::Status status = h.runtime->Run();
-  ASSERT_TRUE(status.ok()) << status;
-  EXPECT_EQ(h.Get(h.Hbm(receiver, 1 << 20, {1, n}, pb::FP32)), x0);
-  EXPECT_EQ(h.Get(h.Hbm(receiver, 2 << 20, {1, n}, pb::FP32)), x1);
-  // Each receive ends at its own message's delivery: request 1's first, request 0's after the
-  // sender's Exp; both by the same route, so the gap is the sender's Exp.
-  const auto ops = h.Ops(".cpu", receiver);
-  const uint64_t end0 = ops.at(recv_ids[0]).end_ps(), end1 = ops.at(recv_ids[1]).end_ps();
-  EXPECT_EQ(end0 - end1, ExpCycles(8 * 8192) * ps_);
-  EXPECT_EQ(ops.at(recv_ids[0]).request_id(), 0u);
-  EXPECT_EQ(ops.at(recv_ids[1]).request_id(), 1u);
+    uint64_t recv_ids[2] = {0, 0};
+    const auto recv = [&](uint32_t request) {
+      return [&, request](Tl& tl) -> Task<void> {
+        const std::vector<uint64_t> shape = {1, n};
+        Tensor got = co_await tl.Recv(Peer::Pe(0), shape);
+        recv_ids[request] = got.producer();
+        co_await tl.Store(tl.Ref((request + 1) << 20, shape, pb::FP32), got);
+      };
+    };
+    ASSERT_TRUE(h.runtime->AddKernel(0, 0, sender(0, true)).ok());       // sends second
+    ASSERT_TRUE(h.runtime->AddKernel(0, 1, sender(65536, false)).ok());  // sends first
+    ASSERT_TRUE(h.runtime->AddKernel(receiver, 0, recv(0)).ok());        // posts first
+    ASSERT_TRUE(h.runtime->AddKernel(receiver, 1, recv(1)).ok());
+    const absl::Status status = h.runtime->Run();
+    ASSERT_TRUE(status.ok()) << c.topology << ": " << status;
+    EXPECT_EQ(h.Get(h.Hbm(receiver, 1 << 20, {1, n}, pb::FP32)), x0) << c.topology;
+    EXPECT_EQ(h.Get(h.Hbm(receiver, 2 << 20, {1, n}, pb::FP32)), x1) << c.topology;
+    // Each receive ends at its own message's delivery: request 1's first, request 0's after
+    // the sender's Exp (same route, so the gap is the Exp).
+    const auto ops = h.Ops(".cpu", receiver);
+    const uint64_t end0 = ops.at(recv_ids[0]).end_ps(), end1 = ops.at(recv_ids[1]).end_ps();
+    EXPECT_EQ(end0 - end1, ExpCycles(8 * 8192) * ps_) << c.topology;
+    EXPECT_EQ(ops.at(recv_ids[0]).request_id(), 0u);
+    EXPECT_EQ(ops.at(recv_ids[1]).request_id(), 1u);
+  }
 }
 
 // A request that never posts its receive: its 128 KiB message does not fit the staging buffer
