@@ -17,7 +17,8 @@
 // - IPCQ send: blocks only if the queue lacks credit for the whole message at the send (the
 //   sender knows its credit; read from the queue's model); then it waits for IpcqAccepted.
 // - Every message carries its sender's request_id; a receive takes only its own request's
-//   messages, oldest first, per source (several requests on one PE never see each other's data).
+//   messages, oldest first, per source (several requests on one PE never see each other's data;
+//   instances of one request on one PE share its messages in post order).
 // - Recv from an IPCQ neighbour, when the queue's head message is its request's: pops the head
 //   message's chunks as they arrive (streaming: a message larger than the queue passes) and
 //   completes at its last chunk's arrival, or at the post if that is later.
