@@ -13,8 +13,8 @@
 // Contract:
 // - IpcqSend at now(): IpcqModel::Send(now(), message_id, bytes). Every chunk that obtained a
 //   departure gets an IpcqArrival {message_id, src_pe, dst_pe, chunk_index, chunk_count, bytes
-//   (the chunk's), message_bytes, queue_unit = this unit, payload}, sent with delay
-//   arrive - now(), i.e. delivered at the chunk's arrive. A message whose every chunk has credit
+//   (the chunk's), message_bytes, queue_unit = this unit, payload, request_id (the send's)},
+//   sent with delay arrive - now(), i.e. delivered at the chunk's arrive. A message whose every chunk has credit
 //   at the send is accepted at once: the sender gets IpcqAccepted {message_id, accepted_ps =
 //   now()} with zero delay, before the arrivals (a `send` blocks only while the destination
 //   queue has no credit, DESIGN §4). A message with blocked chunks (no credit) is remembered;
@@ -60,6 +60,7 @@ struct IpcqActorState {
     uint32_t src_pe = 0;
     uint32_t dst_pe = 0;
     uint64_t bytes = 0;
+    uint32_t request_id = 0;  // passed through to the arrivals
     uint32_t chunk_count = 0;
     bool accepted_sent = false;  // IpcqAccepted already sent (the message had credit at once)
     pb::TensorRef payload;

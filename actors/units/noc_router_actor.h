@@ -35,8 +35,8 @@
 //   now() + lat, so these are the only events: 1 NocSend + one per hop + one per UCIe hop + 1.
 // - A NocHop whose hop does not end at this CUBE fails an AHBM_CHECK (a routing bug).
 // - Destination router (the last hop ends here): NocDelivered {message_id, src_pe, dst_pe, bytes,
-//   sent_ps, noc_hops, ucie_hops, payload} to the destination PE's CPU, delivered at
-//   delivered_ps.
+//   sent_ps, noc_hops, ucie_hops, payload, request_id (the NocSend's)} to the destination PE's
+//   CPU, delivered at delivered_ps.
 //
 // Stats (NocRouterStats, per router): messages and bytes injected here (NocSends accepted),
 // forwarded out of this router onto a link (source and transit hops, hand-offs to UCIe included),

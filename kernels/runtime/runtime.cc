@@ -519,6 +519,7 @@ absl::Status KernelRuntime::AddKernel(uint32_t pe, uint32_t request_id, KernelFn
     cpu.unit = index().PeUnit(UnitKind::kPeCpu, index().PeOf(pe)).value();
     cpu.scheduler = index().PeUnit(UnitKind::kPeScheduler, index().PeOf(pe)).value();
     cpu.persistent_top = sim_->context().chip.sip().cube().pe().tcm().scratch_bytes();
+    cpu.persistent_limit = sim_->context().chip.sip().cube().pe().tcm().total_bytes();
     sim::Engine& engine = *sim_->context().engine;
     engine.Register(cpu.unit, sim_->context().Name(cpu.unit),
                     engine.system().spawn(KernelCpuBehavior, this, pe));
@@ -542,6 +543,13 @@ absl::Status KernelRuntime::Run() {
   const uint64_t scratch = sim_->context().chip.sip().cube().pe().tcm().scratch_bytes();
   for (auto& [pe, cpu] : cpus_) {
     const uint64_t n = cpu.instances.size();
+    // Several requests on this PE: the IPCQ staging buffer takes the top of TCM.
+    for (const Instance* inst : cpu.instances) {
+      if (inst->request_id != cpu.instances.front()->request_id) {
+        cpu.persistent_limit -= std::min(cpu.persistent_limit, kDemuxStagingBytes);
+        break;
+      }
+    }
     for (uint64_t i = 0; i < n; ++i) {
       Instance& inst = *cpu.instances[i];
       inst.scratch_base = AlignUp(scratch * i / n);
@@ -553,7 +561,7 @@ absl::Status KernelRuntime::Run() {
   if (!status.ok()) return status;
   std::vector<std::string> waits;
   for (const auto& inst : instances_) {
-    if (inst->state != Instance::State::kDone) waits.push_back(Describe(*inst));
+    if (inst->state != Instance::State::kDone) waits.push_back(Describe(*inst) + HeadOfLine(*inst));
   }
   if (!waits.empty()) {
     return absl::FailedPreconditionError(
@@ -580,7 +588,7 @@ Tensor KernelRuntime::Allocate(Instance& inst, std::vector<uint64_t> shape, pb::
   if (bytes == 0) Fail(inst, absl::StrCat("allocation of an empty tensor ", absl::StrJoin(shape, "x")));
   uint64_t& top = arena == Arena::kScratch ? inst.scratch_top : cpu.persistent_top;
   const uint64_t base = arena == Arena::kScratch ? inst.scratch_base : tcm.scratch_bytes();
-  const uint64_t limit = arena == Arena::kScratch ? inst.scratch_limit : tcm.total_bytes();
+  const uint64_t limit = arena == Arena::kScratch ? inst.scratch_limit : cpu.persistent_limit;
   const uint64_t at = AlignUp(top);
   if (at + bytes > limit) {
     Fail(inst, absl::StrCat(arena == Arena::kScratch ? "scratch" : "persistent",
@@ -625,6 +633,7 @@ void KernelRuntime::RecordSend(const Instance& inst, const std::string& op, uint
   chunk->set_src_pe(inst.pe);
   chunk->set_dst_pe(dst_pe);
   chunk->set_bytes(bytes);
+  chunk->set_request_id(inst.request_id);
   log->AddIssue(std::move(issue_rec));
   pb::OpRecord rec;
   rec.set_unit(cpu.unit);
@@ -781,6 +790,7 @@ bool KernelRuntime::TryIssue(Instance& inst) {
       send->set_src_pe(inst.pe);
       send->set_dst_pe(dst);
       send->set_bytes(inv.payload.bytes());
+      send->set_request_id(inst.request_id);
       *send->mutable_payload() = inv.payload.ref();
       engine.Send(cpu.unit, issue - now, queue, std::shared_ptr<const pb::IpcqSend>(send));
       RecordSend(inst, "send_ipcq", id, dst, inv.payload.bytes(), issue);
@@ -801,6 +811,7 @@ bool KernelRuntime::TryIssue(Instance& inst) {
     send->set_src_pe(inst.pe);
     send->set_dst_pe(peer.pe());
     send->set_bytes(inv.payload.bytes());
+    send->set_request_id(inst.request_id);
     *send->mutable_payload() = inv.payload.ref();
     engine.Send(cpu.unit, issue - now, index().NocRouterUnit(index().PeOf(inst.pe).cube_id()).value(),
                 std::shared_ptr<const pb::NocSend>(send));
@@ -851,61 +862,149 @@ std::string KernelRuntime::ChannelKey(uint32_t pe, const Peer& from) const {
   return absl::StrCat("noc:", from.pe());
 }
 
+void KernelRuntime::PopArrived(Cpu& cpu, Channel& ch, IncomingMessage& msg, SimTime at) {
+  if (msg.arrived_bytes <= msg.popped_bytes) return;
+  const SimTime now = Now();
+  // The queue's pops stay in time order (the model's rule; also FIFO: none before the previous).
+  at = std::max({now, at, ch.last_pop});
+  auto pop = std::make_shared<pb::IpcqPop>();
+  pop->set_message_id(msg.message_id);
+  sim_->context().engine->Send(cpu.unit, at - now, msg.queue,
+                               std::shared_ptr<const pb::IpcqPop>(pop));
+  ipcq_unpopped_[msg.queue] -= static_cast<int64_t>(msg.arrived_bytes - msg.popped_bytes);
+  if (msg.popped_bytes == 0) msg.first_pop = at;
+  msg.popped_bytes = msg.arrived_bytes;
+  msg.last_pop = at;
+  ch.last_pop = at;
+}
+
+uint64_t KernelRuntime::Deliver(uint32_t pe, const IncomingMessage& msg, const PostedRecv& recv,
+                                SimTime end, bool staged) {
+  Cpu& cpu = CpuOf(pe);
+  if (store_ != nullptr) {
+    auto it = payloads_.find(msg.message_id);
+    AHBM_CHECK(it != payloads_.end()) << "no payload for message " << msg.message_id;
+    std::vector<float> values(it->second.size() / sizeof(float));
+    std::memcpy(values.data(), it->second.data(), it->second.size());
+    if (values.size() != recv.dst.elements()) {
+      Instance& inst = *recv.inst;
+      if (inst.error.empty()) {
+        inst.error = absl::StrCat(PeName(pe), ": recv ", recv.handle, " of ",
+                                  recv.dst.elements(), " elements got a message of ",
+                                  values.size(), " from pe ", msg.src_pe);
+      }
+    } else if (absl::Status s = store_->Write(recv.dst.ref(), values); !s.ok()) {
+      recv.inst->error = std::string(s.message());
+    }
+    payloads_.erase(it);
+  }
+  if (observe::OpLog* log = sim_->context().op_log) {
+    pb::OpRecord rec;
+    rec.set_unit(cpu.unit);
+    rec.set_unit_name(sim_->context().Name(cpu.unit));
+    rec.set_op(msg.queue != 0 ? "recv_ipcq" : "recv_noc");
+    rec.set_cmd_id(recv.handle);
+    rec.set_issue_ps(recv.posted.value());
+    rec.set_start_ps(std::min(recv.posted, end).value());
+    rec.set_end_ps(end.value());
+    rec.set_bytes_read(recv.dst.bytes());
+    rec.set_request_id(recv.inst->request_id);
+    rec.set_label(absl::StrCat("from pe ", msg.src_pe, " msg ", msg.message_id,
+                               staged ? " (staged)" : ""));
+    log->AddOp(std::move(rec));
+  }
+  return recv.handle;
+}
+
 void KernelRuntime::PumpChannel(uint32_t pe, const std::string& key) {
   Cpu& cpu = CpuOf(pe);
   Channel& ch = cpu.channels[key];
-  sim::Engine& engine = *sim_->context().engine;
-  const SimTime now = Now();
-  while (!ch.messages.empty() && !ch.recvs.empty()) {
-    IncomingMessage& msg = ch.messages.front();
-    PostedRecv& recv = ch.recvs.front();
-    if (msg.queue != 0 && msg.arrived_bytes > msg.popped_bytes) {
+  const bool ipcq = key.starts_with("ipcq:");
+  // One step per pass; Complete() may resume kernels that post here again, so nothing is held
+  // across it.
+  while (true) {
+    // A receive (in post order) takes its request's oldest available message: staged (IPCQ)
+    // or delivered (NOC).
+    std::deque<IncomingMessage>& pool = ipcq ? ch.staged : ch.messages;
+    auto r = ch.recvs.begin();
+    auto m = pool.end();
+    for (; r != ch.recvs.end(); ++r) {
+      m = std::find_if(pool.begin(), pool.end(), [&](const IncomingMessage& x) {
+        return x.request_id == r->inst->request_id;
+      });
+      if (m != pool.end()) break;
+    }
+    if (r != ch.recvs.end()) {
+      // Staged (popped already) or delivered (NOC): no pop, no credit change.
+      const SimTime end = std::max({r->posted, m->last_arrival, m->last_pop});
+      const uint64_t handle = Deliver(pe, *m, *r, end, ipcq);
+      if (ipcq) cpu.staged_bytes -= m->bytes;
+      pool.erase(m);
+      ch.recvs.erase(r);
+      Complete(pe, handle, end);
+      continue;
+    }
+    if (!ipcq || ch.messages.empty()) return;
+    // IPCQ: the queue's head message.
+    IncomingMessage& head = ch.messages.front();
+    auto own = std::find_if(ch.recvs.begin(), ch.recvs.end(), [&](const PostedRecv& r) {
+      return r.inst->request_id == head.request_id;
+    });
+    if (own != ch.recvs.end()) {
       // Pop what has arrived (at the post if it lies ahead); later chunks pop on arrival.
-      auto pop = std::make_shared<pb::IpcqPop>();
-      pop->set_message_id(msg.message_id);
-      engine.Send(cpu.unit, recv.posted > now ? recv.posted - now : SimTime(0), msg.queue,
-                  std::shared_ptr<const pb::IpcqPop>(pop));
-      ipcq_unpopped_[msg.queue] -= static_cast<int64_t>(msg.arrived_bytes - msg.popped_bytes);
-      msg.popped_bytes = msg.arrived_bytes;
+      PopArrived(cpu, ch, head, own->posted);
+      if (!head.complete) return;
+      const SimTime end = std::max({own->posted, head.last_arrival, head.last_pop});
+      const uint64_t handle = Deliver(pe, head, *own, end, false);
+      if (head.staging) cpu.staged_bytes -= head.bytes;
+      ch.messages.pop_front();
+      ch.recvs.erase(own);
+      Complete(pe, handle, end);
+      continue;
     }
-    if (!msg.complete) break;
-    const SimTime end = std::max(recv.posted, msg.last_arrival);
-    if (store_ != nullptr) {
-      auto it = payloads_.find(msg.message_id);
-      AHBM_CHECK(it != payloads_.end()) << "no payload for message " << msg.message_id;
-      std::vector<float> values(it->second.size() / sizeof(float));
-      std::memcpy(values.data(), it->second.data(), it->second.size());
-      if (values.size() != recv.dst.elements()) {
-        Instance& inst = *recv.inst;
-        if (inst.error.empty()) {
-          inst.error = absl::StrCat(PeName(pe), ": recv ", recv.handle, " of ",
-                                    recv.dst.elements(), " elements got a message of ",
-                                    values.size(), " from pe ", msg.src_pe);
-        }
-      } else if (absl::Status s = store_->Write(recv.dst.ref(), values); !s.ok()) {
-        recv.inst->error = std::string(s.message());
-      }
-      payloads_.erase(it);
+    if (!head.staging) {
+      // Stage only for a waiting receive (of another request) and only what fits.
+      if (ch.recvs.empty() || cpu.staged_bytes + head.bytes > kDemuxStagingBytes) return;
+      head.staging = true;
+      head.stage_from = ch.recvs.front().posted;
+      head.stage_for = ch.recvs.front().inst->request_id;
+      cpu.staged_bytes += head.bytes;
     }
-    const uint64_t handle = recv.handle;
+    PopArrived(cpu, ch, head, head.stage_from);
+    if (!head.complete) return;
     if (observe::OpLog* log = sim_->context().op_log) {
       pb::OpRecord rec;
       rec.set_unit(cpu.unit);
       rec.set_unit_name(sim_->context().Name(cpu.unit));
-      rec.set_op(msg.queue != 0 ? "recv_ipcq" : "recv_noc");
-      rec.set_cmd_id(handle);
-      rec.set_issue_ps(recv.posted.value());
-      rec.set_start_ps(std::min(recv.posted, end).value());
-      rec.set_end_ps(end.value());
-      rec.set_bytes_read(recv.dst.bytes());
-      rec.set_request_id(recv.inst->request_id);
-      rec.set_label(absl::StrCat("from pe ", msg.src_pe, " msg ", msg.message_id));
+      rec.set_op("stage_ipcq");
+      rec.set_issue_ps(head.first_pop.value());
+      rec.set_start_ps(head.first_pop.value());
+      rec.set_end_ps(head.last_pop.value());
+      rec.set_bytes_written(head.bytes);
+      rec.set_request_id(head.request_id);
+      rec.set_label(absl::StrCat("from pe ", head.src_pe, " msg ", head.message_id,
+                                 " (request ", head.stage_for, " waits)"));
       log->AddOp(std::move(rec));
     }
+    ch.staged.push_back(std::move(head));
     ch.messages.pop_front();
-    ch.recvs.pop_front();
-    Complete(pe, handle, end);
   }
+}
+
+std::string KernelRuntime::HeadOfLine(const Instance& inst) const {
+  if (inst.waiting_on == 0) return "";
+  const Cpu& cpu = cpus_.at(inst.pe);
+  for (const auto& [key, ch] : cpu.channels) {
+    if (ch.messages.empty() || ch.messages.front().request_id == inst.request_id) continue;
+    for (const PostedRecv& r : ch.recvs) {
+      if (r.inst != &inst || r.handle != inst.waiting_on) continue;
+      const IncomingMessage& head = ch.messages.front();
+      return absl::StrCat(" behind request ", head.request_id, "'s message ", head.message_id,
+                          " (", head.bytes, " bytes) at the queue head; staging buffer ",
+                          cpu.staged_bytes, " of ", kDemuxStagingBytes, " bytes in use");
+    }
+  }
+  return "";
 }
 
 void KernelRuntime::Complete(uint32_t pe, uint64_t handle, SimTime end) {
@@ -1065,6 +1164,8 @@ void KernelRuntime::OnArrival(uint32_t pe, const pb::IpcqArrival& arrival) {
     msg = &ch.messages.emplace_back();
     msg->message_id = arrival.message_id();
     msg->src_pe = arrival.src_pe();
+    msg->request_id = arrival.request_id();
+    msg->bytes = arrival.message_bytes();
     msg->chunks = arrival.chunk_count();
     msg->queue = arrival.queue_unit();
   }
@@ -1072,7 +1173,7 @@ void KernelRuntime::OnArrival(uint32_t pe, const pb::IpcqArrival& arrival) {
   msg->arrived_bytes += arrival.bytes();
   msg->last_arrival = Now();
   msg->complete = msg->arrived == msg->chunks;
-  // A receive already posted for this (head) message pops the new chunk at once.
+  // A receive already posted for this (head) message, or staging, pops the new chunk at once.
   PumpChannel(pe, key);
 }
 
@@ -1082,6 +1183,8 @@ void KernelRuntime::OnNocDelivered(uint32_t pe, const pb::NocDelivered& delivere
   IncomingMessage& msg = cpu.channels[key].messages.emplace_back();
   msg.message_id = delivered.message_id();
   msg.src_pe = delivered.src_pe();
+  msg.request_id = delivered.request_id();
+  msg.bytes = delivered.bytes();
   msg.chunks = 1;
   msg.arrived = 1;
   msg.complete = true;

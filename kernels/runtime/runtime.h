@@ -16,13 +16,28 @@
 //   real wait.
 // - IPCQ send: blocks only if the queue lacks credit for the whole message at the send (the
 //   sender knows its credit; read from the queue's model); then it waits for IpcqAccepted.
-// - Recv from an IPCQ neighbour pops the head message's chunks as they arrive (streaming: a
-//   message larger than the queue passes) and completes at its last chunk's arrival, or at the
-//   post if that is later. NOC receives complete at delivery (or the post).
+// - Every message carries its sender's request_id; a receive takes only its own request's
+//   messages, oldest first, per source (several requests on one PE never see each other's data;
+//   instances of one request on one PE share its messages in post order).
+// - Recv from an IPCQ neighbour, when the queue's head message is its request's: pops the head
+//   message's chunks as they arrive (streaming: a message larger than the queue passes) and
+//   completes at its last chunk's arrival, or at the post if that is later.
+// - IPCQ demultiplexing (multi-request PEs): the queue stays FIFO. If the head message's request
+//   has no receive posted but another request's receive waits on the queue, the runtime pops
+//   the head into a per-PE staging buffer (pops at max(now, that receive's post); the credit
+//   returns to the sender as for any pop) and moves on to the next message; a later receive of
+//   that request takes its oldest staged message with no pop, completing at max(post, its last
+//   arrival). Staging holds at most kDemuxStagingBytes per PE (reserved at the top of the
+//   persistent TCM arena on PEs hosting more than one request); a message that does not fit
+//   stays at the head (head-of-line) until its own receive is posted. With no receive waiting
+//   the head stays in the queue, holding its credit. Pops of one queue never go back in time.
+// - NOC: messages are delivered whole; a receive takes the oldest delivered message of its
+//   request and completes at its delivery (or the post). No credit is involved.
 // - Data mode: sends copy their payload when issued; receives write it at completion.
 // - A kernel that throws KernelError stops; its message goes to the run's errors.
 // - Deadlock: when no event is left and an instance still waits, Run() fails with
-//   FailedPrecondition "deadlock: ..." naming, per PE, what it waits on.
+//   FailedPrecondition "deadlock: ..." naming, per PE, what it waits on (and, for a receive
+//   stuck behind another request's message, that message).
 #ifndef AHBMSIM_KERNELS_RUNTIME_RUNTIME_H_
 #define AHBMSIM_KERNELS_RUNTIME_RUNTIME_H_
 
@@ -49,6 +64,10 @@
 namespace ahbm::kernels {
 
 using sim::SimTime;
+
+// Per-PE TCM for IPCQ messages popped ahead of their request's receive (see the contract).
+// 64 KiB holds the reduce's (m, l, O) messages (a few KiB each) of several requests.
+inline constexpr uint64_t kDemuxStagingBytes = 64 * 1024;
 // One call as the runtime sees it.
 struct Invocation {
   enum class Kind : uint8_t { kCommand, kSend, kRecv, kWait, kWaitAll };
@@ -142,6 +161,8 @@ class KernelRuntime {
   struct IncomingMessage {
     uint64_t message_id = 0;
     uint32_t src_pe = 0;
+    uint32_t request_id = 0;
+    uint64_t bytes = 0;        // the whole message
     uint32_t chunks = 0;
     uint32_t arrived = 0;
     uint64_t arrived_bytes = 0;
@@ -149,6 +170,10 @@ class KernelRuntime {
     bool complete = false;     // every chunk arrived (IPCQ) / delivered (NOC)
     SimTime last_arrival;
     sim::UnitId queue = 0;     // IPCQ: the sender's queue unit (pops go there)
+    bool staging = false;      // IPCQ: being popped into the staging buffer (bytes reserved)
+    SimTime stage_from;        // the post of the receive that made it stage
+    uint32_t stage_for = 0;    // that receive's request
+    SimTime first_pop, last_pop;
   };
   struct PostedRecv {
     uint64_t handle = 0;
@@ -158,8 +183,10 @@ class KernelRuntime {
   };
   // One incoming channel: an IPCQ queue from a neighbour, or NOC messages from one PE.
   struct Channel {
-    std::deque<IncomingMessage> messages;  // FIFO
-    std::deque<PostedRecv> recvs;          // FIFO, matched to messages head to head
+    std::deque<IncomingMessage> messages;  // IPCQ: the queue, head first; NOC: delivered
+    std::deque<IncomingMessage> staged;    // IPCQ: popped into staging, oldest first
+    std::deque<PostedRecv> recvs;          // not yet matched, in post order
+    SimTime last_pop;                      // IPCQ: pops never go back in time
   };
   struct Cpu {
     uint32_t pe = 0;
@@ -173,6 +200,8 @@ class KernelRuntime {
     SimTime hold_until;                 // no switch before this (run-ahead wait unresolved)
     Instance* holder = nullptr;
     uint64_t persistent_top = 0;
+    uint64_t persistent_limit = 0;      // TCM top, minus the staging buffer (multi-request)
+    uint64_t staged_bytes = 0;          // IPCQ staging in use (<= kDemuxStagingBytes)
     std::map<uint64_t, std::pair<uint64_t, uint64_t>> writes;  // handle -> TCM [begin, end)
     std::map<std::string, Channel> channels;  // "ipcq:<queue unit>" / "noc:<src pe>"
   };
@@ -192,7 +221,15 @@ class KernelRuntime {
   std::string ChannelKey(uint32_t pe, const Peer& from) const;
   // "pe 1 (sip0.cube0.pe1) over IPCQ queue sip0.cube0.pe1.ipcq.W", "pe 9 (...) over the NOC".
   std::string DescribePeer(uint32_t pe, const Peer& peer) const;
+  // Matches the channel's messages to posted receives (and stages, see the contract).
   void PumpChannel(uint32_t pe, const std::string& key);
+  // Pops every arrived, unpopped chunk of `msg` at max(now, at, the channel's last pop).
+  void PopArrived(Cpu& cpu, Channel& ch, IncomingMessage& msg, SimTime at);
+  // Writes `msg` into `recv`'s buffer (data mode) and logs the receive; returns its handle.
+  uint64_t Deliver(uint32_t pe, const IncomingMessage& msg, const PostedRecv& recv, SimTime end,
+                   bool staged);
+  // For a receive stuck behind another request's message: that message ("" otherwise).
+  std::string HeadOfLine(const Instance& inst) const;
   void IssueStats(uint32_t pe, SimTime cost);
   // Op log: an IssueRecord (for replay) and an OpRecord "send_ipcq"/"send_noc" on the CPU unit.
   void RecordSend(const Instance& inst, const std::string& op, uint64_t message_id,

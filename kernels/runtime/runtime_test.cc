@@ -683,5 +683,286 @@ TEST(RuntimeMessages, RecvAsyncDoesNotBlockAndWaitDoes) {
   EXPECT_TRUE(waited);
 }
 
+// ---- requests are isolated (several kernel instances on one PE) ----
+
+// Op records named `op` (any unit).
+std::vector<pb::OpRecord> OpsNamed(const Harness& h, const std::string& op) {
+  std::vector<pb::OpRecord> out;
+  for (const pb::TraceRecord& r : h.sim->op_log().records()) {
+    if (r.has_op() && r.op().op() == op) out.push_back(r.op());
+  }
+  return out;
+}
+
+// PE 1's instances send in the opposite order of PE 0's receive posts: request 1's message is
+// at the head while only request 0's receive waits, so the runtime stages it (pop at its
+// arrival) and request 0 takes the next one; request 1's later receive takes the staged copy.
+TEST_F(RuntimeTiming, TwoRequestsTakeTheirOwnIpcqMessages) {
+  Harness h(true);
+  const uint64_t n = 2048, bytes = n * 4;
+  const std::vector<float> x0 = Random(n, 21), x1 = Random(n, 22);
+  h.Put(h.Hbm(1, 0, {1, n}, pb::FP32), x0);
+  h.Put(h.Hbm(1, 65536, {1, n}, pb::FP32), x1);
+  const uint64_t sender_busy = 8 * 8192, receiver_busy = 8 * 32768;
+  const auto sender = [&](uint64_t addr, bool busy) {
+    return [&, addr, busy](Tl& tl) -> Task<void> {
+      const std::vector<uint64_t> shape = {1, n};
+      if (busy) {
+        const Tensor big = tl.Alloc({sender_busy}, pb::FP32, Arena::kPersistent);
+        co_await tl.Exp(big, big);
+      }
+      const Tensor xh = tl.Ref(addr, shape, pb::FP32);
+      Tensor v = co_await tl.Load(xh);
+      co_await tl.Send(tl.PeerOf("W"), v);
+    };
+  };
+  const auto receiver = [&](uint64_t out_addr, bool busy) {
+    return [&, out_addr, busy](Tl& tl) -> Task<void> {
+      const std::vector<uint64_t> shape = {1, n};
+      if (busy) {
+        const Tensor big = tl.Alloc({receiver_busy}, pb::FP32, Arena::kPersistent);
+        co_await tl.Exp(big, big);
+      }
+      Tensor got = co_await tl.Recv(tl.PeerOf("E"), shape);
+      co_await tl.Store(tl.Ref(out_addr, shape, pb::FP32), got);
+    };
+  };
+  ASSERT_TRUE(h.runtime->AddKernel(1, 0, sender(0, true)).ok());       // sends second
+  ASSERT_TRUE(h.runtime->AddKernel(1, 1, sender(65536, false)).ok());  // sends first
+  ASSERT_TRUE(h.runtime->AddKernel(0, 0, receiver(1 << 20, false)).ok());  // posts first
+  ASSERT_TRUE(h.runtime->AddKernel(0, 1, receiver(2 << 20, true)).ok());   // posts late
+  const absl::Status status = h.runtime->Run();
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(h.Get(h.Hbm(0, 1 << 20, {1, n}, pb::FP32)), x0);
+  EXPECT_EQ(h.Get(h.Hbm(0, 2 << 20, {1, n}, pb::FP32)), x1);
+  // Request 1's message is popped into staging when it arrives.
+  const uint64_t ipcq_bw = chip_.sip().cube().ipcq().link().bytes_per_cycle();
+  const uint64_t arrive1 = latency_ + bytes / pe_bw_ + bytes / ipcq_bw + ipcq_lat_;
+  const std::vector<pb::OpRecord> staged = OpsNamed(h, "stage_ipcq");
+  ASSERT_EQ(staged.size(), 1u);
+  EXPECT_EQ(staged[0].request_id(), 1u);
+  EXPECT_EQ(staged[0].start_ps(), arrive1 * ps_);
+  EXPECT_EQ(staged[0].unit_name(), "sip0.cube0.pe0.cpu");
+  EXPECT_THAT(staged[0].label(), HasSubstr("request 0 waits"));
+  // Request 1's receive takes it when posted; request 0's got its own message.
+  for (const pb::OpRecord& r : OpsNamed(h, "recv_ipcq")) {
+    if (r.request_id() == 1) {
+      EXPECT_THAT(r.label(), HasSubstr("(staged)"));
+      EXPECT_EQ(r.end_ps(), ExpCycles(receiver_busy) * ps_);
+    } else {
+      EXPECT_THAT(r.label(), ::testing::Not(HasSubstr("staged")));
+      EXPECT_EQ(r.end_ps(),
+                (ExpCycles(sender_busy) + latency_ + bytes / pe_bw_ + bytes / ipcq_bw + ipcq_lat_) *
+                    ps_);
+    }
+  }
+  // Sends carry their request in the op log.
+  for (const pb::TraceRecord& r : h.sim->op_log().records()) {
+    if (r.has_issue() && r.issue().has_send()) {
+      EXPECT_EQ(r.issue().send().request_id(), r.issue().request_id());
+    }
+  }
+}
+
+// Credit with staging. PE 1: request 0 fills PE 0's queue (A1 48 KiB, A2 32 KiB, A3 the rest),
+// then request 1's B1 (16 KiB) has no credit and blocks. PE 0: request 1 posts its receive at
+// tB (after a 1 MiB load), request 0 at tA (after a long Exp). At tB A1 is staged: its pop
+// returns 48 KiB of credit at tB + lat, when B1 departs and PE 1's request 1 goes on. A2 no
+// longer fits the 64 KiB staging buffer (48 + 32 KiB): it stays at the head, so request 1's
+// receive waits for request 0's receives at tA although B1 arrived long before.
+TEST_F(RuntimeTiming, StagingReturnsCreditAndAFullBufferBlocksTheHead) {
+  Harness h(false);
+  const uint64_t queue = chip_.sip().cube().ipcq().queue_bytes();
+  const uint64_t ipcq_bw = chip_.sip().cube().ipcq().link().bytes_per_cycle();
+  const uint64_t a1 = 48 * 1024, a2 = 32 * 1024, a3 = queue - a1 - a2, b1 = 16 * 1024;
+  ASSERT_LE(a1, kDemuxStagingBytes);
+  ASSERT_GT(a1 + a2, kDemuxStagingBytes);
+  const uint64_t load_bytes = 1 << 20, busy = 8 * 32768;
+  uint64_t marker_id = 0, b_recv = 0;
+  ASSERT_TRUE(h.runtime
+                  ->AddKernel(1, 0,
+                              [&](Tl& tl) -> Task<void> {
+                                const Peer west = tl.PeerOf("W");
+                                for (uint64_t b : {a1, a2, a3}) {
+                                  const Tensor x = tl.Alloc({b / 4}, pb::FP32, Arena::kPersistent);
+                                  co_await tl.Send(west, x);
+                                }
+                              })
+                  .ok());
+  ASSERT_TRUE(h.runtime
+                  ->AddKernel(1, 1,
+                              [&](Tl& tl) -> Task<void> {
+                                const Tensor x = tl.Alloc({b1 / 4}, pb::FP32);
+                                co_await tl.Send(tl.PeerOf("W"), x);  // no credit: blocks
+                                Tensor e = co_await tl.Exp(x);
+                                marker_id = e.producer();
+                              })
+                  .ok());
+  ASSERT_TRUE(h.runtime
+                  ->AddKernel(0, 0,
+                              [&](Tl& tl) -> Task<void> {
+                                const Tensor big = tl.Alloc({busy}, pb::FP32, Arena::kPersistent);
+                                co_await tl.Exp(big, big);
+                                const Peer east = tl.PeerOf("E");
+                                for (uint64_t b : {a1, a2, a3}) {
+                                  const std::vector<uint64_t> shape = {b / 4};
+                                  co_await tl.Recv(east, shape);
+                                }
+                              })
+                  .ok());
+  ASSERT_TRUE(h.runtime
+                  ->AddKernel(0, 1,
+                              [&](Tl& tl) -> Task<void> {
+                                const Tensor k = tl.Ref(0, {load_bytes / 2 / 256, 256});
+                                Tensor l = co_await tl.Load(k, Arena::kPersistent);
+                                co_await tl.Wait(l);
+                                const std::vector<uint64_t> shape = {b1 / 4};
+                                Tensor got = co_await tl.Recv(tl.PeerOf("E"), shape);
+                                b_recv = got.producer();
+                              })
+                  .ok());
+  const absl::Status status = h.runtime->Run();
+  ASSERT_TRUE(status.ok()) << status;
+  const uint64_t t_b = latency_ + load_bytes / pe_bw_;
+  const uint64_t t_a = ExpCycles(busy);
+  const uint64_t link_free = queue / ipcq_bw;  // A1..A3 serialised back to back from 0
+  const uint64_t credit_back = t_b + ipcq_lat_;
+  const uint64_t b1_arrive = credit_back + b1 / ipcq_bw + ipcq_lat_;
+  ASSERT_GT(t_b, link_free + ipcq_lat_);  // A1 is in when request 1 posts
+  ASSERT_GT(t_a, b1_arrive);              // B1 is in long before request 0 posts
+  // A1 staged at tB; A2 only at tA, when request 0's first receive has freed A1's bytes (its
+  // next receive is posted after that: request 1's receive still waits then).
+  const std::vector<pb::OpRecord> staged = OpsNamed(h, "stage_ipcq");
+  ASSERT_EQ(staged.size(), 2u);
+  EXPECT_EQ(staged[0].request_id(), 0u);
+  EXPECT_EQ(staged[0].bytes_written(), a1);
+  EXPECT_EQ(staged[0].start_ps(), t_b * ps_);
+  EXPECT_EQ(staged[1].bytes_written(), a2);
+  EXPECT_EQ(staged[1].start_ps(), t_a * ps_);
+  // The blocked sender goes on when the staging pop's credit is back.
+  bool stalled = false;
+  for (const pb::TraceRecord& r : h.sim->op_log().records()) {
+    if (r.has_stall() && r.stall().pe() == 1 && r.stall().request_id() == 1 &&
+        r.stall().waits_on().find("no credit") != std::string::npos) {
+      EXPECT_EQ(r.stall().from_ps(), 0u);
+      EXPECT_EQ(r.stall().to_ps(), credit_back * ps_);
+      stalled = true;
+    }
+  }
+  EXPECT_TRUE(stalled);
+  EXPECT_EQ(h.Ops(".scheduler", 1).at(marker_id).start_ps(), credit_back * ps_);
+  // Head-of-line: request 1's receive ends when request 0's receives drain A2 and A3.
+  const auto recvs = h.Ops(".cpu", 0);
+  EXPECT_EQ(recvs.at(b_recv).end_ps(), t_a * ps_);
+  int staged_recvs = 0;
+  for (const pb::OpRecord& r : OpsNamed(h, "recv_ipcq")) {
+    if (r.label().find("(staged)") == std::string::npos) continue;
+    EXPECT_EQ(r.request_id(), 0u);
+    EXPECT_EQ(r.end_ps(), t_a * ps_);
+    ++staged_recvs;
+  }
+  EXPECT_EQ(staged_recvs, 2);
+}
+
+// NOC (and across SIPs, UCIe): two requests' messages from one PE are delivered in the
+// opposite order of the receives' posts; each receive takes its own request's message, at its
+// delivery.
+TEST_F(RuntimeTiming, TwoRequestsTakeTheirOwnNocMessages) {
+  struct Case {
+    std::string topology;
+    std::vector<uint32_t> cubes;  // the receiver is PE 0 of the second one
+  };
+  for (const Case& c : {Case{"topology/small.textproto", {0, 1}},
+                        Case{"topology/chip_2sip.textproto", {0, 16}}}) {
+    absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile(c.topology);
+    ASSERT_TRUE(chip.ok());
+    Harness h(true, "zero", *chip, c.cubes);
+    const topology::ChipIndex index(h.chip);
+    const uint32_t receiver = c.cubes[1] * index.pes_per_cube();
+    const uint64_t n = 1024;
+    const std::vector<float> x0 = Random(n, 31), x1 = Random(n, 32);
+    h.Put(h.Hbm(0, 0, {1, n}, pb::FP32), x0);
+    h.Put(h.Hbm(0, 65536, {1, n}, pb::FP32), x1);
+    const auto sender = [&](uint64_t addr, bool busy) {
+      return [&, addr, busy](Tl& tl) -> Task<void> {
+        const std::vector<uint64_t> shape = {1, n};
+        if (busy) {
+          const Tensor big = tl.Alloc({8 * 8192}, pb::FP32, Arena::kPersistent);
+          co_await tl.Exp(big, big);
+        }
+        const Tensor xh = tl.Ref(addr, shape, pb::FP32);
+        Tensor v = co_await tl.Load(xh);
+        co_await tl.Send(Peer::Pe(receiver), v);
+      };
+    };
+    uint64_t recv_ids[2] = {0, 0};
+    const auto recv = [&](uint32_t request) {
+      return [&, request](Tl& tl) -> Task<void> {
+        const std::vector<uint64_t> shape = {1, n};
+        Tensor got = co_await tl.Recv(Peer::Pe(0), shape);
+        recv_ids[request] = got.producer();
+        co_await tl.Store(tl.Ref((request + 1) << 20, shape, pb::FP32), got);
+      };
+    };
+    ASSERT_TRUE(h.runtime->AddKernel(0, 0, sender(0, true)).ok());       // sends second
+    ASSERT_TRUE(h.runtime->AddKernel(0, 1, sender(65536, false)).ok());  // sends first
+    ASSERT_TRUE(h.runtime->AddKernel(receiver, 0, recv(0)).ok());        // posts first
+    ASSERT_TRUE(h.runtime->AddKernel(receiver, 1, recv(1)).ok());
+    const absl::Status status = h.runtime->Run();
+    ASSERT_TRUE(status.ok()) << c.topology << ": " << status;
+    EXPECT_EQ(h.Get(h.Hbm(receiver, 1 << 20, {1, n}, pb::FP32)), x0) << c.topology;
+    EXPECT_EQ(h.Get(h.Hbm(receiver, 2 << 20, {1, n}, pb::FP32)), x1) << c.topology;
+    // Each receive ends at its own message's delivery: request 1's first, request 0's after
+    // the sender's Exp (same route, so the gap is the Exp).
+    const auto ops = h.Ops(".cpu", receiver);
+    const uint64_t end0 = ops.at(recv_ids[0]).end_ps(), end1 = ops.at(recv_ids[1]).end_ps();
+    EXPECT_EQ(end0 - end1, ExpCycles(8 * 8192) * ps_) << c.topology;
+    EXPECT_EQ(ops.at(recv_ids[0]).request_id(), 0u);
+    EXPECT_EQ(ops.at(recv_ids[1]).request_id(), 1u);
+  }
+}
+
+// A request that never posts its receive: its 128 KiB message does not fit the staging buffer
+// and blocks the queue head; request 0's receive behind it is reported as a deadlock, never a
+// hang.
+TEST_F(RuntimeTiming, ARequestThatNeverReceivesIsADeadlock) {
+  Harness h(false);
+  ASSERT_TRUE(h.runtime
+                  ->AddKernel(1, 0,
+                              [&](Tl& tl) -> Task<void> {
+                                const Tensor big = tl.Alloc({8 * 8192}, pb::FP32, Arena::kPersistent);
+                                co_await tl.Exp(big, big);
+                                const Tensor x = tl.Alloc({256}, pb::FP32);
+                                co_await tl.Send(tl.PeerOf("W"), x);
+                              })
+                  .ok());
+  ASSERT_TRUE(h.runtime
+                  ->AddKernel(1, 1,
+                              [&](Tl& tl) -> Task<void> {
+                                const Tensor x = tl.Alloc({2 * kDemuxStagingBytes / 4}, pb::FP32);
+                                co_await tl.Send(tl.PeerOf("W"), x);
+                              })
+                  .ok());
+  ASSERT_TRUE(h.runtime
+                  ->AddKernel(0, 0,
+                              [&](Tl& tl) -> Task<void> {
+                                const std::vector<uint64_t> shape = {256};
+                                co_await tl.Recv(tl.PeerOf("E"), shape);
+                              })
+                  .ok());
+  ASSERT_TRUE(h.runtime
+                  ->AddKernel(0, 1,
+                              [&](Tl& tl) -> Task<void> {
+                                const Tensor x = tl.Alloc({1024}, pb::FP32);
+                                co_await tl.Exp(x);  // never receives
+                              })
+                  .ok());
+  const absl::Status status = h.runtime->Run();
+  ASSERT_TRUE(absl::IsFailedPrecondition(status)) << status;
+  EXPECT_THAT(std::string(status.message()),
+              ::testing::AllOf(HasSubstr("deadlock"), HasSubstr("pe 0 (sip0.cube0.pe0) request 0"),
+                               HasSubstr("recv"), HasSubstr("behind request 1's message")));
+}
+
 }  // namespace
 }  // namespace ahbm::kernels
