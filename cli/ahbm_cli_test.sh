@@ -159,6 +159,13 @@ expect 0 "baseline_fanout .* 1.000" compare --topology=$small --h_q=8 --h_kv=2 -
   --c=2 --p=4 --tile=64
 expect_one_line_error "--variants: unknown variant 'opt9'" compare --topology=$small --variants=opt9
 expect_one_line_error 's: must be > 0' run --topology=$small --kernel=decode
+# AUTO picks the kernel and its C: an explicit C is refused, the report says what it picked.
+expect_one_line_error 'c: AUTO picks the kernel and its C; leave c unset or choose a variant' \
+  run --kernel=decode --variant=auto --s=1024 --c=8
+expect 0 'decode AUTO -> SHORT_CONTEXT \(S 1024 < threshold 2049\)' run --kernel=decode \
+  --variant=auto --s=1024
+expect 0 'decode AUTO -> OPT3 \(S 1024 >= threshold 512\)' run --kernel=decode --variant=auto \
+  --s=1024 --short_long_threshold=512
 expect_one_line_error 'h_q: must be a positive multiple of h_kv' run --topology=$small \
   --kernel=decode --h_q=9 --h_kv=2 --s=100 --c=2 --p=4
 expect_one_line_error 'gemm_m: not used by DECODE' run --topology=$small --kernel=decode --s=100 \

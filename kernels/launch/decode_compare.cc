@@ -18,6 +18,7 @@ absl::StatusOr<std::vector<CompareRow>> CompareDecode(const pb::Chip& chip,
     pb::Workload w = workload;
     w.set_kernel(pb::DECODE);
     w.set_variant(variant);
+    if (variant != pb::AUTO) w.clear_short_long_threshold();  // only AUTO uses it
     w.set_data(false);
     w.clear_seed();
     absl::StatusOr<LaunchResult> result = RunDecodeWorkload(chip, w, LaunchOptions{});

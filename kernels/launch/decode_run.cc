@@ -31,9 +31,43 @@ T Or(T value, T fallback) {
 
 bool IsBaseline(const pb::Workload& w) { return w.variant() == pb::BASELINE_FANOUT; }
 
+// AUTO picks the kernel and its C: an explicit C, group shape, or a kv_per_cube the pick does
+// not use is refused, never silently overridden.
+absl::Status CheckAutoFields(const pb::Workload& w, const AutoChoice& pick) {
+  if (w.c() != 0) {
+    return Invalid("c: AUTO picks the kernel and its C; leave c unset or choose a variant");
+  }
+  if (w.group_rows() != 0 || w.group_cols() != 0) {
+    return Invalid(absl::StrCat(w.group_rows() != 0 ? "group_rows" : "group_cols",
+                                ": AUTO picks the kernel and its C; leave the group shape unset "
+                                "or choose a variant"));
+  }
+  if (w.kv_per_cube() != 0 && pick.variant != pb::SHORT_CONTEXT) {
+    return Invalid(absl::StrCat("kv_per_cube: AUTO picks OPT3 (", pick.why,
+                                "), which does not use it; leave it unset or choose a variant"));
+  }
+  return absl::OkStatus();
+}
 
+// "AUTO -> SHORT_CONTEXT (S 1024 < threshold 2049)", or the variant's name.
+std::string VariantLabel(const pb::Workload& w, uint64_t s) {
+  if (w.variant() != pb::AUTO) {
+    return pb::Variant_Name(w.variant() == pb::VARIANT_UNSPECIFIED ? pb::OPT3 : w.variant());
+  }
+  const AutoChoice pick = DispatchAuto(w, s);
+  return absl::StrCat("AUTO -> ", pb::Variant_Name(pick.variant), " (", pick.why, ")");
+}
 
 }  // namespace
+
+AutoChoice DispatchAuto(const pb::Workload& w, uint64_t s) {
+  AutoChoice pick;
+  pick.threshold = Or(w.short_long_threshold(), kShortLongThreshold);
+  const bool is_short = s < pick.threshold;
+  pick.variant = is_short ? pb::SHORT_CONTEXT : pb::OPT3;
+  pick.why = absl::StrCat("S ", s, is_short ? " < " : " >= ", "threshold ", pick.threshold);
+  return pick;
+}
 
 absl::StatusOr<DecodeConfig> DecodeConfigOf(const pb::Chip& chip, const pb::Workload& w) {
   if (absl::Status s = CheckUnusedWorkloadFields(
@@ -83,6 +117,9 @@ absl::StatusOr<DecodeConfig> DecodeConfigOf(const pb::Chip& chip, const pb::Work
   if (w.kv_per_cube() != 0 && w.variant() != pb::SHORT_CONTEXT && w.variant() != pb::AUTO) {
     return Invalid("kv_per_cube: only the SHORT_CONTEXT and AUTO variants use it");
   }
+  if (w.short_long_threshold() != 0 && w.variant() != pb::AUTO) {
+    return Invalid("short_long_threshold: only the AUTO variant uses it");
+  }
   switch (w.variant()) {
     case pb::VARIANT_UNSPECIFIED:
     case pb::OPT3:
@@ -105,14 +142,17 @@ absl::StatusOr<DecodeConfig> DecodeConfigOf(const pb::Chip& chip, const pb::Work
       }
       cfg.c = 1;
       break;
-    case pb::AUTO:
-      // The short/long dispatcher: the threshold is the measured crossover (decode_run.h).
+    case pb::AUTO: {
+      // The short/long dispatcher (DispatchAuto; threshold default measured, decode_run.h).
+      const AutoChoice pick = DispatchAuto(w, cfg.s);
+      if (absl::Status s = CheckAutoFields(w, pick); !s.ok()) return s;
       cfg.variant = kernels::DecodeVariant::kOpt3;
-      if (cfg.s < kShortLongThreshold) {
+      if (pick.variant == pb::SHORT_CONTEXT) {
         cfg.kv_per_cube = Or(w.kv_per_cube(), 1u);
         cfg.c = 1;
       }
       break;
+    }
     default:
       return Invalid(absl::StrCat("variant: ", pb::Variant_Name(w.variant()),
                                   " is not implemented for DECODE yet (OPT1, OPT2, OPT3, "
@@ -207,7 +247,7 @@ absl::StatusOr<LaunchResult> RunDecodeWorkload(const pb::Chip& chip, const pb::W
   sim_options.keep_op_log = options.keep_op_log;
   sim_options.cubes = *cubes;
   sim_options.workload_summary = absl::StrCat(
-      "decode ", baseline ? "BASELINE_FANOUT" : pb::Variant_Name(w.variant() == pb::VARIANT_UNSPECIFIED ? pb::OPT3 : w.variant()),
+      "decode ", VariantLabel(w, cfg.s),
       ": H_q ", cfg.h_q, ", H_kv ", cfg.h_kv, ", d ", cfg.d, ", S ", cfg.s, ", T_q ", cfg.t_q,
       ", C ", baseline ? 1 : cfg.c, ", P ", cfg.p, ", TILE ", cfg.tile, ", users ", cfg.users,
       data ? "; data mode" : "; timing mode");

@@ -376,35 +376,120 @@ TEST(ValidateWorkload, MeshesWithoutAnIpcqRingAreRefused) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("the chip's 3x3 PE mesh has none"));
 }
 
-// The short/long decode dispatcher (variant AUTO): below kShortLongThreshold whole heads per
-// CUBE and no NOC traffic (the short-context kernel), from it on the long-context kernel with
-// its Level-1 reduce over the NOC.
+// The short/long decode dispatcher (variant AUTO): below the threshold whole heads per CUBE
+// and no NOC traffic (the short-context kernel), from it on the long-context kernel (default
+// C = 8) with its Level-1 reduce over the NOC.
+pb::Workload SmallAuto(uint64_t s) {
+  pb::Workload w;
+  w.set_kernel(pb::DECODE);
+  w.set_variant(pb::AUTO);
+  w.set_h_q(8);
+  w.set_h_kv(1);
+  w.set_d(64);
+  w.set_s(s);
+  w.set_p(4);
+  w.set_tile(64);
+  return w;
+}
+
+int NocSends(const LaunchResult& result) {
+  int sends = 0;
+  for (const pb::TraceRecord& r : result.op_log) {
+    if (r.has_op() && r.op().op() == "send_noc") ++sends;
+  }
+  return sends;
+}
+
 TEST(RunWorkload, AutoDispatchesByContextLength) {
-  absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile("topology/small.textproto");
-  ASSERT_TRUE(chip.ok());
+  const pb::Chip chip = LoadChip("small");
   for (uint64_t s : {kShortLongThreshold - 1, kShortLongThreshold}) {
-    pb::Workload w;
-    w.set_kernel(pb::DECODE);
-    w.set_variant(pb::AUTO);
-    w.set_h_q(8);
-    w.set_h_kv(2);
-    w.set_d(64);
-    w.set_s(s);
-    w.set_c(2);
-    w.set_p(4);
-    w.set_tile(64);
-    absl::StatusOr<LaunchResult> result = RunWorkload(*chip, w, LaunchOptions{});
+    absl::StatusOr<LaunchResult> result = RunWorkload(chip, SmallAuto(s), LaunchOptions{});
     ASSERT_TRUE(result.ok()) << result.status();
     ASSERT_TRUE(result->runtime_status.ok()) << result->runtime_status;
-    int noc_sends = 0;
-    for (const pb::TraceRecord& r : result->op_log) {
-      if (r.has_op() && r.op().op() == "send_noc") ++noc_sends;
-    }
+    const std::string& summary = result->report.workload_summary();
     if (s < kShortLongThreshold) {
-      EXPECT_EQ(noc_sends, 0) << s;
+      EXPECT_EQ(NocSends(*result), 0) << s;
+      EXPECT_THAT(summary, HasSubstr("decode AUTO -> SHORT_CONTEXT (S 2048 < threshold 2049)"));
+      EXPECT_THAT(summary, HasSubstr(", C 1,"));
     } else {
-      EXPECT_EQ(noc_sends, 3 * 2) << s;  // one Level-1 triplet per head (C = 2)
+      EXPECT_EQ(NocSends(*result), 3 * 7) << s;  // one Level-1 triplet per non-root CUBE
+      EXPECT_THAT(summary, HasSubstr("decode AUTO -> OPT3 (S 2049 >= threshold 2049)"));
+      EXPECT_THAT(summary, HasSubstr(", C 8,"));
     }
+  }
+  // The workload's threshold moves the pick.
+  pb::Workload w = SmallAuto(100);
+  w.set_short_long_threshold(64);
+  absl::StatusOr<LaunchResult> result = RunWorkload(chip, w, LaunchOptions{});
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(NocSends(*result), 3 * 7);
+  EXPECT_THAT(result->report.workload_summary(),
+              HasSubstr("decode AUTO -> OPT3 (S 100 >= threshold 64)"));
+}
+
+// AUTO never silently overrides a field: what it would override is refused in one line.
+TEST(ValidateWorkload, AutoRefusesFieldsItWouldOverride) {
+  const pb::Chip chip = LoadChip("small");
+  const struct {
+    std::function<void(pb::Workload&)> mutate;
+    std::string message;
+  } cases[] = {
+      {[](pb::Workload& w) { w.set_c(2); },
+       "c: AUTO picks the kernel and its C; leave c unset or choose a variant"},
+      {[](pb::Workload& w) { w.set_c(1); },
+       "c: AUTO picks the kernel and its C; leave c unset or choose a variant"},
+      {[](pb::Workload& w) { w.set_group_rows(1); }, "group_rows: AUTO picks the kernel and its C"},
+      {[](pb::Workload& w) { w.set_kv_per_cube(1); },
+       "kv_per_cube: AUTO picks OPT3 (S 4096 >= threshold 2049), which does not use it"},
+      {[](pb::Workload& w) {
+         w.set_variant(pb::OPT3);
+         w.set_short_long_threshold(10);
+       },
+       "short_long_threshold: only the AUTO variant uses it"},
+  };
+  for (const auto& c : cases) {
+    pb::Workload w = SmallAuto(4096);
+    c.mutate(w);
+    const absl::Status s = ValidateWorkload(chip, w);
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << c.message << ": " << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr(c.message));
+  }
+  // kv_per_cube is the short kernel's: kept when AUTO picks it.
+  pb::Workload w = SmallAuto(1000);
+  w.set_kv_per_cube(1);
+  EXPECT_TRUE(ValidateWorkload(chip, w).ok());
+}
+
+// Llama3-70B decode on the full-scale chip (timing mode, profile zero): two context lengths
+// each side of the default threshold; the kernel AUTO picks is the faster of the two, run
+// explicitly, and AUTO's run is that kernel's.
+TEST(RunWorkload, AutoPicksTheFasterKernelAroundTheThreshold) {
+  const pb::Chip chip = LoadChip("chip_4sip");
+  const auto latency = [&](pb::Variant variant, uint64_t s, std::string* summary) -> uint64_t {
+    pb::Workload w;
+    w.set_kernel(pb::DECODE);
+    w.set_variant(variant);
+    w.set_s(s);
+    LaunchOptions options;
+    options.keep_op_log = false;
+    absl::StatusOr<LaunchResult> r = RunWorkload(chip, w, options);
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (!r.ok()) return 0;
+    EXPECT_TRUE(r->runtime_status.ok()) << r->runtime_status;
+    if (summary != nullptr) *summary = r->report.workload_summary();
+    return r->report.latency_ps();
+  };
+  for (uint64_t s : {kShortLongThreshold - 2, kShortLongThreshold - 1, kShortLongThreshold,
+                     kShortLongThreshold + 1}) {
+    std::string summary;
+    const uint64_t auto_ps = latency(pb::AUTO, s, &summary);
+    const uint64_t short_ps = latency(pb::SHORT_CONTEXT, s, nullptr);
+    const uint64_t long_ps = latency(pb::OPT3, s, nullptr);
+    const bool picks_short = summary.find("AUTO -> SHORT_CONTEXT") != std::string::npos;
+    EXPECT_EQ(picks_short, s < kShortLongThreshold) << summary;
+    EXPECT_EQ(auto_ps, picks_short ? short_ps : long_ps) << s;
+    EXPECT_LT(auto_ps, picks_short ? long_ps : short_ps)
+        << "S " << s << ": short " << short_ps << " ps, long " << long_ps << " ps";
   }
 }
 
