@@ -168,6 +168,38 @@ expect 0 'decode AUTO -> OPT3 \(S 1024 >= threshold 512\)' run --kernel=decode -
   --s=1024 --short_long_threshold=512
 expect_one_line_error 'h_q: must be a positive multiple of h_kv' run --topology=$small \
   --kernel=decode --h_q=9 --h_kv=2 --s=100 --c=2 --p=4
+# Workloads too big for the chip or the host are refused up front (one line, exit 2, at once).
+# expect_fast_refusal <pattern> <args...>: as expect_one_line_error, within one second.
+expect_fast_refusal() {
+  local start=$(date +%s%N)
+  expect_one_line_error "$@"
+  local ms=$((($(date +%s%N) - start) / 1000000))
+  [[ $ms -lt 1000 ]] || fail "ahbm ${*:2} took $ms ms to refuse, want < 1000"
+}
+expect_fast_refusal 's: the KV caches of 1 request\(s\) need 800000028672 B \(745.06 GiB\) of HBM on pe 9 \(sip0.cube1.pe1\) .*its region holds 4294967296 B' \
+  run --kernel=decode --s=100000000000
+expect_fast_refusal "s: the baseline's K and V blocks .* need 5960.46 GiB of HBM on pe 0 \(sip0.cube0.pe0\)" \
+  run --kernel=decode --variant=baseline_fanout --s=100000000000
+expect_fast_refusal 'users: 32 request\(s\) x 1 KV head\(s\) = 32 kernel instances on pe 9 \(sip0.cube1.pe1\) need 54272 B of TCM scratch each.*at most 19 request\(s\) fit' \
+  run --kernel=decode --s=4096 --users=32
+expect_fast_refusal 'users: 300 request.* need 300 x 22720 B of the TCM persistent arena .*which holds 3145728 B; at most 19' \
+  run --kernel=decode --s=4096 --users=300
+expect_fast_refusal 's, users: the KV caches of 4294967295 request\(s\) need' \
+  run --kernel=decode --s=4096 --users=4294967295
+expect_fast_refusal 'users: 64 request\(s\) .* at most 19 request\(s\) fit' \
+  run --kernel=decode --s=4000000 --users=64 --data
+expect_fast_refusal 'data: data mode would hold ~397.42 GiB on the host .* above its bound of 4.00 GiB' \
+  run --kernel=decode --s=4000000 --users=8 --data
+for k in 3 16; do
+  expect_fast_refusal "kv_per_cube: must be 1, 2, 4 or 8 \(got $k\)" \
+    run --kernel=decode --variant=short_context --s=1000 --kv_per_cube=$k
+done
+# The shipped topologies cite DESIGN where it is for everyone: beside the repository.
+for chip in small chip_2sip chip_4sip; do
+  grep -q '^# Numbers: \.\./shared/DESIGN\.md §2\.' topology/$chip.textproto ||
+    fail "topology/$chip.textproto does not cite ../shared/DESIGN.md"
+  ! grep -q '/work/' topology/$chip.textproto || fail "topology/$chip.textproto cites a local path"
+done
 expect_one_line_error 'gemm_m: not used by DECODE' run --topology=$small --kernel=decode --s=100 \
   --gemm_m=8
 expect_one_line_error 'q.npy: no such file' run --topology=$small --kernel=decode --h_q=8 \

@@ -10,11 +10,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "actors/chip_sim.h"
 #include "kernels/attention/baseline.h"
 #include "kernels/host/npy.h"
+#include "kernels/host/placement.h"
 #include "kernels/memory/memory_store.h"
 #include "kernels/runtime/runtime.h"
+#include "topology/ids.h"
 
 namespace ahbm::launch {
 namespace {
@@ -56,6 +59,67 @@ std::string VariantLabel(const pb::Workload& w, uint64_t s) {
   }
   const AutoChoice pick = DispatchAuto(w, s);
   return absl::StrCat("AUTO -> ", pb::Variant_Name(pick.variant), " (", pick.why, ")");
+}
+
+using U128 = unsigned __int128;
+
+U128 AlignUp(U128 v, uint64_t align) { return (v + align - 1) / align * align; }
+
+std::string GiB(U128 bytes) {
+  return absl::StrFormat("%.2f GiB", static_cast<double>(bytes) / (uint64_t{1} << 30));
+}
+
+// The baseline's HBM per PE: q [1, d], K^T [d, ceil(S/P)], V [ceil(S/P), d] per query head on
+// the CUBE, O [1, d] at rank 0 (LaunchBaseline's allocations, 256 B aligned).
+absl::Status CheckBaselineHbm(const pb::Chip& chip, const DecodeConfig& cfg) {
+  const U128 block = (U128{cfg.s} + cfg.p - 1) / cfg.p;
+  const U128 need = 2 * AlignUp(U128{cfg.d} * 2, 256) + 2 * AlignUp(block * cfg.d * 2, 256);
+  const uint64_t region = chip.sip().cube().hbm_bytes() / chip.sip().cube().pes();
+  if (need <= region) return absl::OkStatus();
+  const topology::ChipIndex index(chip);
+  const uint32_t pe = cfg.sip * index.cubes_per_sip() * index.pes_per_cube();
+  return Invalid(absl::StrCat("s: the baseline's K and V blocks (", static_cast<uint64_t>(block),
+                              " keys per PE) need ", GiB(need), " of HBM on ",
+                              host::PeName(index, pe), ", its region holds ", region, " B (",
+                              GiB(region), ")"));
+}
+
+// Data mode: inputs (and the copy of request 0's in the result), outputs as float, and the
+// HBM image of K, V, Q, O (bf16, per rank, 64 KiB pages) against kDataModeHostBytes.
+absl::Status CheckDataModeMemory(const DecodeConfig& cfg, bool baseline) {
+  const uint64_t page = 64 << 10;
+  const U128 q = U128{cfg.h_q} * cfg.t_q * cfg.d;
+  const uint64_t ranks = baseline ? cfg.p : uint64_t{cfg.c} * cfg.p;
+  const uint64_t shards = baseline ? cfg.h_q : cfg.h_kv;  // K/V copies: per query head (baseline)
+  U128 bytes = 0;
+  // Without request_lengths every request is alike: request 0, then the rest at once.
+  const uint32_t lengths = cfg.request_lengths.empty() ? std::min(cfg.users, 2u) : cfg.users;
+  for (uint32_t u = 0; u < lengths; ++u) {
+    const U128 kv = U128{cfg.h_kv} * cfg.ContextOf(u) * cfg.d;
+    const U128 block = (U128{cfg.MaxContextOf(u)} + ranks - 1) / ranks;
+    const U128 slots = baseline ? block : AlignUp(block, cfg.tile);
+    const U128 image = U128{shards} * ranks * (AlignUp(slots * cfg.d * 2, page) +
+                                              AlignUp(block * cfg.d * 2, page) + page) +
+                       2 * q * ranks;
+    const U128 copies = cfg.request_lengths.empty() && u == 1 ? cfg.users - 1 : 1;
+    bytes += copies * (4 * (2 * kv + 2 * q) + image);
+    if (u == 0) bytes += 4 * (2 * kv + q);
+  }
+  if (bytes <= kDataModeHostBytes) return absl::OkStatus();
+  return Invalid(absl::StrCat("data: data mode would hold ~", GiB(bytes),
+                              " on the host (inputs, outputs, the HBM image of K, V, Q, O), above "
+                              "its bound of ", GiB(kDataModeHostBytes),
+                              " (kDataModeHostBytes); use timing mode, a shorter s or fewer users"));
+}
+
+// Everything that must fit before a run starts (decode_run.h "Capacity").
+absl::Status CheckCapacity(const pb::Chip& chip, const DecodeConfig& cfg, const pb::Workload& w) {
+  if (absl::Status s = IsBaseline(w) ? CheckBaselineHbm(chip, cfg)
+                                     : kernels::CheckDecodeCapacity(chip, cfg);
+      !s.ok()) {
+    return s;
+  }
+  return w.data() ? CheckDataModeMemory(cfg, IsBaseline(w)) : absl::OkStatus();
 }
 
 }  // namespace
@@ -180,6 +244,7 @@ absl::StatusOr<DecodeConfig> DecodeConfigOf(const pb::Chip& chip, const pb::Work
   absl::StatusOr<std::vector<uint32_t>> cubes =
       IsBaseline(w) ? kernels::BaselineCubes(chip, cfg) : kernels::DecodeCubes(chip, cfg);
   if (!cubes.ok()) return cubes.status();
+  if (absl::Status s = CheckCapacity(chip, cfg, w); !s.ok()) return s;
   return cfg;
 }
 

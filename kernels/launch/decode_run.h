@@ -13,6 +13,10 @@
 //   kv_per_cube only with SHORT_CONTEXT / AUTO, short_long_threshold only with AUTO. AUTO
 //   picks C itself: c, group_rows, group_cols are refused with it, and kv_per_cube when it
 //   picks OPT3. The report's workload line says what AUTO picked and why.
+// - Capacity, checked before anything is placed or simulated (one line, exit 2 in `ahbm`):
+//   KV caches per PE against its HBM region and instances per PE against its TCM arenas
+//   (kernels::CheckDecodeCapacity; the baseline: its K/V blocks against HBM), and in data
+//   mode the host-memory estimate against kDataModeHostBytes.
 // - Data mode: q.npy [H_q, T_q, d], k.npy and v.npy [H_kv, S, d] from inputs_dir (one request:
 //   users must be 1), else drawn from `seed` (Q, K ~ N(0, 1), V ~ U(-2, 2), one set per
 //   request); outputs o.npy [H_q, T_q, d] (users = 1) or o<u>.npy per request.
@@ -53,6 +57,10 @@ struct AutoChoice {
   std::string why;
 };
 AutoChoice DispatchAuto(const pb::Workload& w, uint64_t s);
+
+// Data mode keeps every value on the host: a run whose estimate (inputs, outputs and the HBM
+// image of K, V, Q, O) exceeds this bound is refused up front (field data).
+inline constexpr uint64_t kDataModeHostBytes = uint64_t{4} << 30;
 
 // The decode configuration of a DECODE workload (defaults applied), or the field's error.
 absl::StatusOr<kernels::DecodeConfig> DecodeConfigOf(const pb::Chip& chip, const pb::Workload& w);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "actors/observe/op_log.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -490,6 +491,127 @@ TEST(RunWorkload, AutoPicksTheFasterKernelAroundTheThreshold) {
     EXPECT_EQ(auto_ps, picks_short ? short_ps : long_ps) << s;
     EXPECT_LT(auto_ps, picks_short ? long_ps : short_ps)
         << "S " << s << ": short " << short_ps << " ps, long " << long_ps << " ps";
+  }
+}
+
+pb::Workload Decode(uint64_t s) {
+  pb::Workload w;
+  w.set_kernel(pb::DECODE);
+  w.set_s(s);
+  return w;
+}
+
+// A run must succeed: the bad-input checks let it through.
+void ExpectRuns(const pb::Chip& chip, const pb::Workload& w) {
+  LaunchOptions options;
+  options.keep_op_log = false;
+  absl::StatusOr<LaunchResult> r = RunWorkload(chip, w, options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->runtime_status.ok()) << r->runtime_status;
+}
+
+void ExpectRefused(const pb::Chip& chip, const pb::Workload& w, const std::string& message) {
+  const absl::Status s = ValidateWorkload(chip, w);
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr(message));
+  EXPECT_THAT(std::string(s.message()), Not(HasSubstr("\n")));
+}
+
+// HBM: the KV caches of every request against a PE's region, before anything is placed; the
+// boundary is the allocator's (one key more fails placement).
+TEST(ValidateWorkload, KvCachesMustFitThePesHbm) {
+  pb::Chip chip = LoadChip("small");
+  chip.mutable_sip()->mutable_cube()->set_hbm_bytes(4 << 20);  // 1 MiB per PE
+  // h_q 8, h_kv 1, d 64, C·P = 32, TILE 64: K 64 tiles x 8 KiB + V 4080 x 128 B + Q + O.
+  pb::Workload w = Decode(130560);
+  w.set_h_q(8);
+  w.set_h_kv(1);
+  w.set_d(64);
+  w.set_c(8);
+  w.set_p(4);
+  w.set_tile(64);
+  ExpectRuns(chip, w);
+  w.set_s(130561);
+  ExpectRefused(chip, w,
+                "s: the KV caches of 1 request(s) need 1048832 B (1.00 MiB) of HBM on pe 4 "
+                "(sip0.cube1.pe0) (1 KV head(s) per PE), its region holds 1048576 B (1.00 MiB)");
+  w.set_max_context(200000);
+  w.set_s(1000);
+  ExpectRefused(chip, w, "max_context: the KV caches of 1 request(s) need");
+  // Full scale: `ahbm run --kernel=decode --s=100000000000`.
+  ExpectRefused(LoadChip("chip_4sip"), Decode(100'000'000'000),
+                "s: the KV caches of 1 request(s) need 800000028672 B (745.06 GiB) of HBM on pe 9 "
+                "(sip0.cube1.pe1) (1 KV head(s) per PE), its region holds 4294967296 B");
+  pb::Workload base = Decode(100'000'000'000);
+  base.set_variant(pb::BASELINE_FANOUT);
+  ExpectRefused(LoadChip("chip_4sip"), base,
+                "s: the baseline's K and V blocks (12500000000 keys per PE) need");
+}
+
+// TCM: instances per PE (users x heads per PE) against the arenas; the boundary is the
+// runtime's (one request more overflows an arena).
+TEST(ValidateWorkload, InstancesMustFitThePesTcm) {
+  const pb::Chip full = LoadChip("chip_4sip");
+  pb::Workload w = Decode(2000);
+  w.set_variant(pb::SHORT_CONTEXT);
+  w.set_kv_per_cube(8);
+  w.set_users(4);
+  ExpectRuns(full, w);
+  w.set_users(5);
+  ExpectRefused(full, w,
+                "users: 5 request(s) x 8 KV head(s) = 40 kernel instances on pe 1 (sip0.cube0.pe1) "
+                "need 28160 B of TCM scratch each (a KV tile's or the reduce's temporaries); the "
+                "1048576 B scratch arena gives each 26214 B; at most 4 request(s) fit");
+  // The persistent arena (opt2's 8 Sj buffers of a 1024-key tile).
+  pb::Workload p = Decode(262144);
+  p.set_variant(pb::OPT2);
+  p.set_h_q(8);
+  p.set_h_kv(1);
+  p.set_d(64);
+  p.set_c(8);
+  p.set_p(4);
+  p.set_tile(1024);
+  p.set_users(12);
+  ExpectRefused(LoadChip("small"), p,
+                "users: 12 request(s) x 1 KV head(s) = 12 kernel instances on pe 4 "
+                "(sip0.cube1.pe0) need 12 x 265408 B of the TCM persistent arena (q, m, l, O, Sj "
+                "buffers), which holds 3145728 B; at most 11 request(s) fit");
+  pb::Workload many = Decode(4096);
+  many.set_users(24);
+  ExpectRefused(full, many, "at most 19 request(s) fit");
+  many.set_users(100000);
+  ExpectRefused(full, many, "s, users: the KV caches of 100000 request(s) need 8601600000 B");
+}
+
+TEST(ValidateWorkload, DataModeHostMemoryIsBounded) {
+  const pb::Chip full = LoadChip("chip_4sip");
+  pb::Workload w = Decode(4'000'000);
+  w.set_users(8);
+  w.set_data(true);
+  ExpectRefused(full, w,
+                "data: data mode would hold ~397.42 GiB on the host (inputs, outputs, the HBM "
+                "image of K, V, Q, O), above its bound of 4.00 GiB (kDataModeHostBytes)");
+  w.set_data(false);
+  EXPECT_TRUE(ValidateWorkload(full, w).ok());  // timing mode holds no values
+  w.set_data(true);
+  w.set_s(131072);
+  w.set_users(1);
+  EXPECT_TRUE(ValidateWorkload(full, w).ok());  // the README's case fits
+}
+
+TEST(ValidateWorkload, KvPerCubeIsAPowerOfTwoUpToEight) {
+  const pb::Chip full = LoadChip("chip_4sip");
+  for (uint32_t k : {3u, 5u, 16u}) {
+    pb::Workload w = Decode(1000);
+    w.set_variant(pb::SHORT_CONTEXT);
+    w.set_kv_per_cube(k);
+    ExpectRefused(full, w, absl::StrCat("kv_per_cube: must be 1, 2, 4 or 8 (got ", k, ")"));
+  }
+  for (uint32_t k : {1u, 2u, 4u, 8u}) {
+    pb::Workload w = Decode(1000);
+    w.set_variant(pb::SHORT_CONTEXT);
+    w.set_kv_per_cube(k);
+    EXPECT_TRUE(ValidateWorkload(full, w).ok()) << k;
   }
 }
 
