@@ -64,7 +64,19 @@ cmp -s "$tmp/report1.json" "$tmp/report2.json" || fail "stream reports differ be
 [[ -s "$tmp/op1.pb" ]] || fail "stream wrote an empty op log"
 grep -q '"traceEvents"' "$tmp/chrome1.json" || fail "chrome trace lacks traceEvents"
 grep -q '"latency_ps"' "$tmp/report1.json" || fail "report JSON lacks latency_ps"
-grep -q 'sip0.cube1.pe3.gemm' "$tmp/table1.txt" || fail "report table lacks CUBE 1's GEMM"
+# The printed report: per unit kind and the 10 busiest units; --units=all and the CSV: every unit.
+grep -qE '^gemm +8 ' "$tmp/table1.txt" || fail "report table lacks the gemm kind row (8 units)"
+[[ $(grep -c '\.gemm ' "$tmp/table1.txt") -lt 8 ]] || fail "summary table lists every GEMM"
+grep -q '^10 busiest units:$' "$tmp/table1.txt" || fail "report table lacks the 10 busiest units"
+"$ahbm" stream --topology=$small --cubes=0,1 --count=8 --units=all --report_csv="$tmp/units.csv" \
+  >"$tmp/all.txt" || fail "stream --units=all exited $?"
+grep -q 'sip0.cube1.pe3.gemm' "$tmp/all.txt" || fail "--units=all table lacks CUBE 1's GEMM"
+units=$(($(wc -l <"$tmp/units.csv") - 1))
+[[ $(grep -cE '^sip[0-9]+\.' "$tmp/all.txt") -eq $units ]] ||
+  fail "--units=all lists $(grep -cE '^sip[0-9]+\.' "$tmp/all.txt") units, the CSV $units"
+[[ $(wc -l <"$tmp/table1.txt") -lt 60 ]] || fail "summary report is $(wc -l <"$tmp/table1.txt") lines"
+expect_one_line_error "--units: must be summary or all \(got 'some'\)" stream --topology=$small \
+  --units=some
 expect_one_line_error '--m: must be a positive integer' stream --topology=$small --m=0
 expect_one_line_error '--count: must be a positive integer' stream --topology=$small --count=x
 expect_one_line_error 'cubes: CUBE 99 is outside' stream --topology=$small --cubes=99
@@ -152,6 +164,12 @@ for variant in opt1 opt2 opt3 baseline_fanout; do
   expect 0 "roofline" run --topology=$small --kernel=decode --variant=$variant --h_q=8 --h_kv=2 \
     --d=64 --s=2000 --c=2 --p=4 --tile=64
 done
+# A full-chip run prints a page (per unit kind, 10 busiest units), --units=all every unit.
+"$ahbm" run --kernel=decode --s=2048 >"$tmp/full.txt" || fail "full-chip decode exited $?"
+[[ $(wc -l <"$tmp/full.txt") -lt 60 ]] || fail "full-chip report is $(wc -l <"$tmp/full.txt") lines"
+grep -qE '^hbm_channel +4096 ' "$tmp/full.txt" || fail "full-chip report lacks the hbm_channel row"
+"$ahbm" run --kernel=decode --s=2048 --units=all >"$tmp/full_all.txt" || fail "--units=all exited $?"
+[[ $(grep -cE '^sip[0-9]+\.' "$tmp/full_all.txt") -gt 7000 ]] || fail "--units=all lists too few units"
 expect 0 "decode OPT3" run --topology=$small --kernel=decode --h_q=8 --h_kv=2 --d=64 --s=2000 \
   --c=2 --p=4 --tile=64 --data --seed=3 --outputs_dir="$tmp"
 [[ -s "$tmp/o.npy" ]] || fail "decode wrote no o.npy"
