@@ -176,6 +176,8 @@ expect 0 "decode OPT3" run --topology=$small --kernel=decode --h_q=8 --h_kv=2 --
 expect 0 "baseline_fanout .* 1.000" compare --topology=$small --h_q=8 --h_kv=2 --d=64 --s=2000 \
   --c=2 --p=4 --tile=64
 expect_one_line_error "--variants: unknown variant 'opt9'" compare --topology=$small --variants=opt9
+expect_one_line_error 'short_long_threshold: only the AUTO variant uses it' compare \
+  --topology=$small --short_long_threshold=100
 expect_one_line_error 's: must be > 0' run --topology=$small --kernel=decode
 # AUTO picks the kernel and its C: an explicit C is refused, the report says what it picked.
 expect_one_line_error 'c: AUTO picks the kernel and its C; leave c unset or choose a variant' \
