@@ -104,8 +104,9 @@ absl::StatusOr<std::vector<uint32_t>> DecodeCubes(const pb::Chip& chip, const De
 // - TCM (field users; instances per PE = users x heads per PE): the persistent arena holds each
 //   instance's q, m (x2), l, O and Sj buffers (opt3 2, opt2 up to 8); the scratch arena, split
 //   evenly, must hold an instance's larger of one KV tile's temporaries and its reduce's
-//   receive buffers and merge temporaries (decode.cc, lse_merge.cc) plus the stored O.
-//   The message says how many requests fit.
+//   receive buffers and merge temporaries (decode.cc, lse_merge.cc) plus the stored O. Every
+//   instance is counted as the busiest one (a full rank at the busiest reduce node), so a rank
+//   left empty (S < C·P) is not credited. The message says how many requests fit.
 absl::Status CheckDecodeCapacity(const pb::Chip& chip, const DecodeConfig& cfg);
 
 // Places the tensors (writing `inputs[u]` into `store` when both are given) and adds the
