@@ -78,6 +78,19 @@ absl::StatusOr<bool> BoolFlag(const ParsedFlags& flags, const std::string& name)
       absl::StrCat("--", name, ": must be true or false (got '", text, "')"));
 }
 
+// --units: the report table's unit rows — "summary" (per kind and the 10 busiest) or "all".
+absl::StatusOr<observe::TableOptions> TableFlag(const ParsedFlags& flags) {
+  const std::string text = flags.GetOr("units", "summary");
+  observe::TableOptions options;
+  if (text == "all") {
+    options.units = observe::UnitRows::kAll;
+  } else if (text != "summary") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--units: must be summary or all (got '", text, "')"));
+  }
+  return options;
+}
+
 absl::Status WriteFile(const std::string& flag, const std::string& path,
                        const std::string& contents) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -128,6 +141,7 @@ absl::Status RunStream(const ParsedFlags& flags) {
   ASSIGN_OR_RETURN_FLAG(dma_bytes, IntFlag(flags, "dma_bytes", "1048576", /*zero_ok=*/true));
   ASSIGN_OR_RETURN_FLAG(per_tile_events, BoolFlag(flags, "per_tile_events"));
   ASSIGN_OR_RETURN_FLAG(per_tile_detail, BoolFlag(flags, "per_tile_detail"));
+  ASSIGN_OR_RETURN_FLAG(table_options, TableFlag(flags));
   if (dma_bytes % 2 != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("--dma_bytes: must hold whole bf16 elements (got ", dma_bytes, ")"));
@@ -177,7 +191,7 @@ absl::Status RunStream(const ParsedFlags& flags) {
     if (!*trace) return absl::InvalidArgumentError("--trace: write failed");
   }
   const pb::Report report = sim.BuildReport();
-  std::fputs(observe::FormatReportTable(report).c_str(), stdout);
+  std::fputs(observe::FormatReportTable(report, table_options).c_str(), stdout);
   return WriteRunFiles(flags, sim.context().index, report, sim.op_log().records());
 }
 
@@ -211,6 +225,7 @@ absl::Status RunRun(const ParsedFlags& flags) {
   const pb::Workload& workload = *workload_or;
   ASSIGN_OR_RETURN_FLAG(per_tile_detail, BoolFlag(flags, "per_tile_detail"));
   ASSIGN_OR_RETURN_FLAG(save_inputs, BoolFlag(flags, "save_inputs"));
+  ASSIGN_OR_RETURN_FLAG(table_options, TableFlag(flags));
   launch::LaunchOptions options;
   options.save_inputs = save_inputs;
   options.inputs_dir = flags.GetOr("inputs_dir", "");
@@ -226,7 +241,7 @@ absl::Status RunRun(const ParsedFlags& flags) {
     return s;
   }
   if (!result->runtime_status.ok()) return result->runtime_status;
-  std::fputs(observe::FormatReportTable(result->report).c_str(), stdout);
+  std::fputs(observe::FormatReportTable(result->report, table_options).c_str(), stdout);
   return absl::OkStatus();
 }
 
@@ -289,7 +304,8 @@ std::vector<FlagSpec> RunFlags() {
       {"trace", "write the op log here (length-delimited ahbm.pb.TraceRecord)", ""},
       {"chrome_trace", "write a Chrome trace / Perfetto JSON here", ""},
       {"report_json", "write the report as JSON here", ""},
-      {"report_csv", "write the per-unit stats as CSV here", ""}};
+      {"report_csv", "write the per-unit stats as CSV here (every unit)", ""},
+      {"units", "report table: summary (per unit kind, the 10 busiest units) or all", "summary"}};
   for (const launch::WorkloadField& field : launch::WorkloadFields()) {
     flags.push_back({field.name, field.help, ""});
   }
@@ -317,7 +333,9 @@ const std::vector<Command>& Commands() {
         {"trace", "write the op log here (length-delimited ahbm.pb.TraceRecord)", ""},
         {"chrome_trace", "write a Chrome trace / Perfetto JSON here", ""},
         {"report_json", "write the report as JSON here", ""},
-        {"report_csv", "write the per-unit stats as CSV here", ""}},
+        {"report_csv", "write the per-unit stats as CSV here (every unit)", ""},
+        {"units", "report table: summary (per unit kind, the 10 busiest units) or all",
+         "summary"}},
        RunStream},
       {"run",
        "run a workload's kernels (DECODE, SELFTEST_*) and print the report",

@@ -64,7 +64,19 @@ cmp -s "$tmp/report1.json" "$tmp/report2.json" || fail "stream reports differ be
 [[ -s "$tmp/op1.pb" ]] || fail "stream wrote an empty op log"
 grep -q '"traceEvents"' "$tmp/chrome1.json" || fail "chrome trace lacks traceEvents"
 grep -q '"latency_ps"' "$tmp/report1.json" || fail "report JSON lacks latency_ps"
-grep -q 'sip0.cube1.pe3.gemm' "$tmp/table1.txt" || fail "report table lacks CUBE 1's GEMM"
+# The printed report: per unit kind and the 10 busiest units; --units=all and the CSV: every unit.
+grep -qE '^gemm +8 ' "$tmp/table1.txt" || fail "report table lacks the gemm kind row (8 units)"
+[[ $(grep -c '\.gemm ' "$tmp/table1.txt") -lt 8 ]] || fail "summary table lists every GEMM"
+grep -q '^10 busiest units:$' "$tmp/table1.txt" || fail "report table lacks the 10 busiest units"
+"$ahbm" stream --topology=$small --cubes=0,1 --count=8 --units=all --report_csv="$tmp/units.csv" \
+  >"$tmp/all.txt" || fail "stream --units=all exited $?"
+grep -q 'sip0.cube1.pe3.gemm' "$tmp/all.txt" || fail "--units=all table lacks CUBE 1's GEMM"
+units=$(($(wc -l <"$tmp/units.csv") - 1))
+[[ $(grep -cE '^sip[0-9]+\.' "$tmp/all.txt") -eq $units ]] ||
+  fail "--units=all lists $(grep -cE '^sip[0-9]+\.' "$tmp/all.txt") units, the CSV $units"
+[[ $(wc -l <"$tmp/table1.txt") -lt 60 ]] || fail "summary report is $(wc -l <"$tmp/table1.txt") lines"
+expect_one_line_error "--units: must be summary or all \(got 'some'\)" stream --topology=$small \
+  --units=some
 expect_one_line_error '--m: must be a positive integer' stream --topology=$small --m=0
 expect_one_line_error '--count: must be a positive integer' stream --topology=$small --count=x
 expect_one_line_error 'cubes: CUBE 99 is outside' stream --topology=$small --cubes=99
@@ -152,6 +164,12 @@ for variant in opt1 opt2 opt3 baseline_fanout; do
   expect 0 "roofline" run --topology=$small --kernel=decode --variant=$variant --h_q=8 --h_kv=2 \
     --d=64 --s=2000 --c=2 --p=4 --tile=64
 done
+# A full-chip run prints a page (per unit kind, 10 busiest units), --units=all every unit.
+"$ahbm" run --kernel=decode --s=2048 >"$tmp/full.txt" || fail "full-chip decode exited $?"
+[[ $(wc -l <"$tmp/full.txt") -lt 60 ]] || fail "full-chip report is $(wc -l <"$tmp/full.txt") lines"
+grep -qE '^hbm_channel +4096 ' "$tmp/full.txt" || fail "full-chip report lacks the hbm_channel row"
+"$ahbm" run --kernel=decode --s=2048 --units=all >"$tmp/full_all.txt" || fail "--units=all exited $?"
+[[ $(grep -cE '^sip[0-9]+\.' "$tmp/full_all.txt") -gt 7000 ]] || fail "--units=all lists too few units"
 # Values without a reference: V = 0.5 everywhere makes every output 0.5 (the softmax weights
 # sum to 1), whatever Q and K are. S = 100 with max_context 4096 leaves most of the 8 ranks
 # empty and T_q = 4 is causal (this wrote NaN with exit 0 before empty ranks merged safely).
@@ -201,9 +219,50 @@ expect_one_line_error 'users: 3 but request_lengths lists 2 requests' run --topo
 expect 0 "baseline_fanout .* 1.000" compare --topology=$small --h_q=8 --h_kv=2 --d=64 --s=2000 \
   --c=2 --p=4 --tile=64
 expect_one_line_error "--variants: unknown variant 'opt9'" compare --topology=$small --variants=opt9
+expect_one_line_error 'short_long_threshold: only the AUTO variant uses it' compare \
+  --topology=$small --short_long_threshold=100
 expect_one_line_error 's: must be > 0' run --topology=$small --kernel=decode
+# AUTO picks the kernel and its C: an explicit C is refused, the report says what it picked.
+expect_one_line_error 'c: AUTO picks the kernel and its C; leave c unset or choose a variant' \
+  run --kernel=decode --variant=auto --s=1024 --c=8
+expect 0 'decode AUTO -> SHORT_CONTEXT \(S 1024 < threshold 2049\)' run --kernel=decode \
+  --variant=auto --s=1024
+expect 0 'decode AUTO -> OPT3 \(S 1024 >= threshold 512\)' run --kernel=decode --variant=auto \
+  --s=1024 --short_long_threshold=512
 expect_one_line_error 'h_q: must be a positive multiple of h_kv' run --topology=$small \
   --kernel=decode --h_q=9 --h_kv=2 --s=100 --c=2 --p=4
+# Workloads too big for the chip or the host are refused up front (one line, exit 2, at once).
+# expect_fast_refusal <pattern> <args...>: as expect_one_line_error, within one second.
+expect_fast_refusal() {
+  local start=$(date +%s%N)
+  expect_one_line_error "$@"
+  local ms=$((($(date +%s%N) - start) / 1000000))
+  [[ $ms -lt 1000 ]] || fail "ahbm ${*:2} took $ms ms to refuse, want < 1000"
+}
+expect_fast_refusal 's: the KV caches of 1 request\(s\) need 800000028672 B \(745.06 GiB\) of HBM on pe 9 \(sip0.cube1.pe1\) .*its region holds 4294967296 B' \
+  run --kernel=decode --s=100000000000
+expect_fast_refusal "s: the baseline's K and V blocks .* need 5960.46 GiB of HBM on pe 0 \(sip0.cube0.pe0\)" \
+  run --kernel=decode --variant=baseline_fanout --s=100000000000
+expect_fast_refusal 'users: 32 request\(s\) x 1 KV head\(s\) = 32 kernel instances on pe 9 \(sip0.cube1.pe1\) need 54272 B of TCM scratch each.*at most 19 request\(s\) fit' \
+  run --kernel=decode --s=4096 --users=32
+expect_fast_refusal 'users: 300 request.* need 300 x 22720 B of the TCM persistent arena .*which holds 3080192 B beside 65536 B of message staging; at most 19' \
+  run --kernel=decode --s=4096 --users=300
+expect_fast_refusal 's, users: the KV caches of 4294967295 request\(s\) need' \
+  run --kernel=decode --s=4096 --users=4294967295
+expect_fast_refusal 'users: 64 request\(s\) .* at most 19 request\(s\) fit' \
+  run --kernel=decode --s=4000000 --users=64 --data
+expect_fast_refusal 'data: data mode would hold ~397.42 GiB on the host .* above its bound of 4.00 GiB' \
+  run --kernel=decode --s=4000000 --users=8 --data
+for k in 3 16; do
+  expect_fast_refusal "kv_per_cube: must be 1, 2, 4 or 8 \(got $k\)" \
+    run --kernel=decode --variant=short_context --s=1000 --kv_per_cube=$k
+done
+# The shipped topologies cite DESIGN where it is for everyone: beside the repository.
+for chip in small chip_2sip chip_4sip; do
+  grep -q '^# Numbers: \.\./shared/DESIGN\.md §2\.' topology/$chip.textproto ||
+    fail "topology/$chip.textproto does not cite ../shared/DESIGN.md"
+  ! grep -q '/work/' topology/$chip.textproto || fail "topology/$chip.textproto cites a local path"
+done
 expect_one_line_error 'gemm_m: not used by DECODE' run --topology=$small --kernel=decode --s=100 \
   --gemm_m=8
 expect_one_line_error 'q.npy: no such file' run --topology=$small --kernel=decode --h_q=8 \

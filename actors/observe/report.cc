@@ -201,7 +201,72 @@ double RooflineRatio(uint64_t latency_ps, uint64_t bound_ps) {
   return static_cast<double>(latency_ps) / static_cast<double>(bound_ps);
 }
 
-std::string FormatReportTable(const pb::Report& report) {
+namespace {
+
+void AppendUnitTable(const std::vector<const pb::UnitStats*>& rows, std::string* out) {
+  Table units({"unit", "kind", "busy_ps", "util %", "bytes_read", "bytes_written", "flops", "ops"},
+              {false, false, true, true, true, true, true, true});
+  for (const pb::UnitStats* unit : rows) {
+    units.Add({unit->unit_name(), unit->kind(), absl::StrCat(unit->busy_ps()),
+               absl::StrFormat("%.2f", 100.0 * unit->utilisation()),
+               absl::StrCat(unit->bytes_read()), absl::StrCat(unit->bytes_written()),
+               absl::StrCat(unit->flops()), absl::StrCat(unit->ops())});
+  }
+  units.AppendTo(out);
+}
+
+void AppendPeTable(const std::vector<const pb::PeRoofline*>& rows, std::string* out) {
+  Table pes({"pe", "hbm_ps", "gemm_tile_plan_ps", "gemm_peak_ps", "math_ps", "cpu_issue_ps",
+             "bound_ps", "binding"},
+            {true, true, true, true, true, true, true, false});
+  for (const pb::PeRoofline* pe : rows) {
+    pes.Add({absl::StrCat(pe->pe()), absl::StrCat(pe->hbm_ps()),
+             absl::StrCat(pe->gemm_tile_plan_ps()), absl::StrCat(pe->gemm_peak_ps()),
+             absl::StrCat(pe->math_ps()), absl::StrCat(pe->cpu_issue_ps()),
+             absl::StrCat(pe->bound_ps()), pe->binding_resource()});
+  }
+  pes.AppendTo(out);
+}
+
+// One row per unit kind, kinds in order of first appearance.
+void AppendKindTable(const pb::Report& report, std::string* out) {
+  struct Kind {
+    std::string name;
+    uint64_t units = 0;
+    double util_sum = 0, util_max = 0;
+    const pb::UnitStats* busiest = nullptr;
+    uint64_t bytes_read = 0, bytes_written = 0, flops = 0, ops = 0;
+  };
+  std::vector<Kind> kinds;
+  for (const pb::UnitStats& unit : report.units()) {
+    auto it = std::find_if(kinds.begin(), kinds.end(),
+                           [&](const Kind& k) { return k.name == unit.kind(); });
+    if (it == kinds.end()) it = kinds.insert(kinds.end(), Kind{unit.kind()});
+    ++it->units;
+    it->util_sum += unit.utilisation();
+    it->util_max = std::max(it->util_max, unit.utilisation());
+    if (it->busiest == nullptr || unit.busy_ps() > it->busiest->busy_ps()) it->busiest = &unit;
+    it->bytes_read += unit.bytes_read();
+    it->bytes_written += unit.bytes_written();
+    it->flops += unit.flops();
+    it->ops += unit.ops();
+  }
+  Table table({"kind", "units", "util mean %", "util max %", "busiest", "bytes_read",
+               "bytes_written", "flops", "ops"},
+              {false, true, true, true, false, true, true, true, true});
+  for (const Kind& k : kinds) {
+    table.Add({k.name.empty() ? "-" : k.name, absl::StrCat(k.units),
+               absl::StrFormat("%.2f", 100.0 * k.util_sum / static_cast<double>(k.units)),
+               absl::StrFormat("%.2f", 100.0 * k.util_max), k.busiest->unit_name(),
+               absl::StrCat(k.bytes_read), absl::StrCat(k.bytes_written), absl::StrCat(k.flops),
+               absl::StrCat(k.ops)});
+  }
+  table.AppendTo(out);
+}
+
+}  // namespace
+
+std::string FormatReportTable(const pb::Report& report, const TableOptions& options) {
   std::string out;
   const pb::Roofline& roofline = report.roofline();
   absl::StrAppend(&out, "topology:  ", report.topology_name(), "\n");
@@ -218,27 +283,34 @@ std::string FormatReportTable(const pb::Report& report) {
   absl::StrAppend(&out, "           communication critical path ", roofline.comm_critical_path_ps(),
                   " ps\n");
 
-  out.append("\n");
-  Table units({"unit", "kind", "busy_ps", "util %", "bytes_read", "bytes_written", "flops", "ops"},
-              {false, false, true, true, true, true, true, true});
-  for (const pb::UnitStats& unit : report.units()) {
-    units.Add({unit.unit_name(), unit.kind(), absl::StrCat(unit.busy_ps()),
-               absl::StrFormat("%.2f", 100.0 * unit.utilisation()), absl::StrCat(unit.bytes_read()),
-               absl::StrCat(unit.bytes_written()), absl::StrCat(unit.flops()),
-               absl::StrCat(unit.ops())});
+  std::vector<const pb::UnitStats*> units;
+  for (const pb::UnitStats& unit : report.units()) units.push_back(&unit);
+  std::vector<const pb::PeRoofline*> pes;
+  for (const pb::PeRoofline& pe : roofline.pes()) pes.push_back(&pe);
+  if (options.units == UnitRows::kAll) {
+    out.append("\n");
+    AppendUnitTable(units, &out);
+    out.append("\n");
+    AppendPeTable(pes, &out);
+    return out;
   }
-  units.AppendTo(&out);
-
-  out.append("\n");
-  Table pes({"pe", "hbm_ps", "gemm_tile_plan_ps", "gemm_peak_ps", "math_ps", "cpu_issue_ps",
-             "bound_ps", "binding"},
-            {true, true, true, true, true, true, true, false});
-  for (const pb::PeRoofline& pe : roofline.pes()) {
-    pes.Add({absl::StrCat(pe.pe()), absl::StrCat(pe.hbm_ps()), absl::StrCat(pe.gemm_tile_plan_ps()),
-             absl::StrCat(pe.gemm_peak_ps()), absl::StrCat(pe.math_ps()),
-             absl::StrCat(pe.cpu_issue_ps()), absl::StrCat(pe.bound_ps()), pe.binding_resource()});
-  }
-  pes.AppendTo(&out);
+  // Summary: per kind, the busiest units (busy_ps, ties by unit id), the highest PE bounds.
+  absl::StrAppend(&out, "\nunit kinds (", units.size(),
+                  " units with ops; every unit: --units=all, --report_json, --report_csv):\n");
+  AppendKindTable(report, &out);
+  std::stable_sort(units.begin(), units.end(), [](const pb::UnitStats* a, const pb::UnitStats* b) {
+    return a->busy_ps() > b->busy_ps();
+  });
+  units.resize(std::min(units.size(), options.busiest));
+  absl::StrAppend(&out, "\n", units.size(), " busiest units:\n");
+  AppendUnitTable(units, &out);
+  std::stable_sort(pes.begin(), pes.end(), [](const pb::PeRoofline* a, const pb::PeRoofline* b) {
+    return a->bound_ps() > b->bound_ps();
+  });
+  const size_t all_pes = pes.size();
+  pes.resize(std::min(pes.size(), options.busiest));
+  absl::StrAppend(&out, "\nPE roofline, ", pes.size(), " highest bounds of ", all_pes, " PEs:\n");
+  AppendPeTable(pes, &out);
   return out;
 }
 

@@ -27,10 +27,18 @@
 // - RooflineRatio = latency_ps / bound_ps (0 when bound_ps is 0).
 // - Printing is deterministic (fixed formats, C locale, input order = report order):
 //   FormatReportTable: header lines (topology, workload, profile, latency in ps/ns/µs, events,
-//   roofline bound + ratio + binding resource + communication critical path), a blank line, the
-//   unit table (unit, kind, busy_ps, util %, bytes_read, bytes_written, flops, ops), a blank
-//   line, the per-PE roofline table. Columns are separated by two spaces, text left-aligned,
-//   numbers right-aligned, no trailing spaces, every line ends in '\n'.
+//   roofline bound + ratio + binding resource + communication critical path), then
+//   - UnitRows::kAll: a blank line, the unit table (unit, kind, busy_ps, util %, bytes_read,
+//     bytes_written, flops, ops; every unit in report order), a blank line, the per-PE
+//     roofline table (every PE);
+//   - UnitRows::kSummary (default; a full chip has thousands of units): a blank line, a title
+//     and one row per unit kind in order of first appearance (kind, units, util mean %, util
+//     max %, busiest = the name of the kind's unit with the largest busy_ps, ties the lowest
+//     id, summed bytes_read, bytes_written, flops, ops); a blank line, a title and the unit
+//     table of the `busiest` units (busy_ps descending, ties by report order); a blank line, a
+//     title and the PE table of the `busiest` highest bound_ps (ties by pe).
+//   Columns are separated by two spaces, text left-aligned, numbers right-aligned, no trailing
+//   spaces, every line ends in '\n'.
 //   ReportToJson: protobuf JSON with proto field names, primitive fields always printed,
 //   indented (uint64 fields are JSON strings, per the proto3 JSON mapping).
 //   ReportToCsv: header "unit,unit_name,kind,busy_ps,utilisation,bytes_read,bytes_written,
@@ -39,6 +47,7 @@
 #ifndef AHBMSIM_ACTORS_OBSERVE_REPORT_H_
 #define AHBMSIM_ACTORS_OBSERVE_REPORT_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -76,7 +85,13 @@ pb::Roofline ComputeRoofline(const std::vector<PeResourceUse>& pes, uint64_t com
 
 double RooflineRatio(uint64_t latency_ps, uint64_t bound_ps);
 
-std::string FormatReportTable(const pb::Report& report);
+enum class UnitRows { kSummary, kAll };
+struct TableOptions {
+  UnitRows units = UnitRows::kSummary;
+  size_t busiest = 10;  // kSummary: rows of the busiest-unit and PE tables
+};
+
+std::string FormatReportTable(const pb::Report& report, const TableOptions& options = {});
 std::string ReportToJson(const pb::Report& report);
 std::string ReportToCsv(const pb::Report& report);
 

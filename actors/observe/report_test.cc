@@ -249,9 +249,9 @@ std::vector<std::string> Lines(const std::string& text) {
   return absl::StrSplit(text.substr(0, text.size() - 1), '\n');
 }
 
-TEST(FormatReportTableTest, HeaderLinesUnitTableAndPeTable) {
+TEST(FormatReportTableTest, AllUnitsHeaderLinesUnitTableAndPeTable) {
   const pb::Report report = SampleReport();
-  const std::string table = FormatReportTable(report);
+  const std::string table = FormatReportTable(report, TableOptions{UnitRows::kAll});
   const std::vector<std::string> lines = Lines(table);
   const uint64_t latency = report.latency_ps();
   const uint64_t bound = report.roofline().bound_ps();
@@ -305,6 +305,77 @@ TEST(FormatReportTableTest, HeaderLinesUnitTableAndPeTable) {
   for (const std::string& line : lines) {
     EXPECT_TRUE(line.empty() || line.back() != ' ') << "trailing space: '" << line << "'";
   }
+}
+
+// 13 units of two kinds (busy_ps with ties) and 12 PEs: the summary lists per kind, the 10
+// busiest units and the 10 highest PE bounds.
+pb::Report ManyUnitsReport() {
+  pb::Report report = SampleReport();
+  report.clear_units();
+  report.set_latency_ps(1000);
+  const uint64_t busy[13] = {100, 900, 300, 900, 60, 700, 0, 800, 200, 600, 400, 1000, 500};
+  for (uint32_t u = 0; u < 13; ++u) {
+    pb::UnitStats* s = report.add_units();
+    s->set_unit(u);
+    s->set_kind(u % 3 == 0 ? "gemm" : "dma");
+    s->set_unit_name(absl::StrCat("u", u, ".", s->kind()));
+    s->set_busy_ps(busy[u]);
+    s->set_utilisation(busy[u] / 1000.0);
+    s->set_bytes_read(u);
+    s->set_bytes_written(2 * u);
+    s->set_flops(u % 3 == 0 ? 100 : 0);
+    s->set_ops(1);
+  }
+  std::vector<PeResourceUse> pes;
+  for (uint32_t p = 0; p < 12; ++p) pes.push_back(Pe(p, (p * 7) % 12 * 100, 0, 0, 0));
+  *report.mutable_roofline() = ComputeRoofline(pes, 0);
+  return report;
+}
+
+TEST(FormatReportTableTest, SummaryPerKindTheBusiestUnitsAndTheHighestPeBounds) {
+  const pb::Report report = ManyUnitsReport();
+  const std::string table = FormatReportTable(report);
+  EXPECT_EQ(FormatReportTable(report, TableOptions{}), table);  // summary is the default
+  const std::vector<std::string> lines = Lines(table);
+  ASSERT_EQ(lines.size(), 7u + 1 + 4 + 1 + 12 + 1 + 12);
+  EXPECT_EQ(lines[7], "");
+  EXPECT_EQ(lines[8],
+            "unit kinds (13 units with ops; every unit: --units=all, --report_json, --report_csv):");
+  const auto cells = [&](size_t i) -> std::vector<std::string> {
+    return absl::StrSplit(lines[i], ' ', absl::SkipEmpty());
+  };
+  EXPECT_EQ(cells(9), (std::vector<std::string>{"kind", "units", "util", "mean", "%", "util",
+                                                "max", "%", "busiest", "bytes_read",
+                                                "bytes_written", "flops", "ops"}));
+  // gemm: units 0, 3, 6, 9, 12 (busy 100, 900, 0, 600, 500); dma: the other 8.
+  EXPECT_EQ(cells(10), (std::vector<std::string>{"gemm", "5", "42.00", "90.00", "u3.gemm", "30",
+                                                 "60", "500", "5"}));
+  EXPECT_EQ(cells(11), (std::vector<std::string>{"dma", "8", "54.50", "100.00", "u11.dma", "48",
+                                                 "96", "0", "8"}));
+  EXPECT_EQ(lines[12], "");
+  EXPECT_EQ(lines[13], "10 busiest units:");
+  std::vector<std::string> names;
+  for (size_t i = 15; i < 25; ++i) names.push_back(cells(i)[0]);
+  // busy_ps descending; the tie at 900 in unit order (1 before 3).
+  EXPECT_EQ(names, (std::vector<std::string>{"u11.dma", "u1.dma", "u3.gemm", "u7.dma", "u5.dma",
+                                             "u9.gemm", "u12.gemm", "u10.dma", "u2.dma",
+                                             "u8.dma"}));
+  EXPECT_EQ(cells(15), (std::vector<std::string>{"u11.dma", "dma", "1000", "100.00", "11", "22",
+                                                 "0", "1"}));
+  EXPECT_EQ(lines[25], "");
+  EXPECT_EQ(lines[26], "PE roofline, 10 highest bounds of 12 PEs:");
+  EXPECT_THAT(lines[27], HasSubstr("gemm_tile_plan_ps"));
+  std::vector<std::string> pes;
+  for (size_t i = 28; i < 38; ++i) pes.push_back(cells(i)[0]);
+  // hbm = (p * 7 % 12) * 100: 11 for p = 5, 10 for p = 10, ... 0 for p = 0 (left out).
+  EXPECT_EQ(pes, (std::vector<std::string>{"5", "10", "3", "8", "1", "6", "11", "4", "9", "2"}));
+  for (const std::string& line : lines) {
+    EXPECT_TRUE(line.empty() || line.back() != ' ') << "trailing space: '" << line << "'";
+  }
+  // Fewer units than `busiest`: every one is listed.
+  const std::string few = FormatReportTable(SampleReport(), TableOptions{UnitRows::kSummary, 10});
+  EXPECT_THAT(few, HasSubstr("\n2 busiest units:\n"));
+  EXPECT_THAT(few, HasSubstr("\nPE roofline, 2 highest bounds of 2 PEs:\n"));
 }
 
 TEST(ReportToCsvTest, HeaderThenOneRowPerUnit) {

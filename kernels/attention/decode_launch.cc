@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "actors/tensor_ref.h"
+#include "absl/strings/str_format.h"
 #include "topology/groups.h"
 #include "topology/ids.h"
 #include "topology/kv_placement.h"
@@ -28,8 +29,18 @@ struct Geometry {
   uint32_t groups_per_sip = 0;
 };
 
+// The short kernel's heads per CUBE: a power of two up to a CUBE's P = 8 PEs.
+absl::Status CheckKvPerCube(const DecodeConfig& cfg) {
+  const uint32_t k = cfg.kv_per_cube;
+  if (k != 0 && k != 1 && k != 2 && k != 4 && k != 8) {
+    return Field("kv_per_cube", absl::StrCat("must be 1, 2, 4 or 8 (got ", k, ")"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Geometry> MakeGeometry(const pb::Chip& chip, const DecodeConfig& cfg) {
   const topology::ChipIndex index(chip);
+  if (absl::Status s = CheckKvPerCube(cfg); !s.ok()) return s;
   if (cfg.h_kv == 0) return Field("h_kv", "must be > 0");
   if (cfg.h_q == 0 || cfg.h_q % cfg.h_kv != 0) {
     return Field("h_q", absl::StrCat("must be a positive multiple of h_kv = ", cfg.h_kv,
@@ -43,7 +54,9 @@ absl::StatusOr<Geometry> MakeGeometry(const pb::Chip& chip, const DecodeConfig& 
                                                  " lengths for users = ", cfg.users));
   }
   const char* s_field = cfg.request_lengths.empty() ? "s" : "request_lengths";
-  for (uint32_t u = 0; u < cfg.users; ++u) {
+  // Without request_lengths every request has length s: check it once (users may be huge).
+  const uint32_t lengths = cfg.request_lengths.empty() ? 1 : cfg.users;
+  for (uint32_t u = 0; u < lengths; ++u) {
     const uint64_t s = cfg.ContextOf(u);
     if (s == 0) return Field(s_field, "every context length must be > 0");
     if (s > cfg.MaxContextOf(u)) {
@@ -163,6 +176,7 @@ absl::StatusOr<std::vector<uint32_t>> DecodeCubes(const pb::Chip& chip, const De
 absl::StatusOr<DecodeLaunch> LaunchDecode(const pb::Chip& chip, const DecodeConfig& cfg,
                                           KernelRuntime& runtime, MemoryStore* store,
                                           const std::vector<DecodeInputs>& inputs) {
+  if (absl::Status s = CheckDecodeCapacity(chip, cfg); !s.ok()) return s;
   absl::StatusOr<Geometry> geo_or = MakeGeometry(chip, cfg);
   if (!geo_or.ok()) return geo_or.status();
   const Geometry& geo = *geo_or;
@@ -303,6 +317,151 @@ absl::StatusOr<DecodeLaunch> LaunchDecode(const pb::Chip& chip, const DecodeConf
     }
   }
   return launch;
+}
+
+// ---- CheckDecodeCapacity: HBM and TCM budgets, before anything is placed ----
+namespace {
+
+using U128 = unsigned __int128;
+
+U128 AlignUp(U128 v, uint64_t align) { return (v + align - 1) / align * align; }
+
+// "400000024576 B (372.53 GiB)", "1048832 B (1.00 MiB)"; past 2^64 B only the GiB.
+std::string BytesText(U128 bytes) {
+  const double b = static_cast<double>(bytes);
+  const std::string scaled = b >= (1ull << 30) ? absl::StrFormat("%.2f GiB", b / (1ull << 30))
+                                               : absl::StrFormat("%.2f MiB", b / (1ull << 20));
+  if (bytes >> 64 != 0) return scaled;
+  return absl::StrCat(static_cast<uint64_t>(bytes), " B (", scaled, ")");
+}
+
+// Scratch bytes of the reduce at the busiest node: per merge the received m, l, O and the
+// merge's temporaries (LseMerge: 6 columns and O·sb), plus the stored O at the root.
+uint64_t ReduceScratchBytes(const Geometry& geo, const DecodeConfig& cfg, uint64_t rows) {
+  const uint64_t col = AlignUp(rows * 4, 64), full = AlignUp(rows * cfg.d * 4, 64);
+  const uint64_t per_merge = 8 * col + 2 * full;
+  absl::StatusOr<std::vector<ReduceNode>> l2 =
+      BuildReduceTree(geo.pe_rows, geo.pe_cols, geo.pe_root, cfg.level2);
+  const topology::GroupShape gs = geo.groups.shape();
+  absl::StatusOr<std::vector<ReduceNode>> l1 =
+      BuildReduceTree(gs.rows, gs.cols, geo.groups.root_in_group(), cfg.level1);
+  if (!l2.ok() || !l1.ok()) return 0;  // LaunchDecode reports the tree's error
+  uint64_t merges = 0;
+  for (uint32_t k = 0; k < l2->size(); ++k) {
+    uint64_t m = (*l2)[k].children.size();
+    if (k == geo.pe_root) {
+      uint64_t l1_max = 0;
+      for (const ReduceNode& n : *l1) l1_max = std::max<uint64_t>(l1_max, n.children.size());
+      m += l1_max;
+    }
+    merges = std::max(merges, m);
+  }
+  return merges * per_merge + AlignUp(rows * cfg.d * 2, 64);
+}
+
+// Scratch bytes of one KV tile's temporaries in the sweep (decode.cc SoftmaxAndPv; opt1 also
+// Sj; opt2 uses none).
+uint64_t TileScratchBytes(const DecodeConfig& cfg, uint64_t rows) {
+  if (cfg.variant == DecodeVariant::kOpt2) return 0;
+  const uint64_t col = AlignUp(rows * 4, 64), sj = AlignUp(rows * cfg.tile * 4, 64);
+  uint64_t bytes = 4 * col /* max, sub, exp, sum */ + sj /* centred */ +
+                   AlignUp(rows * cfg.tile * 2, 64) /* P bf16 */ + AlignUp(rows * cfg.d * 4, 64);
+  if (cfg.variant == DecodeVariant::kOpt1) bytes += sj;
+  return bytes;
+}
+
+// Causal T_q > 1: at most this many of a rank's tiles hold hidden keys (PlaceCausalMasks).
+uint64_t MaxMaskedTiles(const DecodeConfig& cfg) {
+  return cfg.t_q <= 1 ? 0 : (cfg.t_q - 2) / cfg.tile + 2;
+}
+
+// Persistent bytes of one instance: q, m (x2), l, O, the Sj buffers and the loaded masks.
+uint64_t PersistentBytes(const DecodeConfig& cfg, uint64_t rows, uint64_t max_tiles) {
+  const uint64_t col = AlignUp(rows * 4, 64), sj = AlignUp(rows * cfg.tile * 4, 64);
+  uint64_t bytes = AlignUp(rows * cfg.d * 2, 64) + 3 * col + AlignUp(rows * cfg.d * 4, 64);
+  bytes += std::min(MaxMaskedTiles(cfg), max_tiles) * AlignUp(rows * cfg.tile * 2, 64);
+  if (cfg.variant == DecodeVariant::kOpt3) bytes += 2 * sj;
+  if (cfg.variant == DecodeVariant::kOpt2) bytes += std::min<uint64_t>(8, max_tiles) * sj;
+  return bytes;
+}
+
+}  // namespace
+
+absl::Status CheckDecodeCapacity(const pb::Chip& chip, const DecodeConfig& cfg) {
+  absl::StatusOr<Geometry> geo_or = MakeGeometry(chip, cfg);
+  if (!geo_or.ok()) return geo_or.status();
+  const Geometry& geo = *geo_or;
+  const uint64_t rows = uint64_t{cfg.h_q / cfg.h_kv} * cfg.t_q;
+  const uint64_t heads_per_pe = cfg.kv_per_cube == 0 ? 1 : std::min(cfg.kv_per_cube, cfg.h_kv);
+  // The busiest PE: head 0's group root (every PE of a group holds the same KV; the root O).
+  const uint32_t root_pe = CubeOf(geo, cfg, 0, geo.groups.root_in_group()) *
+                               geo.index.pes_per_cube() + geo.pes[geo.pe_root];
+  const std::string pe_name = host::PeName(geo.index, root_pe);
+
+  // HBM: per request and head, K [ceil(B/TILE), d, TILE], V [B, d], Q [rows, d], O [rows, d].
+  const uint64_t ranks = uint64_t{cfg.c} * cfg.p;
+  // Without request_lengths every request needs the same: one term times users.
+  const uint32_t lengths = cfg.request_lengths.empty() ? 1 : cfg.users;
+  const uint64_t copies = cfg.request_lengths.empty() ? cfg.users : 1;
+  U128 hbm = 0;
+  uint64_t max_block = 0;
+  for (uint32_t u = 0; u < lengths; ++u) {
+    const uint64_t block = (cfg.MaxContextOf(u) + ranks - 1) / ranks;
+    max_block = std::max(max_block, block);
+    const U128 tiles = (U128{block} + cfg.tile - 1) / cfg.tile;
+    const U128 k = AlignUp(tiles * cfg.d * cfg.tile * 2, 256);
+    const U128 v = AlignUp(U128{block} * cfg.d * 2, 256);
+    const U128 qo = 2 * AlignUp(U128{rows} * cfg.d * 2, 256);
+    const U128 masks = AlignUp(
+        U128{std::min<uint64_t>(MaxMaskedTiles(cfg), tiles)} * rows * cfg.tile * 2, 256);
+    hbm += U128{copies} * heads_per_pe * (k + v + qo + masks);
+  }
+  const uint64_t region = chip.sip().cube().hbm_bytes() / chip.sip().cube().pes();
+  if (hbm > region) {
+    const std::string field = cfg.max_context != 0       ? "max_context"
+                              : !cfg.request_lengths.empty() ? "request_lengths"
+                              : cfg.users > 1               ? "s, users"
+                                                            : "s";
+    return Field(field, absl::StrCat("the KV caches of ", cfg.users, " request(s) need ",
+                                     BytesText(hbm), " of HBM on ", pe_name, " (", heads_per_pe,
+                                     " KV head(s) per PE), its region holds ", BytesText(region)));
+  }
+
+  // TCM: instances per PE, persistent arena shared, scratch arena split evenly.
+  const pb::Tcm& tcm = chip.sip().cube().pe().tcm();
+  const uint64_t instances = uint64_t{cfg.users} * heads_per_pe;
+  // Several requests on a PE reserve the runtime's message staging (runtime.h).
+  const uint64_t staging = cfg.users > 1 ? kDemuxStagingBytes : 0;
+  const uint64_t scratch = tcm.scratch_bytes();
+  const uint64_t persistent = tcm.total_bytes() - scratch - std::min(staging, tcm.total_bytes() - scratch);
+  const uint64_t per_persistent = PersistentBytes(cfg, rows, (max_block + cfg.tile - 1) / cfg.tile);
+  const uint64_t per_scratch =
+      std::max(TileScratchBytes(cfg, rows), ReduceScratchBytes(geo, cfg, rows));
+  // An instance's scratch share is at least floor(scratch / n) - 63 (64 B aligned bases).
+  const uint64_t fit_scratch = scratch / (per_scratch + 63);
+  const uint64_t fit_persistent = persistent / per_persistent;
+  const uint64_t fit_users = std::min(fit_scratch, fit_persistent) / heads_per_pe;
+  const std::string who = absl::StrCat(cfg.users, " request(s) x ", heads_per_pe,
+                                       " KV head(s) = ", instances, " kernel instances on ",
+                                       pe_name);
+  if (instances > fit_persistent) {
+    return Field("users", absl::StrCat(who, " need ", instances, " x ", per_persistent,
+                                       " B of the TCM persistent arena (q, m, l, O, Sj buffers), "
+                                       "which holds ", persistent, " B",
+                                       staging > 0 ? absl::StrCat(" beside ", staging,
+                                                                  " B of message staging")
+                                                   : "",
+                                       "; at most ", fit_users,
+                                       " request(s) fit"));
+  }
+  if (instances > fit_scratch) {
+    return Field("users", absl::StrCat(who, " need ", per_scratch,
+                                       " B of TCM scratch each (a KV tile's or the reduce's "
+                                       "temporaries); the ", scratch, " B scratch arena gives each ",
+                                       scratch / instances, " B; at most ", fit_users,
+                                       " request(s) fit"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<float>> GatherDecodeOutput(const MemoryStore& store,

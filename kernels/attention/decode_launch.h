@@ -18,7 +18,8 @@
 // - Data layout per rank: Q group [G·T_q, d] bf16 (row g·T_q + t = query head h·G + g, token t),
 //   K tile-major [ceil(B/TILE)][d][TILE] bf16, V [B, d] bf16, O [G·T_q, d] bf16 at the root.
 // - Errors name the workload field: h_q not a multiple of h_kv, S = 0 or > max_context, C·P
-//   not fitting, too many KV heads for the chip's groups, ...
+//   not fitting, too many KV heads for the chip's groups, kv_per_cube not 1, 2, 4 or 8, KV
+//   caches or instances that do not fit a PE's HBM / TCM (CheckDecodeCapacity), ...
 #ifndef AHBMSIM_KERNELS_ATTENTION_DECODE_LAUNCH_H_
 #define AHBMSIM_KERNELS_ATTENTION_DECODE_LAUNCH_H_
 
@@ -93,6 +94,20 @@ struct DecodeLaunch {
 
 // The CUBEs a decode launch uses (to build only those in the ChipSim).
 absl::StatusOr<std::vector<uint32_t>> DecodeCubes(const pb::Chip& chip, const DecodeConfig& cfg);
+
+// Whether the launch fits the chip, checked before anything is placed (LaunchDecode calls it).
+// Every PE of a KV head's group holds one rank of that head per request (kv_per_cube heads per
+// PE in the short kernel); the group root also holds O. InvalidArgument, one line, naming the
+// busiest PE, the need and the capacity:
+// - HBM (field s / request_lengths / max_context): K, V, Q, O of every request, each
+//   allocation 256 B aligned as host::HbmAllocator does.
+// - TCM (field users; instances per PE = users x heads per PE): the persistent arena holds each
+//   instance's q, m (x2), l, O and Sj buffers (opt3 2, opt2 up to 8); the scratch arena, split
+//   evenly, must hold an instance's larger of one KV tile's temporaries and its reduce's
+//   receive buffers and merge temporaries (decode.cc, lse_merge.cc) plus the stored O. Every
+//   instance is counted as the busiest one (a full rank at the busiest reduce node), so a rank
+//   left empty (S < C·P) is not credited. The message says how many requests fit.
+absl::Status CheckDecodeCapacity(const pb::Chip& chip, const DecodeConfig& cfg);
 
 // Places the tensors (writing `inputs[u]` into `store` when both are given) and adds the
 // kernel instances of every rank and request to `runtime`.

@@ -13,11 +13,17 @@ namespace ahbm::launch {
 absl::StatusOr<std::vector<CompareRow>> CompareDecode(const pb::Chip& chip,
                                                       const pb::Workload& workload,
                                                       const std::vector<pb::Variant>& variants) {
+  if (workload.short_long_threshold() != 0 &&
+      std::find(variants.begin(), variants.end(), pb::AUTO) == variants.end()) {
+    return absl::InvalidArgumentError(
+        "short_long_threshold: only the AUTO variant uses it; add auto to the variants");
+  }
   std::vector<CompareRow> rows;
   for (pb::Variant variant : variants) {
     pb::Workload w = workload;
     w.set_kernel(pb::DECODE);
     w.set_variant(variant);
+    if (variant != pb::AUTO) w.clear_short_long_threshold();  // only AUTO uses it
     w.set_data(false);
     w.clear_seed();
     absl::StatusOr<LaunchResult> result = RunDecodeWorkload(chip, w, LaunchOptions{});

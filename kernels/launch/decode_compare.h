@@ -3,7 +3,8 @@
 // timing mode, as one table — latency, sweep and reduce time, roofline bound and ratio, ratio to
 // the baseline, binding resource, K/V bytes read, reduce rounds, events.
 //
-// Contract: each row is RunDecodeWorkload of the workload with `variant` replaced; sweep_ps is
+// Contract: each row is RunDecodeWorkload of the workload with `variant` replaced
+// (short_long_threshold kept for AUTO only, and refused when AUTO is not listed); sweep_ps is
 // the end of the last GEMM-bearing command (P·V composite, softmax_pv, dot) of any rank,
 // reduce_ps = latency - sweep; kv_bytes = bytes the DMA engines read minus the Q loads;
 // reduce_rounds = Level-2 + Level-1 rounds (baseline: P - 1 fan-out steps). Deterministic:

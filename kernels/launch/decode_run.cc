@@ -10,11 +10,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "actors/chip_sim.h"
 #include "kernels/attention/baseline.h"
 #include "kernels/host/npy.h"
+#include "kernels/host/placement.h"
 #include "kernels/memory/memory_store.h"
 #include "kernels/runtime/runtime.h"
+#include "topology/ids.h"
 
 namespace ahbm::launch {
 namespace {
@@ -36,9 +39,104 @@ std::string InputStem(const DecodeConfig& cfg, const std::string& name, uint32_t
   return cfg.users == 1 ? name : absl::StrCat(name, u);
 }
 
+// AUTO picks the kernel and its C: an explicit C, group shape, or a kv_per_cube the pick does
+// not use is refused, never silently overridden.
+absl::Status CheckAutoFields(const pb::Workload& w, const AutoChoice& pick) {
+  if (w.c() != 0) {
+    return Invalid("c: AUTO picks the kernel and its C; leave c unset or choose a variant");
+  }
+  if (w.group_rows() != 0 || w.group_cols() != 0) {
+    return Invalid(absl::StrCat(w.group_rows() != 0 ? "group_rows" : "group_cols",
+                                ": AUTO picks the kernel and its C; leave the group shape unset "
+                                "or choose a variant"));
+  }
+  if (w.kv_per_cube() != 0 && pick.variant != pb::SHORT_CONTEXT) {
+    return Invalid(absl::StrCat("kv_per_cube: AUTO picks OPT3 (", pick.why,
+                                "), which does not use it; leave it unset or choose a variant"));
+  }
+  return absl::OkStatus();
+}
 
+// "AUTO -> SHORT_CONTEXT (S 1024 < threshold 2049)", or the variant's name.
+std::string VariantLabel(const pb::Workload& w, uint64_t s) {
+  if (w.variant() != pb::AUTO) {
+    return pb::Variant_Name(w.variant() == pb::VARIANT_UNSPECIFIED ? pb::OPT3 : w.variant());
+  }
+  const AutoChoice pick = DispatchAuto(w, s);
+  return absl::StrCat("AUTO -> ", pb::Variant_Name(pick.variant), " (", pick.why, ")");
+}
+
+using U128 = unsigned __int128;
+
+U128 AlignUp(U128 v, uint64_t align) { return (v + align - 1) / align * align; }
+
+std::string GiB(U128 bytes) {
+  return absl::StrFormat("%.2f GiB", static_cast<double>(bytes) / (uint64_t{1} << 30));
+}
+
+// The baseline's HBM per PE: q [1, d], K^T [d, ceil(S/P)], V [ceil(S/P), d] per query head on
+// the CUBE, O [1, d] at rank 0 (LaunchBaseline's allocations, 256 B aligned).
+absl::Status CheckBaselineHbm(const pb::Chip& chip, const DecodeConfig& cfg) {
+  const U128 block = (U128{cfg.s} + cfg.p - 1) / cfg.p;
+  const U128 need = 2 * AlignUp(U128{cfg.d} * 2, 256) + 2 * AlignUp(block * cfg.d * 2, 256);
+  const uint64_t region = chip.sip().cube().hbm_bytes() / chip.sip().cube().pes();
+  if (need <= region) return absl::OkStatus();
+  const topology::ChipIndex index(chip);
+  const uint32_t pe = cfg.sip * index.cubes_per_sip() * index.pes_per_cube();
+  return Invalid(absl::StrCat("s: the baseline's K and V blocks (", static_cast<uint64_t>(block),
+                              " keys per PE) need ", GiB(need), " of HBM on ",
+                              host::PeName(index, pe), ", its region holds ", region, " B (",
+                              GiB(region), ")"));
+}
+
+// Data mode: inputs (and the copy of request 0's in the result), outputs as float, and the
+// HBM image of K, V, Q, O (bf16, per rank, 64 KiB pages) against kDataModeHostBytes.
+absl::Status CheckDataModeMemory(const DecodeConfig& cfg, bool baseline) {
+  const uint64_t page = 64 << 10;
+  const U128 q = U128{cfg.h_q} * cfg.t_q * cfg.d;
+  const uint64_t ranks = baseline ? cfg.p : uint64_t{cfg.c} * cfg.p;
+  const uint64_t shards = baseline ? cfg.h_q : cfg.h_kv;  // K/V copies: per query head (baseline)
+  U128 bytes = 0;
+  // Without request_lengths every request is alike: request 0, then the rest at once.
+  const uint32_t lengths = cfg.request_lengths.empty() ? std::min(cfg.users, 2u) : cfg.users;
+  for (uint32_t u = 0; u < lengths; ++u) {
+    const U128 kv = U128{cfg.h_kv} * cfg.ContextOf(u) * cfg.d;
+    const U128 block = (U128{cfg.MaxContextOf(u)} + ranks - 1) / ranks;
+    const U128 slots = baseline ? block : AlignUp(block, cfg.tile);
+    const U128 image = U128{shards} * ranks * (AlignUp(slots * cfg.d * 2, page) +
+                                              AlignUp(block * cfg.d * 2, page) + page) +
+                       2 * q * ranks;
+    const U128 copies = cfg.request_lengths.empty() && u == 1 ? cfg.users - 1 : 1;
+    bytes += copies * (4 * (2 * kv + 2 * q) + image);
+    if (u == 0) bytes += 4 * (2 * kv + q);
+  }
+  if (bytes <= kDataModeHostBytes) return absl::OkStatus();
+  return Invalid(absl::StrCat("data: data mode would hold ~", GiB(bytes),
+                              " on the host (inputs, outputs, the HBM image of K, V, Q, O), above "
+                              "its bound of ", GiB(kDataModeHostBytes),
+                              " (kDataModeHostBytes); use timing mode, a shorter s or fewer users"));
+}
+
+// Everything that must fit before a run starts (decode_run.h "Capacity").
+absl::Status CheckCapacity(const pb::Chip& chip, const DecodeConfig& cfg, const pb::Workload& w) {
+  if (absl::Status s = IsBaseline(w) ? CheckBaselineHbm(chip, cfg)
+                                     : kernels::CheckDecodeCapacity(chip, cfg);
+      !s.ok()) {
+    return s;
+  }
+  return w.data() ? CheckDataModeMemory(cfg, IsBaseline(w)) : absl::OkStatus();
+}
 
 }  // namespace
+
+AutoChoice DispatchAuto(const pb::Workload& w, uint64_t s) {
+  AutoChoice pick;
+  pick.threshold = Or(w.short_long_threshold(), kShortLongThreshold);
+  const bool is_short = s < pick.threshold;
+  pick.variant = is_short ? pb::SHORT_CONTEXT : pb::OPT3;
+  pick.why = absl::StrCat("S ", s, is_short ? " < " : " >= ", "threshold ", pick.threshold);
+  return pick;
+}
 
 absl::StatusOr<DecodeConfig> DecodeConfigOf(const pb::Chip& chip, const pb::Workload& w) {
   if (absl::Status s = CheckUnusedWorkloadFields(
@@ -88,6 +186,9 @@ absl::StatusOr<DecodeConfig> DecodeConfigOf(const pb::Chip& chip, const pb::Work
   if (w.kv_per_cube() != 0 && w.variant() != pb::SHORT_CONTEXT && w.variant() != pb::AUTO) {
     return Invalid("kv_per_cube: only the SHORT_CONTEXT and AUTO variants use it");
   }
+  if (w.short_long_threshold() != 0 && w.variant() != pb::AUTO) {
+    return Invalid("short_long_threshold: only the AUTO variant uses it");
+  }
   switch (w.variant()) {
     case pb::VARIANT_UNSPECIFIED:
     case pb::OPT3:
@@ -110,14 +211,17 @@ absl::StatusOr<DecodeConfig> DecodeConfigOf(const pb::Chip& chip, const pb::Work
       }
       cfg.c = 1;
       break;
-    case pb::AUTO:
-      // The short/long dispatcher: the threshold is the measured crossover (decode_run.h).
+    case pb::AUTO: {
+      // The short/long dispatcher (DispatchAuto; threshold default measured, decode_run.h).
+      const AutoChoice pick = DispatchAuto(w, cfg.s);
+      if (absl::Status s = CheckAutoFields(w, pick); !s.ok()) return s;
       cfg.variant = kernels::DecodeVariant::kOpt3;
-      if (cfg.s < kShortLongThreshold) {
+      if (pick.variant == pb::SHORT_CONTEXT) {
         cfg.kv_per_cube = Or(w.kv_per_cube(), 1u);
         cfg.c = 1;
       }
       break;
+    }
     default:
       return Invalid(absl::StrCat("variant: ", pb::Variant_Name(w.variant()),
                                   " is not implemented for DECODE yet (OPT1, OPT2, OPT3, "
@@ -145,6 +249,7 @@ absl::StatusOr<DecodeConfig> DecodeConfigOf(const pb::Chip& chip, const pb::Work
   absl::StatusOr<std::vector<uint32_t>> cubes =
       IsBaseline(w) ? kernels::BaselineCubes(chip, cfg) : kernels::DecodeCubes(chip, cfg);
   if (!cubes.ok()) return cubes.status();
+  if (absl::Status s = CheckCapacity(chip, cfg, w); !s.ok()) return s;
   return cfg;
 }
 
@@ -213,7 +318,7 @@ absl::StatusOr<LaunchResult> RunDecodeWorkload(const pb::Chip& chip, const pb::W
   sim_options.keep_op_log = options.keep_op_log;
   sim_options.cubes = *cubes;
   sim_options.workload_summary = absl::StrCat(
-      "decode ", baseline ? "BASELINE_FANOUT" : pb::Variant_Name(w.variant() == pb::VARIANT_UNSPECIFIED ? pb::OPT3 : w.variant()),
+      "decode ", VariantLabel(w, cfg.s),
       ": H_q ", cfg.h_q, ", H_kv ", cfg.h_kv, ", d ", cfg.d, ", S ", cfg.s, ", T_q ", cfg.t_q,
       ", C ", baseline ? 1 : cfg.c, ", P ", cfg.p, ", TILE ", cfg.tile, ", users ", cfg.users,
       data ? "; data mode" : "; timing mode");

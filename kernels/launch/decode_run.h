@@ -6,10 +6,17 @@
 // - Defaults (Llama3-70B, DESIGN §2/§6) for fields left 0: h_q 64, h_kv 8, d 128, t_q 1,
 //   tile 256, c 8, p 8, users 1, variant OPT3, reduce topologies TREE, k_layout TILE_MAJOR.
 //   `s` must be set. Variants: OPT1, OPT2, OPT3 (kernels/attention/decode.h), SHORT_CONTEXT
-//   (opt3 sweeps with kv_per_cube whole heads per CUBE, default 1, C = 1), AUTO (SHORT_CONTEXT
-//   below kShortLongThreshold, else OPT3) and BASELINE_FANOUT (baseline.h); others are refused
-//   as not implemented yet. Fields DECODE does not use (gemm_*, vector_len, cube, q_tile,
-//   query_split) must be unset; kv_per_cube only with SHORT_CONTEXT / AUTO.
+//   (opt3 sweeps with kv_per_cube whole heads per CUBE, default 1, C = 1), AUTO (DispatchAuto:
+//   SHORT_CONTEXT below short_long_threshold, 0 = kShortLongThreshold, else OPT3 with the
+//   default C) and BASELINE_FANOUT (baseline.h); others are refused as not implemented yet.
+//   Fields DECODE does not use (gemm_*, vector_len, cube, q_tile, query_split) must be unset;
+//   kv_per_cube only with SHORT_CONTEXT / AUTO, short_long_threshold only with AUTO. AUTO
+//   picks C itself: c, group_rows, group_cols are refused with it, and kv_per_cube when it
+//   picks OPT3. The report's workload line says what AUTO picked and why.
+// - Capacity, checked before anything is placed or simulated (one line, exit 2 in `ahbm`):
+//   KV caches per PE against its HBM region and instances per PE against its TCM arenas
+//   (kernels::CheckDecodeCapacity; the baseline: its K/V blocks against HBM), and in data
+//   mode the host-memory estimate against kDataModeHostBytes.
 // - Data mode: q.npy [H_q, T_q, d], k.npy and v.npy [H_kv, S, d] from inputs_dir (one request:
 //   users must be 1), else drawn from `seed` (Q, K ~ N(0, 1), V ~ U(-2, 2), one set per
 //   request); outputs o.npy [H_q, T_q, d] (users = 1) or o<u>.npy per request.
@@ -19,6 +26,9 @@
 //   its three messages.
 #ifndef AHBMSIM_KERNELS_LAUNCH_DECODE_RUN_H_
 #define AHBMSIM_KERNELS_LAUNCH_DECODE_RUN_H_
+
+#include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -33,9 +43,24 @@ namespace ahbm::launch {
 // the short-context kernel (whole heads per CUBE, kv_per_cube 1), longer ones the long-context
 // opt3 kernel (C = P = 8 by default). Measured, not the ADR's 256 K: Llama3-70B decode on
 // topology/chip_4sip.textproto, profile zero, `ahbm compare --variants=short_context,opt3
-// --s=S`: S = 2048 short 1951 ns / long 2025 ns; S = 2049 short 2138 ns / long 1993 ns (the
-// short kernel's PEs need a second 256-key tile). The long kernel wins from 2049 on.
+// --s=S`: S = 2047 short 1950 ns / long 2024 ns; 2048: 1951 / 2025; 2049: 2138 / 1993 (the
+// short kernel's PEs need a second 256-key tile); 2050: 2138 / 1993. The long kernel wins from
+// 2049 on (launch_test checks two points each side). Workload field short_long_threshold
+// overrides it.
 inline constexpr uint64_t kShortLongThreshold = 2049;
+
+// What variant AUTO runs for a workload whose (longest) context length is `s`, and why:
+// SHORT_CONTEXT when s < threshold, else OPT3; `why` = "S 1024 < threshold 2049".
+struct AutoChoice {
+  pb::Variant variant = pb::OPT3;
+  uint64_t threshold = 0;
+  std::string why;
+};
+AutoChoice DispatchAuto(const pb::Workload& w, uint64_t s);
+
+// Data mode keeps every value on the host: a run whose estimate (inputs, outputs and the HBM
+// image of K, V, Q, O) exceeds this bound is refused up front (field data).
+inline constexpr uint64_t kDataModeHostBytes = uint64_t{4} << 30;
 
 // The decode configuration of a DECODE workload (defaults applied), or the field's error.
 absl::StatusOr<kernels::DecodeConfig> DecodeConfigOf(const pb::Chip& chip, const pb::Workload& w);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "actors/observe/op_log.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -376,35 +377,241 @@ TEST(ValidateWorkload, MeshesWithoutAnIpcqRingAreRefused) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("the chip's 3x3 PE mesh has none"));
 }
 
-// The short/long decode dispatcher (variant AUTO): below kShortLongThreshold whole heads per
-// CUBE and no NOC traffic (the short-context kernel), from it on the long-context kernel with
-// its Level-1 reduce over the NOC.
+// The short/long decode dispatcher (variant AUTO): below the threshold whole heads per CUBE
+// and no NOC traffic (the short-context kernel), from it on the long-context kernel (default
+// C = 8) with its Level-1 reduce over the NOC.
+pb::Workload SmallAuto(uint64_t s) {
+  pb::Workload w;
+  w.set_kernel(pb::DECODE);
+  w.set_variant(pb::AUTO);
+  w.set_h_q(8);
+  w.set_h_kv(1);
+  w.set_d(64);
+  w.set_s(s);
+  w.set_p(4);
+  w.set_tile(64);
+  return w;
+}
+
+int NocSends(const LaunchResult& result) {
+  int sends = 0;
+  for (const pb::TraceRecord& r : result.op_log) {
+    if (r.has_op() && r.op().op() == "send_noc") ++sends;
+  }
+  return sends;
+}
+
 TEST(RunWorkload, AutoDispatchesByContextLength) {
-  absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile("topology/small.textproto");
-  ASSERT_TRUE(chip.ok());
+  const pb::Chip chip = LoadChip("small");
   for (uint64_t s : {kShortLongThreshold - 1, kShortLongThreshold}) {
-    pb::Workload w;
-    w.set_kernel(pb::DECODE);
-    w.set_variant(pb::AUTO);
-    w.set_h_q(8);
-    w.set_h_kv(2);
-    w.set_d(64);
-    w.set_s(s);
-    w.set_c(2);
-    w.set_p(4);
-    w.set_tile(64);
-    absl::StatusOr<LaunchResult> result = RunWorkload(*chip, w, LaunchOptions{});
+    absl::StatusOr<LaunchResult> result = RunWorkload(chip, SmallAuto(s), LaunchOptions{});
     ASSERT_TRUE(result.ok()) << result.status();
     ASSERT_TRUE(result->runtime_status.ok()) << result->runtime_status;
-    int noc_sends = 0;
-    for (const pb::TraceRecord& r : result->op_log) {
-      if (r.has_op() && r.op().op() == "send_noc") ++noc_sends;
-    }
+    const std::string& summary = result->report.workload_summary();
     if (s < kShortLongThreshold) {
-      EXPECT_EQ(noc_sends, 0) << s;
+      EXPECT_EQ(NocSends(*result), 0) << s;
+      EXPECT_THAT(summary, HasSubstr("decode AUTO -> SHORT_CONTEXT (S 2048 < threshold 2049)"));
+      EXPECT_THAT(summary, HasSubstr(", C 1,"));
     } else {
-      EXPECT_EQ(noc_sends, 3 * 2) << s;  // one Level-1 triplet per head (C = 2)
+      EXPECT_EQ(NocSends(*result), 3 * 7) << s;  // one Level-1 triplet per non-root CUBE
+      EXPECT_THAT(summary, HasSubstr("decode AUTO -> OPT3 (S 2049 >= threshold 2049)"));
+      EXPECT_THAT(summary, HasSubstr(", C 8,"));
     }
+  }
+  // The workload's threshold moves the pick.
+  pb::Workload w = SmallAuto(100);
+  w.set_short_long_threshold(64);
+  absl::StatusOr<LaunchResult> result = RunWorkload(chip, w, LaunchOptions{});
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(NocSends(*result), 3 * 7);
+  EXPECT_THAT(result->report.workload_summary(),
+              HasSubstr("decode AUTO -> OPT3 (S 100 >= threshold 64)"));
+}
+
+// AUTO never silently overrides a field: what it would override is refused in one line.
+TEST(ValidateWorkload, AutoRefusesFieldsItWouldOverride) {
+  const pb::Chip chip = LoadChip("small");
+  const struct {
+    std::function<void(pb::Workload&)> mutate;
+    std::string message;
+  } cases[] = {
+      {[](pb::Workload& w) { w.set_c(2); },
+       "c: AUTO picks the kernel and its C; leave c unset or choose a variant"},
+      {[](pb::Workload& w) { w.set_c(1); },
+       "c: AUTO picks the kernel and its C; leave c unset or choose a variant"},
+      {[](pb::Workload& w) { w.set_group_rows(1); }, "group_rows: AUTO picks the kernel and its C"},
+      {[](pb::Workload& w) { w.set_kv_per_cube(1); },
+       "kv_per_cube: AUTO picks OPT3 (S 4096 >= threshold 2049), which does not use it"},
+      {[](pb::Workload& w) {
+         w.set_variant(pb::OPT3);
+         w.set_short_long_threshold(10);
+       },
+       "short_long_threshold: only the AUTO variant uses it"},
+  };
+  for (const auto& c : cases) {
+    pb::Workload w = SmallAuto(4096);
+    c.mutate(w);
+    const absl::Status s = ValidateWorkload(chip, w);
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << c.message << ": " << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr(c.message));
+  }
+  // kv_per_cube is the short kernel's: kept when AUTO picks it.
+  pb::Workload w = SmallAuto(1000);
+  w.set_kv_per_cube(1);
+  EXPECT_TRUE(ValidateWorkload(chip, w).ok());
+}
+
+// Llama3-70B decode on the full-scale chip (timing mode, profile zero): two context lengths
+// each side of the default threshold; the kernel AUTO picks is the faster of the two, run
+// explicitly, and AUTO's run is that kernel's.
+TEST(RunWorkload, AutoPicksTheFasterKernelAroundTheThreshold) {
+  const pb::Chip chip = LoadChip("chip_4sip");
+  const auto latency = [&](pb::Variant variant, uint64_t s, std::string* summary) -> uint64_t {
+    pb::Workload w;
+    w.set_kernel(pb::DECODE);
+    w.set_variant(variant);
+    w.set_s(s);
+    LaunchOptions options;
+    options.keep_op_log = false;
+    absl::StatusOr<LaunchResult> r = RunWorkload(chip, w, options);
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (!r.ok()) return 0;
+    EXPECT_TRUE(r->runtime_status.ok()) << r->runtime_status;
+    if (summary != nullptr) *summary = r->report.workload_summary();
+    return r->report.latency_ps();
+  };
+  for (uint64_t s : {kShortLongThreshold - 2, kShortLongThreshold - 1, kShortLongThreshold,
+                     kShortLongThreshold + 1}) {
+    std::string summary;
+    const uint64_t auto_ps = latency(pb::AUTO, s, &summary);
+    const uint64_t short_ps = latency(pb::SHORT_CONTEXT, s, nullptr);
+    const uint64_t long_ps = latency(pb::OPT3, s, nullptr);
+    const bool picks_short = summary.find("AUTO -> SHORT_CONTEXT") != std::string::npos;
+    EXPECT_EQ(picks_short, s < kShortLongThreshold) << summary;
+    EXPECT_EQ(auto_ps, picks_short ? short_ps : long_ps) << s;
+    EXPECT_LT(auto_ps, picks_short ? long_ps : short_ps)
+        << "S " << s << ": short " << short_ps << " ps, long " << long_ps << " ps";
+  }
+}
+
+pb::Workload Decode(uint64_t s) {
+  pb::Workload w;
+  w.set_kernel(pb::DECODE);
+  w.set_s(s);
+  return w;
+}
+
+// A run must succeed: the bad-input checks let it through.
+void ExpectRuns(const pb::Chip& chip, const pb::Workload& w) {
+  LaunchOptions options;
+  options.keep_op_log = false;
+  absl::StatusOr<LaunchResult> r = RunWorkload(chip, w, options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->runtime_status.ok()) << r->runtime_status;
+}
+
+void ExpectRefused(const pb::Chip& chip, const pb::Workload& w, const std::string& message) {
+  const absl::Status s = ValidateWorkload(chip, w);
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr(message));
+  EXPECT_THAT(std::string(s.message()), Not(HasSubstr("\n")));
+}
+
+// HBM: the KV caches of every request against a PE's region, before anything is placed; the
+// boundary is the allocator's (one key more fails placement).
+TEST(ValidateWorkload, KvCachesMustFitThePesHbm) {
+  pb::Chip chip = LoadChip("small");
+  chip.mutable_sip()->mutable_cube()->set_hbm_bytes(4 << 20);  // 1 MiB per PE
+  // h_q 8, h_kv 1, d 64, C·P = 32, TILE 64: K 64 tiles x 8 KiB + V 4080 x 128 B + Q + O.
+  pb::Workload w = Decode(130560);
+  w.set_h_q(8);
+  w.set_h_kv(1);
+  w.set_d(64);
+  w.set_c(8);
+  w.set_p(4);
+  w.set_tile(64);
+  ExpectRuns(chip, w);
+  w.set_s(130561);
+  ExpectRefused(chip, w,
+                "s: the KV caches of 1 request(s) need 1048832 B (1.00 MiB) of HBM on pe 4 "
+                "(sip0.cube1.pe0) (1 KV head(s) per PE), its region holds 1048576 B (1.00 MiB)");
+  w.set_max_context(200000);
+  w.set_s(1000);
+  ExpectRefused(chip, w, "max_context: the KV caches of 1 request(s) need");
+  // Full scale: `ahbm run --kernel=decode --s=100000000000`.
+  ExpectRefused(LoadChip("chip_4sip"), Decode(100'000'000'000),
+                "s: the KV caches of 1 request(s) need 800000028672 B (745.06 GiB) of HBM on pe 9 "
+                "(sip0.cube1.pe1) (1 KV head(s) per PE), its region holds 4294967296 B");
+  pb::Workload base = Decode(100'000'000'000);
+  base.set_variant(pb::BASELINE_FANOUT);
+  ExpectRefused(LoadChip("chip_4sip"), base,
+                "s: the baseline's K and V blocks (12500000000 keys per PE) need");
+}
+
+// TCM: instances per PE (users x heads per PE) against the arenas; the boundary is the
+// runtime's (one request more overflows an arena).
+TEST(ValidateWorkload, InstancesMustFitThePesTcm) {
+  const pb::Chip full = LoadChip("chip_4sip");
+  pb::Workload w = Decode(2000);
+  w.set_variant(pb::SHORT_CONTEXT);
+  w.set_kv_per_cube(8);
+  w.set_users(4);
+  ExpectRuns(full, w);
+  w.set_users(5);
+  ExpectRefused(full, w,
+                "users: 5 request(s) x 8 KV head(s) = 40 kernel instances on pe 1 (sip0.cube0.pe1) "
+                "need 28160 B of TCM scratch each (a KV tile's or the reduce's temporaries); the "
+                "1048576 B scratch arena gives each 26214 B; at most 4 request(s) fit");
+  // The persistent arena (opt2's 8 Sj buffers of a 1024-key tile).
+  pb::Workload p = Decode(262144);
+  p.set_variant(pb::OPT2);
+  p.set_h_q(8);
+  p.set_h_kv(1);
+  p.set_d(64);
+  p.set_c(8);
+  p.set_p(4);
+  p.set_tile(1024);
+  p.set_users(12);
+  ExpectRefused(LoadChip("small"), p,
+                "users: 12 request(s) x 1 KV head(s) = 12 kernel instances on pe 4 "
+                "(sip0.cube1.pe0) need 12 x 265408 B of the TCM persistent arena (q, m, l, O, Sj "
+                "buffers), which holds 3080192 B beside 65536 B of message staging; at most 11 request(s) fit");
+  pb::Workload many = Decode(4096);
+  many.set_users(24);
+  ExpectRefused(full, many, "at most 19 request(s) fit");
+  many.set_users(100000);
+  ExpectRefused(full, many, "s, users: the KV caches of 100000 request(s) need 8601600000 B");
+}
+
+TEST(ValidateWorkload, DataModeHostMemoryIsBounded) {
+  const pb::Chip full = LoadChip("chip_4sip");
+  pb::Workload w = Decode(4'000'000);
+  w.set_users(8);
+  w.set_data(true);
+  ExpectRefused(full, w,
+                "data: data mode would hold ~397.42 GiB on the host (inputs, outputs, the HBM "
+                "image of K, V, Q, O), above its bound of 4.00 GiB (kDataModeHostBytes)");
+  w.set_data(false);
+  EXPECT_TRUE(ValidateWorkload(full, w).ok());  // timing mode holds no values
+  w.set_data(true);
+  w.set_s(131072);
+  w.set_users(1);
+  EXPECT_TRUE(ValidateWorkload(full, w).ok());  // the README's case fits
+}
+
+TEST(ValidateWorkload, KvPerCubeIsAPowerOfTwoUpToEight) {
+  const pb::Chip full = LoadChip("chip_4sip");
+  for (uint32_t k : {3u, 5u, 16u}) {
+    pb::Workload w = Decode(1000);
+    w.set_variant(pb::SHORT_CONTEXT);
+    w.set_kv_per_cube(k);
+    ExpectRefused(full, w, absl::StrCat("kv_per_cube: must be 1, 2, 4 or 8 (got ", k, ")"));
+  }
+  for (uint32_t k : {1u, 2u, 4u, 8u}) {
+    pb::Workload w = Decode(1000);
+    w.set_variant(pb::SHORT_CONTEXT);
+    w.set_kv_per_cube(k);
+    EXPECT_TRUE(ValidateWorkload(full, w).ok()) << k;
   }
 }
 
