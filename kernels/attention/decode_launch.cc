@@ -158,6 +158,8 @@ absl::StatusOr<DecodeLaunch> LaunchDecode(const pb::Chip& chip, const DecodeConf
   shape.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(cfg.d)));
   shape.variant = cfg.variant;
   shape.scratch_scope = cfg.scratch_scope;
+  shape.packed_payload = cfg.packed_payload;
+  shape.fused_merge = cfg.fused_merge;
 
   host::HbmAllocator allocator(chip);
   const topology::Mesh& pe_mesh = index.pe_mesh();
