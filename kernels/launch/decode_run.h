@@ -17,6 +17,8 @@
 //   Level-2 rounds x one IPCQ (m, l, O) triplet, plus Level-1 rounds x one NOC hop triplet
 //   (BASELINE_FANOUT: P - 1 IPCQ triplets); a triplet = one link latency + the serialisation of
 //   its three messages.
+//   The bound is the same for reduce_payload PACKED (one message of the same bytes: one link
+//   latency less per hop, kept as is so the options compare against one bound).
 #ifndef AHBMSIM_KERNELS_LAUNCH_DECODE_RUN_H_
 #define AHBMSIM_KERNELS_LAUNCH_DECODE_RUN_H_
 
