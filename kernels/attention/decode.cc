@@ -274,6 +274,13 @@ Task<void> DecodeRank(Tl& tl, DecodeShape shape, RankPlan plan) {
   st.l = r.l;
   st.o = r.o;
   st.pack = r.pack;
+  if (shape.packed_payload) {
+    const Tensor packed_m = PackedViews(shape, r.pack).m;
+    if (st.m.ref().addr() != packed_m.ref().addr()) {  // a sweep that swapped m an unexpected
+      co_await tl.Copy(st.m, packed_m);                // number of times: one copy, still right
+      st.m = packed_m;
+    }
+  }
   co_await ReduceAndStore(tl, shape, plan, st);
 }
 

@@ -177,7 +177,8 @@ std::string OpLogBytes(const DecodeRun& run) {
 
 // The tree of C = 4 CUBEs x P = 4 PEs has 4·3 IPCQ edges and 3 NOC edges. Triplet: three
 // messages per edge; packed: one. Primitive: 11 MATH ops per edge; fused: one lse_merge.
-// Packed + fused ends the reduce earlier than the ADR's triplet + primitive, in both profiles.
+// Packed: the sweep's state is sent from where it lies (no copy). Packed + fused ends the reduce
+// earlier than the ADR's triplet + primitive, in both profiles.
 TEST(ReduceOptionsStructure, OneMessageAndOneMergePerEdge) {
   const pb::Chip chip = Load("topology/small.textproto");
   const DecodeConfig base = Small(8, 1, 4096, 4, 4);
@@ -198,6 +199,7 @@ TEST(ReduceOptionsStructure, OneMessageAndOneMergePerEdge) {
         EXPECT_EQ(Count(run, "send_noc"), per_edge * noc_edges) << what;
         EXPECT_EQ(Count(run, "recv_ipcq"), per_edge * ipcq_edges) << what;
         EXPECT_EQ(Count(run, "lse_merge", ".scheduler"), o.fused ? ipcq_edges + noc_edges : 0u) << what;
+        EXPECT_EQ(Count(run, "math_COPY", ".scheduler"), 0u) << what;  // the state is sent in place
         const uint64_t latency = run.sim->latency().value();
         if (!o.packed && !o.fused) {
           adr_latency = latency;
