@@ -181,9 +181,11 @@ std::string OpLogBytes(const DecodeRun& run) {
 // earlier than the ADR's triplet + primitive, in both profiles.
 TEST(ReduceOptionsStructure, OneMessageAndOneMergePerEdge) {
   const pb::Chip chip = Load("topology/small.textproto");
-  const DecodeConfig base = Small(8, 1, 4096, 4, 4);
   const size_t ipcq_edges = 4 * 3, noc_edges = 3;
-  for (const std::string profile : {"zero", "realistic"}) {
+  // 16 ranks of 192 or 256 keys: 3 or 4 tiles of 64 (opt1/opt3 end on either m buffer).
+  for (const auto& [profile, s] : {std::pair<std::string, uint64_t>{"zero", 3072}, {"zero", 4096},
+                                   {"realistic", 3072}}) {
+    const DecodeConfig base = Small(8, 1, s, 4, 4);
     for (DecodeVariant variant : kVariants) {
       uint64_t adr_latency = 0;
       for (const Options& o : kOptions) {
@@ -191,7 +193,8 @@ TEST(ReduceOptionsStructure, OneMessageAndOneMergePerEdge) {
         cfg.variant = variant;
         cfg.packed_payload = o.packed;
         cfg.fused_merge = o.fused;
-        const std::string what = profile + " variant " + std::to_string(int(variant)) + " " + o.Name();
+        const std::string what = profile + " S " + std::to_string(s) + " variant " +
+                                 std::to_string(int(variant)) + " " + o.Name();
         DecodeRun run = RunDecode(chip, cfg, {}, profile);
         ASSERT_TRUE(run.status.ok()) << what << ": " << run.status;
         const size_t per_edge = o.packed ? 1 : 3;
