@@ -201,7 +201,8 @@ TEST(ReduceOptionsStructure, OneMessageAndOneMergePerEdge) {
         EXPECT_EQ(Count(run, "send_ipcq"), per_edge * ipcq_edges) << what;
         EXPECT_EQ(Count(run, "send_noc"), per_edge * noc_edges) << what;
         EXPECT_EQ(Count(run, "recv_ipcq"), per_edge * ipcq_edges) << what;
-        EXPECT_EQ(Count(run, "lse_merge", ".scheduler"), o.fused ? ipcq_edges + noc_edges : 0u) << what;
+        EXPECT_EQ(Count(run, "lse_merge", ".scheduler"), o.fused ? ipcq_edges + noc_edges : 0u)
+            << what;
         EXPECT_EQ(Count(run, "math_COPY", ".scheduler"), 0u) << what;  // the state is sent in place
         const uint64_t latency = run.sim->latency().value();
         if (!o.packed && !o.fused) {
@@ -214,22 +215,25 @@ TEST(ReduceOptionsStructure, OneMessageAndOneMergePerEdge) {
   }
 }
 
-// Every option twice: byte-identical op logs; and timing mode gives the op log of data mode.
+// Every variant and option twice: byte-identical op logs; and timing mode gives the op log of
+// data mode.
 TEST(ReduceOptionsStructure, DeterministicAndTimingEqualsData) {
   const pb::Chip chip = Load("topology/small.textproto");
-  for (const Options& o : kOptions) {
-    DecodeConfig cfg = Small(8, 2, 1000, 2, 4);
-    cfg.variant = DecodeVariant::kOpt2;
-    cfg.packed_payload = o.packed;
-    cfg.fused_merge = o.fused;
-    DecodeRun first = RunDecode(chip, cfg, {});
-    DecodeRun second = RunDecode(chip, cfg, {});
-    ASSERT_TRUE(first.status.ok() && second.status.ok()) << o.Name();
-    EXPECT_EQ(OpLogBytes(first), OpLogBytes(second)) << o.Name();
-    std::mt19937_64 rng(3);
-    DecodeRun data = RunDecode(chip, cfg, {RandomDecodeInputs(cfg, 0, rng)});
-    ASSERT_TRUE(data.status.ok()) << o.Name() << ": " << data.status;
-    EXPECT_EQ(OpLogBytes(first), OpLogBytes(data)) << o.Name();
+  for (DecodeVariant variant : kVariants) {
+    for (const Options& o : kOptions) {
+      DecodeConfig cfg = Small(8, 2, 1000, 2, 4);
+      cfg.variant = variant;
+      cfg.packed_payload = o.packed;
+      cfg.fused_merge = o.fused;
+      DecodeRun first = RunDecode(chip, cfg, {});
+      DecodeRun second = RunDecode(chip, cfg, {});
+      ASSERT_TRUE(first.status.ok() && second.status.ok()) << o.Name();
+      EXPECT_EQ(OpLogBytes(first), OpLogBytes(second)) << o.Name();
+      std::mt19937_64 rng(3);
+      DecodeRun data = RunDecode(chip, cfg, {RandomDecodeInputs(cfg, 0, rng)});
+      ASSERT_TRUE(data.status.ok()) << o.Name() << ": " << data.status;
+      EXPECT_EQ(OpLogBytes(first), OpLogBytes(data)) << o.Name();
+    }
   }
 }
 
