@@ -185,6 +185,8 @@ expect_one_line_error '--reduce_options: runs every reduce_payload x reduce_merg
   --topology=$small --reduce_options --reduce_merge=fused
 expect_one_line_error '--reduce_options: must be true or false' compare --topology=$small \
   --reduce_options=maybe
+expect_one_line_error 'reduce_merge: BASELINE_FANOUT does not run the ADR reduce' run \
+  --topology=$small --kernel=decode --variant=baseline_fanout --s=100 --c=2 --p=4 --reduce_merge=fused
 expect_one_line_error 's: must be > 0' run --topology=$small --kernel=decode
 expect_one_line_error 'h_q: must be a positive multiple of h_kv' run --topology=$small \
   --kernel=decode --h_q=9 --h_kv=2 --s=100 --c=2 --p=4
