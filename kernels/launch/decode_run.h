@@ -10,6 +10,8 @@
 //   below kShortLongThreshold, else OPT3) and BASELINE_FANOUT (baseline.h); others are refused
 //   as not implemented yet. Fields DECODE does not use (gemm_*, vector_len, cube, q_tile,
 //   query_split) must be unset; kv_per_cube only with SHORT_CONTEXT / AUTO.
+//   reduce_payload / reduce_merge (the ADR reduce's options, kernels/README.md) are refused
+//   for the baselines, which do not run the ADR reduce.
 // - Data mode: q.npy [H_q, T_q, d], k.npy and v.npy [H_kv, S, d] from inputs_dir (one request:
 //   users must be 1), else drawn from `seed` (Q, K ~ N(0, 1), V ~ U(-2, 2), one set per
 //   request); outputs o.npy [H_q, T_q, d] (users = 1) or o<u>.npy per request.
