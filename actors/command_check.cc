@@ -356,6 +356,44 @@ absl::Status CommandChecker::Check(const pb::SoftmaxPvCmd& cmd) const {
   return InCommand("softmax_pv", cmd.cmd_id(), SoftmaxPv(cmd));
 }
 
+absl::Status CommandChecker::LseMerge(const pb::LseMergeCmd& cmd) const {
+  const struct {
+    const pb::TensorRef* t;
+    const char* role;
+    bool vector;  // [R, 1] or [R]; else [R, D]
+  } parts[] = {{&cmd.acc_m(), "acc_m", true}, {&cmd.acc_l(), "acc_l", true},
+               {&cmd.acc_o(), "acc_o", false}, {&cmd.in_m(), "in_m", true},
+               {&cmd.in_l(), "in_l", true},   {&cmd.in_o(), "in_o", false},
+               {&cmd.out_m(), "out_m", true}, {&cmd.out_l(), "out_l", true},
+               {&cmd.out_o(), "out_o", false}};
+  for (const auto& part : parts) {
+    if (absl::Status s = Tensor(*part.t, part.role); !s.ok()) return s;
+    if (part.t->space() != pb::TCM) {
+      return Fail(part.role, "lse_merge works in this PE's TCM (got ", SpaceText(part.t->space()), ")");
+    }
+    if (part.t->dtype() != pb::FP32) {
+      return Fail(part.role, "m, l and O are FP32 (got ", DTypeText(part.t->dtype()), ")");
+    }
+  }
+  if (absl::Status s = Rank2(cmd.acc_o(), "acc_o", "[R, D]"); !s.ok()) return s;
+  const Shape o = ShapeOf(cmd.acc_o());
+  for (const auto& part : parts) {
+    const Shape shape = ShapeOf(*part.t);
+    if (part.vector && shape != Shape{o[0], 1} && shape != Shape{o[0]}) {
+      return Fail(part.role, "shape ", ShapeText(shape), " is not [R, 1] or [R] with R = ", o[0],
+                  " (acc_o is ", ShapeText(o), ")");
+    }
+    if (!part.vector && shape != o) {
+      return Fail(part.role, "shape ", ShapeText(shape), " does not match acc_o ", ShapeText(o));
+    }
+  }
+  return DependsOn(cmd.depends_on(), cmd.cmd_id());
+}
+
+absl::Status CommandChecker::Check(const pb::LseMergeCmd& cmd) const {
+  return InCommand("lse_merge", cmd.cmd_id(), LseMerge(cmd));
+}
+
 absl::Status CommandChecker::Dma(const pb::DmaCmd& cmd) const {
   const pb::TensorRef& src = cmd.src();
   const pb::TensorRef& dst = cmd.dst();

@@ -9,7 +9,7 @@
 //     "<pe>: <kind> cmd <cmd_id>: <role>: <reason>", e.g.
 //     "pe 3 (sip0.cube0.pe3): composite cmd 17: operand b: shape [64, 128] does not match
 //      operand a's K = 32 (a is [8, 32])"
-// <pe> is named as DmaModel names it; <kind> is composite, gemm, math, softmax_pv or dma; <role>
+// <pe> is named as DmaModel names it; <kind> is composite, gemm, math, softmax_pv, lse_merge or dma; <role>
 // names the field ("operand a", "out", "inputs[1]", "epilogue[0] operand", "acc_m", "axis",
 // "scale", "depends_on[2]", ...). CheckTensor alone gives "<pe>: <role>: <reason>". Checks run
 // in a fixed order and the first failure is reported.
@@ -44,9 +44,11 @@
 //   out [C, R]. FILL: no inputs, any out.
 // - SoftmaxPvCmd: s [R, T], v [T, D] (HBM or TCM); acc_m and acc_l each [R, 1] or [R];
 //   acc_o [R, D]; the three accumulators in this PE's TCM and FP32; scale finite and > 0.
+// - LseMergeCmd: acc_o [R, D] sets R and D; acc_m, acc_l, in_m, in_l, out_m, out_l each
+//   [R, 1] or [R]; in_o and out_o [R, D]; all nine in this PE's TCM and FP32.
 // - DmaCmd: src and dst valid, same dtype, same element count (shape product; shapes may
 //   differ); HBM -> HBM is refused (not a DMA path); HBM <-> TCM and TCM -> TCM are accepted.
-// - depends_on (CompositeCmd, SoftmaxPvCmd): every id must be < cmd_id — a command can depend
+// - depends_on (CompositeCmd, SoftmaxPvCmd, LseMergeCmd): every id must be < cmd_id — a command can depend
 //   only on commands issued before it (cmd ids grow with issue order), which also rules out
 //   self-dependencies and cycles.
 // - Not checked: overlap between tensors (aliasing), input dtypes of GEMM/MATH ops, whether a
@@ -77,6 +79,7 @@ class CommandChecker {
   [[nodiscard]] absl::Status Check(const pb::GemmCmd& cmd) const;
   [[nodiscard]] absl::Status Check(const pb::MathCmd& cmd) const;
   [[nodiscard]] absl::Status Check(const pb::SoftmaxPvCmd& cmd) const;
+  [[nodiscard]] absl::Status Check(const pb::LseMergeCmd& cmd) const;
   [[nodiscard]] absl::Status Check(const pb::DmaCmd& cmd) const;
 
   uint32_t pe() const { return pe_; }
@@ -94,6 +97,7 @@ class CommandChecker {
   absl::Status Epilogue(const pb::CompositeCmd& cmd) const;
   absl::Status Math(const pb::MathCmd& cmd) const;
   absl::Status SoftmaxPv(const pb::SoftmaxPvCmd& cmd) const;
+  absl::Status LseMerge(const pb::LseMergeCmd& cmd) const;
   absl::Status Dma(const pb::DmaCmd& cmd) const;
   // "pe 9 (sip0.cube2.pe1)", or "pe 99" for a PE the chip does not have.
   std::string PeName(uint32_t global_pe) const;

@@ -164,8 +164,26 @@ pb::DmaCmd Dma(const Env& env) {
   return cmd;
 }
 
-using Cmd = std::variant<pb::CompositeCmd, pb::GemmCmd, pb::MathCmd, pb::SoftmaxPvCmd, pb::DmaCmd>;
-constexpr const char* kKinds[] = {"composite", "gemm", "math", "softmax_pv", "dma"};
+// The decode reduce's fused merge, in place: acc [8, 1] / [8, 1] / [8, 128], in likewise.
+pb::LseMergeCmd LseMerge(const Env& env) {
+  pb::LseMergeCmd cmd;
+  cmd.set_cmd_id(30);
+  *cmd.mutable_acc_m() = Tcm(env, 0x1000, pb::FP32, {8, 1});
+  *cmd.mutable_acc_l() = Tcm(env, 0x1100, pb::FP32, {8, 1});
+  *cmd.mutable_acc_o() = Tcm(env, 0x2000, pb::FP32, {8, 128});
+  *cmd.mutable_in_m() = Tcm(env, 0x4000, pb::FP32, {8, 1});
+  *cmd.mutable_in_l() = Tcm(env, 0x4100, pb::FP32, {8, 1});
+  *cmd.mutable_in_o() = Tcm(env, 0x5000, pb::FP32, {8, 128});
+  *cmd.mutable_out_m() = cmd.acc_m();
+  *cmd.mutable_out_l() = cmd.acc_l();
+  *cmd.mutable_out_o() = cmd.acc_o();
+  cmd.add_depends_on(29);
+  return cmd;
+}
+
+using Cmd = std::variant<pb::CompositeCmd, pb::GemmCmd, pb::MathCmd, pb::SoftmaxPvCmd, pb::DmaCmd,
+                         pb::LseMergeCmd>;
+constexpr const char* kKinds[] = {"composite", "gemm", "math", "softmax_pv", "dma", "lse_merge"};
 
 absl::Status CheckCmd(const CommandChecker& checker, const Cmd& cmd) {
   return std::visit([&](const auto& c) { return checker.Check(c); }, cmd);
@@ -570,6 +588,39 @@ std::vector<BadRow> BadRows() {
       {"SoftmaxDependsOnItself",
        [](const Env& e) { return Edit(SoftmaxPv(e), [](auto& c) { c.set_depends_on(0, 21); }); },
        [](const Env&) { return S{"depends_on[0]: cmd 21 is not earlier than cmd 21"}; }},
+      // ---- LseMergeCmd ----
+      {"LseMergeInOShape",
+       [](const Env& e) {
+         return Edit(LseMerge(e), [](auto& c) { SetShape(*c.mutable_in_o(), {8, 64}); });
+       },
+       [](const Env&) { return S{"in_o: shape [8, 64] does not match acc_o [8, 128]"}; }},
+      {"LseMergeOutMRows",
+       [](const Env& e) {
+         return Edit(LseMerge(e), [](auto& c) { SetShape(*c.mutable_out_m(), {4, 1}); });
+       },
+       [](const Env&) {
+         return S{"out_m: shape [4, 1] is not [R, 1] or [R] with R = 8 (acc_o is [8, 128])"};
+       }},
+      {"LseMergeAccORank",
+       [](const Env& e) {
+         return Edit(LseMerge(e), [](auto& c) { SetShape(*c.mutable_acc_o(), {1024}); });
+       },
+       [](const Env&) { return S{"acc_o: rank 1 (shape [1024]); want rank 2 [R, D]"}; }},
+      {"LseMergeInHbm",
+       [](const Env& e) {
+         return Edit(LseMerge(e), [&](auto& c) {
+           *c.mutable_in_l() = Hbm(e.pe, 0x10000, pb::FP32, {8, 1});
+         });
+       },
+       [](const Env&) { return S{"in_l: lse_merge works in this PE's TCM (got HBM)"}; }},
+      {"LseMergeBf16",
+       [](const Env& e) {
+         return Edit(LseMerge(e), [](auto& c) { c.mutable_out_o()->set_dtype(pb::BF16); });
+       },
+       [](const Env&) { return S{"out_o: m, l and O are FP32 (got BF16)"}; }},
+      {"LseMergeDependsOnLater",
+       [](const Env& e) { return Edit(LseMerge(e), [](auto& c) { c.set_depends_on(0, 31); }); },
+       [](const Env&) { return S{"depends_on[0]: cmd 31 is not earlier than cmd 30"}; }},
       // ---- DmaCmd ----
       {"DmaHbmToHbm",
        [](const Env& e) {
@@ -763,6 +814,17 @@ std::vector<GoodRow> GoodRows() {
        [](const Env& e) {
          return Edit(SoftmaxPv(e), [&](auto& c) {
            *c.mutable_v() = Tcm(e, 0x10000, pb::BF16, {32, 128});
+         });
+       }},
+      {"LseMergeInPlace", [](const Env& e) { return Cmd(LseMerge(e)); }},
+      {"LseMergeRank1StatsIntoOtherBuffer",
+       [](const Env& e) {
+         return Edit(LseMerge(e), [&](auto& c) {
+           SetShape(*c.mutable_in_m(), {8});
+           SetShape(*c.mutable_in_l(), {8});
+           *c.mutable_out_m() = Tcm(e, 0x8000, pb::FP32, {8, 1});
+           *c.mutable_out_l() = Tcm(e, 0x8020, pb::FP32, {8});
+           *c.mutable_out_o() = Tcm(e, 0x8040, pb::FP32, {8, 128});
          });
        }},
       {"DmaHbmToTcm", [](const Env& e) { return Cmd(Dma(e)); }},

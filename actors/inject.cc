@@ -61,6 +61,25 @@ uint64_t ProgramBuilder::SoftmaxPv(pb::TensorRef s, pb::TensorRef v, pb::TensorR
   return cmd->cmd_id();
 }
 
+uint64_t ProgramBuilder::LseMerge(pb::TensorRef acc_m, pb::TensorRef acc_l, pb::TensorRef acc_o,
+                                  pb::TensorRef in_m, pb::TensorRef in_l, pb::TensorRef in_o,
+                                  std::vector<uint64_t> depends_on) {
+  auto cmd = std::make_shared<pb::LseMergeCmd>();
+  cmd->set_cmd_id(next_id_++);
+  *cmd->mutable_out_m() = acc_m;
+  *cmd->mutable_out_l() = acc_l;
+  *cmd->mutable_out_o() = acc_o;
+  *cmd->mutable_acc_m() = std::move(acc_m);
+  *cmd->mutable_acc_l() = std::move(acc_l);
+  *cmd->mutable_acc_o() = std::move(acc_o);
+  *cmd->mutable_in_m() = std::move(in_m);
+  *cmd->mutable_in_l() = std::move(in_l);
+  *cmd->mutable_in_o() = std::move(in_o);
+  for (uint64_t d : depends_on) cmd->add_depends_on(d);
+  program_.push_back({std::shared_ptr<const pb::LseMergeCmd>(cmd), {}});
+  return cmd->cmd_id();
+}
+
 uint64_t ProgramBuilder::Dot(pb::TensorRef a, pb::TensorRef b, pb::TensorRef out,
                              std::vector<uint64_t> wait_for) {
   auto cmd = std::make_shared<pb::GemmCmd>();

@@ -28,6 +28,10 @@ class ProgramBuilder {
                      std::vector<uint64_t> wait_for = {});
   uint64_t SoftmaxPv(pb::TensorRef s, pb::TensorRef v, pb::TensorRef m, pb::TensorRef l,
                      pb::TensorRef o, float scale, std::vector<uint64_t> depends_on = {});
+  // lse_merge of (in_m, in_l, in_o) into (acc_m, acc_l, acc_o), written in place (out = acc).
+  uint64_t LseMerge(pb::TensorRef acc_m, pb::TensorRef acc_l, pb::TensorRef acc_o,
+                    pb::TensorRef in_m, pb::TensorRef in_l, pb::TensorRef in_o,
+                    std::vector<uint64_t> depends_on = {});
   uint64_t Dot(pb::TensorRef a, pb::TensorRef b, pb::TensorRef out,
                std::vector<uint64_t> wait_for = {});
   uint64_t Math(pb::MathOp op, std::vector<pb::TensorRef> inputs, pb::TensorRef out,

@@ -247,6 +247,7 @@ absl::Status RunRun(const ParsedFlags& flags) {
 
 // ahbm compare: every decode variant and the baseline on one DECODE workload (timing mode),
 // as one table (launch::CompareDecode). Defaults: Llama3-70B shapes, S = 131072.
+// --reduce_options: opt1/opt3/opt2 x reduce_payload x reduce_merge (CompareDecodeReduceOptions).
 absl::Status RunCompare(const ParsedFlags& flags) {
   const std::string path = flags.GetOr("topology", kDefaultTopology);
   absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile(path);
@@ -262,9 +263,14 @@ absl::Status RunCompare(const ParsedFlags& flags) {
   if (workload->data()) return absl::InvalidArgumentError("--data: compare runs in timing mode");
   workload->set_kernel(pb::DECODE);
   if (workload->s() == 0) workload->set_s(131072);
+  const absl::StatusOr<bool> by_options_or = BoolFlag(flags, "reduce_options");
+  if (!by_options_or.ok()) return by_options_or.status();
+  const bool by_options = *by_options_or;
   std::vector<pb::Variant> variants;
+  const std::string default_variants =
+      by_options ? "opt1,opt3,opt2" : "opt1,opt3,opt2,baseline_fanout";
   for (const absl::string_view name :
-       absl::StrSplit(flags.GetOr("variants", "opt1,opt3,opt2,baseline_fanout"), ',')) {
+       absl::StrSplit(flags.GetOr("variants", default_variants), ',')) {
     pb::Variant v;
     if (!pb::Variant_Parse(absl::AsciiStrToUpper(std::string(name)), &v)) {
       return absl::InvalidArgumentError(
@@ -272,10 +278,25 @@ absl::Status RunCompare(const ParsedFlags& flags) {
     }
     variants.push_back(v);
   }
+  if (by_options) {
+    if (workload->reduce_payload() != pb::REDUCE_PAYLOAD_UNSPECIFIED ||
+        workload->reduce_merge() != pb::REDUCE_MERGE_UNSPECIFIED) {
+      return absl::InvalidArgumentError(
+          "--reduce_options: runs every reduce_payload x reduce_merge; do not set either");
+    }
+    for (pb::Variant v : variants) {
+      if (v != pb::OPT1 && v != pb::OPT2 && v != pb::OPT3) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--variants: ", absl::AsciiStrToLower(pb::Variant_Name(v)),
+            " has no ADR reduce; --reduce_options takes opt1, opt2, opt3"));
+      }
+    }
+  }
   absl::StatusOr<std::vector<launch::CompareRow>> rows =
-      launch::CompareDecode(*chip, *workload, variants);
+      by_options ? launch::CompareDecodeReduceOptions(*chip, *workload, variants)
+                 : launch::CompareDecode(*chip, *workload, variants);
   if (!rows.ok()) return rows.status();
-  std::fputs(launch::FormatCompareTable(*chip, *rows).c_str(), stdout);
+  std::fputs(launch::FormatCompareTable(*chip, *rows, by_options).c_str(), stdout);
   return absl::OkStatus();
 }
 
@@ -284,6 +305,10 @@ std::vector<FlagSpec> CompareFlags() {
       {"topology", "chip config, protobuf text format (ahbm.pb.Chip)", kDefaultTopology},
       {"variants", "comma-separated decode variants, in table order",
        "opt1,opt3,opt2,baseline_fanout"},
+      {"reduce_options",
+       "each variant x reduce_payload {triplet, packed} x reduce_merge {primitive, fused} "
+       "(default variants then opt1,opt3,opt2)",
+       "false"},
       {"workload", "DECODE workload, protobuf text format; flags below override it", ""}};
   for (const launch::WorkloadField& field : launch::WorkloadFields()) {
     flags.push_back({field.name, field.help, field.name == "s" ? "131072" : ""});

@@ -221,6 +221,35 @@ expect 0 "baseline_fanout .* 1.000" compare --topology=$small --h_q=8 --h_kv=2 -
 expect_one_line_error "--variants: unknown variant 'opt9'" compare --topology=$small --variants=opt9
 expect_one_line_error 'short_long_threshold: only the AUTO variant uses it' compare \
   --topology=$small --short_long_threshold=100
+# compare --reduce_options: 12 rows, opt1/opt3/opt2 x {triplet, packed} x {primitive, fused};
+# packed + fused issues fewer reduce commands and spends less time in the reduce than the ADR's
+# triplet + primitive, for every variant.
+"$ahbm" compare --topology=$small --h_q=8 --h_kv=2 --d=64 --s=2000 --c=2 --p=4 --tile=64 \
+  --reduce_options >"$tmp/reduce_options.txt" 2>&1 || fail "compare --reduce_options exited $?"
+rows=$(grep -cE '^opt[123] +(triplet|packed) +(primitive|fused) ' "$tmp/reduce_options.txt")
+[[ $rows -eq 12 ]] || fail "compare --reduce_options printed $rows rows, want 12: $(cat "$tmp/reduce_options.txt")"
+for v in opt1 opt3 opt2; do
+  for p in triplet packed; do
+    for m in primitive fused; do
+      grep -qE "^$v +$p +$m " "$tmp/reduce_options.txt" || fail "compare --reduce_options lacks $v $p $m"
+    done
+  done
+  # columns: variant payload merge latency sweep reduce roofline x_roof reduce_ops rounds events
+  read -r adr_reduce adr_ops < <(awk -v v=$v '$1 == v && $2 == "triplet" && $3 == "primitive" {print $6, $9}' "$tmp/reduce_options.txt")
+  read -r new_reduce new_ops < <(awk -v v=$v '$1 == v && $2 == "packed" && $3 == "fused" {print $6, $9}' "$tmp/reduce_options.txt")
+  awk -v a="$adr_reduce" -v b="$new_reduce" 'BEGIN { exit !(b < a) }' ||
+    fail "$v: packed+fused reduce_ns $new_reduce not below triplet+primitive $adr_reduce"
+  [[ -n "$new_ops" && -n "$adr_ops" && $new_ops -lt $adr_ops ]] ||
+    fail "$v: packed+fused reduce_ops '$new_ops' not below triplet+primitive '$adr_ops'"
+done
+expect_one_line_error '--variants: baseline_fanout has no ADR reduce' compare --topology=$small \
+  --reduce_options --variants=opt2,baseline_fanout
+expect_one_line_error '--reduce_options: runs every reduce_payload x reduce_merge' compare \
+  --topology=$small --reduce_options --reduce_merge=fused
+expect_one_line_error '--reduce_options: must be true or false' compare --topology=$small \
+  --reduce_options=maybe
+expect_one_line_error 'reduce_merge: BASELINE_FANOUT does not run the ADR reduce' run \
+  --topology=$small --kernel=decode --variant=baseline_fanout --s=100 --c=2 --p=4 --reduce_merge=fused
 expect_one_line_error 's: must be > 0' run --topology=$small --kernel=decode
 # AUTO picks the kernel and its C: an explicit C is refused, the report says what it picked.
 expect_one_line_error 'c: AUTO picks the kernel and its C; leave c unset or choose a variant' \

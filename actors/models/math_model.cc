@@ -56,6 +56,15 @@ Cycles MathFusedCycles(const pb::MathEngine& config, std::span<const MathOpShape
   return total;
 }
 
+Cycles MathSingleStartupCycles(const pb::MathEngine& config, std::span<const MathOpShape> stages) {
+  AHBM_CHECK(!stages.empty()) << "a MATH op needs at least one stage";
+  Cycles total(config.startup_cycles());
+  for (const MathOpShape& stage : stages) {
+    total += MathOpCycles(config, stage) - Cycles(config.startup_cycles());
+  }
+  return total;
+}
+
 MathEngineModel::MathEngineModel(const pb::MathEngine& config, ClockDomain clock)
     : config_(config), clock_(clock) {
   CheckConfig(config_);

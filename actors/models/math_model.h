@@ -21,6 +21,9 @@
 //   elements == 0 is allowed and costs the fixed parts only.
 // - A fused op (a composite epilogue: several stages applied to one tile) costs the sum of its
 //   stages' MathOpCycles — each stage pays its own startup — and occupies the engine once.
+// - A single-start-up fused op (the decode reduce's LseMergeCmd: one command streaming its
+//   stages back to back) costs startup_cycles once plus, per stage, MathOpCycles minus the
+//   stage's startup: MathSingleStartupCycles.
 // - Serve(ready, stages): start = the first PE clock edge at or after max(ready, free_at);
 //   end = start + cycles; free_at becomes end. Ops are served in call order (the caller owns
 //   arbitration). There is no idle penalty beyond startup_cycles.
@@ -63,6 +66,9 @@ Cycles MathOpCycles(const pb::MathEngine& config, const MathOpShape& op);
 
 // The cycles of a fused op: the sum of MathOpCycles over `stages` (at least one).
 Cycles MathFusedCycles(const pb::MathEngine& config, std::span<const MathOpShape> stages);
+
+// startup_cycles + sum over `stages` of (MathOpCycles - startup_cycles) (at least one stage).
+Cycles MathSingleStartupCycles(const pb::MathEngine& config, std::span<const MathOpShape> stages);
 
 // When one op occupies the engine.
 struct MathService {

@@ -135,6 +135,21 @@ TEST(MathFusedCyclesTest, SumsStagesEachWithItsStartup) {
                    math.reduction_extra_cycles()));
 }
 
+// One start-up for the whole op (distinct numbers: start-up 5, 64 lanes, exp 12/cycle,
+// reduction +3): 5 + ceil(8/64) + ceil(8/12) + 4096/64 + 3 = 74.
+TEST(MathSingleStartupCyclesTest, PaysOneStartup) {
+  const pb::MathEngine math = MathConfig(Variant::kDistinct);
+  const std::vector<MathOpShape> stages = {{.op = pb::MUL, .elements = 8},
+                                           {.op = pb::EXP, .elements = 8},
+                                           {.op = pb::REDUCE_SUM, .elements = 4096}};
+  EXPECT_EQ(MathSingleStartupCycles(math, stages),
+            Cycles(math.startup_cycles() + 1 + 1 + 4096 / math.lanes_per_cycle() +
+                   math.reduction_extra_cycles()));
+  EXPECT_EQ(MathSingleStartupCycles(math, stages), Cycles(74));
+  EXPECT_EQ(MathSingleStartupCycles(math, stages) + Cycles(2 * math.startup_cycles()),
+            MathFusedCycles(math, stages));
+}
+
 // --- The stateful engine. ---
 
 class MathEngineModelTest : public ::testing::Test {

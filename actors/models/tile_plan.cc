@@ -49,6 +49,8 @@ const char* TileOpKindName(TileOpKind kind) {
       return "Epilogue";
     case TileOpKind::kSoftmaxMerge:
       return "SoftmaxMerge";
+    case TileOpKind::kLseMerge:
+      return "LseMerge";
     case TileOpKind::kWriteOut:
       return "WriteOut";
   }
@@ -213,6 +215,28 @@ TilePlan PlanSoftmaxPv(const SoftmaxPvShape& shape, const pb::Scheduler& schedul
     plan.ops.push_back(std::move(op));
   }
   plan.epilogue_cycles = plan.ops[0].cycles;
+  return plan;
+}
+
+std::vector<MathOpShape> LseMergeStages(uint64_t rows, uint64_t d) {
+  const uint64_t rd = rows * d;
+  return {
+      {pb::MAXIMUM, rows}, {pb::SUB, rows}, {pb::EXP, rows}, {pb::SUB, rows},
+      {pb::EXP, rows},     {pb::MUL, rows}, {pb::MUL, rows}, {pb::ADD, rows},
+      {pb::MUL, rd},       {pb::MUL, rd},   {pb::ADD, rd},
+  };
+}
+
+TilePlan PlanLseMerge(uint64_t rows, uint64_t d, const pb::MathEngine& math) {
+  AHBM_CHECK(rows > 0 && d > 0) << "empty lse_merge rows=" << rows << " d=" << d;
+  TileOp merge;
+  merge.kind = TileOpKind::kLseMerge;
+  merge.tile = {.m = rows, .k = 0, .n = d};
+  merge.math_stages = LseMergeStages(rows, d);
+  merge.cycles = MathSingleStartupCycles(math, merge.math_stages);
+  TilePlan plan;
+  plan.epilogue_cycles = merge.cycles;
+  plan.ops.push_back(std::move(merge));
   return plan;
 }
 

@@ -89,6 +89,7 @@ enum class TileOpKind {
   kEpilogue,  // fused epilogue of output tile (mi, ni) on the MATH engine: tile = {m_t, 0, n_t}
   kWriteOut,  // output tile (mi, ni) to its home: tile = {m_t, 0, n_t}
   kSoftmaxMerge,  // softmax_pv: the online-softmax merge on the MATH engine: tile = {rows, keys, 0}
+  kLseMerge,      // lse_merge: the decode reduce's merge on the MATH engine: tile = {rows, 0, d}
 };
 
 // "LoadB", "LoadA", "Gemm", "Epilogue", "WriteOut".
@@ -160,6 +161,17 @@ std::vector<MathOpShape> SoftmaxMergeStages(uint64_t rows, uint64_t keys, uint64
 // the rescaled O, so no epilogue and no write-out cost. epilogue_cycles holds the merge cycles.
 TilePlan PlanSoftmaxPv(const SoftmaxPvShape& shape, const pb::Scheduler& scheduler,
                        const pb::GemmEngine& gemm, const pb::MathEngine& math);
+
+// The decode reduce's log-sum-exp merge (ADR-0060 rev2 §4), stage by stage exactly the 11
+// primitive ops of kernels/attention/lse_merge.cc (R = rows, D = d):
+//   MAXIMUM m (R) · SUB m_a - m (R) · EXP s_a (R) · SUB m_b - m (R) · EXP s_b (R) · MUL l_a*s_a (R)
+//   · MUL l_b*s_b (R) · ADD (R) · MUL O_a*s_a (R*D) · MUL O_b*s_b (R*D) · ADD (R*D).
+std::vector<MathOpShape> LseMergeStages(uint64_t rows, uint64_t d);
+
+// lse_merge (workload reduce_merge = FUSED) as one op: a single kLseMerge on the MATH engine
+// whose cycles are MathSingleStartupCycles(LseMergeStages) — the primitive merge's MATH time
+// minus the start-ups of 10 of its 11 ops. epilogue_cycles holds them; no GEMM, no DMA.
+TilePlan PlanLseMerge(uint64_t rows, uint64_t d, const pb::MathEngine& math);
 
 }  // namespace ahbm::sim
 

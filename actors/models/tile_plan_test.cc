@@ -458,5 +458,37 @@ TEST(PlanSoftmaxPvTest, MergeThenPvGemm) {
   EXPECT_EQ(plan.hbm_read_bytes, Bytes(keys * d * 2));
 }
 
+// lse_merge (decode reduce, FUSED): one MATH op whose stages are the primitive merge's 11 ops;
+// one start-up. Derived on paper for rows = 8, d = 128 from the small chip's MATH engine
+// (128 lanes, exp 32/cycle, 8 start-up): eight per-row ops of 8 elements take one cycle
+// each, the three [8, 128] ops 1024 / 128 = 8 cycles each: 8 + 8 + 24 = 40 cycles, where the
+// 11 primitive ops cost 11 * 8 + 8 + 24 = 120.
+TEST(PlanLseMergeTest, OneOpWithOneStartup) {
+  const pb::Pe pe = SmallChipPe();
+  const uint64_t rows = 8, d = 128;
+  const TilePlan plan = PlanLseMerge(rows, d, pe.math());
+  ASSERT_EQ(plan.ops.size(), 1u);
+  const TileOp& op = plan.ops[0];
+  EXPECT_EQ(op.kind, TileOpKind::kLseMerge);
+  EXPECT_STREQ(TileOpKindName(op.kind), "LseMerge");
+  EXPECT_TRUE(op.deps.empty());
+  const uint64_t startup = pe.math().startup_cycles();
+  const uint64_t lanes = pe.math().lanes_per_cycle();
+  const uint64_t row_ops = 8 * CeilDiv(rows, lanes);  // 2 of them EXP: 8 rows < 32 per cycle too
+  const uint64_t o_ops = 3 * CeilDiv(rows * d, lanes);
+  EXPECT_EQ(op.cycles, Cycles(startup + row_ops + o_ops));
+  EXPECT_EQ(op.cycles, Cycles(40));
+  Cycles primitive;
+  for (const MathOpShape& s : LseMergeStages(rows, d)) primitive += MathOpCycles(pe.math(), s);
+  EXPECT_EQ(primitive, Cycles(120));
+  EXPECT_EQ(op.cycles + Cycles(10 * startup), primitive);
+  EXPECT_EQ(plan.epilogue_cycles, op.cycles);
+  EXPECT_EQ(plan.flops, 0u);
+  EXPECT_EQ(plan.hbm_read_bytes, Bytes(0));
+  uint64_t elements = 0;
+  for (const MathOpShape& s : op.math_stages) elements += s.elements;
+  EXPECT_EQ(elements, 8 * rows + 3 * rows * d);
+}
+
 }  // namespace
 }  // namespace ahbm::sim

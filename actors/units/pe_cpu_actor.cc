@@ -29,6 +29,9 @@ std::vector<uint64_t> OwnDeps(const CpuCommand& command) {
           [](const std::shared_ptr<const pb::SoftmaxPvCmd>& c) {
             return std::vector<uint64_t>(c->depends_on().begin(), c->depends_on().end());
           },
+          [](const std::shared_ptr<const pb::LseMergeCmd>& c) {
+            return std::vector<uint64_t>(c->depends_on().begin(), c->depends_on().end());
+          },
           [](const auto&) { return std::vector<uint64_t>(); },
       },
       command);
@@ -41,6 +44,7 @@ void FillIssue(const CpuCommand& command, pb::IssueRecord& rec) {
                  [&](const std::shared_ptr<const pb::SoftmaxPvCmd>& c) { *rec.mutable_softmax_pv() = *c; },
                  [&](const std::shared_ptr<const pb::GemmCmd>& c) { *rec.mutable_gemm() = *c; },
                  [&](const std::shared_ptr<const pb::MathCmd>& c) { *rec.mutable_math() = *c; },
+                 [&](const std::shared_ptr<const pb::LseMergeCmd>& c) { *rec.mutable_lse_merge() = *c; },
              },
              command);
 }
@@ -138,6 +142,7 @@ bool IsBlocking(const CpuCommand& command) {
                         [](const std::shared_ptr<const pb::SoftmaxPvCmd>&) { return false; },
                         [](const std::shared_ptr<const pb::GemmCmd>&) { return true; },
                         [](const std::shared_ptr<const pb::MathCmd>&) { return true; },
+                        [](const std::shared_ptr<const pb::LseMergeCmd>&) { return false; },
                     },
                     command);
 }
@@ -152,6 +157,7 @@ uint32_t IssueCycles(const pb::IssueCostProfile& p, const CpuCommand& command) {
           [&](const std::shared_ptr<const pb::SoftmaxPvCmd>&) { return p.ex_composite_cycles(); },
           [&](const std::shared_ptr<const pb::GemmCmd>&) { return p.dot_cycles(); },
           [&](const std::shared_ptr<const pb::MathCmd>&) { return p.primitive_cycles(); },
+          [&](const std::shared_ptr<const pb::LseMergeCmd>&) { return p.ex_composite_cycles(); },
       },
       command);
 }

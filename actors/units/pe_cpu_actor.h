@@ -4,7 +4,8 @@
 // later, replay); the kernel runtime drives the same actor from `tl` coroutines.
 //
 // Ports:
-// - out DmaCmd / CompositeCmd / SoftmaxPvCmd / GemmCmd / MathCmd to the PE's scheduler.
+// - out DmaCmd / CompositeCmd / SoftmaxPvCmd / GemmCmd / MathCmd / LseMergeCmd to the PE's
+//   scheduler.
 // - in  Completion / CommandError from it.
 //
 // Contract (times in ps; `cpu` = when the CPU is next free, starting at 0):
@@ -12,10 +13,10 @@
 //   its Completion arrives (a StallRecord "cmd <id>"), then pays resume_after_wait_cycles.
 //   Then it pays the command's issue cost; the command leaves at issue = cpu + cost and cpu
 //   becomes issue. Costs by command: DmaCmd load_cycles (store_cycles when the destination is
-//   HBM), CompositeCmd composite_cycles, SoftmaxPvCmd ex_composite_cycles, GemmCmd dot_cycles,
-//   MathCmd primitive_cycles.
+//   HBM), CompositeCmd composite_cycles, SoftmaxPvCmd and LseMergeCmd ex_composite_cycles,
+//   GemmCmd dot_cycles, MathCmd primitive_cycles.
 // - Blocking commands (MathCmd, GemmCmd, a DmaCmd to HBM = store): the CPU waits for the
-//   Completion and pays resume_after_wait_cycles; `load`, composite and softmax_pv return at once.
+//   Completion and pays resume_after_wait_cycles; `load`, composite, softmax_pv and lse_merge return at once.
 // - Op log: an IssueRecord per command (pe, cmd_id, issue_ps, depends_on = wait_for plus the
 //   command's own depends_on, blocking, the command) and a StallRecord per wait; the CPU unit's
 //   stats count commands (ops) and issue time (busy_ps = Σ issue costs).
@@ -43,7 +44,7 @@ namespace ahbm::sim {
 using CpuCommand =
     std::variant<std::shared_ptr<const pb::DmaCmd>, std::shared_ptr<const pb::CompositeCmd>,
                  std::shared_ptr<const pb::SoftmaxPvCmd>, std::shared_ptr<const pb::GemmCmd>,
-                 std::shared_ptr<const pb::MathCmd>>;
+                 std::shared_ptr<const pb::MathCmd>, std::shared_ptr<const pb::LseMergeCmd>>;
 
 struct CpuStep {
   CpuCommand command;

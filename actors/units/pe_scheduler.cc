@@ -123,6 +123,15 @@ void PeScheduler::OnSoftmaxPv(std::shared_ptr<const pb::SoftmaxPvCmd> cmd) {
   Step();
 }
 
+void PeScheduler::OnLseMerge(std::shared_ptr<const pb::LseMergeCmd> cmd) {
+  Cmd* c = Accept(Kind::kLseMerge, cmd->cmd_id(), "lse_merge", checker_.Check(*cmd),
+                  {cmd->depends_on().begin(), cmd->depends_on().end()});
+  if (c == nullptr) return;
+  c->lse_merge = std::move(cmd);
+  Admit(*c);
+  Step();
+}
+
 void PeScheduler::OnDot(std::shared_ptr<const pb::GemmCmd> cmd) {
   Cmd* c = Accept(Kind::kDot, cmd->cmd_id(), "dot", checker_.Check(*cmd), {});
   if (c == nullptr) return;
@@ -202,6 +211,11 @@ void PeScheduler::Admit(Cmd& c) {
       c.plan.ops.push_back(std::move(op));
       break;
     }
+    case Kind::kLseMerge: {
+      const pb::TensorRef& o = c.lse_merge->acc_o();
+      c.plan = PlanLseMerge(o.shape(0), o.shape(1), config_.math());
+      break;
+    }
     case Kind::kDma:
       AHBM_CHECK(false) << "DMA commands are not planned";
   }
@@ -267,7 +281,8 @@ void PeScheduler::AddPlannerOps(Cmd& c, const std::vector<OpId>& extra_deps, int
   c.piece_waiters.assign(n, {});
   for (const TileOp& op : c.plan.ops) {
     const bool gemm = op.kind == TileOpKind::kGemm;
-    const bool math = op.kind == TileOpKind::kEpilogue || op.kind == TileOpKind::kSoftmaxMerge;
+    const bool math = op.kind == TileOpKind::kEpilogue || op.kind == TileOpKind::kSoftmaxMerge ||
+                      op.kind == TileOpKind::kLseMerge;
     if (!gemm && !math) continue;
     OpSpec spec;
     spec.engine = gemm ? EngineKind::kGemm : EngineKind::kMath;
@@ -524,6 +539,9 @@ void PeScheduler::ApplyData(const Cmd& c) {
     case Kind::kDma:
       status = ctx_->data->Apply(*c.dma);
       break;
+    case Kind::kLseMerge:
+      status = ctx_->data->Apply(*c.lse_merge);
+      break;
   }
   if (!status.ok()) {
     ctx_->errors.push_back(absl::StrCat(checker_.pe_name(), ": ", c.op_name, " cmd ", c.cmd_id,
@@ -650,6 +668,7 @@ caf::behavior PeSchedulerBehavior(PeSchedulerActor* self, UnitContext* ctx, Unit
   return {
       [s](const std::shared_ptr<const pb::CompositeCmd>& cmd) { s->OnComposite(cmd); },
       [s](const std::shared_ptr<const pb::SoftmaxPvCmd>& cmd) { s->OnSoftmaxPv(cmd); },
+      [s](const std::shared_ptr<const pb::LseMergeCmd>& cmd) { s->OnLseMerge(cmd); },
       [s](const std::shared_ptr<const pb::GemmCmd>& cmd) { s->OnDot(cmd); },
       [s](const std::shared_ptr<const pb::MathCmd>& cmd) { s->OnMath(cmd); },
       [s](const std::shared_ptr<const pb::DmaCmd>& cmd) { s->OnDma(cmd); },

@@ -5,7 +5,9 @@
 // Ports (all messages std::shared_ptr<const pb::X>):
 // - in  CompositeCmd, SoftmaxPvCmd (non-blocking on the CPU; admitted up to
 //       scheduler.max_inflight_composites at once, the rest wait in issue order),
-//       GemmCmd (`dot`), MathCmd (a primitive MATH op), DmaCmd (`load` / `store`) from the PE CPU
+//       GemmCmd (`dot`), MathCmd (a primitive MATH op), LseMergeCmd (the decode reduce's fused
+//       merge: one MATH op, non-blocking, `depends_on` like a composite, not admission-limited),
+//       DmaCmd (`load` / `store`) from the PE CPU
 //       (any unit: the requester is the event's src).
 // - out Completion{cmd_id, unit = this scheduler, start_ps, end_ps} to the requester at end_ps,
 //       or CommandError{cmd_id, message} at once when the command is invalid (CommandChecker) —
@@ -18,7 +20,7 @@
 // - Issue order: commands get issue_seq 0, 1, ... in arrival order; every tile op of a command
 //   has the priority key (issue_seq, index in its tile plan). A MATH command is one op (index 0).
 // - Tile graphs: composites and `dot` by PlanGemm (operand homes from the TensorRefs' space; a
-//   `dot` has no epilogue), softmax_pv by PlanSoftmaxPv. GEMM / epilogue / merge ops go to the
+//   `dot` has no epilogue), softmax_pv by PlanSoftmaxPv, lse_merge by PlanLseMerge. GEMM / epilogue / merge ops go to the
 //   planner; a load or write-out of an HBM operand is one DmaCmd per tile piece; a TCM-homed
 //   load or write-out costs nothing.
 // - Admission: an admitted composite / softmax_pv sends all its operand loads at once, in plan
@@ -72,6 +74,7 @@ class PeScheduler {
 
   void OnComposite(std::shared_ptr<const pb::CompositeCmd> cmd);
   void OnSoftmaxPv(std::shared_ptr<const pb::SoftmaxPvCmd> cmd);
+  void OnLseMerge(std::shared_ptr<const pb::LseMergeCmd> cmd);
   void OnDot(std::shared_ptr<const pb::GemmCmd> cmd);
   void OnMath(std::shared_ptr<const pb::MathCmd> cmd);
   void OnDma(std::shared_ptr<const pb::DmaCmd> cmd);
@@ -81,7 +84,7 @@ class PeScheduler {
   void OnWake(uint64_t version);
 
  private:
-  enum class Kind { kComposite, kSoftmaxPv, kDot, kMath, kDma };
+  enum class Kind { kComposite, kSoftmaxPv, kDot, kMath, kDma, kLseMerge };
   struct Cmd {
     Kind kind = Kind::kComposite;
     uint64_t cmd_id = 0;
@@ -94,6 +97,7 @@ class PeScheduler {
     std::shared_ptr<const pb::SoftmaxPvCmd> softmax_pv;
     std::shared_ptr<const pb::GemmCmd> dot;
     std::shared_ptr<const pb::MathCmd> math;
+    std::shared_ptr<const pb::LseMergeCmd> lse_merge;
     std::shared_ptr<const pb::DmaCmd> dma;
     bool admitted = false;
     TilePlan plan;

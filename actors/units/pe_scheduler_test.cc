@@ -286,6 +286,57 @@ TEST_F(SchedulerTest, SoftmaxPvChainOnOneAccumulatorIsSerial) {
   EXPECT_LT(free_run.sim->latency(), chain.sim->latency());
 }
 
+// lse_merge (decode reduce, FUSED): one MATH op of startup + Σ ceil(elements / rate) cycles
+// (rows 8, d 128: 8 + 8 per-row ops of one cycle + 3 x 1024 / 128 = 40), non-blocking: the
+// CPU issues the next command at once. A second merge on the same accumulator names the first
+// in depends_on and starts at its end; an EXP issued meanwhile (blocking, younger) waits
+// behind both on the MATH engine: 8 + 8·256 / 32 = 72 cycles from 80. Under the realistic
+// profile the merge leaves the CPU after the ex_composite issue cost.
+TEST_F(SchedulerTest, LseMergeIsOneNonBlockingMathOp) {
+  const uint64_t rows = 8, d = 128;
+  const uint64_t merge_cycles = startup_ + 8 * 1 + 3 * (rows * d / lanes_);
+  ASSERT_EQ(merge_cycles, 40u);
+  const auto build = [&] {
+    ProgramBuilder p;
+    const auto acc = [&](uint64_t base) {
+      return std::vector<pb::TensorRef>{Tcm(0, base, pb::FP32, {rows, 1}),
+                                        Tcm(0, base + 64, pb::FP32, {rows, 1}),
+                                        Tcm(0, base + 128, pb::FP32, {rows, d})};
+    };
+    const std::vector<pb::TensorRef> a = acc(1 << 20), in1 = acc(1 << 21), in2 = acc(3 << 20);
+    const uint64_t first = p.LseMerge(a[0], a[1], a[2], in1[0], in1[1], in1[2]);
+    p.LseMerge(a[0], a[1], a[2], in2[0], in2[1], in2[2], {first});
+    p.Math(pb::EXP, {Tcm(0, 0, pb::FP32, {8, 256})}, Tcm(0, 8192, pb::FP32, {8, 256}));
+    return p.Build();
+  };
+  SimRun run = RunOn(chip_, build());
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  std::map<uint64_t, Span> cmds = run.Commands();
+  const uint64_t exp_cycles = startup_ + 8 * 256 / chip_.sip().cube().pe().math().transcendental_per_cycle();
+  EXPECT_EQ(cmds.at(1).start, 0u);
+  EXPECT_EQ(cmds.at(1).end, merge_cycles * ps_);
+  EXPECT_EQ(cmds.at(2).start, merge_cycles * ps_);
+  EXPECT_EQ(cmds.at(2).end, 2 * merge_cycles * ps_);
+  EXPECT_EQ(cmds.at(3).start, 2 * merge_cycles * ps_);
+  EXPECT_EQ(cmds.at(3).end, (2 * merge_cycles + exp_cycles) * ps_);
+  int merge_tiles = 0;
+  for (const auto& [cmd, rec] : run.Tiles(".math")) {
+    if (rec.op() == "lse_merge:LseMerge") ++merge_tiles;
+  }
+  EXPECT_EQ(merge_tiles, 2);
+
+  const pb::IssueCostProfile* realistic = FindIssueCostProfile(chip_, "realistic");
+  ASSERT_NE(realistic, nullptr);
+  SimRun slow = RunOn(chip_, build(), false, "realistic");
+  ASSERT_TRUE(slow.status.ok()) << slow.status;
+  cmds = slow.Commands();
+  const uint64_t issue = realistic->ex_composite_cycles();
+  EXPECT_EQ(cmds.at(1).start, issue * ps_);
+  EXPECT_EQ(cmds.at(1).end, (issue + merge_cycles) * ps_);
+  // The second merge leaves the CPU at 2·issue, before the first ends only if 2·issue < issue + 40.
+  EXPECT_EQ(cmds.at(2).start, std::max(2 * issue, issue + merge_cycles) * ps_);
+}
+
 // Invalid commands fail with one line naming the PE, the command and the reason; nothing runs.
 TEST_F(SchedulerTest, InvalidCommandsNameThePeTheCommandAndTheReason) {
   struct Case {

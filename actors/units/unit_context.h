@@ -70,6 +70,7 @@ class DataPlane {
   virtual absl::Status Apply(const pb::CompositeCmd& cmd) = 0;
   virtual absl::Status Apply(const pb::MathCmd& cmd) = 0;
   virtual absl::Status Apply(const pb::SoftmaxPvCmd& cmd) = 0;
+  virtual absl::Status Apply(const pb::LseMergeCmd& cmd) = 0;
 };
 
 struct UnitContext {

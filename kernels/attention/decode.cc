@@ -11,13 +11,34 @@ namespace ahbm::kernels {
 namespace {
 
 
-// The running state (§3): m double-buffered so m2 never needs a copy.
+// The running state (§3): m double-buffered so m2 never needs a copy. Packed
+// (DecodeShape::packed_payload): l, O and the sweep's final m are views of `pack`.
 struct Running {
   Tensor m[2];
   int cur = 0;
   Tensor l;
   Tensor o;
+  Tensor pack;
 };
+
+// A packed (m, l, O): one fp32 buffer [rows·(d + 2), 1] = [m | l | O], its parts dense views.
+struct Packed {
+  Tensor all, m, l, o;
+};
+
+Packed PackedViews(const DecodeShape& s, const Tensor& buf) {
+  Packed p;
+  p.all = buf;
+  p.m = buf.Rows(0, s.rows);
+  p.l = buf.Rows(s.rows, s.rows);
+  const std::vector<uint64_t> full = {s.rows, s.d};
+  p.o = buf.Rows(2 * uint64_t{s.rows}, uint64_t{s.rows} * s.d).View(full);
+  return p;
+}
+
+std::vector<uint64_t> PackedShape(const DecodeShape& s) {
+  return {uint64_t{s.rows} * (s.d + 2), 1};
+}
 
 uint64_t TileLen(const RankPlan& p, const DecodeShape& s, uint64_t j) {
   return std::min<uint64_t>(s.tile, p.my_len - j * s.tile);
@@ -53,15 +74,31 @@ Task<std::vector<Epilogue>> QkEpilogue(Tl& tl, const DecodeShape& s, const RankP
 }
 
 // init_running (§3): m = kEmptyRowMax (the ADR's -inf, kept finite: lse_merge.h), l = 0,
-// O = 0 in the persistent arena.
-Task<Running> InitRunning(Tl& tl, const DecodeShape& s) {
+// O = 0 in the persistent arena. Packed: the same three fills into views of one buffer; the
+// m buffer the sweep ends on (opt2: m[0]; opt1/opt3 flip per tile: m[n_tiles % 2]) is the
+// buffer's m, so the state is ready to send with no copy.
+Task<Running> InitRunning(Tl& tl, const DecodeShape& s, const RankPlan& p) {
   const std::vector<uint64_t> col = {s.rows, 1};
   const std::vector<uint64_t> full = {s.rows, s.d};
   Running r;
-  r.m[0] = co_await tl.Fill(col, kEmptyRowMax, pb::FP32, Arena::kPersistent);
-  r.m[1] = tl.Alloc(col, pb::FP32, Arena::kPersistent);
-  r.l = co_await tl.Fill(col, 0.0f, pb::FP32, Arena::kPersistent);
-  r.o = co_await tl.Fill(full, 0.0f, pb::FP32, Arena::kPersistent);
+  if (!s.packed_payload) {
+    r.m[0] = co_await tl.Fill(col, kEmptyRowMax, pb::FP32, Arena::kPersistent);
+    r.m[1] = tl.Alloc(col, pb::FP32, Arena::kPersistent);
+    r.l = co_await tl.Fill(col, 0.0f, pb::FP32, Arena::kPersistent);
+    r.o = co_await tl.Fill(full, 0.0f, pb::FP32, Arena::kPersistent);
+    co_return r;
+  }
+  r.pack = tl.Alloc(PackedShape(s), pb::FP32, Arena::kPersistent);
+  const Packed v = PackedViews(s, r.pack);
+  const uint64_t n = (p.my_len + s.tile - 1) / s.tile;
+  const int last = s.variant == DecodeVariant::kOpt2 ? 0 : static_cast<int>(n % 2);
+  r.m[last] = v.m;
+  r.m[1 - last] = tl.Alloc(col, pb::FP32, Arena::kPersistent);
+  r.l = v.l;
+  r.o = v.o;
+  co_await tl.FillInto(r.m[0], kEmptyRowMax);
+  co_await tl.FillInto(r.l, 0.0f);
+  co_await tl.FillInto(r.o, 0.0f);
   co_return r;
 }
 
@@ -152,41 +189,80 @@ Task<void> SweepOpt2(Tl& tl, const DecodeShape& s, const RankPlan& p, const Tens
   co_await tl.WaitAll();  // acc is updated asynchronously: drain before the reduce
 }
 
-// Receives a child's (m, l, O), in that order, and merges it (§4).
-Task<void> MergeFrom(Tl& tl, const DecodeShape& s, const Peer& child, Tensor& m, Tensor& l,
-                     Tensor& o) {
+// A rank's (m, l, O) during the reduce. Packed: views of `pack`; `spare` is the second buffer
+// a primitive merge writes into (the maximum cannot be written over m while m is still read).
+struct ReduceState {
+  Tensor m, l, o;
+  Tensor pack, spare;
+};
+
+// Receives a child's (m, l, O) — three messages in that order, or one packed message — and
+// merges it (§4): 11 primitive ops (lse_merge.h) or one lse_merge command (fused).
+Task<void> MergeFrom(Tl& tl, const DecodeShape& s, const Peer& child, ReduceState& st) {
   const std::vector<uint64_t> col = {s.rows, 1};
   const std::vector<uint64_t> full = {s.rows, s.d};
-  Tensor mb = co_await tl.Recv(child, col);
-  Tensor lb = co_await tl.Recv(child, col);
-  Tensor ob = co_await tl.Recv(child, full);
-  co_await LseMerge(tl, m, l, o, mb, lb, ob);
+  Tensor mb, lb, ob;
+  if (s.packed_payload) {
+    const std::vector<uint64_t> flat = PackedShape(s);
+    const Tensor buf = co_await tl.Recv(child, flat);
+    const Packed in = PackedViews(s, buf);
+    mb = in.m;
+    lb = in.l;
+    ob = in.o;
+  } else {
+    mb = co_await tl.Recv(child, col);
+    lb = co_await tl.Recv(child, col);
+    ob = co_await tl.Recv(child, full);
+  }
+  if (s.fused_merge) {  // in place; non-blocking: the next receive overlaps it
+    const Accumulator acc{st.m, st.l, st.o};
+    const Accumulator in{mb, lb, ob};
+    const Tensor done = co_await tl.LseMerge(acc, in, acc);
+    st.m = Tensor(st.m.ref(), done.producer());
+    st.l = Tensor(st.l.ref(), done.producer());
+    st.o = done;
+    if (s.packed_payload) st.pack = Tensor(st.pack.ref(), done.producer());
+  } else if (s.packed_payload) {
+    if (st.spare.rank() == 0) st.spare = tl.Alloc(PackedShape(s), pb::FP32, Arena::kPersistent);
+    const Packed out = PackedViews(s, st.spare);
+    co_await LseMergeInto(tl, st.m, st.l, st.o, mb, lb, ob, out.m, out.l, out.o);
+    std::swap(st.pack, st.spare);
+    st.m = out.m;
+    st.l = out.l;
+    st.o = out.o;
+  } else {
+    co_await LseMerge(tl, st.m, st.l, st.o, mb, lb, ob);
+  }
 }
 
-Task<void> SendTriplet(Tl& tl, const Peer& to, const Tensor& m, const Tensor& l, const Tensor& o) {
-  co_await tl.Send(to, m);
-  co_await tl.Send(to, l);
-  co_await tl.Send(to, o);
+// send_triplet (§4), or the packed buffer as one message (auto-waits on a pending merge).
+Task<void> SendState(Tl& tl, const DecodeShape& s, const Peer& to, const ReduceState& st) {
+  if (s.packed_payload) {
+    co_await tl.Send(to, st.pack);
+    co_return;
+  }
+  co_await tl.Send(to, st.m);
+  co_await tl.Send(to, st.l);
+  co_await tl.Send(to, st.o);
 }
 
 // hierarchical_reduce_and_store (§4): Level-2 tree over the CUBE's PEs (IPCQ), then Level-1
 // over the group's CUBE roots (NOC); the group root normalises once and stores.
-Task<void> ReduceAndStore(Tl& tl, const DecodeShape& s, const RankPlan& p, Tensor m, Tensor l,
-                          Tensor o) {
-  for (const Peer& child : p.l2_children) co_await MergeFrom(tl, s, child, m, l, o);
+Task<void> ReduceAndStore(Tl& tl, const DecodeShape& s, const RankPlan& p, ReduceState st) {
+  for (const Peer& child : p.l2_children) co_await MergeFrom(tl, s, child, st);
   if (p.l2_parent) {
-    co_await SendTriplet(tl, *p.l2_parent, m, l, o);
+    co_await SendState(tl, s, *p.l2_parent, st);
     co_return;
   }
-  for (const Peer& child : p.l1_children) co_await MergeFrom(tl, s, child, m, l, o);
+  for (const Peer& child : p.l1_children) co_await MergeFrom(tl, s, child, st);
   if (p.l1_parent) {
-    co_await SendTriplet(tl, *p.l1_parent, m, l, o);
+    co_await SendState(tl, s, *p.l1_parent, st);
     co_return;
   }
   if (!p.store_output) co_return;
   const std::vector<uint64_t> full = {s.rows, s.d};
   Tensor out = tl.Alloc(full, pb::BF16);
-  co_await tl.Div(o, l, out);  // normalise once, at the group root
+  co_await tl.Div(st.o, st.l, out);  // normalise once, at the group root
   co_await tl.Store(tl.Ref(p.o_addr, full), out);
 }
 
@@ -196,7 +272,7 @@ Task<void> ReduceAndStore(Tl& tl, const DecodeShape& s, const RankPlan& p, Tenso
 Task<void> DecodeRank(Tl& tl, DecodeShape shape, RankPlan plan) {
   const std::vector<uint64_t> qshape = {shape.rows, shape.d};
   Tensor q = co_await tl.Load(tl.Ref(plan.q_addr, qshape), Arena::kPersistent);  // lazy
-  Running r = co_await InitRunning(tl, shape);
+  Running r = co_await InitRunning(tl, shape, plan);
   if (plan.my_len > 0) {
     switch (shape.variant) {
       case DecodeVariant::kOpt1:
@@ -210,8 +286,19 @@ Task<void> DecodeRank(Tl& tl, DecodeShape shape, RankPlan plan) {
         break;
     }
   }
-  Tensor m = shape.variant == DecodeVariant::kOpt2 ? r.m[0] : r.m[r.cur];
-  co_await ReduceAndStore(tl, shape, plan, m, r.l, r.o);
+  ReduceState st;
+  st.m = shape.variant == DecodeVariant::kOpt2 ? r.m[0] : r.m[r.cur];
+  st.l = r.l;
+  st.o = r.o;
+  st.pack = r.pack;
+  if (shape.packed_payload) {
+    const Tensor packed_m = PackedViews(shape, r.pack).m;
+    if (st.m.ref().addr() != packed_m.ref().addr()) {  // a sweep that swapped m an unexpected
+      co_await tl.Copy(st.m, packed_m);                // number of times: one copy, still right
+      st.m = packed_m;
+    }
+  }
+  co_await ReduceAndStore(tl, shape, plan, st);
 }
 
 }  // namespace ahbm::kernels

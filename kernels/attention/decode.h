@@ -38,6 +38,12 @@ struct DecodeShape {
   uint32_t opt2_s_buffers = 8;  // opt2: Sj buffers in flight (reuse waits for the oldest)
   bool scratch_scope = true;    // per-tile temporaries in a scratch_scope (ADR-0063); tests only
                                 // turn it off, to show the overflow it prevents
+  // The reduce (ADR §4; the ADR's code is both false). packed_payload: the running (m, l, O)
+  // live in one persistent fp32 buffer [m | l | O] ([rows·(d + 2), 1]; m, l, O are dense views
+  // of it) and travel as ONE message. fused_merge: each merge is one lse_merge command on the
+  // MATH engine (non-blocking) instead of 11 blocking primitive ops.
+  bool packed_payload = false;
+  bool fused_merge = false;
 };
 
 // One rank's part: where its data is and its place in the static reduce tree.

@@ -219,6 +219,8 @@ absl::StatusOr<DecodeLaunch> LaunchDecode(const pb::Chip& chip, const DecodeConf
   shape.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(cfg.d)));
   shape.variant = cfg.variant;
   shape.scratch_scope = cfg.scratch_scope;
+  shape.packed_payload = cfg.packed_payload;
+  shape.fused_merge = cfg.fused_merge;
 
   host::HbmAllocator allocator(chip);
   const topology::Mesh& pe_mesh = index.pe_mesh();
@@ -380,6 +382,8 @@ uint64_t PersistentBytes(const DecodeConfig& cfg, uint64_t rows, uint64_t max_ti
   const uint64_t col = AlignUp(rows * 4, 64), sj = AlignUp(rows * cfg.tile * 4, 64);
   uint64_t bytes = AlignUp(rows * cfg.d * 2, 64) + 3 * col + AlignUp(rows * cfg.d * 4, 64);
   bytes += std::min(MaxMaskedTiles(cfg), max_tiles) * AlignUp(rows * cfg.tile * 2, 64);
+  // Packed reduce (decode.cc): [m | l | O] and its spare for the merge, beside the m buffers.
+  if (cfg.packed_payload) bytes += 2 * AlignUp(rows * (cfg.d + 2) * 4, 64);
   if (cfg.variant == DecodeVariant::kOpt3) bytes += 2 * sj;
   if (cfg.variant == DecodeVariant::kOpt2) bytes += std::min<uint64_t>(8, max_tiles) * sj;
   return bytes;

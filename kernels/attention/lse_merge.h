@@ -24,6 +24,13 @@ inline constexpr float kEmptyRowMax = std::numeric_limits<float>::lowest();
 Task<void> LseMerge(Tl& tl, Tensor& m, Tensor& l, Tensor& o, const Tensor& mb, const Tensor& lb,
                     const Tensor& ob);
 
+// The same 11 ops with the results written to (m_out, l_out, o_out) instead of in place
+// (m_out must not alias m or mb: both are read after the maximum is written). Used by the
+// packed reduce, whose state must stay inside its [m | l | O] buffer.
+Task<void> LseMergeInto(Tl& tl, const Tensor& m, const Tensor& l, const Tensor& o,
+                        const Tensor& mb, const Tensor& lb, const Tensor& ob, const Tensor& m_out,
+                        const Tensor& l_out, const Tensor& o_out);
+
 }  // namespace ahbm::kernels
 
 #endif  // AHBMSIM_KERNELS_ATTENTION_LSE_MERGE_H_

@@ -1,6 +1,8 @@
 #include "kernels/launch/decode_compare.h"
 
 #include <algorithm>
+#include <map>
+#include <string>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -9,6 +11,75 @@
 #include "kernels/launch/launch.h"
 
 namespace ahbm::launch {
+
+namespace {
+
+// The PE prefix of a unit name: "sip0.cube1.pe1.scheduler" -> "sip0.cube1.pe1".
+std::string PeOfUnit(const std::string& unit) { return unit.substr(0, unit.rfind('.')); }
+
+// The reduce's commands (see the header): every send and receive, and each PE's scheduler
+// commands (merges, the normalise, the store) issued at or after its first receive.
+uint64_t ReduceOps(const std::vector<pb::TraceRecord>& log) {
+  std::map<std::string, uint64_t> first_recv;
+  uint64_t ops = 0;
+  for (const pb::TraceRecord& r : log) {
+    if (!r.has_op() || !r.op().unit_name().ends_with(".cpu")) continue;
+    const std::string& op = r.op().op();
+    if (!op.starts_with("send_") && !op.starts_with("recv_")) continue;
+    ++ops;
+    if (!op.starts_with("recv_")) continue;
+    const std::string pe = PeOfUnit(r.op().unit_name());
+    const auto [it, fresh] = first_recv.try_emplace(pe, r.op().issue_ps());
+    if (!fresh) it->second = std::min(it->second, r.op().issue_ps());
+  }
+  for (const pb::TraceRecord& r : log) {
+    if (!r.has_op() || !r.op().unit_name().ends_with(".scheduler")) continue;
+    const auto it = first_recv.find(PeOfUnit(r.op().unit_name()));
+    if (it != first_recv.end() && r.op().issue_ps() >= it->second) ++ops;
+  }
+  return ops;
+}
+
+absl::StatusOr<CompareRow> CompareOne(const pb::Chip& chip, pb::Workload w, pb::Variant variant) {
+  w.set_kernel(pb::DECODE);
+  w.set_variant(variant);
+  if (variant != pb::AUTO) w.clear_short_long_threshold();  // only AUTO uses it
+  w.set_data(false);
+  w.clear_seed();
+  absl::StatusOr<LaunchResult> result = RunDecodeWorkload(chip, w, LaunchOptions{});
+  if (!result.ok()) return result.status();
+  if (!result->runtime_status.ok()) return result->runtime_status;
+  CompareRow row;
+  row.variant = variant;
+  row.payload = w.reduce_payload() == pb::PACKED ? pb::PACKED : pb::TRIPLET;
+  row.merge = w.reduce_merge() == pb::FUSED ? pb::FUSED : pb::PRIMITIVE;
+  row.reduce_ops = ReduceOps(result->op_log);
+  row.report = result->report;
+  row.latency_ps = result->report.latency_ps();
+  row.roofline_ps = result->report.roofline().bound_ps();
+  row.roofline_ratio = result->report.roofline_ratio();
+  row.binding = result->report.roofline().binding_resource();
+  row.events = result->report.events();
+  uint64_t q_bytes = 0;
+  for (const pb::TraceRecord& r : result->op_log) {
+    if (!r.has_op() || !r.op().unit_name().ends_with(".scheduler")) continue;
+    const std::string& op = r.op().op();
+    if (op == "composite_gemm" || op == "softmax_pv" || op == "dot") {
+      row.sweep_ps = std::max(row.sweep_ps, r.op().end_ps());
+    }
+    if (op == "dma_load") q_bytes += r.op().bytes_read();
+  }
+  row.reduce_ps = row.latency_ps - std::min(row.latency_ps, row.sweep_ps);
+  uint64_t read = 0;
+  for (const pb::UnitStats& u : result->report.units()) {
+    if (u.kind() == "dma") read += u.bytes_read();
+  }
+  row.kv_bytes = read - q_bytes;
+  row.reduce_rounds = result->reduce_rounds;
+  return row;
+}
+
+}  // namespace
 
 absl::StatusOr<std::vector<CompareRow>> CompareDecode(const pb::Chip& chip,
                                                       const pb::Workload& workload,
@@ -20,40 +91,9 @@ absl::StatusOr<std::vector<CompareRow>> CompareDecode(const pb::Chip& chip,
   }
   std::vector<CompareRow> rows;
   for (pb::Variant variant : variants) {
-    pb::Workload w = workload;
-    w.set_kernel(pb::DECODE);
-    w.set_variant(variant);
-    if (variant != pb::AUTO) w.clear_short_long_threshold();  // only AUTO uses it
-    w.set_data(false);
-    w.clear_seed();
-    absl::StatusOr<LaunchResult> result = RunDecodeWorkload(chip, w, LaunchOptions{});
-    if (!result.ok()) return result.status();
-    if (!result->runtime_status.ok()) return result->runtime_status;
-    CompareRow row;
-    row.variant = variant;
-    row.report = result->report;
-    row.latency_ps = result->report.latency_ps();
-    row.roofline_ps = result->report.roofline().bound_ps();
-    row.roofline_ratio = result->report.roofline_ratio();
-    row.binding = result->report.roofline().binding_resource();
-    row.events = result->report.events();
-    uint64_t q_bytes = 0;
-    for (const pb::TraceRecord& r : result->op_log) {
-      if (!r.has_op() || !r.op().unit_name().ends_with(".scheduler")) continue;
-      const std::string& op = r.op().op();
-      if (op == "composite_gemm" || op == "softmax_pv" || op == "dot") {
-        row.sweep_ps = std::max(row.sweep_ps, r.op().end_ps());
-      }
-      if (op == "dma_load") q_bytes += r.op().bytes_read();
-    }
-    row.reduce_ps = row.latency_ps - std::min(row.latency_ps, row.sweep_ps);
-    uint64_t read = 0;
-    for (const pb::UnitStats& u : result->report.units()) {
-      if (u.kind() == "dma") read += u.bytes_read();
-    }
-    row.kv_bytes = read - q_bytes;
-    row.reduce_rounds = result->reduce_rounds;
-    rows.push_back(std::move(row));
+    absl::StatusOr<CompareRow> row = CompareOne(chip, workload, variant);
+    if (!row.ok()) return row.status();
+    rows.push_back(*std::move(row));
   }
   uint64_t baseline = 0;
   for (const CompareRow& row : rows) {
@@ -65,7 +105,26 @@ absl::StatusOr<std::vector<CompareRow>> CompareDecode(const pb::Chip& chip,
   return rows;
 }
 
-std::string FormatCompareTable(const pb::Chip& chip, const std::vector<CompareRow>& rows) {
+absl::StatusOr<std::vector<CompareRow>> CompareDecodeReduceOptions(
+    const pb::Chip& chip, const pb::Workload& workload, const std::vector<pb::Variant>& variants) {
+  std::vector<CompareRow> rows;
+  for (pb::Variant variant : variants) {
+    for (pb::ReducePayload payload : {pb::TRIPLET, pb::PACKED}) {
+      for (pb::ReduceMerge merge : {pb::PRIMITIVE, pb::FUSED}) {
+        pb::Workload w = workload;
+        w.set_reduce_payload(payload);
+        w.set_reduce_merge(merge);
+        absl::StatusOr<CompareRow> row = CompareOne(chip, w, variant);
+        if (!row.ok()) return row.status();
+        rows.push_back(*std::move(row));
+      }
+    }
+  }
+  return rows;
+}
+
+std::string FormatCompareTable(const pb::Chip& chip, const std::vector<CompareRow>& rows,
+                               bool reduce_options) {
   std::string out;
   if (!rows.empty()) {
     absl::StrAppend(&out, "chip:      ", chip.name(), "\n");
@@ -76,6 +135,23 @@ std::string FormatCompareTable(const pb::Chip& chip, const std::vector<CompareRo
     }
     absl::StrAppend(&out, "workload:  ", summary, "\n");
     absl::StrAppend(&out, "profile:   ", rows.front().report.issue_cost_profile(), "\n\n");
+  }
+  if (reduce_options) {
+    absl::StrAppend(&out, absl::StrFormat("%-6s %-8s %-10s %11s %10s %10s %11s %7s %10s %6s %9s\n",
+                                          "variant", "payload", "merge", "latency_ns", "sweep_ns",
+                                          "reduce_ns", "roofline_ns", "x_roof", "reduce_ops",
+                                          "rounds", "events"));
+    for (const CompareRow& r : rows) {
+      absl::StrAppend(
+          &out, absl::StrFormat("%-6s %-8s %-10s %11.1f %10.1f %10.1f %11.1f %7.3f %10u %6u %9u\n",
+                                absl::AsciiStrToLower(pb::Variant_Name(r.variant)),
+                                absl::AsciiStrToLower(pb::ReducePayload_Name(r.payload)),
+                                absl::AsciiStrToLower(pb::ReduceMerge_Name(r.merge)),
+                                r.latency_ps / 1e3, r.sweep_ps / 1e3, r.reduce_ps / 1e3,
+                                r.roofline_ps / 1e3, r.roofline_ratio, r.reduce_ops,
+                                r.reduce_rounds, r.events));
+    }
+    return out;
   }
   absl::StrAppend(&out, absl::StrFormat("%-16s %11s %10s %10s %11s %7s %7s  %-26s %9s %6s %9s\n",
                                         "variant", "latency_ns", "sweep_ns", "reduce_ns",

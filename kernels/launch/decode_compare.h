@@ -9,6 +9,12 @@
 // reduce_ps = latency - sweep; kv_bytes = bytes the DMA engines read minus the Q loads;
 // reduce_rounds = Level-2 + Level-1 rounds (baseline: P - 1 fan-out steps). Deterministic:
 // no wall-clock figure is part of a row.
+// reduce_ops = the commands (sends, receives, MATH ops, lse_merge, the store) each PE issues
+// at or after the end of its own last GEMM-bearing command, summed over PEs (single-user
+// workloads: exactly the reduce's commands).
+// Reduce options (`ahbm compare --reduce_options`): CompareDecodeReduceOptions runs each
+// variant with reduce_payload {TRIPLET, PACKED} x reduce_merge {PRIMITIVE, FUSED}, in that
+// order (variant outermost); the roofline is the same for all four (decode_run.h).
 #ifndef AHBMSIM_KERNELS_LAUNCH_DECODE_COMPARE_H_
 #define AHBMSIM_KERNELS_LAUNCH_DECODE_COMPARE_H_
 
@@ -25,6 +31,9 @@ namespace ahbm::launch {
 
 struct CompareRow {
   pb::Variant variant = pb::VARIANT_UNSPECIFIED;
+  pb::ReducePayload payload = pb::TRIPLET;
+  pb::ReduceMerge merge = pb::PRIMITIVE;
+  uint64_t reduce_ops = 0;
   uint64_t latency_ps = 0;
   uint64_t sweep_ps = 0;
   uint64_t reduce_ps = 0;
@@ -43,7 +52,14 @@ absl::StatusOr<std::vector<CompareRow>> CompareDecode(const pb::Chip& chip,
                                                       const pb::Workload& workload,
                                                       const std::vector<pb::Variant>& variants);
 
-std::string FormatCompareTable(const pb::Chip& chip, const std::vector<CompareRow>& rows);
+// `variants` x {TRIPLET, PACKED} x {PRIMITIVE, FUSED}; the workload's own reduce_payload and
+// reduce_merge are replaced.
+absl::StatusOr<std::vector<CompareRow>> CompareDecodeReduceOptions(
+    const pb::Chip& chip, const pb::Workload& workload, const std::vector<pb::Variant>& variants);
+
+// `reduce_options`: the rows carry payload / merge / reduce_ops columns.
+std::string FormatCompareTable(const pb::Chip& chip, const std::vector<CompareRow>& rows,
+                               bool reduce_options = false);
 
 }  // namespace ahbm::launch
 

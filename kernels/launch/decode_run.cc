@@ -183,6 +183,14 @@ absl::StatusOr<DecodeConfig> DecodeConfigOf(const pb::Chip& chip, const pb::Work
   if (cfg.s == 0) return Invalid("s: must be > 0 (the context length, new token included)");
   cfg.packed_payload = w.reduce_payload() == pb::PACKED;
   cfg.fused_merge = w.reduce_merge() == pb::FUSED;
+  const bool baseline_variant = w.variant() == pb::BASELINE_FANOUT ||
+                                w.variant() == pb::BASELINE_FANOUT_GROUP ||
+                                w.variant() == pb::BASELINE_REV1_TREE;
+  if (baseline_variant && (cfg.packed_payload || cfg.fused_merge)) {
+    return Invalid(absl::StrCat(cfg.packed_payload ? "reduce_payload" : "reduce_merge", ": ",
+                                pb::Variant_Name(w.variant()),
+                                " does not run the ADR reduce (the ADR kernels do)"));
+  }
   if (w.kv_per_cube() != 0 && w.variant() != pb::SHORT_CONTEXT && w.variant() != pb::AUTO) {
     return Invalid("kv_per_cube: only the SHORT_CONTEXT and AUTO variants use it");
   }

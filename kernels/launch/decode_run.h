@@ -17,6 +17,8 @@
 //   KV caches per PE against its HBM region and instances per PE against its TCM arenas
 //   (kernels::CheckDecodeCapacity; the baseline: its K/V blocks against HBM), and in data
 //   mode the host-memory estimate against kDataModeHostBytes.
+//   reduce_payload / reduce_merge (the ADR reduce's options, kernels/README.md) are refused
+//   for the baselines, which do not run the ADR reduce.
 // - Data mode: q.npy [H_q, T_q, d], k.npy and v.npy [H_kv, S, d] from inputs_dir (one request:
 //   users must be 1), else drawn from `seed` (Q, K ~ N(0, 1), V ~ U(-2, 2), one set per
 //   request); outputs o.npy [H_q, T_q, d] (users = 1) or o<u>.npy per request.
@@ -24,6 +26,8 @@
 //   Level-2 rounds x one IPCQ (m, l, O) triplet, plus Level-1 rounds x one NOC hop triplet
 //   (BASELINE_FANOUT: P - 1 IPCQ triplets); a triplet = one link latency + the serialisation of
 //   its three messages.
+//   The bound is the same for reduce_payload PACKED (one message of the same bytes: one link
+//   latency less per hop, kept as is so the options compare against one bound).
 #ifndef AHBMSIM_KERNELS_LAUNCH_DECODE_RUN_H_
 #define AHBMSIM_KERNELS_LAUNCH_DECODE_RUN_H_
 

@@ -556,5 +556,114 @@ TEST_F(DataExecutorTest, SoftmaxPvShapeErrors) {
   EXPECT_THAT(std::string(exec_.Execute(cmd).message()), HasSubstr("softmax_pv cmd 70: v"));
 }
 
+// ---- lse_merge (the decode reduce's fused merge, ADR rev2 §4) ----
+
+// Two partial attentions of R = 6 rows, D = 16, each packed as one buffer [m | l | O] (the
+// packed reduce payload): rows 0-2 have keys on both sides; row 3 has none on the incoming side,
+// row 4 none on the accumulator side, row 5 none on either (m = the lowest finite float,
+// l = 0, O = 0: lse_merge.h's kEmptyRowMax). Checked against a double reference, for NaN, and
+// bit for bit against the 11 primitive MATH ops the PRIMITIVE merge issues.
+TEST_F(DataExecutorTest, LseMergeMatchesDoubleReferenceAndThePrimitiveOps) {
+  constexpr uint64_t R = 6, D = 16;
+  constexpr float kEmpty = std::numeric_limits<float>::lowest();
+  const uint64_t a_base = 0x10000, b_base = 0x20000, prim_base = 0x30000;
+  const auto views = [&](uint64_t base) {
+    return std::vector<pb::TensorRef>{Tcm(base, pb::FP32, {R, 1}), Tcm(base + 4 * R, pb::FP32, {R, 1}),
+                                      Tcm(base + 8 * R, pb::FP32, {R, D})};
+  };
+  std::vector<float> ma = Random(R, 1, -3, 3), la = Random(R, 2, 0.5f, 20), oa = Random(R * D, 3, -5, 5);
+  std::vector<float> mb = Random(R, 4, -3, 3), lb = Random(R, 5, 0.5f, 20), ob = Random(R * D, 6, -5, 5);
+  const auto empty = [&](std::vector<float>& m, std::vector<float>& l, std::vector<float>& o,
+                         uint64_t row) {
+    m[row] = kEmpty;
+    l[row] = 0;
+    std::fill(o.begin() + row * D, o.begin() + (row + 1) * D, 0.0f);
+  };
+  empty(mb, lb, ob, 3);
+  empty(ma, la, oa, 4);
+  empty(ma, la, oa, 5);
+  empty(mb, lb, ob, 5);
+  const std::vector<pb::TensorRef> a = views(a_base), b = views(b_base), prim = views(prim_base);
+  for (const auto& [t, v] : {std::pair{&a, std::vector<std::vector<float>>{ma, la, oa}},
+                             std::pair{&b, std::vector<std::vector<float>>{mb, lb, ob}},
+                             std::pair{&prim, std::vector<std::vector<float>>{ma, la, oa}}}) {
+    for (int i = 0; i < 3; ++i) Put((*t)[i], v[i]);
+  }
+
+  pb::LseMergeCmd cmd;
+  cmd.set_cmd_id(80);
+  *cmd.mutable_acc_m() = a[0];
+  *cmd.mutable_acc_l() = a[1];
+  *cmd.mutable_acc_o() = a[2];
+  *cmd.mutable_in_m() = b[0];
+  *cmd.mutable_in_l() = b[1];
+  *cmd.mutable_in_o() = b[2];
+  *cmd.mutable_out_m() = a[0];  // in place, as the FUSED reduce issues it
+  *cmd.mutable_out_l() = a[1];
+  *cmd.mutable_out_o() = a[2];
+  ASSERT_TRUE(exec_.Execute(cmd).ok());
+  const std::vector<float> m = Get(a[0]), l = Get(a[1]), o = Get(a[2]);
+
+  for (uint64_t r = 0; r < R; ++r) {
+    const double mr = std::max<double>(ma[r], mb[r]);
+    const double sa = std::exp(double{ma[r]} - mr), sb = std::exp(double{mb[r]} - mr);
+    EXPECT_EQ(m[r], static_cast<float>(mr)) << r;
+    EXPECT_NEAR(l[r], la[r] * sa + lb[r] * sb, 1e-5 * (la[r] * sa + lb[r] * sb) + 1e-30) << r;
+    for (uint64_t c = 0; c < D; ++c) {
+      const double want = oa[r * D + c] * sa + ob[r * D + c] * sb;
+      EXPECT_NEAR(o[r * D + c], want, 1e-5 * (std::fabs(oa[r * D + c] * sa) + std::fabs(ob[r * D + c] * sb)) + 1e-30)
+          << r << "," << c;
+    }
+  }
+  for (const std::vector<float>* v : {&m, &l, &o}) {
+    for (float x : *v) EXPECT_FALSE(std::isnan(x));
+  }
+  // An empty side leaves the other unchanged; two empty sides stay l = 0, O = 0.
+  for (uint64_t r : {3, 4}) {
+    const bool a_has_keys = r == 3;
+    EXPECT_EQ(m[r], a_has_keys ? ma[r] : mb[r]);
+    EXPECT_EQ(l[r], a_has_keys ? la[r] : lb[r]);
+    for (uint64_t c = 0; c < D; ++c) EXPECT_EQ(o[r * D + c], a_has_keys ? oa[r * D + c] : ob[r * D + c]);
+  }
+  EXPECT_EQ(m[5], kEmpty);
+  EXPECT_EQ(l[5], 0.0f);
+  for (uint64_t c = 0; c < D; ++c) EXPECT_EQ(o[5 * D + c], 0.0f);
+
+  // The primitive merge (kernels/attention/lse_merge.cc) on the copy, op by op.
+  const pb::TensorRef mm = Tcm(0x40000, pb::FP32, {R, 1}), da = Tcm(0x40100, pb::FP32, {R, 1}),
+                      sa = Tcm(0x40200, pb::FP32, {R, 1}), db = Tcm(0x40300, pb::FP32, {R, 1}),
+                      sb = Tcm(0x40400, pb::FP32, {R, 1}), lbs = Tcm(0x40500, pb::FP32, {R, 1}),
+                      obs = Tcm(0x41000, pb::FP32, {R, D});
+  for (const pb::MathCmd& op :
+       {Math(pb::MAXIMUM, {prim[0], b[0]}, mm), Math(pb::SUB, {prim[0], mm}, da),
+        Math(pb::EXP, {da}, sa), Math(pb::SUB, {b[0], mm}, db), Math(pb::EXP, {db}, sb),
+        Math(pb::MUL, {prim[1], sa}, prim[1]), Math(pb::MUL, {b[1], sb}, lbs),
+        Math(pb::ADD, {prim[1], lbs}, prim[1]), Math(pb::MUL, {prim[2], sa}, prim[2]),
+        Math(pb::MUL, {b[2], sb}, obs), Math(pb::ADD, {prim[2], obs}, prim[2])}) {
+    ASSERT_TRUE(exec_.Execute(op).ok()) << op.ShortDebugString();
+  }
+  EXPECT_EQ(Get(mm), m);
+  EXPECT_EQ(Get(prim[1]), l);
+  EXPECT_EQ(Get(prim[2]), o);
+}
+
+TEST_F(DataExecutorTest, LseMergeShapeErrors) {
+  pb::LseMergeCmd cmd;
+  cmd.set_cmd_id(81);
+  *cmd.mutable_acc_m() = Tcm(0, pb::FP32, {4, 1});
+  *cmd.mutable_acc_l() = Tcm(0x100, pb::FP32, {4});
+  *cmd.mutable_acc_o() = Tcm(0x200, pb::FP32, {4, 8});
+  *cmd.mutable_in_m() = Tcm(0x1000, pb::FP32, {4, 1});
+  *cmd.mutable_in_l() = Tcm(0x1100, pb::FP32, {3});
+  *cmd.mutable_in_o() = Tcm(0x1200, pb::FP32, {4, 8});
+  *cmd.mutable_out_m() = cmd.acc_m();
+  *cmd.mutable_out_l() = cmd.acc_l();
+  *cmd.mutable_out_o() = cmd.acc_o();
+  EXPECT_THAT(std::string(exec_.Execute(cmd).message()), HasSubstr("lse_merge cmd 81: in_l: shape [3]"));
+  *cmd.mutable_in_l() = Tcm(0x1100, pb::FP32, {4});
+  *cmd.mutable_in_o() = Tcm(0x1200, pb::FP32, {4, 7});
+  EXPECT_THAT(std::string(exec_.Execute(cmd).message()), HasSubstr("lse_merge cmd 81: in_o: shape [4, 7]"));
+}
+
 }  // namespace
 }  // namespace ahbm::kernels

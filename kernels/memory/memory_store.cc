@@ -781,4 +781,52 @@ absl::Status DataExecutor::Execute(const pb::SoftmaxPvCmd& cmd) {
   return ctx.Store(*store_, cmd.acc_o(), o->values, "acc_o");
 }
 
+absl::Status DataExecutor::Execute(const pb::LseMergeCmd& cmd) {
+  const Ctx ctx("lse_merge", cmd.cmd_id());
+  const std::pair<const pb::TensorRef*, const char*> parts[] = {
+      {&cmd.acc_m(), "acc_m"}, {&cmd.acc_l(), "acc_l"}, {&cmd.acc_o(), "acc_o"},
+      {&cmd.in_m(), "in_m"},   {&cmd.in_l(), "in_l"},   {&cmd.in_o(), "in_o"}};
+  std::vector<Tensor> t;
+  for (const auto& [ref, role] : parts) {
+    absl::StatusOr<Tensor> x = ctx.Load(*store_, *ref, role);
+    if (!x.ok()) return x.status();
+    t.push_back(*std::move(x));
+  }
+  const Tensor& ma = t[0];
+  const Tensor& la = t[1];
+  const Tensor& oa = t[2];
+  const Tensor& mb = t[3];
+  const Tensor& lb = t[4];
+  const Tensor& ob = t[5];
+  if (oa.shape.size() != 2) return ctx.Fail("acc_o", "shape ", ShapeText(oa.shape), " is not [R, D]");
+  const uint64_t rows = oa.shape[0];
+  const uint64_t dims = oa.shape[1];
+  for (int i : {0, 1, 3, 4}) {
+    if (t[i].values.size() != rows) {
+      return ctx.Fail(parts[i].second, "shape ", ShapeText(t[i].shape), " is not [R, 1] or [R] with R = ", rows);
+    }
+  }
+  if (ob.shape != oa.shape) {
+    return ctx.Fail("in_o", "shape ", ShapeText(ob.shape), " does not match acc_o ", ShapeText(oa.shape));
+  }
+  // The primitive merge's ops in its order, each result rounded to fp32 (lse_merge.cc).
+  std::vector<float> m(rows), l(rows), o(rows * dims);
+  for (uint64_t r = 0; r < rows; ++r) {
+    m[r] = Max(ma.values[r], mb.values[r]);
+    const float sa = std::exp(ma.values[r] - m[r]);
+    const float sb = std::exp(mb.values[r] - m[r]);
+    const float la_sa = la.values[r] * sa;
+    const float lb_sb = lb.values[r] * sb;
+    l[r] = la_sa + lb_sb;
+    for (uint64_t c = 0; c < dims; ++c) {
+      const float oa_sa = oa.values[r * dims + c] * sa;
+      const float ob_sb = ob.values[r * dims + c] * sb;
+      o[r * dims + c] = oa_sa + ob_sb;
+    }
+  }
+  if (absl::Status st = ctx.Store(*store_, cmd.out_m(), m, "out_m"); !st.ok()) return st;
+  if (absl::Status st = ctx.Store(*store_, cmd.out_l(), l, "out_l"); !st.ok()) return st;
+  return ctx.Store(*store_, cmd.out_o(), o, "out_o");
+}
+
 }  // namespace ahbm::kernels

@@ -28,6 +28,12 @@
 // - SoftmaxPvCmd (opt2's online-softmax merge then P·V, ADR rev2 §3): with t = s * scale,
 //   m_new = max(m, rowmax(t)), p = exp(t - m_new) rounded to bf16, alpha = exp(m - m_new),
 //   l = l * alpha + rowsum(p), O = O * alpha + p · v, m = m_new (m, l, O fp32).
+// - LseMergeCmd (the decode reduce's merge, ADR rev2 §4, one command): exactly the primitive
+//   ops of kernels/attention/lse_merge.cc, each rounded to fp32: m = max(acc_m, in_m),
+//   sa = exp(acc_m - m), sb = exp(in_m - m), l = acc_l*sa + in_l*sb, O = acc_o*sa + in_o*sb,
+//   written to out_m / out_l / out_o (may alias acc_*). With the finite empty-row max
+//   (kEmptyRowMax) an empty side scales by 0 against a side with keys, by 1 against another
+//   empty side: never NaN.
 // - Commands are assumed already checked (CommandChecker); shape violations found here are
 //   still reported as InvalidArgument, never undefined behaviour.
 // - Every input (and the old out / accumulators) is read before any output is written, so
@@ -125,6 +131,7 @@ class DataExecutor {
   [[nodiscard]] absl::Status Execute(const pb::CompositeCmd& cmd);
   [[nodiscard]] absl::Status Execute(const pb::MathCmd& cmd);
   [[nodiscard]] absl::Status Execute(const pb::SoftmaxPvCmd& cmd);
+  [[nodiscard]] absl::Status Execute(const pb::LseMergeCmd& cmd);
 
  private:
   MemoryStore* store_;

@@ -35,6 +35,7 @@ class StoreDataPlane : public sim::DataPlane {
   absl::Status Apply(const pb::CompositeCmd& cmd) override { return executor_->Execute(cmd); }
   absl::Status Apply(const pb::MathCmd& cmd) override { return executor_->Execute(cmd); }
   absl::Status Apply(const pb::SoftmaxPvCmd& cmd) override { return executor_->Execute(cmd); }
+  absl::Status Apply(const pb::LseMergeCmd& cmd) override { return executor_->Execute(cmd); }
 
  private:
   DataExecutor* executor_;
@@ -295,6 +296,31 @@ Call Tl::ExComposite(const Tensor& s, const Tensor& v, const Accumulator& acc, f
   inv->command = std::shared_ptr<const pb::SoftmaxPvCmd>(cmd);
   inv->result = Tensor(acc.o.ref(), id);
   MarkWrite(*inv, acc.o);
+  return Call(rt_, inst_, std::move(inv));
+}
+
+Call Tl::LseMerge(const Accumulator& acc, const Accumulator& in, const Accumulator& out) {
+  auto cmd = std::make_shared<pb::LseMergeCmd>();
+  const uint64_t id = rt_->NextCmdId(pe_);
+  cmd->set_cmd_id(id);
+  *cmd->mutable_acc_m() = acc.m.ref();
+  *cmd->mutable_acc_l() = acc.l.ref();
+  *cmd->mutable_acc_o() = acc.o.ref();
+  *cmd->mutable_in_m() = in.m.ref();
+  *cmd->mutable_in_l() = in.l.ref();
+  *cmd->mutable_in_o() = in.o.ref();
+  *cmd->mutable_out_m() = out.m.ref();
+  *cmd->mutable_out_l() = out.l.ref();
+  *cmd->mutable_out_o() = out.o.ref();
+  for (uint64_t dep : PendingOf(rt_, pe_, {&acc.m, &acc.l, &acc.o, &in.m, &in.l, &in.o, &out.m,
+                                           &out.l, &out.o})) {
+    cmd->add_depends_on(dep);
+  }
+  auto inv = NewCommand("lse_merge", false, rt_->profile().ex_composite_cycles());
+  inv->cmd_id = id;
+  inv->command = std::shared_ptr<const pb::LseMergeCmd>(cmd);
+  inv->result = Tensor(out.o.ref(), id);
+  MarkWrite(*inv, out.o);
   return Call(rt_, inst_, std::move(inv));
 }
 
@@ -747,6 +773,10 @@ bool KernelRuntime::TryIssue(Instance& inst) {
             }
             if constexpr (std::is_same_v<T, pb::SoftmaxPvCmd>) {
               *rec.mutable_softmax_pv() = *c;
+              for (uint64_t d : c->depends_on()) rec.add_depends_on(d);
+            }
+            if constexpr (std::is_same_v<T, pb::LseMergeCmd>) {
+              *rec.mutable_lse_merge() = *c;
               for (uint64_t d : c->depends_on()) rec.add_depends_on(d);
             }
             if constexpr (std::is_same_v<T, pb::GemmCmd>) *rec.mutable_gemm() = *c;

@@ -163,6 +163,11 @@ class Tl {
                  std::optional<Tensor> out = std::nullopt);
   // ex_composite("softmax_pv", s, v, acc, scale): non-blocking; returns acc.o (pending).
   Call ExComposite(const Tensor& s, const Tensor& v, const Accumulator& acc, float scale);
+  // The decode reduce's log-sum-exp merge (ADR rev2 §4) of `in` into `acc`, written to `out`
+  // (may be `acc`), as ONE MATH-engine command (pb::LseMergeCmd): non-blocking like
+  // ExComposite (pending inputs become scheduler dependencies; they must be scheduler
+  // commands, not receives still in flight); ex_composite issue cost; returns out.o (pending).
+  Call LseMerge(const Accumulator& acc, const Accumulator& in, const Accumulator& out);
   // a · b on the GEMM engine, blocking; fp32 result.
   Call Dot(const Tensor& a, const Tensor& b, std::optional<Tensor> out = std::nullopt);
 
