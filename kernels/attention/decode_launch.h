@@ -33,6 +33,8 @@
 #include "kernels/memory/memory_store.h"
 #include "kernels/runtime/runtime.h"
 #include "proto/topology.pb.h"
+#include "topology/groups.h"
+#include "topology/ids.h"
 
 namespace ahbm::kernels {
 
@@ -93,6 +95,56 @@ struct DecodeLaunch {
 
 // The CUBEs a decode launch uses (to build only those in the ChipSim).
 absl::StatusOr<std::vector<uint32_t>> DecodeCubes(const pb::Chip& chip, const DecodeConfig& cfg);
+
+// Where the decode kernels run (the contract above); shared with baseline_fanout_group.
+struct DecodeGeometry {
+  topology::ChipIndex index;
+  topology::CubeGroups groups;
+  uint32_t pe_rows = 0, pe_cols = 0;  // the P PEs' rectangle
+  std::vector<uint32_t> pes;          // PE-in-CUBE of rectangle node k
+  uint32_t pe_root = 0;               // rectangle node of the Level-2 root
+  uint32_t groups_per_sip = 0;
+
+  // Global CUBE of KV head h's cube_in_group ci.
+  uint32_t CubeOf(const DecodeConfig& cfg, uint32_t h, uint32_t ci) const;
+  // [h][ci]: CubeOf for every KV head.
+  std::vector<std::vector<uint32_t>> HeadCubes(const DecodeConfig& cfg) const;
+};
+
+// Validates `cfg` (errors name the field) and builds its geometry.
+absl::StatusOr<DecodeGeometry> MakeDecodeGeometry(const pb::Chip& chip, const DecodeConfig& cfg);
+
+// One rank of one KV head of one request, placed.
+struct PlacedRank {
+  uint32_t pe = 0;             // global PE
+  uint32_t cube_in_group = 0;
+  uint32_t node = 0;           // PE rectangle node
+  uint64_t len = 0;            // valid keys (KvPlacement::MyLen)
+  uint64_t q_addr = 0;         // Q group [G·T_q, d]
+  uint64_t k_addr = 0;         // K block, tile-major with `k_tile` slots per tile
+  uint64_t v_addr = 0;         // V block [B, d]
+};
+
+// Request u placed on the geometry: KV placement with rotation, K / V / Q group written in
+// data mode (`in` non-null), O [G·T_q, d] allocated at each group root.
+struct PlacedRequest {
+  uint64_t block = 0;                            // B
+  std::vector<std::vector<uint32_t>> cubes;      // [h][cube_in_group] global CUBE
+  std::vector<std::vector<PlacedRank>> ranks;    // [h][rank]
+  std::vector<DecodeLaunch::Output> outputs;     // [h]
+};
+
+// head_cubes[h]: the global CUBEs of KV head h's cube_in_group 0..C-1 (HeadCubes, or a copy
+// of the head elsewhere). k_tile: keys per K tile (0: one tile of B keys, the block
+// transposed, [d, B]).
+absl::StatusOr<PlacedRequest> PlaceDecodeRequest(
+    const DecodeGeometry& geo, const DecodeConfig& cfg, uint32_t u,
+    const std::vector<std::vector<uint32_t>>& head_cubes, uint64_t k_tile,
+    host::HbmAllocator& allocator, MemoryStore* store, const DecodeInputs* in);
+
+// The Level-2 reduce tree over the geometry's PE rectangle (root pe_root); every edge must be
+// one IPCQ hop (level2_reduce: ... otherwise).
+absl::StatusOr<std::vector<ReduceNode>> Level2Tree(const DecodeGeometry& geo, ReduceShape shape);
 
 // Places the tensors (writing `inputs[u]` into `store` when both are given) and adds the
 // kernel instances of every rank and request to `runtime`.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -29,7 +30,19 @@ T Or(T value, T fallback) {
   return value == T{} ? fallback : value;
 }
 
-bool IsBaseline(const pb::Workload& w) { return w.variant() == pb::BASELINE_FANOUT; }
+// The baseline a variant names (baseline.h), if it names one.
+std::optional<kernels::BaselineKind> BaselineOf(const pb::Workload& w) {
+  switch (w.variant()) {
+    case pb::BASELINE_FANOUT:
+      return kernels::BaselineKind::kFanout;
+    case pb::BASELINE_FANOUT_GROUP:
+      return kernels::BaselineKind::kFanoutGroup;
+    case pb::BASELINE_REV1_TREE:
+      return kernels::BaselineKind::kRev1Tree;
+    default:
+      return std::nullopt;
+  }
+}
 
 
 
@@ -95,6 +108,10 @@ absl::StatusOr<DecodeConfig> DecodeConfigOf(const pb::Chip& chip, const pb::Work
       cfg.variant = kernels::DecodeVariant::kOpt2;
       break;
     case pb::BASELINE_FANOUT:
+    case pb::BASELINE_REV1_TREE:
+      cfg.c = 1;  // one head per CUBE (baseline.h); an explicit c is not used
+      break;
+    case pb::BASELINE_FANOUT_GROUP:
       break;
     case pb::SHORT_CONTEXT:
       cfg.variant = kernels::DecodeVariant::kOpt3;
@@ -116,7 +133,8 @@ absl::StatusOr<DecodeConfig> DecodeConfigOf(const pb::Chip& chip, const pb::Work
     default:
       return Invalid(absl::StrCat("variant: ", pb::Variant_Name(w.variant()),
                                   " is not implemented for DECODE yet (OPT1, OPT2, OPT3, "
-                                  "SHORT_CONTEXT, AUTO, BASELINE_FANOUT are)"));
+                                  "SHORT_CONTEXT, AUTO, BASELINE_FANOUT, BASELINE_FANOUT_GROUP, "
+                                  "BASELINE_REV1_TREE are)"));
   }
   for (const auto& [field, topo, out] :
        {std::tuple<const char*, pb::ReduceTopology, kernels::ReduceShape*>{
@@ -137,15 +155,16 @@ absl::StatusOr<DecodeConfig> DecodeConfigOf(const pb::Chip& chip, const pb::Work
                                 " is not implemented yet (TILE_MAJOR is)"));
   }
   // Geometry checks (the launcher's, without placing anything).
+  const std::optional<kernels::BaselineKind> baseline = BaselineOf(w);
   absl::StatusOr<std::vector<uint32_t>> cubes =
-      IsBaseline(w) ? kernels::BaselineCubes(chip, cfg) : kernels::DecodeCubes(chip, cfg);
+      baseline ? kernels::BaselineCubes(chip, cfg, *baseline) : kernels::DecodeCubes(chip, cfg);
   if (!cubes.ok()) return cubes.status();
   return cfg;
 }
 
 uint64_t DecodeCommCriticalPathPs(const pb::Chip& chip, const DecodeConfig& cfg,
-                                  const kernels::DecodeLaunch& launch, bool baseline) {
-  const uint64_t rows = baseline ? 1 : uint64_t{launch.g} * cfg.t_q;
+                                  const kernels::DecodeLaunch& launch) {
+  const uint64_t rows = uint64_t{launch.g} * cfg.t_q;
   const uint64_t small = rows * 4, big = rows * cfg.d * 4;  // m or l, and O (fp32)
   const auto triplet = [&](const pb::Link& link) {
     const uint64_t bw = link.bytes_per_cycle();
@@ -154,7 +173,6 @@ uint64_t DecodeCommCriticalPathPs(const pb::Chip& chip, const DecodeConfig& cfg,
   };
   const uint64_t ipcq = triplet(chip.sip().cube().ipcq().link());
   const uint64_t noc = triplet(chip.sip().noc().link());
-  if (baseline) return uint64_t{cfg.p > 0 ? cfg.p - 1 : 0} * ipcq;
   return launch.level2_rounds * ipcq + launch.level1_rounds * noc;
 }
 
@@ -163,7 +181,7 @@ absl::StatusOr<LaunchResult> RunDecodeWorkload(const pb::Chip& chip, const pb::W
   absl::StatusOr<DecodeConfig> cfg_or = DecodeConfigOf(chip, w);
   if (!cfg_or.ok()) return cfg_or.status();
   const DecodeConfig& cfg = *cfg_or;
-  const bool baseline = IsBaseline(w);
+  const std::optional<kernels::BaselineKind> baseline = BaselineOf(w);
   const bool data = w.data();
   for (const auto& [flag, dir] : {std::pair<std::string, std::string>{"inputs_dir", options.inputs_dir},
                                   {"outputs_dir", options.outputs_dir}}) {
@@ -198,7 +216,7 @@ absl::StatusOr<LaunchResult> RunDecodeWorkload(const pb::Chip& chip, const pb::W
   }
 
   absl::StatusOr<std::vector<uint32_t>> cubes =
-      baseline ? kernels::BaselineCubes(chip, cfg) : kernels::DecodeCubes(chip, cfg);
+      baseline ? kernels::BaselineCubes(chip, cfg, *baseline) : kernels::DecodeCubes(chip, cfg);
   if (!cubes.ok()) return cubes.status();
   std::unique_ptr<std::ofstream> trace;
   sim::ChipSimOptions sim_options;
@@ -207,9 +225,9 @@ absl::StatusOr<LaunchResult> RunDecodeWorkload(const pb::Chip& chip, const pb::W
   sim_options.keep_op_log = options.keep_op_log;
   sim_options.cubes = *cubes;
   sim_options.workload_summary = absl::StrCat(
-      "decode ", baseline ? "BASELINE_FANOUT" : pb::Variant_Name(w.variant() == pb::VARIANT_UNSPECIFIED ? pb::OPT3 : w.variant()),
+      "decode ", pb::Variant_Name(w.variant() == pb::VARIANT_UNSPECIFIED ? pb::OPT3 : w.variant()),
       ": H_q ", cfg.h_q, ", H_kv ", cfg.h_kv, ", d ", cfg.d, ", S ", cfg.s, ", T_q ", cfg.t_q,
-      ", C ", baseline ? 1 : cfg.c, ", P ", cfg.p, ", TILE ", cfg.tile, ", users ", cfg.users,
+      ", C ", cfg.c, ", P ", cfg.p, ", TILE ", cfg.tile, ", users ", cfg.users,
       data ? "; data mode" : "; timing mode");
   if (!options.trace_path.empty()) {
     trace = std::make_unique<std::ofstream>(options.trace_path, std::ios::binary | std::ios::trunc);
@@ -223,18 +241,18 @@ absl::StatusOr<LaunchResult> RunDecodeWorkload(const pb::Chip& chip, const pb::W
   if (data) store = std::make_unique<kernels::MemoryStore>(chip);
   kernels::KernelRuntime runtime(sim.get(), store.get());
   absl::StatusOr<kernels::DecodeLaunch> launch =
-      baseline ? kernels::LaunchBaseline(chip, cfg, runtime, store.get(), inputs)
+      baseline ? kernels::LaunchBaseline(chip, cfg, runtime, store.get(), inputs, *baseline)
                : kernels::LaunchDecode(chip, cfg, runtime, store.get(), inputs);
   if (!launch.ok()) return launch.status();
 
   LaunchResult result;
-  result.reduce_rounds = baseline ? cfg.p - 1 : launch->level2_rounds + launch->level1_rounds;
+  result.reduce_rounds = launch->level2_rounds + launch->level1_rounds;  // baselines too
   result.runtime_status = runtime.Run();
   if (trace) {
     trace->close();
     if (!*trace) return Invalid(absl::StrCat("trace: write to ", options.trace_path, " failed"));
   }
-  result.report = sim->BuildReport(DecodeCommCriticalPathPs(chip, cfg, *launch, baseline));
+  result.report = sim->BuildReport(DecodeCommCriticalPathPs(chip, cfg, *launch));
   result.op_log = sim->TakeOpLogRecords();
   if (data) {
     result.inputs["q"] = inputs[0].q;

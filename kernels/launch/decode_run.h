@@ -42,7 +42,7 @@ absl::StatusOr<kernels::DecodeConfig> DecodeConfigOf(const pb::Chip& chip, const
 
 // Communication critical path of the launch's static reduce, in ps.
 uint64_t DecodeCommCriticalPathPs(const pb::Chip& chip, const kernels::DecodeConfig& cfg,
-                                  const kernels::DecodeLaunch& launch, bool baseline);
+                                  const kernels::DecodeLaunch& launch);
 
 absl::StatusOr<LaunchResult> RunDecodeWorkload(const pb::Chip& chip, const pb::Workload& w,
                                                const LaunchOptions& options);
