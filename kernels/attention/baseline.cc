@@ -5,6 +5,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "actors/tensor_ref.h"
 #include "kernels/attention/lse_merge.h"
 #include "kernels/attention/reduce_tree.h"
 #include "kernels/host/placement.h"
@@ -356,16 +357,6 @@ absl::StatusOr<DecodeLaunch> LaunchRev1(const pb::Chip& chip, const DecodeConfig
   base.tile = cfg.tile;
   base.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(cfg.d)));
   host::HbmAllocator allocator(chip);
-  const auto write = [&](uint32_t pe, uint64_t addr, std::vector<uint64_t> shape,
-                         const std::vector<float>& values) -> absl::Status {
-    pb::TensorRef ref;
-    ref.set_space(pb::HBM);
-    ref.set_pe(pe);
-    ref.set_addr(addr);
-    ref.set_dtype(pb::BF16);
-    for (uint64_t dim : shape) ref.add_shape(dim);
-    return store->Write(ref, values);
-  };
   for (uint32_t u = 0; u < cfg.users; ++u) {
     const uint64_t context = cfg.ContextOf(u);
     // rev1 §2.1: token t on PE (start_pe + t) mod P, start_pe rotated by the request;
@@ -412,8 +403,12 @@ absl::StatusOr<DecodeLaunch> LaunchRev1(const pb::Chip& chip, const DecodeConfig
               v[j * cfg.d + i] = inputs[u].v.data[src + i];
             }
           }
-          if (absl::Status s = write(pes[node], plan.k_addr, {padded / cfg.tile * cfg.d, cfg.tile}, kt); !s.ok()) return s;
-          if (absl::Status s = write(pes[node], plan.v_addr, {plan.len, cfg.d}, v); !s.ok()) return s;
+          const pb::TensorRef k_ref = sim::MakeTensorRef(pb::HBM, pes[node], plan.k_addr, pb::BF16,
+                                                         {padded / cfg.tile * cfg.d, cfg.tile});
+          const pb::TensorRef v_ref =
+              sim::MakeTensorRef(pb::HBM, pes[node], plan.v_addr, pb::BF16, {plan.len, cfg.d});
+          if (absl::Status s = store->Write(k_ref, kt); !s.ok()) return s;
+          if (absl::Status s = store->Write(v_ref, v); !s.ok()) return s;
         }
         for (uint32_t child : (*tree)[node].children) {
           plan.children.push_back(Peer::Ipcq(DirectionTo(mesh, geo->pes[node], geo->pes[child])));

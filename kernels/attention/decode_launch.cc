@@ -188,6 +188,7 @@ absl::StatusOr<PlacedRequest> PlaceDecodeRequest(
       rank.cube_in_group = kv->CubeInGroupOfRank(r);
       rank.node = kv->PeOfRank(r);
       rank.len = kv->MyLen(r, context);
+      rank.block_start = kv->GlobalPosition(r, 0);
       rank.q_addr = q->shards()[r].ref.addr();
       rank.k_addr = k->shards()[h * kv->ranks() + r].ref.addr();
       rank.v_addr = v->shards()[h * kv->ranks() + r].ref.addr();

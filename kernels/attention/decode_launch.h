@@ -120,6 +120,7 @@ struct PlacedRank {
   uint32_t cube_in_group = 0;
   uint32_t node = 0;           // PE rectangle node
   uint64_t len = 0;            // valid keys (KvPlacement::MyLen)
+  uint64_t block_start = 0;    // global position of slot 0
   uint64_t q_addr = 0;         // Q group [G·T_q, d]
   uint64_t k_addr = 0;         // K block, tile-major with `k_tile` slots per tile
   uint64_t v_addr = 0;         // V block [B, d]
