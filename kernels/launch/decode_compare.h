@@ -1,13 +1,15 @@
 // The decode comparison (issue "GQA decode kernels", item 7; the README's main job until the
-// milestone bench exists): every decode variant and the pre-ADR baseline on one workload, in
-// timing mode, as one table — latency, sweep and reduce time, roofline bound and ratio, ratio to
-// the baseline, binding resource, K/V bytes read, reduce rounds, events.
+// milestone bench exists): every decode variant and the baselines (kernels/attention/
+// baseline.h) on one workload, in timing mode, as one table — latency, sweep and reduce time,
+// roofline bound and ratio, ratio to baseline_fanout, binding resource, K/V bytes read, reduce
+// rounds, events. Any variant list works; each baseline named gets its row.
 //
 // Contract: each row is RunDecodeWorkload of the workload with `variant` replaced; sweep_ps is
 // the end of the last GEMM-bearing command (P·V composite, softmax_pv, dot) of any rank,
 // reduce_ps = latency - sweep; kv_bytes = bytes the DMA engines read minus the Q loads;
-// reduce_rounds = Level-2 + Level-1 rounds (baseline: P - 1 fan-out steps). Deterministic:
-// no wall-clock figure is part of a row.
+// reduce_rounds = sequential message rounds (Level-2 + Level-1; baseline_fanout P − 1,
+// baseline_fanout_group C·P − 1, baseline_rev1_tree ⌈log₂P⌉). Deterministic: no wall-clock
+// figure is part of a row.
 #ifndef AHBMSIM_KERNELS_LAUNCH_DECODE_COMPARE_H_
 #define AHBMSIM_KERNELS_LAUNCH_DECODE_COMPARE_H_
 

@@ -7,16 +7,22 @@
 //   tile 256, c 8, p 8, users 1, variant OPT3, reduce topologies TREE, k_layout TILE_MAJOR.
 //   `s` must be set. Variants: OPT1, OPT2, OPT3 (kernels/attention/decode.h), SHORT_CONTEXT
 //   (opt3 sweeps with kv_per_cube whole heads per CUBE, default 1, C = 1), AUTO (SHORT_CONTEXT
-//   below kShortLongThreshold, else OPT3) and BASELINE_FANOUT (baseline.h); others are refused
-//   as not implemented yet. Fields DECODE does not use (gemm_*, vector_len, cube, q_tile,
+//   below kShortLongThreshold, else OPT3) and the baselines BASELINE_FANOUT,
+//   BASELINE_FANOUT_GROUP, BASELINE_REV1_TREE (kernels/attention/baseline.h; T_q = 1;
+//   BASELINE_FANOUT and BASELINE_REV1_TREE keep a head in one CUBE, so C is 1 whatever `c`
+//   says, and the summary line says C 1); others are refused as not implemented yet. Fields DECODE does not use (gemm_*, vector_len, cube, q_tile,
 //   query_split) must be unset; kv_per_cube only with SHORT_CONTEXT / AUTO.
 // - Data mode: q.npy [H_q, T_q, d], k.npy and v.npy [H_kv, S, d] from inputs_dir (one request:
 //   users must be 1), else drawn from `seed` (Q, K ~ N(0, 1), V ~ U(-2, 2), one set per
 //   request); outputs o.npy [H_q, T_q, d] (users = 1) or o<u>.npy per request.
 // - The report's roofline includes the communication critical path of the static reduce:
-//   Level-2 rounds x one IPCQ (m, l, O) triplet, plus Level-1 rounds x one NOC hop triplet
-//   (BASELINE_FANOUT: P - 1 IPCQ triplets); a triplet = one link latency + the serialisation of
-//   its three messages.
+//   Level-2 rounds x one IPCQ (m, l, O) triplet of G·T_q rows, plus Level-1 rounds x one NOC
+//   hop triplet; a triplet = one link latency + the serialisation of its three messages. The
+//   baselines give their rounds the same way (DecodeLaunch): BASELINE_FANOUT P − 1 IPCQ
+//   triplets of one row; BASELINE_FANOUT_GROUP C·P − 1 ring steps, min(C, C·P − 1) of them
+//   on the NOC when C > 1, each carrying the G query heads' triplets over one link (counted as
+//   one triplet of G rows); BASELINE_REV1_TREE ⌈log₂P⌉ IPCQ triplets of G rows.
+//   reduce_rounds is that round count.
 #ifndef AHBMSIM_KERNELS_LAUNCH_DECODE_RUN_H_
 #define AHBMSIM_KERNELS_LAUNCH_DECODE_RUN_H_
 
