@@ -433,17 +433,24 @@ absl::StatusOr<DecodeLaunch> LaunchRev1(const pb::Chip& chip, const DecodeConfig
 absl::StatusOr<std::vector<uint32_t>> BaselineCubes(const pb::Chip& chip, const DecodeConfig& cfg,
                                                     BaselineKind kind) {
   if (cfg.t_q != 1) return Field("t_q", "the baselines decode one token (t_q = 1)");
+  const bool group = kind == BaselineKind::kFanoutGroup;
+  if (group && cfg.kv_per_cube != 0) return Field("kv_per_cube", "the baselines do not use it");
+  const DecodeConfig gcfg = group ? cfg : OneCube(cfg);
+  absl::StatusOr<DecodeGeometry> geo = MakeDecodeGeometry(chip, gcfg);
+  if (!geo.ok()) return geo.status();
+  // The message pattern must fit the PE mesh: the ring's IPCQ hops, the rev1 tree's edges.
+  if (kind == BaselineKind::kRev1Tree) {
+    if (absl::Status s = Level2Tree(*geo, cfg.level2).status(); !s.ok()) return s;
+  } else if (absl::Status s = FanoutRing(*geo, geo->HeadCubes(gcfg)[0]).status(); !s.ok()) {
+    return s;
+  }
   switch (kind) {
     case BaselineKind::kFanoutGroup:
-      if (cfg.kv_per_cube != 0) return Field("kv_per_cube", "the baselines do not use it");
       return DecodeCubes(chip, cfg);
     case BaselineKind::kFanout:
-    case BaselineKind::kRev1Tree: {
-      absl::StatusOr<DecodeGeometry> geo = MakeDecodeGeometry(chip, OneCube(cfg));
-      if (!geo.ok()) return geo.status();
-      return kind == BaselineKind::kFanout ? CubesFromSip(chip, cfg, cfg.h_q, "h_q")
-                                           : CubesFromSip(chip, cfg, cfg.h_kv, "h_kv");
-    }
+      return CubesFromSip(chip, cfg, cfg.h_q, "h_q");
+    case BaselineKind::kRev1Tree:
+      return CubesFromSip(chip, cfg, cfg.h_kv, "h_kv");
   }
   return Field("variant", "unknown baseline");
 }

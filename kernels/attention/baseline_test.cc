@@ -335,6 +335,13 @@ TEST(BaselineStructure, RefusesWhatItCannotRun) {
   cfg.h_kv = 2;
   EXPECT_TRUE(absl::StartsWith(BaselineCubes(chip, cfg, BaselineKind::kFanout).status().message(),
                                "h_q: "));
+  // 4 PEs in a row of a 2x4 PE mesh: the ring's closing link 3 -> 0 is not one IPCQ hop.
+  const pb::Chip chip2 = Load("topology/chip_2sip.textproto");
+  cfg = Small(100);
+  EXPECT_EQ(BaselineCubes(chip2, cfg, BaselineKind::kFanout).status().message(),
+            "p: the fan-out ring over a 1x4 PE rectangle in one CUBE has a link that is not one "
+            "IPCQ hop");
+  EXPECT_TRUE(BaselineCubes(chip2, cfg, BaselineKind::kFanoutGroup).ok());  // C = 2: NOC closes it
 }
 
 }  // namespace

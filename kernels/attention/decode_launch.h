@@ -17,6 +17,8 @@
 //   The group root's Level-2 root PE stores O / l.
 // - Data layout per rank: Q group [G·T_q, d] bf16 (row g·T_q + t = query head h·G + g, token t),
 //   K tile-major [ceil(B/TILE)][d][TILE] bf16, V [B, d] bf16, O [G·T_q, d] bf16 at the root.
+// - MakeDecodeGeometry, PlaceDecodeRequest and Level2Tree are this placement's parts, shared
+//   with baseline_fanout_group and the one-CUBE baselines (baseline.h).
 // - Errors name the workload field: h_q not a multiple of h_kv, S = 0 or > max_context, C·P
 //   not fitting, too many KV heads for the chip's groups, ...
 #ifndef AHBMSIM_KERNELS_ATTENTION_DECODE_LAUNCH_H_
