@@ -144,11 +144,12 @@ class BaselineParity : public ::testing::TestWithParam<BaselineKind> {};
 TEST_P(BaselineParity, EmptyAndRaggedRanks) {
   const pb::Chip chip = Load("topology/small.textproto");
   const BaselineKind kind = GetParam();
-  if (kind == BaselineKind::kFanoutGroup) SKIP_UNLESS_REQUESTS_ISOLATED();
   for (uint64_t s : {uint64_t{1}, uint64_t{5}, uint64_t{Ranks(Small(1), kind) - 1}, uint64_t{777}}) {
     for (uint64_t max_context : {uint64_t{0}, 4 * s}) {
       DecodeConfig cfg = Small(s);
       cfg.max_context = max_context;
+      // Without request isolation, G = 1: one fan-out-group instance per rank.
+      if (kind == BaselineKind::kFanoutGroup && !kMessagesCarryRequests) cfg.h_q = cfg.h_kv;
       ExpectParity(chip, cfg, kind,
                    absl::StrCat(Name(kind), " S ", s, " max_context ", max_context));
     }
@@ -230,44 +231,47 @@ uint64_t KvBytesRead(const BaselineRun& run) {
 
 // ADR rev2 §11 gate 3 at C = P = 8: the ADR kernel's reduce is ⌈log₂P⌉ + the group root's
 // depth rounds (3 + 3), baseline_fanout_group's all-to-all C·P − 1 = 63 sequential steps; and
-// the baseline reads K/V once per query head: H_q·S·d·2 bytes each, G = 8 times the ADR's.
+// the baseline reads K/V once per query head: H_q·S·d·2 bytes each, G times the ADR's. G = 1
+// (one instance per rank) always runs; G = 8 needs request isolation.
 TEST(BaselineGate3, ReduceRoundsAndKvBytesAtCP64) {
-  SKIP_UNLESS_REQUESTS_ISOLATED();
   const pb::Chip chip = Load("topology/chip_2sip.textproto");
-  DecodeConfig cfg;
-  cfg.h_q = 8;
-  cfg.h_kv = 1;
-  cfg.d = 128;
-  cfg.s = 8192;
-  cfg.c = 8;
-  cfg.p = 8;
-  cfg.tile = 128;
-  BaselineRun adr = Launch(chip, cfg, std::nullopt, {});
-  ASSERT_TRUE(adr.status.ok()) << adr.status;
-  BaselineRun base = Launch(chip, cfg, BaselineKind::kFanoutGroup, {});
-  ASSERT_TRUE(base.status.ok()) << base.status;
+  for (uint32_t g : {1u, 8u}) {
+    if (g > 1 && !kMessagesCarryRequests) continue;
+    DecodeConfig cfg;
+    cfg.h_q = g;
+    cfg.h_kv = 1;
+    cfg.d = 128;
+    cfg.s = 8192;
+    cfg.c = 8;
+    cfg.p = 8;
+    cfg.tile = 128;
+    BaselineRun adr = Launch(chip, cfg, std::nullopt, {});
+    ASSERT_TRUE(adr.status.ok()) << adr.status;
+    BaselineRun base = Launch(chip, cfg, BaselineKind::kFanoutGroup, {});
+    ASSERT_TRUE(base.status.ok()) << base.status;
 
-  EXPECT_EQ(adr.launch.level2_rounds, 3u);
-  EXPECT_EQ(adr.launch.level1_rounds, 3u);
-  EXPECT_EQ(LongestReceiveChain(adr), 6u);
-  EXPECT_EQ(base.launch.level2_rounds + base.launch.level1_rounds, 63u);
-  EXPECT_EQ(LongestReceiveChain(base), 63u);
-  // Every instance (rank x query head) receives C·P − 1 triplets; each ends with the answer.
-  std::map<std::pair<std::string, uint32_t>, uint32_t> received;
-  uint32_t stores = 0;
-  for (const pb::TraceRecord& r : base.sim->op_log().records()) {
-    if (!r.has_op()) continue;
-    if (r.op().op().starts_with("recv_")) ++received[{r.op().unit_name(), r.op().request_id()}];
-    if (r.op().op() == "dma_store") ++stores;
+    EXPECT_EQ(adr.launch.level2_rounds, 3u);
+    EXPECT_EQ(adr.launch.level1_rounds, 3u);
+    EXPECT_EQ(LongestReceiveChain(adr), 6u) << "G " << g;
+    EXPECT_EQ(base.launch.level2_rounds + base.launch.level1_rounds, 63u);
+    EXPECT_EQ(LongestReceiveChain(base), 63u) << "G " << g;
+    // Every instance (rank x query head) receives C·P − 1 triplets; one rank stores each row.
+    std::map<std::pair<std::string, uint32_t>, uint32_t> received;
+    uint32_t stores = 0;
+    for (const pb::TraceRecord& r : base.sim->op_log().records()) {
+      if (!r.has_op()) continue;
+      if (r.op().op().starts_with("recv_")) ++received[{r.op().unit_name(), r.op().request_id()}];
+      if (r.op().op() == "dma_store") ++stores;
+    }
+    EXPECT_EQ(received.size(), 64u * g);
+    for (const auto& [instance, n] : received) EXPECT_EQ(n, 3u * 63u) << instance.first;
+    EXPECT_EQ(stores, g);
+
+    const uint64_t kv_adr = KvBytesRead(adr), kv_base = KvBytesRead(base);
+    EXPECT_EQ(kv_adr, uint64_t{cfg.h_kv} * cfg.s * cfg.d * 2 * 2);
+    EXPECT_EQ(kv_base, uint64_t{cfg.h_q} * cfg.s * cfg.d * 2 * 2);
+    EXPECT_EQ(kv_base, g * kv_adr);
   }
-  EXPECT_EQ(received.size(), 64u * 8u);
-  for (const auto& [instance, n] : received) EXPECT_EQ(n, 3u * 63u) << instance.first;
-  EXPECT_EQ(stores, 8u);  // one rank stores, one row per query head
-
-  const uint64_t kv_adr = KvBytesRead(adr), kv_base = KvBytesRead(base);
-  EXPECT_EQ(kv_adr, uint64_t{cfg.h_kv} * cfg.s * cfg.d * 2 * 2);
-  EXPECT_EQ(kv_base, uint64_t{cfg.h_q} * cfg.s * cfg.d * 2 * 2);
-  EXPECT_EQ(kv_base, 8 * kv_adr);
 }
 
 // Fan-out / tree rounds per baseline, the rev1 tree's depth ⌈log₂P⌉, and the request ids of
