@@ -1,59 +1,171 @@
 #include "kernels/attention/baseline.h"
 
+#include <algorithm>
 #include <cmath>
-#include <limits>
+#include <map>
 
 #include "absl/strings/str_cat.h"
+#include "actors/tensor_ref.h"
 #include "kernels/attention/lse_merge.h"
 #include "kernels/attention/reduce_tree.h"
 #include "kernels/host/placement.h"
 #include "topology/ids.h"
 
 namespace ahbm::kernels {
+namespace {
 
-// Per rank: one-shot partial attention with blocking dots, then the ring fan-out: in each of
-// the R − 1 steps a rank sends the partial it holds (its own first, then the one it last
-// received) to its successor and merges the one from its predecessor.
+// The running (m, l, O) of `rows` query rows in the persistent arena (so per-step scratch
+// scopes may recycle everything else); m double-buffered so a merge never copies it.
+struct Running {
+  Tensor m[2];
+  int cur = 0;
+  Tensor l, o;
+  const Tensor& M() const { return m[cur]; }
+};
+
+// The identity partial (lse_merge.h): m = kEmptyRowMax, l = 0, O = 0.
+Task<Running> EmptyRunning(Tl& tl, uint32_t rows, uint32_t d) {
+  const std::vector<uint64_t> col = {rows, 1};
+  const std::vector<uint64_t> full = {rows, d};
+  Running r;
+  r.m[0] = co_await tl.Fill(col, kEmptyRowMax, pb::FP32, Arena::kPersistent);
+  r.m[1] = tl.Alloc(col, pb::FP32, Arena::kPersistent);
+  r.l = co_await tl.Fill(col, 0.0f, pb::FP32, Arena::kPersistent);
+  r.o = co_await tl.Fill(full, 0.0f, pb::FP32, Arena::kPersistent);
+  co_return r;
+}
+
+// The log-sum-exp merge of lse_merge.h with the new maximum written into the other m buffer
+// (LseMerge allocates it in scratch, which a per-step scope would release).
+Task<void> MergeInto(Tl& tl, Running& r, const Tensor& mb, const Tensor& lb, const Tensor& ob) {
+  const Tensor& m = r.m[r.cur];
+  const Tensor& mm = r.m[1 - r.cur];
+  co_await tl.Maximum(m, mb, mm);
+  Tensor sa = co_await tl.Sub(m, mm);
+  co_await tl.Exp(sa, sa);
+  Tensor sb = co_await tl.Sub(mb, mm);
+  co_await tl.Exp(sb, sb);
+  co_await tl.Mul(r.l, sa, r.l);
+  Tensor lbs = co_await tl.Mul(lb, sb);
+  co_await tl.Add(r.l, lbs, r.l);
+  co_await tl.Mul(r.o, sa, r.o);
+  Tensor obs = co_await tl.Mul(ob, sb);
+  co_await tl.Add(r.o, obs, r.o);
+  r.cur = 1 - r.cur;
+}
+
+struct Triplet {
+  Tensor m, l, o;
+};
+
+// m, l, O as three messages (the ADR's triplet).
+Task<void> SendTriplet(Tl& tl, const Peer& to, const Tensor& m, const Tensor& l, const Tensor& o) {
+  co_await tl.Send(to, m);
+  co_await tl.Send(to, l);
+  co_await tl.Send(to, o);
+}
+
+Task<Triplet> RecvTriplet(Tl& tl, const Peer& from, uint32_t rows, uint32_t d) {
+  const std::vector<uint64_t> col = {rows, 1};
+  const std::vector<uint64_t> full = {rows, d};
+  Triplet t;
+  t.m = co_await tl.Recv(from, col);
+  t.l = co_await tl.Recv(from, col);
+  t.o = co_await tl.Recv(from, full);
+  co_return t;
+}
+
+// O / l, stored as bf16 at `o_addr`.
+Task<void> NormaliseAndStore(Tl& tl, const Running& r, uint64_t o_addr, uint32_t rows,
+                             uint32_t d) {
+  const std::vector<uint64_t> full = {rows, d};
+  Tensor out = tl.Alloc(full, pb::BF16);
+  co_await tl.Div(r.o, r.l, out);
+  co_await tl.Store(tl.Ref(o_addr, full), out);
+}
+
+}  // namespace
+
+// §A: one-shot partial attention with blocking dots (Sj = q·Kᵀ, scale, max, exp, sum, P·V),
+// then the one-direction fan-out: send the own partial, then ranks − 1 times receive the
+// predecessor's, forward it (but the last) and merge it, each step in a scratch scope.
 Task<void> BaselineRank(Tl& tl, BaselineRankPlan p) {
   const std::vector<uint64_t> col = {1, 1};
   const std::vector<uint64_t> row = {1, p.d};
-  const std::vector<uint64_t> qshape = {1, p.d};
-  Tensor q = co_await tl.Load(tl.Ref(p.q_addr, qshape), Arena::kPersistent);
-  Tensor m, l, o;
+  Tensor q = co_await tl.Load(tl.Ref(p.q_addr, row), Arena::kPersistent);
+  Running r;
   if (p.len > 0) {
-    const std::vector<uint64_t> kshape = {p.d, p.len};
+    const std::vector<uint64_t> kshape = {p.d, p.block};
     const std::vector<uint64_t> vshape = {p.len, p.d};
-    Tensor s = co_await tl.Dot(q, tl.Ref(p.kt_addr, kshape));  // [1, len], blocking
-    co_await tl.Scale(s, p.scale, s);
-    m = co_await tl.Max(s);
-    Tensor centred = co_await tl.Sub(s, m);
     const std::vector<uint64_t> pshape = {1, p.len};
-    Tensor pr = tl.Alloc(pshape, pb::BF16);
+    ScratchScope scope(&tl);
+    Tensor s = co_await tl.Dot(q, tl.Ref(p.kt_addr, kshape).Cols(0, p.len));  // blocking
+    co_await tl.Scale(s, p.scale, s);
+    r.m[0] = co_await tl.Max(s, -1, tl.Alloc(col, pb::FP32, Arena::kPersistent));
+    r.m[1] = tl.Alloc(col, pb::FP32, Arena::kPersistent);
+    Tensor centred = co_await tl.Sub(s, r.m[0]);
+    Tensor pr = tl.Alloc(pshape, pb::BF16);  // P rounded to bf16 before P·V
     co_await tl.Exp(centred, pr);
-    l = co_await tl.Sum(pr);
-    o = co_await tl.Dot(pr, tl.Ref(p.v_addr, vshape));  // [1, d], blocking
+    r.l = co_await tl.Sum(pr, -1, tl.Alloc(col, pb::FP32, Arena::kPersistent));
+    r.o = co_await tl.Dot(pr, tl.Ref(p.v_addr, vshape),  // blocking
+                          tl.Alloc(row, pb::FP32, Arena::kPersistent));
   } else {
-    m = co_await tl.Fill(col, kEmptyRowMax);
-    l = co_await tl.Fill(col, 0.0f);
-    o = co_await tl.Fill(row, 0.0f);
+    r = co_await EmptyRunning(tl, 1, p.d);
   }
-  Tensor fm = m, fl = l, fo = o;  // what this rank forwards next
+  if (p.ranks > 1) co_await SendTriplet(tl, p.next, r.M(), r.l, r.o);
   for (uint32_t step = 0; step + 1 < p.ranks; ++step) {
-    co_await tl.Send(p.next, fm);
-    co_await tl.Send(p.next, fl);
-    co_await tl.Send(p.next, fo);
-    Tensor rm = co_await tl.Recv(p.prev, col);
-    Tensor rl = co_await tl.Recv(p.prev, col);
-    Tensor ro = co_await tl.Recv(p.prev, row);
-    co_await LseMerge(tl, m, l, o, rm, rl, ro);
-    fm = rm;
-    fl = rl;
-    fo = ro;
+    ScratchScope scope(&tl);
+    const Triplet in = co_await RecvTriplet(tl, p.prev, 1, p.d);
+    if (step + 2 < p.ranks) co_await SendTriplet(tl, p.next, in.m, in.l, in.o);
+    co_await MergeInto(tl, r, in.m, in.l, in.o);
   }
-  if (!p.store_output) co_return;
-  Tensor out = tl.Alloc(row, pb::BF16);
-  co_await tl.Div(o, l, out);
-  co_await tl.Store(tl.Ref(p.o_addr, row), out);
+  if (p.store_output) co_await NormaliseAndStore(tl, r, p.o_addr, 1, p.d);
+}
+
+// rev1 §3 per tile (blocking dots, MATH primitives), then rev1 §4's tree to the root.
+Task<void> Rev1Rank(Tl& tl, Rev1RankPlan p) {
+  const std::vector<uint64_t> qshape = {p.rows, p.d};
+  Tensor q = co_await tl.Load(tl.Ref(p.q_addr, qshape), Arena::kPersistent);
+  Running r = co_await EmptyRunning(tl, p.rows, p.d);
+  const uint64_t tiles = (p.len + p.tile - 1) / p.tile;
+  for (uint64_t j = 0; j < tiles; ++j) {
+    ScratchScope scope(&tl);
+    const uint64_t len = std::min<uint64_t>(p.tile, p.len - j * p.tile);
+    const std::vector<uint64_t> kshape = {p.d, p.tile};
+    const std::vector<uint64_t> vshape = {len, p.d};
+    const std::vector<uint64_t> pshape = {p.rows, len};
+    const Tensor kj = tl.Ref(p.k_addr + j * p.d * p.tile * 2, kshape).Cols(0, len);
+    Tensor sj = co_await tl.Dot(q, kj);  // [G, len], blocking
+    co_await tl.Scale(sj, p.scale, sj);
+    // m_new = maximum(m, max(Sj)); P = exp(Sj - m_new); corr = exp(m - m_new)
+    const Tensor& m = r.m[r.cur];
+    const Tensor& m_new = r.m[1 - r.cur];
+    Tensor mj = co_await tl.Max(sj);
+    co_await tl.Maximum(m, mj, m_new);
+    Tensor centred = co_await tl.Sub(sj, m_new);
+    Tensor pj = tl.Alloc(pshape, pb::BF16);  // P rounded to bf16 before P·V
+    co_await tl.Exp(centred, pj);
+    Tensor corr = co_await tl.Sub(m, m_new);
+    co_await tl.Exp(corr, corr);
+    // l = l·corr + sum(P); O = O·corr + dot(P, Vj)
+    co_await tl.Mul(r.l, corr, r.l);
+    Tensor lj = co_await tl.Sum(pj);
+    co_await tl.Add(r.l, lj, r.l);
+    co_await tl.Mul(r.o, corr, r.o);
+    Tensor pv = co_await tl.Dot(pj, tl.Ref(p.v_addr + j * p.tile * p.d * 2, vshape));  // blocking
+    co_await tl.Add(r.o, pv, r.o);
+    r.cur = 1 - r.cur;
+  }
+  for (const Peer& child : p.children) {
+    ScratchScope scope(&tl);
+    const Triplet in = co_await RecvTriplet(tl, child, p.rows, p.d);
+    co_await MergeInto(tl, r, in.m, in.l, in.o);
+  }
+  if (p.parent) {
+    co_await SendTriplet(tl, *p.parent, r.M(), r.l, r.o);
+  } else if (p.store_output) {
+    co_await NormaliseAndStore(tl, r, p.o_addr, p.rows, p.d);
+  }
 }
 
 namespace {
@@ -62,127 +174,296 @@ absl::Status Field(const std::string& field, const std::string& reason) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", reason));
 }
 
-}  // namespace
+// kFanout and kRev1Tree keep a head inside one CUBE: the decode geometry with C = 1.
+DecodeConfig OneCube(const DecodeConfig& cfg) {
+  DecodeConfig one = cfg;
+  one.c = 1;
+  one.group_rows = one.group_cols = 0;
+  one.kv_per_cube = 0;
+  return one;
+}
 
-absl::StatusOr<std::vector<uint32_t>> BaselineCubes(const pb::Chip& chip, const DecodeConfig& cfg) {
+// One instance per head on one CUBE each (kFanout: h_q, kRev1Tree: h_kv): CUBEs from SIP sip.
+absl::StatusOr<std::vector<uint32_t>> CubesFromSip(const pb::Chip& chip, const DecodeConfig& cfg,
+                                                   uint32_t heads, const char* field) {
   const topology::ChipIndex index(chip);
-  if (cfg.sip >= index.sips()) {
-    return Field("sip", absl::StrCat(cfg.sip, " is outside the chip's ", index.sips(), " SIPs"));
-  }
   const uint32_t first = cfg.sip * index.cubes_per_sip();
-  if (first + cfg.h_q > index.num_cubes()) {
-    return Field("h_q", absl::StrCat("the baseline puts one query head per CUBE: ", cfg.h_q,
-                                     " heads need ", cfg.h_q, " CUBEs from SIP ", cfg.sip,
+  if (first + heads > index.num_cubes()) {
+    return Field(field, absl::StrCat("this baseline puts one head per CUBE: ", heads,
+                                     " heads need ", heads, " CUBEs from SIP ", cfg.sip,
                                      ", the chip has ", index.num_cubes() - first));
   }
   std::vector<uint32_t> cubes;
-  for (uint32_t h = 0; h < cfg.h_q; ++h) cubes.push_back(first + h);
+  for (uint32_t h = 0; h < heads; ++h) cubes.push_back(first + h);
   return cubes;
 }
 
-absl::StatusOr<DecodeLaunch> LaunchBaseline(const pb::Chip& chip, const DecodeConfig& cfg,
-                                            KernelRuntime& runtime, MemoryStore* store,
-                                            const std::vector<DecodeInputs>& inputs) {
-  const topology::ChipIndex index(chip);
-  if (cfg.h_kv == 0 || cfg.h_q % cfg.h_kv != 0) {
-    return Field("h_q", absl::StrCat("must be a multiple of h_kv = ", cfg.h_kv));
+// The fan-out ring: `cubes` in order, inside each its P PEs in snake order (IPCQ hops), NOC
+// hops between CUBEs. Per global PE: its successor and predecessor.
+struct RingLinks {
+  Peer next = Peer::Ipcq(topology::Dir::kEast);
+  Peer prev = Peer::Ipcq(topology::Dir::kWest);
+};
+
+absl::StatusOr<std::map<uint32_t, RingLinks>> FanoutRing(const DecodeGeometry& geo,
+                                                         const std::vector<uint32_t>& cubes) {
+  const uint32_t per_cube = geo.index.pes_per_cube();
+  std::vector<std::pair<uint32_t, uint32_t>> ring;  // (global CUBE, PE in CUBE)
+  for (uint32_t cube : cubes) {
+    for (uint32_t node : SnakeOrder(geo.pe_rows, geo.pe_cols)) ring.emplace_back(cube, geo.pes[node]);
   }
-  if (cfg.t_q != 1) return Field("t_q", "the baseline decodes one token (t_q = 1)");
-  if (cfg.users != 1) return Field("users", "the baseline runs one request");
-  if (cfg.s == 0) return Field("s", "must be > 0");
-  const topology::Mesh& mesh = index.pe_mesh();
-  if (cfg.p == 0 || cfg.p > mesh.size() || !(cfg.p <= mesh.cols() || cfg.p % mesh.cols() == 0) ||
-      (cfg.p > 2 && cfg.p > mesh.cols() && (cfg.p / mesh.cols()) % 2 != 0)) {
-    return Field("p", absl::StrCat(cfg.p, " PEs do not form a ring of the CUBE's ", mesh.rows(), "x",
-                                   mesh.cols(), " PE mesh"));
+  const topology::Mesh& mesh = geo.index.pe_mesh();
+  const auto link = [&](size_t from, size_t to) -> absl::StatusOr<Peer> {
+    const auto [fc, fp] = ring[from];
+    const auto [tc, tp] = ring[to];
+    if (fc != tc) return Peer::Pe(tc * per_cube + tp);
+    if (mesh.HopDistance(fp, tp) != 1) {
+      return Field("p", absl::StrCat("the fan-out ring over a ", geo.pe_rows, "x", geo.pe_cols,
+                                     " PE rectangle in one CUBE has a link that is not one IPCQ hop"));
+    }
+    return Peer::Ipcq(DirectionTo(mesh, fp, tp));
+  };
+  std::map<uint32_t, RingLinks> links;
+  const size_t n = ring.size();
+  for (size_t i = 0; n > 1 && i < n; ++i) {
+    absl::StatusOr<Peer> next = link(i, (i + 1) % n);
+    absl::StatusOr<Peer> prev = link(i, (i + n - 1) % n);
+    if (!next.ok()) return next.status();
+    if (!prev.ok()) return prev.status();
+    links[ring[i].first * per_cube + ring[i].second] = RingLinks{*next, *prev};
   }
-  absl::StatusOr<std::vector<uint32_t>> cubes = BaselineCubes(chip, cfg);
+  return links;
+}
+
+// The fan-out ring's sequential steps (ranks − 1) split into IPCQ and NOC rounds: the longest
+// chain of ranks − 1 consecutive ring edges holds min(C, ranks − 1) NOC edges when C > 1.
+void SetFanoutRounds(uint32_t c, uint32_t p, DecodeLaunch& launch) {
+  const uint32_t steps = c * p - 1;
+  launch.level1_rounds = c > 1 ? std::min(c, steps) : 0;
+  launch.level2_rounds = steps - launch.level1_rounds;
+}
+
+// kFanout / kFanoutGroup: PlaceDecodeRequest per copy of the KV heads, then the fan-out ring
+// per head copy; instance g of a rank serves Q row g (query head h·G + g).
+absl::StatusOr<DecodeLaunch> LaunchFanout(const pb::Chip& chip, const DecodeConfig& cfg,
+                                          BaselineKind kind, KernelRuntime& runtime,
+                                          MemoryStore* store,
+                                          const std::vector<DecodeInputs>& inputs) {
+  const bool group = kind == BaselineKind::kFanoutGroup;
+  const DecodeConfig gcfg = group ? cfg : OneCube(cfg);
+  absl::StatusOr<DecodeGeometry> geo = MakeDecodeGeometry(chip, gcfg);
+  if (!geo.ok()) return geo.status();
+  absl::StatusOr<std::vector<uint32_t>> cubes = BaselineCubes(chip, cfg, kind);
   if (!cubes.ok()) return cubes.status();
-  const bool data = store != nullptr && !inputs.empty();
   const uint32_t g = cfg.h_q / cfg.h_kv;
-  const uint32_t cols = std::min(cfg.p, mesh.cols());
-  const uint32_t rows = cfg.p / cols;
-  std::vector<uint32_t> ring;  // PE-in-CUBE in ring order
-  for (uint32_t k : SnakeOrder(rows, cols)) ring.push_back((k / cols) * mesh.cols() + k % cols);
-  const uint64_t block = (cfg.s + cfg.p - 1) / cfg.p;
-  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(cfg.d)));
+  const bool data = store != nullptr && !inputs.empty();
+  // Each copy places every KV head once: kFanoutGroup one copy on the decode geometry;
+  // kFanout G copies, copy gi of head h on query head h·G + gi's CUBE.
+  std::vector<std::vector<std::vector<uint32_t>>> copies;
+  if (group) {
+    copies.push_back(geo->HeadCubes(gcfg));
+  } else {
+    for (uint32_t gi = 0; gi < g; ++gi) {
+      copies.emplace_back();
+      for (uint32_t h = 0; h < cfg.h_kv; ++h) copies.back().push_back({(*cubes)[h * g + gi]});
+    }
+  }
+  const std::vector<uint32_t> cube_snake = SnakeOrder(geo->groups.shape().rows, geo->groups.shape().cols);
 
   DecodeLaunch launch;
-  launch.g = 1;
-  launch.ranks_per_head = cfg.p;
+  launch.g = group ? g : 1;
+  launch.ranks_per_head = gcfg.c * gcfg.p;
   launch.cubes = *cubes;
-  launch.outputs.emplace_back(cfg.h_q);
+  SetFanoutRounds(gcfg.c, gcfg.p, launch);
+  BaselineRankPlan base;
+  base.d = cfg.d;
+  base.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(cfg.d)));
+  base.ranks = gcfg.c * gcfg.p;
   host::HbmAllocator allocator(chip);
-  const auto write = [&](uint32_t pe, uint64_t addr, std::vector<uint64_t> shape,
-                         const std::vector<float>& values) -> absl::Status {
-    pb::TensorRef ref;
-    ref.set_space(pb::HBM);
-    ref.set_pe(pe);
-    ref.set_addr(addr);
-    ref.set_dtype(pb::BF16);
-    for (uint64_t dim : shape) ref.add_shape(dim);
-    return store->Write(ref, values);
-  };
-  for (uint32_t h = 0; h < cfg.h_q; ++h) {
-    const uint32_t hk = h / g;
-    const uint32_t cube = (*cubes)[h];
-    for (uint32_t r = 0; r < cfg.p; ++r) {
-      const uint32_t pe = cube * index.pes_per_cube() + ring[r];
-      const uint64_t begin = std::min<uint64_t>(r * block, cfg.s);
-      const uint64_t len = std::min<uint64_t>(block, cfg.s - begin);
-      BaselineRankPlan plan;
-      plan.d = cfg.d;
-      plan.scale = scale;
-      plan.len = len;
-      plan.ranks = cfg.p;
-      const uint32_t next = ring[(r + 1) % cfg.p], prev = ring[(r + cfg.p - 1) % cfg.p];
-      if (cfg.p > 1) {
-        plan.next = Peer::Ipcq(DirectionTo(mesh, ring[r], next));
-        plan.prev = Peer::Ipcq(DirectionTo(mesh, ring[r], prev));
-      }
-      absl::StatusOr<uint64_t> q = allocator.Allocate(pe, uint64_t{cfg.d} * 2);
-      if (!q.ok()) return q.status();
-      plan.q_addr = *q;
-      if (len > 0) {
-        absl::StatusOr<uint64_t> kt = allocator.Allocate(pe, uint64_t{cfg.d} * len * 2);
-        absl::StatusOr<uint64_t> v = allocator.Allocate(pe, uint64_t{cfg.d} * len * 2);
-        if (!kt.ok()) return kt.status();
-        if (!v.ok()) return v.status();
-        plan.kt_addr = *kt;
-        plan.v_addr = *v;
-      }
-      if (data) {
-        const DecodeInputs& in = inputs[0];
-        std::vector<float> qv(in.q.data.begin() + uint64_t{h} * cfg.d,
-                              in.q.data.begin() + uint64_t{h + 1} * cfg.d);
-        if (absl::Status s = write(pe, plan.q_addr, {1, cfg.d}, qv); !s.ok()) return s;
-        if (len > 0) {
-          std::vector<float> kt(cfg.d * len), v(cfg.d * len);
-          for (uint64_t t = 0; t < len; ++t) {
-            for (uint32_t i = 0; i < cfg.d; ++i) {
-              const uint64_t src = (uint64_t{hk} * cfg.s + begin + t) * cfg.d + i;
-              kt[i * len + t] = in.k.data[src];  // transposed [d, len]
-              v[t * cfg.d + i] = in.v.data[src];
+  for (uint32_t u = 0; u < cfg.users; ++u) {
+    launch.outputs.emplace_back(group ? cfg.h_kv : cfg.h_q);
+    for (uint32_t copy = 0; copy < copies.size(); ++copy) {
+      absl::StatusOr<PlacedRequest> placed = PlaceDecodeRequest(
+          *geo, gcfg, u, copies[copy], /*k_tile=*/0, allocator, store, data ? &inputs[u] : nullptr);
+      if (!placed.ok()) return placed.status();
+      for (uint32_t h = 0; h < cfg.h_kv; ++h) {
+        std::vector<uint32_t> ring_cubes;
+        for (uint32_t ci : cube_snake) ring_cubes.push_back(placed->cubes[h][ci]);
+        absl::StatusOr<std::map<uint32_t, RingLinks>> ring = FanoutRing(*geo, ring_cubes);
+        if (!ring.ok()) return ring.status();
+        const DecodeLaunch::Output root = placed->outputs[h];
+        // The query rows this copy's instances serve and their request ids (module comment).
+        std::vector<uint32_t> rows;
+        if (group) {
+          for (uint32_t gi = 0; gi < g; ++gi) rows.push_back(gi);
+          launch.outputs[u][h] = root;
+        } else {
+          rows.push_back(copy);
+          launch.outputs[u][h * g + copy] = DecodeLaunch::Output{root.pe, root.addr + uint64_t{copy} * cfg.d * 2};
+        }
+        for (const PlacedRank& rank : placed->ranks[h]) {
+          for (uint32_t gi : rows) {
+            BaselineRankPlan plan = base;
+            plan.q_addr = rank.q_addr + uint64_t{gi} * cfg.d * 2;
+            plan.kt_addr = rank.k_addr;
+            plan.block = placed->block;
+            plan.v_addr = rank.v_addr;
+            plan.len = rank.len;
+            if (auto it = ring->find(rank.pe); it != ring->end()) {
+              plan.next = it->second.next;
+              plan.prev = it->second.prev;
+            }
+            plan.store_output = rank.pe == root.pe;
+            plan.o_addr = root.addr + uint64_t{gi} * cfg.d * 2;
+            const uint32_t request = group ? u * g + gi : u;
+            if (absl::Status s = runtime.AddKernel(
+                    rank.pe, request, [plan](Tl& tl) { return BaselineRank(tl, plan); });
+                !s.ok()) {
+              return s;
             }
           }
-          if (absl::Status s = write(pe, plan.kt_addr, {cfg.d, len}, kt); !s.ok()) return s;
-          if (absl::Status s = write(pe, plan.v_addr, {len, cfg.d}, v); !s.ok()) return s;
         }
-      }
-      if (r == 0) {
-        absl::StatusOr<uint64_t> o = allocator.Allocate(pe, uint64_t{cfg.d} * 2);
-        if (!o.ok()) return o.status();
-        plan.store_output = true;
-        plan.o_addr = *o;
-        launch.outputs[0][h] = DecodeLaunch::Output{pe, *o};
-      }
-      if (absl::Status s = runtime.AddKernel(pe, 0, [plan](Tl& tl) { return BaselineRank(tl, plan); });
-          !s.ok()) {
-        return s;
       }
     }
   }
   return launch;
+}
+
+// kRev1Tree: rev1 §0 / §2.1 round-robin placement on KV head h's CUBE, §4 tree.
+absl::StatusOr<DecodeLaunch> LaunchRev1(const pb::Chip& chip, const DecodeConfig& cfg,
+                                        KernelRuntime& runtime, MemoryStore* store,
+                                        const std::vector<DecodeInputs>& inputs) {
+  const DecodeConfig one = OneCube(cfg);
+  absl::StatusOr<DecodeGeometry> geo = MakeDecodeGeometry(chip, one);
+  if (!geo.ok()) return geo.status();
+  absl::StatusOr<std::vector<uint32_t>> cubes = BaselineCubes(chip, cfg, BaselineKind::kRev1Tree);
+  if (!cubes.ok()) return cubes.status();
+  absl::StatusOr<std::vector<ReduceNode>> tree = Level2Tree(*geo, cfg.level2);
+  if (!tree.ok()) return tree.status();
+  const uint32_t g = cfg.h_q / cfg.h_kv;
+  const uint32_t p = cfg.p;
+  const bool data = store != nullptr && !inputs.empty();
+  const topology::Mesh& mesh = geo->index.pe_mesh();
+  const uint32_t per_cube = geo->index.pes_per_cube();
+
+  DecodeLaunch launch;
+  launch.g = g;
+  launch.ranks_per_head = p;
+  launch.cubes = *cubes;
+  launch.level2_rounds = ReduceRounds(*tree, geo->pe_root);
+  Rev1RankPlan base;
+  base.rows = g;
+  base.d = cfg.d;
+  base.tile = cfg.tile;
+  base.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(cfg.d)));
+  host::HbmAllocator allocator(chip);
+  for (uint32_t u = 0; u < cfg.users; ++u) {
+    const uint64_t context = cfg.ContextOf(u);
+    // rev1 §2.1: token t on PE (start_pe + t) mod P, start_pe rotated by the request;
+    // ⌈max_context / P⌉ dense slots per PE, slot j of PE rank k = (pe - start) mod P holding
+    // token j·P + k.
+    const uint32_t start = (cfg.start_pe + (cfg.rotate_by_request ? u : 0)) % p;
+    const uint64_t slots = (cfg.MaxContextOf(u) + p - 1) / p;
+    const uint64_t tiles = (slots + cfg.tile - 1) / cfg.tile;
+    launch.outputs.emplace_back(cfg.h_kv);
+    for (uint32_t h = 0; h < cfg.h_kv; ++h) {
+      std::vector<uint32_t> pes;
+      for (uint32_t node = 0; node < p; ++node) pes.push_back((*cubes)[h] * per_cube + geo->pes[node]);
+      const std::vector<uint64_t> qshape = {g, cfg.d};
+      absl::StatusOr<host::PlacedTensor> q = host::PlaceReplicated(
+          allocator, absl::StrCat("q[", u, "][", h, "]"), qshape, pb::BF16, pes);
+      if (!q.ok()) return q.status();
+      if (data) {
+        const auto first = inputs[u].q.data.begin() + uint64_t{h} * g * cfg.d;
+        host::NpyArray group{qshape, std::vector<float>(first, first + uint64_t{g} * cfg.d)};
+        if (absl::Status s = host::Scatter(*store, *q, group); !s.ok()) return s;
+      }
+      const uint32_t root_pe = pes[geo->pe_root];
+      absl::StatusOr<uint64_t> o_addr = allocator.Allocate(root_pe, uint64_t{g} * cfg.d * 2);
+      if (!o_addr.ok()) return o_addr.status();
+      launch.outputs[u][h] = DecodeLaunch::Output{root_pe, *o_addr};
+      for (uint32_t node = 0; node < p; ++node) {
+        const uint32_t k = (node + p - start) % p;  // rev1's (pe_id - start_pe) mod N
+        Rev1RankPlan plan = base;
+        plan.q_addr = q->shards()[node].ref.addr();
+        plan.len = context / p + (k < context % p ? 1 : 0);
+        absl::StatusOr<uint64_t> k_addr = allocator.Allocate(pes[node], tiles * cfg.tile * cfg.d * 2);
+        if (!k_addr.ok()) return k_addr.status();
+        absl::StatusOr<uint64_t> v_addr = allocator.Allocate(pes[node], slots * cfg.d * 2);
+        if (!v_addr.ok()) return v_addr.status();
+        plan.k_addr = *k_addr;
+        plan.v_addr = *v_addr;
+        if (data && plan.len > 0) {
+          const uint64_t padded = (plan.len + cfg.tile - 1) / cfg.tile * cfg.tile;
+          std::vector<float> kt(padded * cfg.d), v(plan.len * cfg.d);
+          for (uint64_t j = 0; j < plan.len; ++j) {
+            const uint64_t src = (uint64_t{h} * context + j * p + k) * cfg.d;
+            for (uint32_t i = 0; i < cfg.d; ++i) {
+              kt[(j / cfg.tile) * cfg.d * cfg.tile + i * cfg.tile + j % cfg.tile] = inputs[u].k.data[src + i];
+              v[j * cfg.d + i] = inputs[u].v.data[src + i];
+            }
+          }
+          const pb::TensorRef k_ref = sim::MakeTensorRef(pb::HBM, pes[node], plan.k_addr, pb::BF16,
+                                                         {padded / cfg.tile * cfg.d, cfg.tile});
+          const pb::TensorRef v_ref =
+              sim::MakeTensorRef(pb::HBM, pes[node], plan.v_addr, pb::BF16, {plan.len, cfg.d});
+          if (absl::Status s = store->Write(k_ref, kt); !s.ok()) return s;
+          if (absl::Status s = store->Write(v_ref, v); !s.ok()) return s;
+        }
+        for (uint32_t child : (*tree)[node].children) {
+          plan.children.push_back(Peer::Ipcq(DirectionTo(mesh, geo->pes[node], geo->pes[child])));
+        }
+        if ((*tree)[node].parent) {
+          plan.parent = Peer::Ipcq(DirectionTo(mesh, geo->pes[node], geo->pes[*(*tree)[node].parent]));
+        }
+        plan.store_output = node == geo->pe_root;
+        plan.o_addr = *o_addr;
+        if (absl::Status s = runtime.AddKernel(pes[node], u, [plan](Tl& tl) { return Rev1Rank(tl, plan); });
+            !s.ok()) {
+          return s;
+        }
+      }
+    }
+  }
+  return launch;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<uint32_t>> BaselineCubes(const pb::Chip& chip, const DecodeConfig& cfg,
+                                                    BaselineKind kind) {
+  if (cfg.t_q != 1) return Field("t_q", "the baselines decode one token (t_q = 1)");
+  const bool group = kind == BaselineKind::kFanoutGroup;
+  if (group && cfg.kv_per_cube != 0) return Field("kv_per_cube", "the baselines do not use it");
+  const DecodeConfig gcfg = group ? cfg : OneCube(cfg);
+  absl::StatusOr<DecodeGeometry> geo = MakeDecodeGeometry(chip, gcfg);
+  if (!geo.ok()) return geo.status();
+  // The message pattern must fit the PE mesh: the ring's IPCQ hops, the rev1 tree's edges.
+  if (kind == BaselineKind::kRev1Tree) {
+    if (absl::Status s = Level2Tree(*geo, cfg.level2).status(); !s.ok()) return s;
+  } else if (absl::Status s = FanoutRing(*geo, geo->HeadCubes(gcfg)[0]).status(); !s.ok()) {
+    return s;
+  }
+  switch (kind) {
+    case BaselineKind::kFanoutGroup:
+      return DecodeCubes(chip, cfg);
+    case BaselineKind::kFanout:
+      return CubesFromSip(chip, cfg, cfg.h_q, "h_q");
+    case BaselineKind::kRev1Tree:
+      return CubesFromSip(chip, cfg, cfg.h_kv, "h_kv");
+  }
+  return Field("variant", "unknown baseline");
+}
+
+absl::StatusOr<DecodeLaunch> LaunchBaseline(const pb::Chip& chip, const DecodeConfig& cfg,
+                                            KernelRuntime& runtime, MemoryStore* store,
+                                            const std::vector<DecodeInputs>& inputs,
+                                            BaselineKind kind) {
+  if (store != nullptr && !inputs.empty() && inputs.size() != cfg.users) {
+    return Field("users", absl::StrCat(cfg.users, " requests but ", inputs.size(), " input sets"));
+  }
+  if (kind == BaselineKind::kRev1Tree) return LaunchRev1(chip, cfg, runtime, store, inputs);
+  return LaunchFanout(chip, cfg, kind, runtime, store, inputs);
 }
 
 }  // namespace ahbm::kernels

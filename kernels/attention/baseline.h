@@ -1,13 +1,35 @@
-// The pre-ADR decode baseline (ADR-0060 rev2 §A, §10; DESIGN §4b "Baselines place one head per
-// CUBE"): every query head on its own CUBE (no GQA reuse: a KV head's K/V are read once per
-// query head), the head's context split over the CUBE's P PEs; each rank computes a one-shot
-// partial attention with blocking `dot`s straight from HBM (K stored transposed `[d, S_rank]`,
-// V `[S_rank, d]`), then an all-to-all `(m, l, O)` fan-out around the CUBE's PE ring, R − 1
-// steps, so every rank ends with the answer; rank 0 of the ring stores it.
+// The decode baselines (DESIGN §4b "Decode baselines"; never the default). All decode T_q = 1,
+// run multi-user (one instance per rank and request, rotated by request like decode_launch.h)
+// and with per-request context lengths; a rank with no keys fans out / reduces the identity
+// (m = kEmptyRowMax, l = 0, O = 0: lse_merge.h). The merge is the primitive MATH log-sum-exp.
+//
+// - kFanout (ADR rev2 §A, the pre-ADR kernel): query head hq on its own CUBE (the KV head's
+//   K/V copied to each of its G query heads' CUBEs: no GQA reuse), the context split over the
+//   CUBE's P PEs as contiguous blocks (KvPlacement with C = 1); each rank computes a one-shot
+//   partial attention with blocking `dot`s straight from HBM (M = 1 row), then an all-to-all
+//   (m, l, O) fan-out around the PE snake ring, P − 1 steps (rev1's "N−1"), so every rank
+//   ends with the answer; the CUBE's Level-2 root PE stores it. Request id: u.
+// - kFanoutGroup (ADR rev2 §11 gate 3's baseline): the ADR kernels' geometry and KV placement
+//   (decode_launch.h: CUBE Groups of C CUBEs, C·P ranks, the same K/V cache, the block stored
+//   transposed [d, B]); each of the G query heads of a KV head is its own instance on every
+//   rank, reading the rank's whole K/V block (K/V read once per query head: H_q·S·d·2 bytes
+//   each), one-shot blocking `dot`s, then a one-direction all-to-all of C·P − 1 steps around a
+//   ring over all C·P ranks: the group's CUBEs in snake order, inside each CUBE its PEs in
+//   snake order (IPCQ hops), NOC hops between CUBEs. The group root (the ADR kernels' storing
+//   PE) stores row g of O. Request id of (request u, query head g): u·G + g — messages carry
+//   the request id only, so the G instances sharing a PE need distinct ids.
+// - kRev1Tree (ADR rev1 §0 "round-robin placement", §2.1, §3, §4): KV head h on CUBE h from
+//   SIP `sip` (C = 1), its G query rows M-folded ([G, d]); token t of request u on PE
+//   (start_pe + u + t) mod P (rectangle nodes), dense local slots (K tile-major
+//   [tiles][d][TILE], V [slots, d], ⌈max_context / P⌉ slots); tiled blocking `dot`s with rev1
+//   §3's online softmax (MATH primitives), then the Level-2 reduce tree over the P PEs
+//   (reduce_tree.h; rev1's pairs 1↔3 are not one IPCQ hop on a 2x4 mesh, the row-then-column
+//   tree is, with the same ⌈log₂P⌉ depth); the root stores. Request id: u.
 #ifndef AHBMSIM_KERNELS_ATTENTION_BASELINE_H_
 #define AHBMSIM_KERNELS_ATTENTION_BASELINE_H_
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -20,31 +42,57 @@
 
 namespace ahbm::kernels {
 
+enum class BaselineKind : uint8_t { kFanout, kFanoutGroup, kRev1Tree };
+
+// A fan-out rank (kFanout, kFanoutGroup): one query row.
 struct BaselineRankPlan {
   uint32_t d = 128;
   float scale = 0;
-  uint64_t q_addr = 0;  // [1, d] bf16
-  uint64_t kt_addr = 0; // [d, len] bf16 (transposed block)
-  uint64_t v_addr = 0;  // [len, d] bf16
-  uint64_t len = 0;     // this rank's keys
+  uint64_t q_addr = 0;   // [1, d] bf16
+  uint64_t kt_addr = 0;  // [d, block] bf16 (the K block transposed)
+  uint64_t block = 0;    // B
+  uint64_t v_addr = 0;   // [block, d] bf16
+  uint64_t len = 0;      // this rank's keys
   Peer next = Peer::Ipcq(topology::Dir::kEast);  // ring successor
   Peer prev = Peer::Ipcq(topology::Dir::kWest);  // ring predecessor
-  uint32_t ranks = 1;
+  uint32_t ranks = 1;                            // ring length: ranks − 1 steps
   bool store_output = false;
   uint64_t o_addr = 0;  // [1, d] bf16
 };
 
 Task<void> BaselineRank(Tl& tl, BaselineRankPlan plan);
 
-// The CUBEs the baseline uses: query head h on global CUBE sip·cubes_per_sip + h (it needs
-// h_q CUBEs from SIP `sip` on).
-absl::StatusOr<std::vector<uint32_t>> BaselineCubes(const pb::Chip& chip, const DecodeConfig& cfg);
+// A rev1 rank (kRev1Tree): G rows M-folded, tiled sweep, tree reduce.
+struct Rev1RankPlan {
+  uint32_t rows = 8;  // G
+  uint32_t d = 128;
+  uint32_t tile = 256;
+  float scale = 0;
+  uint64_t q_addr = 0;  // [rows, d] bf16
+  uint64_t k_addr = 0;  // tile-major [tiles][d][tile] bf16
+  uint64_t v_addr = 0;  // [slots, d] bf16
+  uint64_t len = 0;     // this PE's tokens
+  std::vector<Peer> children;  // merge order
+  std::optional<Peer> parent;
+  bool store_output = false;
+  uint64_t o_addr = 0;  // [rows, d] bf16
+};
 
-// Places the tensors (and the inputs in data mode) and adds every rank's kernel; the output
-// of query head h is read back with GatherDecodeOutput (same layout: G = 1 per launch output).
+Task<void> Rev1Rank(Tl& tl, Rev1RankPlan plan);
+
+// Fan-out steps / tree rounds a rank makes: P − 1, C·P − 1, ⌈log₂P⌉ (the Level-2 tree's depth).
+// The CUBEs the baseline uses (errors name the field: t_q, h_q, p, ...).
+absl::StatusOr<std::vector<uint32_t>> BaselineCubes(const pb::Chip& chip, const DecodeConfig& cfg,
+                                                    BaselineKind kind = BaselineKind::kFanout);
+
+// Places the tensors (and the inputs in data mode) and adds every instance. The launch's
+// level2_rounds / level1_rounds are the sequential message rounds on IPCQ / NOC links (their
+// sum: the fan-out steps or tree depth); outputs are read with GatherDecodeOutput (kFanout:
+// g = 1, one output per query head; the others: g = G, one per KV head).
 absl::StatusOr<DecodeLaunch> LaunchBaseline(const pb::Chip& chip, const DecodeConfig& cfg,
                                             KernelRuntime& runtime, MemoryStore* store,
-                                            const std::vector<DecodeInputs>& inputs);
+                                            const std::vector<DecodeInputs>& inputs,
+                                            BaselineKind kind = BaselineKind::kFanout);
 
 }  // namespace ahbm::kernels
 

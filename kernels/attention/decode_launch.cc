@@ -20,17 +20,10 @@ absl::Status Field(const std::string& field, const std::string& reason) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", reason));
 }
 
-struct Geometry {
-  topology::ChipIndex index;
-  topology::CubeGroups groups;
-  uint32_t pe_rows = 0, pe_cols = 0;  // the P PEs' rectangle
-  std::vector<uint32_t> pes;          // PE-in-CUBE of rectangle node k
-  uint32_t pe_root = 0;               // rectangle node of the Level-2 root
-  uint32_t groups_per_sip = 0;
-};
+}  // namespace
 
 // The short kernel's heads per CUBE: a power of two up to a CUBE's P = 8 PEs.
-absl::Status CheckKvPerCube(const DecodeConfig& cfg) {
+static absl::Status CheckKvPerCube(const DecodeConfig& cfg) {
   const uint32_t k = cfg.kv_per_cube;
   if (k != 0 && k != 1 && k != 2 && k != 4 && k != 8) {
     return Field("kv_per_cube", absl::StrCat("must be 1, 2, 4 or 8 (got ", k, ")"));
@@ -38,7 +31,7 @@ absl::Status CheckKvPerCube(const DecodeConfig& cfg) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Geometry> MakeGeometry(const pb::Chip& chip, const DecodeConfig& cfg) {
+absl::StatusOr<DecodeGeometry> MakeDecodeGeometry(const pb::Chip& chip, const DecodeConfig& cfg) {
   const topology::ChipIndex index(chip);
   if (absl::Status s = CheckKvPerCube(cfg); !s.ok()) return s;
   if (cfg.h_kv == 0) return Field("h_kv", "must be > 0");
@@ -77,7 +70,7 @@ absl::StatusOr<Geometry> MakeGeometry(const pb::Chip& chip, const DecodeConfig& 
   absl::StatusOr<topology::CubeGroups> groups = topology::CubeGroups::Partition(
       index.cube_mesh(), cfg.c, topology::GroupShape{cfg.group_rows, cfg.group_cols});
   if (!groups.ok()) return groups.status();
-  Geometry geo{index, *groups};
+  DecodeGeometry geo{index, *groups};
   geo.pe_cols = std::min(cfg.p, pe_mesh.cols());
   geo.pe_rows = cfg.p / geo.pe_cols;
   for (uint32_t k = 0; k < cfg.p; ++k) {
@@ -107,18 +100,19 @@ absl::StatusOr<Geometry> MakeGeometry(const pb::Chip& chip, const DecodeConfig& 
   return geo;
 }
 
-// Global CUBE of KV head h's cube_in_group ci.
-uint32_t CubeOf(const Geometry& geo, const DecodeConfig& cfg, uint32_t h, uint32_t ci) {
+uint32_t DecodeGeometry::CubeOf(const DecodeConfig& cfg, uint32_t h, uint32_t ci) const {
   const uint32_t slot = cfg.kv_per_cube == 0 ? h : h / cfg.kv_per_cube;  // the head's group
-  const uint32_t sip = cfg.sip + slot / geo.groups_per_sip;
-  const uint32_t group = slot % geo.groups_per_sip;
-  return geo.index.GlobalCube(topology::CubeId{sip, geo.groups.SipCube(group, ci)});
+  const uint32_t sip = cfg.sip + slot / groups_per_sip;
+  const uint32_t group = slot % groups_per_sip;
+  return index.GlobalCube(topology::CubeId{sip, groups.SipCube(group, ci)});
 }
 
 // Causal T_q > 1 (DESIGN §6): query t (row g·T_q + t) sits at global position S - T_q + t and
 // sees keys up to it. A rank's tiles from the first one holding a position > S - T_q get an
 // additive bf16 mask [rows, len] (0 or -inf), placed back to back in the rank's HBM (data
 // mode: written). The masked span may cross rank boundaries: each rank masks its own part.
+namespace {
+
 absl::Status PlaceCausalMasks(host::HbmAllocator& allocator, MemoryStore* store,
                               const DecodeConfig& cfg, uint32_t rows, uint64_t context,
                               uint64_t block_start, uint32_t pe, RankPlan& plan) {
@@ -164,22 +158,117 @@ absl::Status PlaceCausalMasks(host::HbmAllocator& allocator, MemoryStore* store,
 }  // namespace
 
 absl::StatusOr<std::vector<uint32_t>> DecodeCubes(const pb::Chip& chip, const DecodeConfig& cfg) {
-  absl::StatusOr<Geometry> geo = MakeGeometry(chip, cfg);
+  absl::StatusOr<DecodeGeometry> geo = MakeDecodeGeometry(chip, cfg);
   if (!geo.ok()) return geo.status();
   std::set<uint32_t> cubes;
-  for (uint32_t h = 0; h < cfg.h_kv; ++h) {
-    for (uint32_t ci = 0; ci < cfg.c; ++ci) cubes.insert(CubeOf(*geo, cfg, h, ci));
-  }
+  for (const std::vector<uint32_t>& head : geo->HeadCubes(cfg)) cubes.insert(head.begin(), head.end());
   return std::vector<uint32_t>(cubes.begin(), cubes.end());
+}
+
+std::vector<std::vector<uint32_t>> DecodeGeometry::HeadCubes(const DecodeConfig& cfg) const {
+  std::vector<std::vector<uint32_t>> cubes(cfg.h_kv);
+  for (uint32_t h = 0; h < cfg.h_kv; ++h) {
+    for (uint32_t ci = 0; ci < cfg.c; ++ci) cubes[h].push_back(CubeOf(cfg, h, ci));
+  }
+  return cubes;
+}
+
+absl::StatusOr<std::vector<ReduceNode>> Level2Tree(const DecodeGeometry& geo, ReduceShape shape) {
+  absl::StatusOr<std::vector<ReduceNode>> l2 =
+      BuildReduceTree(geo.pe_rows, geo.pe_cols, geo.pe_root, shape);
+  if (!l2.ok()) return l2.status();
+  // IPCQ links are one hop: every Level-2 edge must join mesh neighbours.
+  for (uint32_t k = 0; k < l2->size(); ++k) {
+    if ((*l2)[k].parent && geo.index.pe_mesh().HopDistance(geo.pes[k], geo.pes[*(*l2)[k].parent]) != 1) {
+      return Field("level2_reduce", absl::StrCat("the ring over a ", geo.pe_rows, "x", geo.pe_cols,
+                                                 " PE rectangle has a link that is not one IPCQ hop"));
+    }
+  }
+  return l2;
+}
+
+absl::StatusOr<PlacedRequest> PlaceDecodeRequest(
+    const DecodeGeometry& geo, const DecodeConfig& cfg, uint32_t u,
+    const std::vector<std::vector<uint32_t>>& head_cubes, uint64_t k_tile,
+    host::HbmAllocator& allocator, MemoryStore* store, const DecodeInputs* in) {
+  const topology::ChipIndex& index = geo.index;
+  const uint32_t g = cfg.h_q / cfg.h_kv;
+  const uint32_t rows = g * cfg.t_q;
+  const bool data = store != nullptr && in != nullptr;
+  const uint32_t rot = cfg.rotate_by_request ? u : 0;
+  const uint64_t context = cfg.ContextOf(u);
+  absl::StatusOr<topology::KvPlacement> kv = topology::KvPlacement::Create(
+      cfg.c, cfg.p, cfg.MaxContextOf(u), cfg.start_cube + rot, cfg.start_pe + rot);
+  if (!kv.ok()) return kv.status();
+  std::vector<host::KvHeadGroup> heads(cfg.h_kv);
+  for (uint32_t h = 0; h < cfg.h_kv; ++h) heads[h] = host::KvHeadGroup{head_cubes.at(h), geo.pes};
+  const std::vector<uint64_t> kv_shape = {cfg.h_kv, context, cfg.d};
+  absl::StatusOr<host::PlacedTensor> k = host::PlaceKvCache(
+      allocator, absl::StrCat("k[", u, "]"), kv_shape, pb::BF16, *kv, heads,
+      host::KvLayout{host::SlotLayout::kTileMajor, k_tile == 0 ? kv->block() : k_tile});
+  if (!k.ok()) return k.status();
+  absl::StatusOr<host::PlacedTensor> v = host::PlaceKvCache(
+      allocator, absl::StrCat("v[", u, "]"), kv_shape, pb::BF16, *kv, heads, host::KvLayout{});
+  if (!v.ok()) return v.status();
+  if (data) {
+    if (absl::Status s = host::Scatter(*store, *k, in->k); !s.ok()) return s;
+    if (absl::Status s = host::Scatter(*store, *v, in->v); !s.ok()) return s;
+  }
+  PlacedRequest placed;
+  placed.block = kv->block();
+  for (uint32_t h = 0; h < cfg.h_kv; ++h) {
+    placed.cubes.push_back(heads[h].cubes);
+    // Q group of head h, replicated on every rank's PE; M-fold row g·T_q + t.
+    std::vector<uint32_t> rank_pes;
+    for (uint32_t r = 0; r < kv->ranks(); ++r) {
+      const uint32_t cube = heads[h].cubes[kv->CubeInGroupOfRank(r)];
+      rank_pes.push_back(cube * index.pes_per_cube() + geo.pes[kv->PeOfRank(r)]);
+    }
+    const std::vector<uint64_t> qshape = {rows, cfg.d};
+    absl::StatusOr<host::PlacedTensor> q = host::PlaceReplicated(
+        allocator, absl::StrCat("q[", u, "][", h, "]"), qshape, pb::BF16, rank_pes);
+    if (!q.ok()) return q.status();
+    if (data) {
+      host::NpyArray group{qshape, std::vector<float>(uint64_t{rows} * cfg.d)};
+      for (uint32_t gi = 0; gi < g; ++gi) {
+        for (uint32_t t = 0; t < cfg.t_q; ++t) {
+          const uint64_t src = ((uint64_t{h} * g + gi) * cfg.t_q + t) * cfg.d;
+          std::copy_n(in->q.data.begin() + src, cfg.d,
+                      group.data.begin() + (uint64_t{gi} * cfg.t_q + t) * cfg.d);
+        }
+      }
+      if (absl::Status s = host::Scatter(*store, *q, group); !s.ok()) return s;
+    }
+    // The group root: cube_in_group root, Level-2 root PE.
+    const uint32_t root_cube = heads[h].cubes[geo.groups.root_in_group()];
+    const uint32_t root_pe = root_cube * index.pes_per_cube() + geo.pes[geo.pe_root];
+    absl::StatusOr<uint64_t> o_addr = allocator.Allocate(root_pe, uint64_t{rows} * cfg.d * 2);
+    if (!o_addr.ok()) return o_addr.status();
+    placed.outputs.push_back(DecodeLaunch::Output{root_pe, *o_addr});
+    placed.ranks.emplace_back();
+    for (uint32_t r = 0; r < kv->ranks(); ++r) {
+      PlacedRank rank;
+      rank.pe = rank_pes[r];
+      rank.cube_in_group = kv->CubeInGroupOfRank(r);
+      rank.node = kv->PeOfRank(r);
+      rank.len = kv->MyLen(r, context);
+      rank.block_start = kv->GlobalPosition(r, 0);
+      rank.q_addr = q->shards()[r].ref.addr();
+      rank.k_addr = k->shards()[h * kv->ranks() + r].ref.addr();
+      rank.v_addr = v->shards()[h * kv->ranks() + r].ref.addr();
+      placed.ranks.back().push_back(rank);
+    }
+  }
+  return placed;
 }
 
 absl::StatusOr<DecodeLaunch> LaunchDecode(const pb::Chip& chip, const DecodeConfig& cfg,
                                           KernelRuntime& runtime, MemoryStore* store,
                                           const std::vector<DecodeInputs>& inputs) {
   if (absl::Status s = CheckDecodeCapacity(chip, cfg); !s.ok()) return s;
-  absl::StatusOr<Geometry> geo_or = MakeGeometry(chip, cfg);
+  absl::StatusOr<DecodeGeometry> geo_or = MakeDecodeGeometry(chip, cfg);
   if (!geo_or.ok()) return geo_or.status();
-  const Geometry& geo = *geo_or;
+  const DecodeGeometry& geo = *geo_or;
   const topology::ChipIndex& index = geo.index;
   const uint32_t g = cfg.h_q / cfg.h_kv;
   const uint32_t rows = g * cfg.t_q;
@@ -188,16 +277,8 @@ absl::StatusOr<DecodeLaunch> LaunchDecode(const pb::Chip& chip, const DecodeConf
     return Field("users", absl::StrCat(cfg.users, " requests but ", inputs.size(), " input sets"));
   }
 
-  absl::StatusOr<std::vector<ReduceNode>> l2 =
-      BuildReduceTree(geo.pe_rows, geo.pe_cols, geo.pe_root, cfg.level2);
+  absl::StatusOr<std::vector<ReduceNode>> l2 = Level2Tree(geo, cfg.level2);
   if (!l2.ok()) return l2.status();
-  // IPCQ links are one hop: every Level-2 edge must join mesh neighbours.
-  for (uint32_t k = 0; k < cfg.p; ++k) {
-    if ((*l2)[k].parent && index.pe_mesh().HopDistance(geo.pes[k], geo.pes[*(*l2)[k].parent]) != 1) {
-      return Field("level2_reduce", absl::StrCat("the ring over a ", geo.pe_rows, "x", geo.pe_cols,
-                                                 " PE rectangle has a link that is not one IPCQ hop"));
-    }
-  }
   const topology::GroupShape gs = geo.groups.shape();
   absl::StatusOr<std::vector<ReduceNode>> l1 =
       BuildReduceTree(gs.rows, gs.cols, geo.groups.root_in_group(), cfg.level1);
@@ -224,71 +305,24 @@ absl::StatusOr<DecodeLaunch> LaunchDecode(const pb::Chip& chip, const DecodeConf
 
   host::HbmAllocator allocator(chip);
   const topology::Mesh& pe_mesh = index.pe_mesh();
+  const std::vector<std::vector<uint32_t>> head_cubes = geo.HeadCubes(cfg);
   for (uint32_t u = 0; u < cfg.users; ++u) {
-    const uint32_t rot = cfg.rotate_by_request ? u : 0;
-    const uint64_t context = cfg.ContextOf(u);
-    absl::StatusOr<topology::KvPlacement> kv = topology::KvPlacement::Create(
-        cfg.c, cfg.p, cfg.MaxContextOf(u), cfg.start_cube + rot, cfg.start_pe + rot);
-    if (!kv.ok()) return kv.status();
-    std::vector<host::KvHeadGroup> heads(cfg.h_kv);
+    absl::StatusOr<PlacedRequest> placed = PlaceDecodeRequest(
+        geo, cfg, u, head_cubes, cfg.tile, allocator, store, data ? &inputs[u] : nullptr);
+    if (!placed.ok()) return placed.status();
+    launch.outputs.push_back(placed->outputs);
     for (uint32_t h = 0; h < cfg.h_kv; ++h) {
-      for (uint32_t ci = 0; ci < cfg.c; ++ci) heads[h].cubes.push_back(CubeOf(geo, cfg, h, ci));
-      heads[h].pes = geo.pes;
-    }
-    const std::vector<uint64_t> kv_shape = {cfg.h_kv, context, cfg.d};
-    absl::StatusOr<host::PlacedTensor> k = host::PlaceKvCache(
-        allocator, absl::StrCat("k[", u, "]"), kv_shape, pb::BF16, *kv, heads,
-        host::KvLayout{host::SlotLayout::kTileMajor, cfg.tile});
-    if (!k.ok()) return k.status();
-    absl::StatusOr<host::PlacedTensor> v = host::PlaceKvCache(
-        allocator, absl::StrCat("v[", u, "]"), kv_shape, pb::BF16, *kv, heads, host::KvLayout{});
-    if (!v.ok()) return v.status();
-    if (data) {
-      if (absl::Status s = host::Scatter(*store, *k, inputs[u].k); !s.ok()) return s;
-      if (absl::Status s = host::Scatter(*store, *v, inputs[u].v); !s.ok()) return s;
-    }
-    launch.outputs.emplace_back(cfg.h_kv);
-    for (uint32_t h = 0; h < cfg.h_kv; ++h) {
-      // Q group of head h, replicated on every rank's PE; M-fold row g·T_q + t.
-      std::vector<uint32_t> rank_pes;
-      for (uint32_t r = 0; r < kv->ranks(); ++r) {
-        const uint32_t cube = heads[h].cubes[kv->CubeInGroupOfRank(r)];
-        rank_pes.push_back(cube * index.pes_per_cube() + geo.pes[kv->PeOfRank(r)]);
-      }
-      const std::vector<uint64_t> qshape = {rows, cfg.d};
-      absl::StatusOr<host::PlacedTensor> q = host::PlaceReplicated(
-          allocator, absl::StrCat("q[", u, "][", h, "]"), qshape, pb::BF16, rank_pes);
-      if (!q.ok()) return q.status();
-      if (data) {
-        host::NpyArray group{qshape, std::vector<float>(uint64_t{rows} * cfg.d)};
-        for (uint32_t gi = 0; gi < g; ++gi) {
-          for (uint32_t t = 0; t < cfg.t_q; ++t) {
-            const uint64_t src = ((uint64_t{h} * g + gi) * cfg.t_q + t) * cfg.d;
-            std::copy_n(inputs[u].q.data.begin() + src, cfg.d,
-                        group.data.begin() + (uint64_t{gi} * cfg.t_q + t) * cfg.d);
-          }
-        }
-        if (absl::Status s = host::Scatter(*store, *q, group); !s.ok()) return s;
-      }
-      // The group root: cube_in_group root, Level-2 root PE.
-      const uint32_t root_cube = heads[h].cubes[geo.groups.root_in_group()];
-      const uint32_t root_pe = root_cube * index.pes_per_cube() + geo.pes[geo.pe_root];
-      absl::StatusOr<uint64_t> o_addr = allocator.Allocate(root_pe, uint64_t{rows} * cfg.d * 2);
-      if (!o_addr.ok()) return o_addr.status();
-      launch.outputs[u][h] = DecodeLaunch::Output{root_pe, *o_addr};
-
-      for (uint32_t r = 0; r < kv->ranks(); ++r) {
-        const uint32_t ci = kv->CubeInGroupOfRank(r);
-        const uint32_t node = kv->PeOfRank(r);  // Level-2 rectangle node
-        const uint32_t cube = heads[h].cubes[ci];
-        const uint32_t pe = cube * index.pes_per_cube() + geo.pes[node];
+      for (const PlacedRank& rank : placed->ranks[h]) {
+        const uint32_t ci = rank.cube_in_group;
+        const uint32_t node = rank.node;  // Level-2 rectangle node
+        const uint32_t pe = rank.pe;
         RankPlan plan;
-        plan.q_addr = q->shards()[r].ref.addr();
-        plan.k_addr = k->shards()[h * kv->ranks() + r].ref.addr();
-        plan.v_addr = v->shards()[h * kv->ranks() + r].ref.addr();
-        plan.my_len = kv->MyLen(r, context);
-        if (absl::Status st = PlaceCausalMasks(allocator, store, cfg, rows, context,
-                                               kv->GlobalPosition(r, 0), pe, plan);
+        plan.q_addr = rank.q_addr;
+        plan.k_addr = rank.k_addr;
+        plan.v_addr = rank.v_addr;
+        plan.my_len = rank.len;
+        if (absl::Status st = PlaceCausalMasks(allocator, store, cfg, rows, cfg.ContextOf(u),
+                                               rank.block_start, pe, plan);
             !st.ok()) {
           return st;
         }
@@ -300,14 +334,14 @@ absl::StatusOr<DecodeLaunch> LaunchDecode(const pb::Chip& chip, const DecodeConf
         } else {
           // A CUBE root: Level-1 over the group's CUBE roots.
           const auto cube_root_pe = [&](uint32_t cube_in_group) {
-            return heads[h].cubes[cube_in_group] * index.pes_per_cube() + geo.pes[geo.pe_root];
+            return placed->cubes[h][cube_in_group] * index.pes_per_cube() + geo.pes[geo.pe_root];
           };
           for (uint32_t child : (*l1)[ci].children) plan.l1_children.push_back(Peer::Pe(cube_root_pe(child)));
           if ((*l1)[ci].parent) {
             plan.l1_parent = Peer::Pe(cube_root_pe(*(*l1)[ci].parent));
           } else {
             plan.store_output = true;
-            plan.o_addr = *o_addr;
+            plan.o_addr = placed->outputs[h].addr;
           }
         }
         if (absl::Status s = runtime.AddKernel(
@@ -339,7 +373,7 @@ std::string BytesText(U128 bytes) {
 
 // Scratch bytes of the reduce at the busiest node: per merge the received m, l, O and the
 // merge's temporaries (LseMerge: 6 columns and O·sb), plus the stored O at the root.
-uint64_t ReduceScratchBytes(const Geometry& geo, const DecodeConfig& cfg, uint64_t rows) {
+uint64_t ReduceScratchBytes(const DecodeGeometry& geo, const DecodeConfig& cfg, uint64_t rows) {
   const uint64_t col = AlignUp(rows * 4, 64), full = AlignUp(rows * cfg.d * 4, 64);
   const uint64_t per_merge = 8 * col + 2 * full;
   absl::StatusOr<std::vector<ReduceNode>> l2 =
@@ -392,13 +426,13 @@ uint64_t PersistentBytes(const DecodeConfig& cfg, uint64_t rows, uint64_t max_ti
 }  // namespace
 
 absl::Status CheckDecodeCapacity(const pb::Chip& chip, const DecodeConfig& cfg) {
-  absl::StatusOr<Geometry> geo_or = MakeGeometry(chip, cfg);
+  absl::StatusOr<DecodeGeometry> geo_or = MakeDecodeGeometry(chip, cfg);
   if (!geo_or.ok()) return geo_or.status();
-  const Geometry& geo = *geo_or;
+  const DecodeGeometry& geo = *geo_or;
   const uint64_t rows = uint64_t{cfg.h_q / cfg.h_kv} * cfg.t_q;
   const uint64_t heads_per_pe = cfg.kv_per_cube == 0 ? 1 : std::min(cfg.kv_per_cube, cfg.h_kv);
   // The busiest PE: head 0's group root (every PE of a group holds the same KV; the root O).
-  const uint32_t root_pe = CubeOf(geo, cfg, 0, geo.groups.root_in_group()) *
+  const uint32_t root_pe = geo.CubeOf(cfg, 0, geo.groups.root_in_group()) *
                                geo.index.pes_per_cube() + geo.pes[geo.pe_root];
   const std::string pe_name = host::PeName(geo.index, root_pe);
 

@@ -17,6 +17,8 @@
 //   The group root's Level-2 root PE stores O / l.
 // - Data layout per rank: Q group [G·T_q, d] bf16 (row g·T_q + t = query head h·G + g, token t),
 //   K tile-major [ceil(B/TILE)][d][TILE] bf16, V [B, d] bf16, O [G·T_q, d] bf16 at the root.
+// - MakeDecodeGeometry, PlaceDecodeRequest and Level2Tree are this placement's parts, shared
+//   with baseline_fanout_group and the one-CUBE baselines (baseline.h).
 // - Errors name the workload field: h_q not a multiple of h_kv, S = 0 or > max_context, C·P
 //   not fitting, too many KV heads for the chip's groups, kv_per_cube not 1, 2, 4 or 8, KV
 //   caches or instances that do not fit a PE's HBM / TCM (CheckDecodeCapacity), ...
@@ -34,6 +36,8 @@
 #include "kernels/memory/memory_store.h"
 #include "kernels/runtime/runtime.h"
 #include "proto/topology.pb.h"
+#include "topology/groups.h"
+#include "topology/ids.h"
 
 namespace ahbm::kernels {
 
@@ -108,6 +112,57 @@ absl::StatusOr<std::vector<uint32_t>> DecodeCubes(const pb::Chip& chip, const De
 //   instance is counted as the busiest one (a full rank at the busiest reduce node), so a rank
 //   left empty (S < C·P) is not credited. The message says how many requests fit.
 absl::Status CheckDecodeCapacity(const pb::Chip& chip, const DecodeConfig& cfg);
+
+// Where the decode kernels run (the contract above); shared with baseline_fanout_group.
+struct DecodeGeometry {
+  topology::ChipIndex index;
+  topology::CubeGroups groups;
+  uint32_t pe_rows = 0, pe_cols = 0;  // the P PEs' rectangle
+  std::vector<uint32_t> pes;          // PE-in-CUBE of rectangle node k
+  uint32_t pe_root = 0;               // rectangle node of the Level-2 root
+  uint32_t groups_per_sip = 0;
+
+  // Global CUBE of KV head h's cube_in_group ci.
+  uint32_t CubeOf(const DecodeConfig& cfg, uint32_t h, uint32_t ci) const;
+  // [h][ci]: CubeOf for every KV head.
+  std::vector<std::vector<uint32_t>> HeadCubes(const DecodeConfig& cfg) const;
+};
+
+// Validates `cfg` (errors name the field) and builds its geometry.
+absl::StatusOr<DecodeGeometry> MakeDecodeGeometry(const pb::Chip& chip, const DecodeConfig& cfg);
+
+// One rank of one KV head of one request, placed.
+struct PlacedRank {
+  uint32_t pe = 0;             // global PE
+  uint32_t cube_in_group = 0;
+  uint32_t node = 0;           // PE rectangle node
+  uint64_t len = 0;            // valid keys (KvPlacement::MyLen)
+  uint64_t block_start = 0;    // global position of slot 0
+  uint64_t q_addr = 0;         // Q group [G·T_q, d]
+  uint64_t k_addr = 0;         // K block, tile-major with `k_tile` slots per tile
+  uint64_t v_addr = 0;         // V block [B, d]
+};
+
+// Request u placed on the geometry: KV placement with rotation, K / V / Q group written in
+// data mode (`in` non-null), O [G·T_q, d] allocated at each group root.
+struct PlacedRequest {
+  uint64_t block = 0;                            // B
+  std::vector<std::vector<uint32_t>> cubes;      // [h][cube_in_group] global CUBE
+  std::vector<std::vector<PlacedRank>> ranks;    // [h][rank]
+  std::vector<DecodeLaunch::Output> outputs;     // [h]
+};
+
+// head_cubes[h]: the global CUBEs of KV head h's cube_in_group 0..C-1 (HeadCubes, or a copy
+// of the head elsewhere). k_tile: keys per K tile (0: one tile of B keys, the block
+// transposed, [d, B]).
+absl::StatusOr<PlacedRequest> PlaceDecodeRequest(
+    const DecodeGeometry& geo, const DecodeConfig& cfg, uint32_t u,
+    const std::vector<std::vector<uint32_t>>& head_cubes, uint64_t k_tile,
+    host::HbmAllocator& allocator, MemoryStore* store, const DecodeInputs* in);
+
+// The Level-2 reduce tree over the geometry's PE rectangle (root pe_root); every edge must be
+// one IPCQ hop (level2_reduce: ... otherwise).
+absl::StatusOr<std::vector<ReduceNode>> Level2Tree(const DecodeGeometry& geo, ReduceShape shape);
 
 // Places the tensors (writing `inputs[u]` into `store` when both are given) and adds the
 // kernel instances of every rank and request to `runtime`.

@@ -153,7 +153,8 @@ std::string FormatCompareTable(const pb::Chip& chip, const std::vector<CompareRo
     }
     return out;
   }
-  absl::StrAppend(&out, absl::StrFormat("%-16s %11s %10s %10s %11s %7s %7s  %-26s %9s %6s %9s\n",
+  // The variant column fits the longest name, baseline_fanout_group (21).
+  absl::StrAppend(&out, absl::StrFormat("%-21s %11s %10s %10s %11s %7s %7s  %-26s %9s %6s %9s\n",
                                         "variant", "latency_ns", "sweep_ns", "reduce_ns",
                                         "roofline_ns", "x_roof", "x_base", "binding", "kv_MiB",
                                         "rounds", "events"));
@@ -163,7 +164,7 @@ std::string FormatCompareTable(const pb::Chip& chip, const std::vector<CompareRo
     const std::string x_base =
         r.baseline_ratio == 0 ? "-" : absl::StrFormat("%.3f", r.baseline_ratio);
     absl::StrAppend(
-        &out, absl::StrFormat("%-16s %11.1f %10.1f %10.1f %11.1f %7.3f %7s  %-26s %9.2f %6u %9u\n",
+        &out, absl::StrFormat("%-21s %11.1f %10.1f %10.1f %11.1f %7.3f %7s  %-26s %9.2f %6u %9u\n",
                               name, r.latency_ps / 1e3, r.sweep_ps / 1e3, r.reduce_ps / 1e3,
                               r.roofline_ps / 1e3, r.roofline_ratio, x_base, r.binding,
                               r.kv_bytes / 1048576.0, r.reduce_rounds, r.events));

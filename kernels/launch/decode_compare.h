@@ -1,14 +1,16 @@
 // The decode comparison (issue "GQA decode kernels", item 7; the README's main job until the
-// milestone bench exists): every decode variant and the pre-ADR baseline on one workload, in
-// timing mode, as one table — latency, sweep and reduce time, roofline bound and ratio, ratio to
-// the baseline, binding resource, K/V bytes read, reduce rounds, events.
+// milestone bench exists): every decode variant and the baselines (kernels/attention/
+// baseline.h) on one workload, in timing mode, as one table — latency, sweep and reduce time,
+// roofline bound and ratio, ratio to baseline_fanout, binding resource, K/V bytes read, reduce
+// rounds, events. Any variant list works; each baseline named gets its row.
 //
 // Contract: each row is RunDecodeWorkload of the workload with `variant` replaced
 // (short_long_threshold kept for AUTO only, and refused when AUTO is not listed); sweep_ps is
 // the end of the last GEMM-bearing command (P·V composite, softmax_pv, dot) of any rank,
 // reduce_ps = latency - sweep; kv_bytes = bytes the DMA engines read minus the Q loads;
-// reduce_rounds = Level-2 + Level-1 rounds (baseline: P - 1 fan-out steps). Deterministic:
-// no wall-clock figure is part of a row.
+// reduce_rounds = sequential message rounds (Level-2 + Level-1; baseline_fanout P − 1,
+// baseline_fanout_group C·P − 1, baseline_rev1_tree ⌈log₂P⌉). Deterministic: no wall-clock
+// figure is part of a row.
 // reduce_ops = the commands (sends, receives, MATH ops, lse_merge, the store) each PE issues
 // at or after the end of its own last GEMM-bearing command, summed over PEs (single-user
 // workloads: exactly the reduce's commands).

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -32,7 +33,19 @@ T Or(T value, T fallback) {
   return value == T{} ? fallback : value;
 }
 
-bool IsBaseline(const pb::Workload& w) { return w.variant() == pb::BASELINE_FANOUT; }
+// The baseline a variant names (baseline.h), if it names one.
+std::optional<kernels::BaselineKind> BaselineOf(const pb::Workload& w) {
+  switch (w.variant()) {
+    case pb::BASELINE_FANOUT:
+      return kernels::BaselineKind::kFanout;
+    case pb::BASELINE_FANOUT_GROUP:
+      return kernels::BaselineKind::kFanoutGroup;
+    case pb::BASELINE_REV1_TREE:
+      return kernels::BaselineKind::kRev1Tree;
+    default:
+      return std::nullopt;
+  }
+}
 
 // The .npy stem of request u's tensor: "q" for one request, "q3" for request 3 of several.
 std::string InputStem(const DecodeConfig& cfg, const std::string& name, uint32_t u) {
@@ -74,28 +87,41 @@ std::string GiB(U128 bytes) {
   return absl::StrFormat("%.2f GiB", static_cast<double>(bytes) / (uint64_t{1} << 30));
 }
 
-// The baseline's HBM per PE: q [1, d], K^T [d, ceil(S/P)], V [ceil(S/P), d] per query head on
-// the CUBE, O [1, d] at rank 0 (LaunchBaseline's allocations, 256 B aligned).
-absl::Status CheckBaselineHbm(const pb::Chip& chip, const DecodeConfig& cfg) {
-  const U128 block = (U128{cfg.s} + cfg.p - 1) / cfg.p;
-  const U128 need = 2 * AlignUp(U128{cfg.d} * 2, 256) + 2 * AlignUp(block * cfg.d * 2, 256);
+// The baselines' HBM per PE: one K and one V block per request (baseline_fanout: a query
+// head's copy over the CUBE's P PEs; baseline_rev1_tree: a KV head over P PEs;
+// baseline_fanout_group: a KV head over the C·P ranks), q and O (LaunchBaseline's allocations,
+// 256 B aligned).
+absl::Status CheckBaselineHbm(const pb::Chip& chip, const DecodeConfig& cfg,
+                              kernels::BaselineKind kind) {
+  const uint64_t ranks = kind == kernels::BaselineKind::kFanoutGroup ? uint64_t{cfg.c} * cfg.p : cfg.p;
+  const uint64_t rows = kind == kernels::BaselineKind::kFanout ? 1 : cfg.h_q / cfg.h_kv;
+  U128 need = 0, block = 0;
+  for (uint32_t u = 0; u < cfg.users; ++u) {
+    block = std::max(block, (U128{cfg.MaxContextOf(u)} + ranks - 1) / ranks);
+    need += 2 * AlignUp(U128{rows} * cfg.d * 2, 256) +
+            2 * AlignUp((U128{cfg.MaxContextOf(u)} + ranks - 1) / ranks * cfg.d * 2, 256);
+  }
   const uint64_t region = chip.sip().cube().hbm_bytes() / chip.sip().cube().pes();
   if (need <= region) return absl::OkStatus();
   const topology::ChipIndex index(chip);
   const uint32_t pe = cfg.sip * index.cubes_per_sip() * index.pes_per_cube();
-  return Invalid(absl::StrCat("s: the baseline's K and V blocks (", static_cast<uint64_t>(block),
-                              " keys per PE) need ", GiB(need), " of HBM on ",
-                              host::PeName(index, pe), ", its region holds ", region, " B (",
-                              GiB(region), ")"));
+  return Invalid(absl::StrCat(cfg.request_lengths.empty() ? "s" : "request_lengths",
+                              ": the baseline's K and V blocks (up to ", static_cast<uint64_t>(block),
+                              " keys per PE, ", cfg.users, " request(s)) need ", GiB(need),
+                              " of HBM on ", host::PeName(index, pe), ", its region holds ", region,
+                              " B (", GiB(region), ")"));
 }
 
 // Data mode: inputs (and the copy of request 0's in the result), outputs as float, and the
 // HBM image of K, V, Q, O (bf16, per rank, 64 KiB pages) against kDataModeHostBytes.
-absl::Status CheckDataModeMemory(const DecodeConfig& cfg, bool baseline) {
+absl::Status CheckDataModeMemory(const DecodeConfig& cfg, std::optional<kernels::BaselineKind> kind) {
   const uint64_t page = 64 << 10;
   const U128 q = U128{cfg.h_q} * cfg.t_q * cfg.d;
-  const uint64_t ranks = baseline ? cfg.p : uint64_t{cfg.c} * cfg.p;
-  const uint64_t shards = baseline ? cfg.h_q : cfg.h_kv;  // K/V copies: per query head (baseline)
+  const bool one_cube = kind && *kind != kernels::BaselineKind::kFanoutGroup;
+  const bool baseline = kind.has_value();
+  const uint64_t ranks = one_cube ? cfg.p : uint64_t{cfg.c} * cfg.p;
+  // K/V copies: per query head for baseline_fanout, else per KV head.
+  const uint64_t shards = kind == kernels::BaselineKind::kFanout ? cfg.h_q : cfg.h_kv;
   U128 bytes = 0;
   // Without request_lengths every request is alike: request 0, then the rest at once.
   const uint32_t lengths = cfg.request_lengths.empty() ? std::min(cfg.users, 2u) : cfg.users;
@@ -119,12 +145,13 @@ absl::Status CheckDataModeMemory(const DecodeConfig& cfg, bool baseline) {
 
 // Everything that must fit before a run starts (decode_run.h "Capacity").
 absl::Status CheckCapacity(const pb::Chip& chip, const DecodeConfig& cfg, const pb::Workload& w) {
-  if (absl::Status s = IsBaseline(w) ? CheckBaselineHbm(chip, cfg)
-                                     : kernels::CheckDecodeCapacity(chip, cfg);
+  const std::optional<kernels::BaselineKind> kind = BaselineOf(w);
+  if (absl::Status s = kind ? CheckBaselineHbm(chip, cfg, *kind)
+                            : kernels::CheckDecodeCapacity(chip, cfg);
       !s.ok()) {
     return s;
   }
-  return w.data() ? CheckDataModeMemory(cfg, IsBaseline(w)) : absl::OkStatus();
+  return w.data() ? CheckDataModeMemory(cfg, kind) : absl::OkStatus();
 }
 
 }  // namespace
@@ -209,6 +236,10 @@ absl::StatusOr<DecodeConfig> DecodeConfigOf(const pb::Chip& chip, const pb::Work
       cfg.variant = kernels::DecodeVariant::kOpt2;
       break;
     case pb::BASELINE_FANOUT:
+    case pb::BASELINE_REV1_TREE:
+      cfg.c = 1;  // one head per CUBE (baseline.h); an explicit c is not used
+      break;
+    case pb::BASELINE_FANOUT_GROUP:
       break;
     case pb::SHORT_CONTEXT:
       cfg.variant = kernels::DecodeVariant::kOpt3;
@@ -233,7 +264,8 @@ absl::StatusOr<DecodeConfig> DecodeConfigOf(const pb::Chip& chip, const pb::Work
     default:
       return Invalid(absl::StrCat("variant: ", pb::Variant_Name(w.variant()),
                                   " is not implemented for DECODE yet (OPT1, OPT2, OPT3, "
-                                  "SHORT_CONTEXT, AUTO, BASELINE_FANOUT are)"));
+                                  "SHORT_CONTEXT, AUTO, BASELINE_FANOUT, BASELINE_FANOUT_GROUP, "
+                                  "BASELINE_REV1_TREE are)"));
   }
   for (const auto& [field, topo, out] :
        {std::tuple<const char*, pb::ReduceTopology, kernels::ReduceShape*>{
@@ -254,16 +286,17 @@ absl::StatusOr<DecodeConfig> DecodeConfigOf(const pb::Chip& chip, const pb::Work
                                 " is not implemented yet (TILE_MAJOR is)"));
   }
   // Geometry checks (the launcher's, without placing anything).
+  const std::optional<kernels::BaselineKind> baseline = BaselineOf(w);
   absl::StatusOr<std::vector<uint32_t>> cubes =
-      IsBaseline(w) ? kernels::BaselineCubes(chip, cfg) : kernels::DecodeCubes(chip, cfg);
+      baseline ? kernels::BaselineCubes(chip, cfg, *baseline) : kernels::DecodeCubes(chip, cfg);
   if (!cubes.ok()) return cubes.status();
   if (absl::Status s = CheckCapacity(chip, cfg, w); !s.ok()) return s;
   return cfg;
 }
 
 uint64_t DecodeCommCriticalPathPs(const pb::Chip& chip, const DecodeConfig& cfg,
-                                  const kernels::DecodeLaunch& launch, bool baseline) {
-  const uint64_t rows = baseline ? 1 : uint64_t{launch.g} * cfg.t_q;
+                                  const kernels::DecodeLaunch& launch) {
+  const uint64_t rows = uint64_t{launch.g} * cfg.t_q;
   const uint64_t small = rows * 4, big = rows * cfg.d * 4;  // m or l, and O (fp32)
   const auto triplet = [&](const pb::Link& link) {
     const uint64_t bw = link.bytes_per_cycle();
@@ -272,7 +305,6 @@ uint64_t DecodeCommCriticalPathPs(const pb::Chip& chip, const DecodeConfig& cfg,
   };
   const uint64_t ipcq = triplet(chip.sip().cube().ipcq().link());
   const uint64_t noc = triplet(chip.sip().noc().link());
-  if (baseline) return uint64_t{cfg.p > 0 ? cfg.p - 1 : 0} * ipcq;
   return launch.level2_rounds * ipcq + launch.level1_rounds * noc;
 }
 
@@ -281,7 +313,7 @@ absl::StatusOr<LaunchResult> RunDecodeWorkload(const pb::Chip& chip, const pb::W
   absl::StatusOr<DecodeConfig> cfg_or = DecodeConfigOf(chip, w);
   if (!cfg_or.ok()) return cfg_or.status();
   const DecodeConfig& cfg = *cfg_or;
-  const bool baseline = IsBaseline(w);
+  const std::optional<kernels::BaselineKind> baseline = BaselineOf(w);
   const bool data = w.data();
   for (const auto& [flag, dir] : {std::pair<std::string, std::string>{"inputs_dir", options.inputs_dir},
                                   {"outputs_dir", options.outputs_dir}}) {
@@ -317,7 +349,7 @@ absl::StatusOr<LaunchResult> RunDecodeWorkload(const pb::Chip& chip, const pb::W
   }
 
   absl::StatusOr<std::vector<uint32_t>> cubes =
-      baseline ? kernels::BaselineCubes(chip, cfg) : kernels::DecodeCubes(chip, cfg);
+      baseline ? kernels::BaselineCubes(chip, cfg, *baseline) : kernels::DecodeCubes(chip, cfg);
   if (!cubes.ok()) return cubes.status();
   std::unique_ptr<std::ofstream> trace;
   sim::ChipSimOptions sim_options;
@@ -328,7 +360,7 @@ absl::StatusOr<LaunchResult> RunDecodeWorkload(const pb::Chip& chip, const pb::W
   sim_options.workload_summary = absl::StrCat(
       "decode ", VariantLabel(w, cfg.s),
       ": H_q ", cfg.h_q, ", H_kv ", cfg.h_kv, ", d ", cfg.d, ", S ", cfg.s, ", T_q ", cfg.t_q,
-      ", C ", baseline ? 1 : cfg.c, ", P ", cfg.p, ", TILE ", cfg.tile, ", users ", cfg.users,
+      ", C ", cfg.c, ", P ", cfg.p, ", TILE ", cfg.tile, ", users ", cfg.users,
       data ? "; data mode" : "; timing mode");
   if (!options.trace_path.empty()) {
     trace = std::make_unique<std::ofstream>(options.trace_path, std::ios::binary | std::ios::trunc);
@@ -342,18 +374,18 @@ absl::StatusOr<LaunchResult> RunDecodeWorkload(const pb::Chip& chip, const pb::W
   if (data) store = std::make_unique<kernels::MemoryStore>(chip);
   kernels::KernelRuntime runtime(sim.get(), store.get());
   absl::StatusOr<kernels::DecodeLaunch> launch =
-      baseline ? kernels::LaunchBaseline(chip, cfg, runtime, store.get(), inputs)
+      baseline ? kernels::LaunchBaseline(chip, cfg, runtime, store.get(), inputs, *baseline)
                : kernels::LaunchDecode(chip, cfg, runtime, store.get(), inputs);
   if (!launch.ok()) return launch.status();
 
   LaunchResult result;
-  result.reduce_rounds = baseline ? cfg.p - 1 : launch->level2_rounds + launch->level1_rounds;
+  result.reduce_rounds = launch->level2_rounds + launch->level1_rounds;  // baselines too
   result.runtime_status = runtime.Run();
   if (trace) {
     trace->close();
     if (!*trace) return Invalid(absl::StrCat("trace: write to ", options.trace_path, " failed"));
   }
-  result.report = sim->BuildReport(DecodeCommCriticalPathPs(chip, cfg, *launch, baseline));
+  result.report = sim->BuildReport(DecodeCommCriticalPathPs(chip, cfg, *launch));
   result.op_log = sim->TakeOpLogRecords();
   // The inputs as the kernels see them: bf16-rounded (so a float64 reference needs no rounding).
   const auto bf16 = [](host::NpyArray a) {

@@ -8,14 +8,17 @@
 //   `s` must be set. Variants: OPT1, OPT2, OPT3 (kernels/attention/decode.h), SHORT_CONTEXT
 //   (opt3 sweeps with kv_per_cube whole heads per CUBE, default 1, C = 1), AUTO (DispatchAuto:
 //   SHORT_CONTEXT below short_long_threshold, 0 = kShortLongThreshold, else OPT3 with the
-//   default C) and BASELINE_FANOUT (baseline.h); others are refused as not implemented yet.
+//   default C) and the baselines BASELINE_FANOUT, BASELINE_FANOUT_GROUP, BASELINE_REV1_TREE
+//   (kernels/attention/baseline.h; T_q = 1; BASELINE_FANOUT and BASELINE_REV1_TREE keep a head
+//   in one CUBE, so C is 1 whatever `c` says, and the summary line says C 1); others are
+//   refused as not implemented yet.
 //   Fields DECODE does not use (gemm_*, vector_len, cube, q_tile, query_split) must be unset;
 //   kv_per_cube only with SHORT_CONTEXT / AUTO, short_long_threshold only with AUTO. AUTO
 //   picks C itself: c, group_rows, group_cols are refused with it, and kv_per_cube when it
 //   picks OPT3. The report's workload line says what AUTO picked and why.
 // - Capacity, checked before anything is placed or simulated (one line, exit 2 in `ahbm`):
 //   KV caches per PE against its HBM region and instances per PE against its TCM arenas
-//   (kernels::CheckDecodeCapacity; the baseline: its K/V blocks against HBM), and in data
+//   (kernels::CheckDecodeCapacity; the baselines: their K/V blocks against HBM), and in data
 //   mode the host-memory estimate against kDataModeHostBytes.
 //   reduce_payload / reduce_merge (the ADR reduce's options, kernels/README.md) are refused
 //   for the baselines, which do not run the ADR reduce.
@@ -23,9 +26,13 @@
 //   users must be 1), else drawn from `seed` (Q, K ~ N(0, 1), V ~ U(-2, 2), one set per
 //   request); outputs o.npy [H_q, T_q, d] (users = 1) or o<u>.npy per request.
 // - The report's roofline includes the communication critical path of the static reduce:
-//   Level-2 rounds x one IPCQ (m, l, O) triplet, plus Level-1 rounds x one NOC hop triplet
-//   (BASELINE_FANOUT: P - 1 IPCQ triplets); a triplet = one link latency + the serialisation of
-//   its three messages.
+//   Level-2 rounds x one IPCQ (m, l, O) triplet of G·T_q rows, plus Level-1 rounds x one NOC
+//   hop triplet; a triplet = one link latency + the serialisation of its three messages. The
+//   baselines give their rounds the same way (DecodeLaunch): BASELINE_FANOUT P − 1 IPCQ
+//   triplets of one row; BASELINE_FANOUT_GROUP C·P − 1 ring steps, min(C, C·P − 1) of them
+//   on the NOC when C > 1, each carrying the G query heads' triplets over one link (counted as
+//   one triplet of G rows); BASELINE_REV1_TREE ⌈log₂P⌉ IPCQ triplets of G rows.
+//   reduce_rounds is that round count.
 //   The bound is the same for reduce_payload PACKED (one message of the same bytes: one link
 //   latency less per hop, kept as is so the options compare against one bound).
 #ifndef AHBMSIM_KERNELS_LAUNCH_DECODE_RUN_H_
@@ -71,7 +78,7 @@ absl::StatusOr<kernels::DecodeConfig> DecodeConfigOf(const pb::Chip& chip, const
 
 // Communication critical path of the launch's static reduce, in ps.
 uint64_t DecodeCommCriticalPathPs(const pb::Chip& chip, const kernels::DecodeConfig& cfg,
-                                  const kernels::DecodeLaunch& launch, bool baseline);
+                                  const kernels::DecodeLaunch& launch);
 
 absl::StatusOr<LaunchResult> RunDecodeWorkload(const pb::Chip& chip, const pb::Workload& w,
                                                const LaunchOptions& options);

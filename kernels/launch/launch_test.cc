@@ -545,7 +545,7 @@ TEST(ValidateWorkload, KvCachesMustFitThePesHbm) {
   pb::Workload base = Decode(100'000'000'000);
   base.set_variant(pb::BASELINE_FANOUT);
   ExpectRefused(LoadChip("chip_4sip"), base,
-                "s: the baseline's K and V blocks (12500000000 keys per PE) need");
+                "s: the baseline's K and V blocks (up to 12500000000 keys per PE, 1 request(s)) need");
 }
 
 // TCM: instances per PE (users x heads per PE) against the arenas; the boundary is the

@@ -1,0 +1,91 @@
+// `ahbm run --kernel=decode` with the baselines (decode_run.h): the variant switch, the
+// rounds the report counts, data mode against the float64 reference, the fields they refuse.
+#include <cmath>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "gtest/gtest.h"
+#include "kernels/attention/decode_launch.h"
+#include "kernels/launch/decode_run.h"
+#include "kernels/launch/launch.h"
+#include "proto/commands.pb.h"
+#include "topology/loader.h"
+
+namespace ahbm::launch {
+namespace {
+
+// Request isolation is another part of issue 9 (baseline_test.cc says why): until IpcqSend
+// carries a request_id, BASELINE_FANOUT_GROUP runs with G = 1 (one instance per rank).
+template <class T>
+constexpr bool kCarriesRequest = requires(const T& t) { t.request_id(); };
+
+pb::Workload Small(pb::Variant variant) {
+  pb::Workload w;
+  w.set_kernel(pb::DECODE);
+  w.set_variant(variant);
+  w.set_h_q(8);
+  w.set_h_kv(2);
+  w.set_d(64);
+  w.set_s(333);
+  w.set_c(2);
+  w.set_p(4);
+  w.set_tile(64);
+  w.set_data(true);
+  w.set_seed(5);
+  return w;
+}
+
+TEST(DecodeBaselineRun, EachBaselineMatchesTheReferenceAndCountsItsRounds) {
+  absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile("topology/small.textproto");
+  ASSERT_TRUE(chip.ok()) << chip.status();
+  const struct {
+    pb::Variant variant;
+    uint32_t rounds;  // P − 1, C·P − 1, ⌈log₂P⌉
+  } cases[] = {{pb::BASELINE_FANOUT, 3}, {pb::BASELINE_FANOUT_GROUP, 7}, {pb::BASELINE_REV1_TREE, 2}};
+  for (const auto& c : cases) {
+    pb::Workload w = Small(c.variant);
+    if (c.variant == pb::BASELINE_FANOUT_GROUP && !kCarriesRequest<pb::IpcqSend>) w.set_h_q(2);
+    absl::StatusOr<LaunchResult> result = RunDecodeWorkload(*chip, w, LaunchOptions{});
+    ASSERT_TRUE(result.ok()) << result.status();
+    ASSERT_TRUE(result->runtime_status.ok()) << result->runtime_status;
+    EXPECT_EQ(result->reduce_rounds, c.rounds) << pb::Variant_Name(c.variant);
+    EXPECT_NE(result->report.workload_summary().find(pb::Variant_Name(c.variant)), std::string::npos);
+    absl::StatusOr<kernels::DecodeConfig> cfg = DecodeConfigOf(*chip, w);
+    ASSERT_TRUE(cfg.ok()) << cfg.status();
+    EXPECT_EQ(cfg->c, c.variant == pb::BASELINE_FANOUT_GROUP ? 2u : 1u);
+    kernels::DecodeInputs in{result->inputs.at("q"), result->inputs.at("k"), result->inputs.at("v")};
+    const std::vector<float> want = kernels::ReferenceDecode(*cfg, in);
+    const std::vector<float>& got = result->outputs.at("o").data;
+    ASSERT_EQ(got.size(), want.size());
+    double worst = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      const double e = std::abs(double(got[i]) - want[i]);
+      worst = std::isnan(e) ? INFINITY : std::max(worst, e);
+    }
+    EXPECT_LE(worst, 2e-2) << pb::Variant_Name(c.variant);
+  }
+}
+
+TEST(DecodeBaselineRun, RefusesWhatTheyCannotRun) {
+  absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile("topology/small.textproto");
+  ASSERT_TRUE(chip.ok()) << chip.status();
+  for (pb::Variant v : {pb::BASELINE_FANOUT, pb::BASELINE_FANOUT_GROUP, pb::BASELINE_REV1_TREE}) {
+    pb::Workload w = Small(v);
+    w.set_t_q(2);
+    EXPECT_EQ(DecodeConfigOf(*chip, w).status().message(),
+              "t_q: the baselines decode one token (t_q = 1)");
+  }
+  pb::Workload w = Small(pb::BASELINE_REV1_TREE);
+  w.set_h_q(18);
+  w.set_h_kv(9);  // 9 KV heads, one CUBE each; the small chip has 8
+  EXPECT_EQ(DecodeConfigOf(*chip, w).status().message(),
+            "h_kv: 9 KV heads need 9 CUBE Groups of C = 1; SIPs 0.. have 8");
+  w = Small(pb::BASELINE_FANOUT);
+  w.set_h_q(16);  // 16 query heads, one CUBE each
+  EXPECT_EQ(DecodeConfigOf(*chip, w).status().message(),
+            "h_q: this baseline puts one head per CUBE: 16 heads need 16 CUBEs from SIP 0, the "
+            "chip has 8");
+}
+
+}  // namespace
+}  // namespace ahbm::launch
