@@ -21,7 +21,8 @@
 #include "kernels/attention/decode_launch.h"
 #include "kernels/memory/memory_store.h"
 #include "kernels/runtime/runtime.h"
-#include "proto/commands.pb.h"
+#include "proto/report.pb.h"
+#include "proto/trace.pb.h"
 #include "topology/loader.h"
 
 namespace ahbm::kernels {
@@ -81,18 +82,6 @@ double MaxAbsError(const std::vector<float>& got, const std::vector<float>& want
   return worst;
 }
 
-// Several instances on one PE (baseline_fanout_group's G query heads, any batch) need the
-// runtime to match receives by request (issue 9 item 2, another part of the issue: messages
-// carry their request); with FIFO-by-source matching they take each other's messages. These
-// tests run once IpcqSend carries a request_id and are skipped, saying so, before.
-template <class T>
-constexpr bool kCarriesRequest = requires(const T& t) { t.request_id(); };
-constexpr bool kMessagesCarryRequests = kCarriesRequest<pb::IpcqSend>;
-#define SKIP_UNLESS_REQUESTS_ISOLATED()                                             \
-  if (!kMessagesCarryRequests) {                                                    \
-    GTEST_SKIP() << "needs receives matched by request (messages carry no request)"; \
-  }
-
 const char* Name(BaselineKind kind) {
   switch (kind) {
     case BaselineKind::kFanout:
@@ -148,8 +137,6 @@ TEST_P(BaselineParity, EmptyAndRaggedRanks) {
     for (uint64_t max_context : {uint64_t{0}, 4 * s}) {
       DecodeConfig cfg = Small(s);
       cfg.max_context = max_context;
-      // Without request isolation, G = 1: one fan-out-group instance per rank.
-      if (kind == BaselineKind::kFanoutGroup && !kMessagesCarryRequests) cfg.h_q = cfg.h_kv;
       ExpectParity(chip, cfg, kind,
                    absl::StrCat(Name(kind), " S ", s, " max_context ", max_context));
     }
@@ -158,7 +145,6 @@ TEST_P(BaselineParity, EmptyAndRaggedRanks) {
 
 // A decode batch: 4 requests of their own lengths, rotated by request.
 TEST_P(BaselineParity, MultiUserBatchWithOwnLengths) {
-  SKIP_UNLESS_REQUESTS_ISOLATED();
   const pb::Chip chip = Load("topology/small.textproto");
   DecodeConfig cfg = Small(2049);
   cfg.users = 4;
@@ -231,53 +217,48 @@ uint64_t KvBytesRead(const BaselineRun& run) {
 
 // ADR rev2 §11 gate 3 at C = P = 8: the ADR kernel's reduce is ⌈log₂P⌉ + the group root's
 // depth rounds (3 + 3), baseline_fanout_group's all-to-all C·P − 1 = 63 sequential steps; and
-// the baseline reads K/V once per query head: H_q·S·d·2 bytes each, G times the ADR's. G = 1
-// (one instance per rank) always runs; G = 8 needs request isolation.
+// the baseline reads K/V once per query head: H_q·S·d·2 bytes each, G = 8 times the ADR's.
 TEST(BaselineGate3, ReduceRoundsAndKvBytesAtCP64) {
   const pb::Chip chip = Load("topology/chip_2sip.textproto");
-  for (uint32_t g : {1u, 8u}) {
-    if (g > 1 && !kMessagesCarryRequests) continue;
-    DecodeConfig cfg;
-    cfg.h_q = g;
-    cfg.h_kv = 1;
-    cfg.d = 128;
-    cfg.s = 8192;
-    cfg.c = 8;
-    cfg.p = 8;
-    cfg.tile = 128;
-    BaselineRun adr = Launch(chip, cfg, std::nullopt, {});
-    ASSERT_TRUE(adr.status.ok()) << adr.status;
-    BaselineRun base = Launch(chip, cfg, BaselineKind::kFanoutGroup, {});
-    ASSERT_TRUE(base.status.ok()) << base.status;
+  DecodeConfig cfg;
+  cfg.h_q = 8;
+  cfg.h_kv = 1;
+  cfg.d = 128;
+  cfg.s = 8192;
+  cfg.c = 8;
+  cfg.p = 8;
+  cfg.tile = 128;
+  BaselineRun adr = Launch(chip, cfg, std::nullopt, {});
+  ASSERT_TRUE(adr.status.ok()) << adr.status;
+  BaselineRun base = Launch(chip, cfg, BaselineKind::kFanoutGroup, {});
+  ASSERT_TRUE(base.status.ok()) << base.status;
 
-    EXPECT_EQ(adr.launch.level2_rounds, 3u);
-    EXPECT_EQ(adr.launch.level1_rounds, 3u);
-    EXPECT_EQ(LongestReceiveChain(adr), 6u) << "G " << g;
-    EXPECT_EQ(base.launch.level2_rounds + base.launch.level1_rounds, 63u);
-    EXPECT_EQ(LongestReceiveChain(base), 63u) << "G " << g;
-    // Every instance (rank x query head) receives C·P − 1 triplets; one rank stores each row.
-    std::map<std::pair<std::string, uint32_t>, uint32_t> received;
-    uint32_t stores = 0;
-    for (const pb::TraceRecord& r : base.sim->op_log().records()) {
-      if (!r.has_op()) continue;
-      if (r.op().op().starts_with("recv_")) ++received[{r.op().unit_name(), r.op().request_id()}];
-      if (r.op().op() == "dma_store") ++stores;
-    }
-    EXPECT_EQ(received.size(), 64u * g);
-    for (const auto& [instance, n] : received) EXPECT_EQ(n, 3u * 63u) << instance.first;
-    EXPECT_EQ(stores, g);
-
-    const uint64_t kv_adr = KvBytesRead(adr), kv_base = KvBytesRead(base);
-    EXPECT_EQ(kv_adr, uint64_t{cfg.h_kv} * cfg.s * cfg.d * 2 * 2);
-    EXPECT_EQ(kv_base, uint64_t{cfg.h_q} * cfg.s * cfg.d * 2 * 2);
-    EXPECT_EQ(kv_base, g * kv_adr);
+  EXPECT_EQ(adr.launch.level2_rounds, 3u);
+  EXPECT_EQ(adr.launch.level1_rounds, 3u);
+  EXPECT_EQ(LongestReceiveChain(adr), 6u);
+  EXPECT_EQ(base.launch.level2_rounds + base.launch.level1_rounds, 63u);
+  EXPECT_EQ(LongestReceiveChain(base), 63u);
+  // Every instance (rank x query head) receives C·P − 1 triplets; one rank stores each row.
+  std::map<std::pair<std::string, uint32_t>, uint32_t> received;
+  uint32_t stores = 0;
+  for (const pb::TraceRecord& r : base.sim->op_log().records()) {
+    if (!r.has_op()) continue;
+    if (r.op().op().starts_with("recv_")) ++received[{r.op().unit_name(), r.op().request_id()}];
+    if (r.op().op() == "dma_store") ++stores;
   }
+  EXPECT_EQ(received.size(), 64u * 8u);
+  for (const auto& [instance, n] : received) EXPECT_EQ(n, 3u * 63u) << instance.first;
+  EXPECT_EQ(stores, 8u);  // one rank stores, one row per query head
+
+  const uint64_t kv_adr = KvBytesRead(adr), kv_base = KvBytesRead(base);
+  EXPECT_EQ(kv_adr, uint64_t{cfg.h_kv} * cfg.s * cfg.d * 2 * 2);
+  EXPECT_EQ(kv_base, uint64_t{cfg.h_q} * cfg.s * cfg.d * 2 * 2);
+  EXPECT_EQ(kv_base, 8 * kv_adr);
 }
 
 // Fan-out / tree rounds per baseline, the rev1 tree's depth ⌈log₂P⌉, and the request ids of
 // the fan-out group's instances (u·G + g).
 TEST(BaselineStructure, RoundsAndRequestIds) {
-  SKIP_UNLESS_REQUESTS_ISOLATED();
   const pb::Chip chip = Load("topology/small.textproto");
   DecodeConfig cfg = Small(600);
   cfg.users = 2;

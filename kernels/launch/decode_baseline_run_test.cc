@@ -8,16 +8,10 @@
 #include "kernels/attention/decode_launch.h"
 #include "kernels/launch/decode_run.h"
 #include "kernels/launch/launch.h"
-#include "proto/commands.pb.h"
 #include "topology/loader.h"
 
 namespace ahbm::launch {
 namespace {
-
-// Request isolation is another part of issue 9 (baseline_test.cc says why): until IpcqSend
-// carries a request_id, BASELINE_FANOUT_GROUP runs with G = 1 (one instance per rank).
-template <class T>
-constexpr bool kCarriesRequest = requires(const T& t) { t.request_id(); };
 
 pb::Workload Small(pb::Variant variant) {
   pb::Workload w;
@@ -43,8 +37,7 @@ TEST(DecodeBaselineRun, EachBaselineMatchesTheReferenceAndCountsItsRounds) {
     uint32_t rounds;  // P − 1, C·P − 1, ⌈log₂P⌉
   } cases[] = {{pb::BASELINE_FANOUT, 3}, {pb::BASELINE_FANOUT_GROUP, 7}, {pb::BASELINE_REV1_TREE, 2}};
   for (const auto& c : cases) {
-    pb::Workload w = Small(c.variant);
-    if (c.variant == pb::BASELINE_FANOUT_GROUP && !kCarriesRequest<pb::IpcqSend>) w.set_h_q(2);
+    const pb::Workload w = Small(c.variant);
     absl::StatusOr<LaunchResult> result = RunDecodeWorkload(*chip, w, LaunchOptions{});
     ASSERT_TRUE(result.ok()) << result.status();
     ASSERT_TRUE(result->runtime_status.ok()) << result->runtime_status;
