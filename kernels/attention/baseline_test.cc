@@ -2,12 +2,8 @@
 // issue lists (empty ranks, ragged blocks, a multi-user batch with its own lengths), and
 // ADR rev2 §11 gate 3 from the op log at C = P = 8.
 #include <algorithm>
-#include <cmath>
 #include <functional>
 #include <map>
-#include <optional>
-#include <memory>
-#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -19,67 +15,25 @@
 #include "gtest/gtest.h"
 #include "kernels/attention/baseline.h"
 #include "kernels/attention/decode_launch.h"
+#include "kernels/attention/decode_test_util.h"
 #include "kernels/memory/memory_store.h"
 #include "kernels/runtime/runtime.h"
 #include "proto/report.pb.h"
 #include "proto/trace.pb.h"
-#include "topology/loader.h"
 
-namespace ahbm::kernels {
+namespace ahbm::kernels::testing {  // decode_test_util.h
 namespace {
 
-pb::Chip Load(const std::string& path) {
-  absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile(path);
-  EXPECT_TRUE(chip.ok()) << chip.status();
-  return *chip;
-}
-
-struct BaselineRun {
-  std::unique_ptr<sim::ChipSim> sim;
-  std::unique_ptr<MemoryStore> store;
-  std::unique_ptr<KernelRuntime> runtime;
-  DecodeLaunch launch;
-  absl::Status status;
-};
-
-// kind empty: the ADR kernel (LaunchDecode).
-BaselineRun Launch(const pb::Chip& chip, const DecodeConfig& cfg, std::optional<BaselineKind> kind,
-           const std::vector<DecodeInputs>& inputs) {
-  BaselineRun run;
-  absl::StatusOr<std::vector<uint32_t>> cubes =
-      kind ? BaselineCubes(chip, cfg, *kind) : DecodeCubes(chip, cfg);
-  if (!cubes.ok()) {
-    run.status = cubes.status();
-    return run;
-  }
-  sim::ChipSimOptions options;
-  options.cubes = *cubes;
-  auto created = sim::ChipSim::Create(chip, options);
-  EXPECT_TRUE(created.ok()) << created.status();
-  run.sim = std::move(*created);
-  if (!inputs.empty()) run.store = std::make_unique<MemoryStore>(chip);
-  run.runtime = std::make_unique<KernelRuntime>(run.sim.get(), run.store.get());
-  absl::StatusOr<DecodeLaunch> launch =
-      kind ? LaunchBaseline(chip, cfg, *run.runtime, run.store.get(), inputs, *kind)
-           : LaunchDecode(chip, cfg, *run.runtime, run.store.get(), inputs);
-  if (!launch.ok()) {
-    run.status = launch.status();
-    return run;
-  }
-  run.launch = *launch;
-  run.status = run.runtime->Run();
-  return run;
-}
-
-// Max abs error; NaN counts as infinitely wrong.
-double MaxAbsError(const std::vector<float>& got, const std::vector<float>& want) {
-  EXPECT_EQ(got.size(), want.size());
-  double worst = 0;
-  for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
-    const double e = std::abs(double(got[i]) - want[i]);
-    worst = std::isnan(e) ? INFINITY : std::max(worst, e);
-  }
-  return worst;
+// One baseline's run (timing mode when `inputs` is empty).
+DecodeRun RunBaseline(const pb::Chip& chip, const DecodeConfig& cfg, BaselineKind kind,
+                      const std::vector<DecodeInputs>& inputs = {}) {
+  return RunWith(
+      chip, cfg, inputs, "zero",
+      [kind](const pb::Chip& c, const DecodeConfig& k) { return BaselineCubes(c, k, kind); },
+      [kind](const pb::Chip& c, const DecodeConfig& k, KernelRuntime& runtime, MemoryStore* store,
+             const std::vector<DecodeInputs>& in) {
+        return LaunchBaseline(c, k, runtime, store, in, kind);
+      });
 }
 
 const char* Name(BaselineKind kind) {
@@ -97,14 +51,8 @@ const char* Name(BaselineKind kind) {
 // topology/small.textproto: 1 SIP of 2x4 CUBEs, 2x2 PEs each. H_q 8 / H_kv 2 (G = 4):
 // fanout 8 CUBEs x P = 4, fanout_group 2 groups of C = 2 x P = 4, rev1 2 CUBEs x P = 4.
 DecodeConfig Small(uint64_t s) {
-  DecodeConfig cfg;
-  cfg.h_q = 8;
-  cfg.h_kv = 2;
-  cfg.d = 64;
+  DecodeConfig cfg = testing::Small(8, 2, s, 2, 4);
   cfg.tile = 128;
-  cfg.s = s;
-  cfg.c = 2;
-  cfg.p = 4;
   return cfg;
 }
 
@@ -114,16 +62,10 @@ uint32_t Ranks(const DecodeConfig& cfg, BaselineKind kind) {
 
 void ExpectParity(const pb::Chip& chip, const DecodeConfig& cfg, BaselineKind kind,
                   const std::string& what) {
-  std::mt19937_64 rng(17);
-  std::vector<DecodeInputs> inputs;
-  for (uint32_t u = 0; u < cfg.users; ++u) inputs.push_back(RandomDecodeInputs(cfg, u, rng));
-  BaselineRun run = Launch(chip, cfg, kind, inputs);
+  const std::vector<DecodeInputs> inputs = BatchInputs(cfg, 17);
+  DecodeRun run = RunBaseline(chip, cfg, kind, inputs);
   ASSERT_TRUE(run.status.ok()) << what << ": " << run.status;
-  for (uint32_t u = 0; u < cfg.users; ++u) {
-    absl::StatusOr<std::vector<float>> got = GatherDecodeOutput(*run.store, cfg, run.launch, u);
-    ASSERT_TRUE(got.ok()) << got.status();
-    EXPECT_LE(MaxAbsError(*got, ReferenceDecode(cfg, inputs[u])), 2e-2) << what << " request " << u;
-  }
+  ExpectRequestsMatchReference(run, cfg, inputs, what);
 }
 
 class BaselineParity : public ::testing::TestWithParam<BaselineKind> {};
@@ -169,7 +111,7 @@ uint64_t MessageId(const std::string& label) {
 // highest round its sender had received before sending it (in the op log's order, which is
 // each instance's program order); a triplet's three messages share a round. Instances are
 // (CPU unit, request id).
-uint32_t LongestReceiveChain(const BaselineRun& run) {
+uint32_t LongestReceiveChain(const DecodeRun& run) {
   struct Recv {
     size_t at;
     uint64_t msg;
@@ -203,7 +145,7 @@ uint32_t LongestReceiveChain(const BaselineRun& run) {
   return longest;
 }
 
-uint64_t KvBytesRead(const BaselineRun& run) {
+uint64_t KvBytesRead(const DecodeRun& run) {
   uint64_t read = 0, q = 0;
   for (const pb::TraceRecord& r : run.sim->op_log().records()) {
     if (r.has_op() && r.op().op() == "dma_load") q += r.op().bytes_read();
@@ -228,9 +170,9 @@ TEST(BaselineGate3, ReduceRoundsAndKvBytesAtCP64) {
   cfg.c = 8;
   cfg.p = 8;
   cfg.tile = 128;
-  BaselineRun adr = Launch(chip, cfg, std::nullopt, {});
+  DecodeRun adr = RunDecode(chip, cfg, {});
   ASSERT_TRUE(adr.status.ok()) << adr.status;
-  BaselineRun base = Launch(chip, cfg, BaselineKind::kFanoutGroup, {});
+  DecodeRun base = RunBaseline(chip, cfg, BaselineKind::kFanoutGroup);
   ASSERT_TRUE(base.status.ok()) << base.status;
 
   EXPECT_EQ(adr.launch.level2_rounds, 3u);
@@ -262,11 +204,11 @@ TEST(BaselineStructure, RoundsAndRequestIds) {
   const pb::Chip chip = Load("topology/small.textproto");
   DecodeConfig cfg = Small(600);
   cfg.users = 2;
-  BaselineRun fan = Launch(chip, cfg, BaselineKind::kFanout, {});
+  DecodeRun fan = RunBaseline(chip, cfg, BaselineKind::kFanout);
   ASSERT_TRUE(fan.status.ok()) << fan.status;
   EXPECT_EQ(fan.launch.level2_rounds + fan.launch.level1_rounds, cfg.p - 1);
   EXPECT_EQ(LongestReceiveChain(fan), cfg.p - 1);
-  BaselineRun group = Launch(chip, cfg, BaselineKind::kFanoutGroup, {});
+  DecodeRun group = RunBaseline(chip, cfg, BaselineKind::kFanoutGroup);
   ASSERT_TRUE(group.status.ok()) << group.status;
   // The longest chain of 7 ring edges skips one IPCQ edge: both NOC edges, 5 IPCQ ones.
   EXPECT_EQ(group.launch.level2_rounds, 5u);
@@ -281,7 +223,7 @@ TEST(BaselineStructure, RoundsAndRequestIds) {
   for (const auto& [request, n] : per_request) {
     EXPECT_EQ(n, 3u * 7u * 8u * cfg.h_kv) << request;
   }
-  BaselineRun rev1 = Launch(chip, cfg, BaselineKind::kRev1Tree, {});
+  DecodeRun rev1 = RunBaseline(chip, cfg, BaselineKind::kRev1Tree);
   ASSERT_TRUE(rev1.status.ok()) << rev1.status;
   EXPECT_EQ(rev1.launch.level2_rounds, 2u);  // ⌈log₂4⌉
   EXPECT_EQ(LongestReceiveChain(rev1), 2u);
@@ -296,9 +238,9 @@ TEST(BaselineStructure, TwiceIsByteIdentical) {
        {BaselineKind::kFanout, BaselineKind::kFanoutGroup, BaselineKind::kRev1Tree}) {
     std::string logs[2];
     for (std::string& log : logs) {
-      BaselineRun run = Launch(chip, cfg, kind, {});
+      DecodeRun run = RunBaseline(chip, cfg, kind);
       ASSERT_TRUE(run.status.ok()) << run.status;
-      for (const pb::TraceRecord& r : run.sim->op_log().records()) log += r.SerializeAsString();
+      log = OpLogBytes(run);
     }
     EXPECT_EQ(logs[0], logs[1]) << Name(kind);
     EXPECT_GT(logs[0].size(), 1000u);
@@ -330,4 +272,4 @@ TEST(BaselineStructure, RefusesWhatItCannotRun) {
 }
 
 }  // namespace
-}  // namespace ahbm::kernels
+}  // namespace ahbm::kernels::testing

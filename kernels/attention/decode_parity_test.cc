@@ -14,15 +14,8 @@
 #include "kernels/attention/decode_test_util.h"
 #include "proto/trace.pb.h"
 
-namespace ahbm::kernels {
+namespace ahbm::kernels::testing {  // decode_test_util.h
 namespace {
-
-using testing::DecodeRun;
-using testing::Load;
-using testing::MakeInputs;
-using testing::MaxAbsError;
-using testing::RunDecode;
-using testing::Small;
 
 constexpr DecodeVariant kVariants[] = {DecodeVariant::kOpt1, DecodeVariant::kOpt3,
                                        DecodeVariant::kOpt2};
@@ -41,12 +34,7 @@ void ExpectParity(const pb::Chip& chip, const DecodeConfig& base, const std::str
     cfg.variant = variant;
     DecodeRun run = RunDecode(chip, cfg, inputs, "zero", /*keep_op_log=*/false);
     ASSERT_TRUE(run.status.ok()) << name << " " << VariantName(variant) << ": " << run.status;
-    for (uint32_t u = 0; u < cfg.users; ++u) {
-      absl::StatusOr<std::vector<float>> got = GatherDecodeOutput(*run.store, cfg, run.launch, u);
-      ASSERT_TRUE(got.ok()) << got.status();
-      EXPECT_LE(MaxAbsError(*got, ReferenceDecode(cfg, inputs[u])), 2e-2)
-          << name << " " << VariantName(variant) << " request " << u;
-    }
+    ExpectRequestsMatchReference(run, cfg, inputs, name + " " + VariantName(variant));
   }
 }
 
@@ -214,12 +202,6 @@ TEST(DecodeOverlap, LatencyIsBelowTheSerialSumOfLoadsAndCompute) {
   }
 }
 
-std::string OpLogBytes(const DecodeRun& run) {
-  std::string bytes;
-  for (const pb::TraceRecord& r : run.sim->op_log().records()) bytes += r.SerializeAsString();
-  return bytes;
-}
-
 // Empty ranks and causal masks change values, never the command stream: timing mode (no
 // values) and data mode give byte-identical op logs, and a rerun gives the same bytes.
 TEST(DecodeCausal, EmptyRanksAndMasksKeepTheCommandStream) {
@@ -243,4 +225,4 @@ TEST(DecodeCausal, EmptyRanksAndMasksKeepTheCommandStream) {
 }
 
 }  // namespace
-}  // namespace ahbm::kernels
+}  // namespace ahbm::kernels::testing

@@ -4,9 +4,6 @@
 // bit for bit the same output as the ADR's triplet + primitive reduce (the same fp32 ops), with
 // one message / one merge command per tree edge, fewer commands and a shorter reduce, and a
 // byte-identical op log on rerun and between timing and data mode.
-#include <cmath>
-#include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -14,62 +11,13 @@
 #include "actors/chip_sim.h"
 #include "gtest/gtest.h"
 #include "kernels/attention/decode_launch.h"
+#include "kernels/attention/decode_test_util.h"
 #include "kernels/memory/memory_store.h"
 #include "kernels/runtime/runtime.h"
 #include "proto/trace.pb.h"
-#include "topology/loader.h"
 
-namespace ahbm::kernels {
+namespace ahbm::kernels::testing {  // decode_test_util.h
 namespace {
-
-pb::Chip Load(const std::string& path) {
-  absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile(path);
-  EXPECT_TRUE(chip.ok()) << chip.status();
-  return *chip;
-}
-
-struct DecodeRun {
-  std::unique_ptr<sim::ChipSim> sim;
-  std::unique_ptr<MemoryStore> store;
-  std::unique_ptr<KernelRuntime> runtime;
-  DecodeLaunch launch;
-  absl::Status status;
-};
-
-DecodeRun RunDecode(const pb::Chip& chip, const DecodeConfig& cfg, const std::vector<DecodeInputs>& inputs,
-              const std::string& profile = "zero") {
-  DecodeRun run;
-  absl::StatusOr<std::vector<uint32_t>> cubes = DecodeCubes(chip, cfg);
-  EXPECT_TRUE(cubes.ok()) << cubes.status();
-  sim::ChipSimOptions options;
-  options.cubes = *cubes;
-  options.issue_cost_profile = profile;
-  auto created = sim::ChipSim::Create(chip, options);
-  EXPECT_TRUE(created.ok()) << created.status();
-  run.sim = std::move(*created);
-  if (!inputs.empty()) run.store = std::make_unique<MemoryStore>(chip);
-  run.runtime = std::make_unique<KernelRuntime>(run.sim.get(), run.store.get());
-  absl::StatusOr<DecodeLaunch> launch = LaunchDecode(chip, cfg, *run.runtime, run.store.get(), inputs);
-  if (!launch.ok()) {
-    run.status = launch.status();
-    return run;
-  }
-  run.launch = *launch;
-  run.status = run.runtime->Run();
-  return run;
-}
-
-DecodeConfig Small(uint32_t h_q, uint32_t h_kv, uint64_t s, uint32_t c, uint32_t p) {
-  DecodeConfig cfg;
-  cfg.h_q = h_q;
-  cfg.h_kv = h_kv;
-  cfg.d = 64;
-  cfg.s = s;
-  cfg.c = c;
-  cfg.p = p;
-  cfg.tile = 64;
-  return cfg;
-}
 
 struct Options {
   bool packed;
@@ -92,13 +40,9 @@ class ReduceOptionsParity : public ::testing::TestWithParam<Case> {};
 TEST_P(ReduceOptionsParity, MatchesTheReferenceAndTheAdrReduceBitForBit) {
   const Case& c = GetParam();
   const pb::Chip chip = Load("topology/small.textproto");
-  std::mt19937_64 rng(7);
-  std::vector<DecodeInputs> inputs;
+  const std::vector<DecodeInputs> inputs = BatchInputs(c.cfg, 7);
   std::vector<std::vector<float>> want;
-  for (uint32_t u = 0; u < c.cfg.users; ++u) {
-    inputs.push_back(RandomDecodeInputs(c.cfg, u, rng));
-    want.push_back(ReferenceDecode(c.cfg, inputs.back()));
-  }
+  for (const DecodeInputs& in : inputs) want.push_back(ReferenceDecode(c.cfg, in));
   for (DecodeVariant variant : kVariants) {
     std::vector<std::vector<float>> adr;  // per user: triplet + primitive, the first option
     for (const Options& o : kOptions) {
@@ -112,13 +56,7 @@ TEST_P(ReduceOptionsParity, MatchesTheReferenceAndTheAdrReduceBitForBit) {
       for (uint32_t u = 0; u < cfg.users; ++u) {
         absl::StatusOr<std::vector<float>> got = GatherDecodeOutput(*run.store, cfg, run.launch, u);
         ASSERT_TRUE(got.ok()) << got.status();
-        ASSERT_EQ(got->size(), want[u].size());
-        double worst = 0;
-        for (size_t i = 0; i < got->size(); ++i) {
-          ASSERT_FALSE(std::isnan((*got)[i])) << what << " user " << u << " element " << i;
-          worst = std::max(worst, std::abs(double((*got)[i]) - want[u][i]));
-        }
-        EXPECT_LE(worst, 2e-2) << what << " user " << u;
+        EXPECT_LE(MaxAbsError(*got, want[u]), 2e-2) << what << " user " << u;  // NaN: +inf
         if (adr.size() <= u) {
           adr.push_back(*got);
         } else {
@@ -167,12 +105,6 @@ size_t Count(const DecodeRun& run, const std::string& op, const std::string& uni
     if (r.has_op() && r.op().op() == op && r.op().unit_name().ends_with(unit)) ++n;
   }
   return n;
-}
-
-std::string OpLogBytes(const DecodeRun& run) {
-  std::string out;
-  for (const pb::TraceRecord& r : run.sim->op_log().records()) out += r.SerializeAsString();
-  return out;
 }
 
 // The tree of C = 4 CUBEs x P = 4 PEs has 4·3 IPCQ edges and 3 NOC edges. Triplet: three
@@ -229,8 +161,7 @@ TEST(ReduceOptionsStructure, DeterministicAndTimingEqualsData) {
       DecodeRun second = RunDecode(chip, cfg, {});
       ASSERT_TRUE(first.status.ok() && second.status.ok()) << o.Name();
       EXPECT_EQ(OpLogBytes(first), OpLogBytes(second)) << o.Name();
-      std::mt19937_64 rng(3);
-      DecodeRun data = RunDecode(chip, cfg, {RandomDecodeInputs(cfg, 0, rng)});
+      DecodeRun data = RunDecode(chip, cfg, {MakeInputs(cfg, 3)});
       ASSERT_TRUE(data.status.ok()) << o.Name() << ": " << data.status;
       EXPECT_EQ(OpLogBytes(first), OpLogBytes(data)) << o.Name();
     }
@@ -238,4 +169,4 @@ TEST(ReduceOptionsStructure, DeterministicAndTimingEqualsData) {
 }
 
 }  // namespace
-}  // namespace ahbm::kernels
+}  // namespace ahbm::kernels::testing

@@ -3,7 +3,6 @@
 #include <cmath>
 #include <map>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -20,15 +19,8 @@
 #include "topology/ids.h"
 #include "topology/loader.h"
 
-namespace ahbm::kernels {
+namespace ahbm::kernels::testing {  // decode_test_util.h
 namespace {
-
-using testing::DecodeRun;
-using testing::Load;
-using testing::MakeInputs;
-using testing::MaxAbsError;
-using testing::RunDecode;
-using testing::Small;
 
 struct ParityCase {
   std::string name;
@@ -48,12 +40,7 @@ TEST_P(DecodeParity, MatchesTheFloat64Reference) {
     cfg.variant = variant;
     DecodeRun run = RunDecode(chip, cfg, inputs);
     ASSERT_TRUE(run.status.ok()) << c.name << " variant " << int(variant) << ": " << run.status;
-    for (uint32_t u = 0; u < cfg.users; ++u) {
-      absl::StatusOr<std::vector<float>> got = GatherDecodeOutput(*run.store, cfg, run.launch, u);
-      ASSERT_TRUE(got.ok()) << got.status();
-      const std::vector<float> want = ReferenceDecode(cfg, inputs[u]);
-      EXPECT_LE(MaxAbsError(*got, want), 2e-2) << c.name << " variant " << int(variant) << " user " << u;
-    }
+    ExpectRequestsMatchReference(run, cfg, inputs, c.name + " variant " + std::to_string(int(variant)));
   }
 }
 
@@ -235,7 +222,7 @@ TEST(DecodeStructure, EachVariantTwiceIsByteIdentical) {
     for (int i = 0; i < 2; ++i) {
       DecodeRun run = RunDecode(chip, cfg, {});
       ASSERT_TRUE(run.status.ok()) << run.status;
-      for (const pb::TraceRecord& r : run.sim->op_log().records()) logs[i] += r.SerializeAsString();
+      logs[i] = OpLogBytes(run);
     }
     EXPECT_EQ(logs[0], logs[1]) << int(variant);
     EXPECT_GT(logs[0].size(), 1000u);
@@ -306,19 +293,12 @@ TEST(DecodeIsolation, CrossingFinishOrderKeepsRequestsApart) {
   cfg.max_context = 2048;
   cfg.request_lengths = {576, 512};
   cfg.users = 2;
-  std::mt19937_64 rng(7);
-  std::vector<DecodeInputs> inputs;
-  for (uint32_t u = 0; u < cfg.users; ++u) inputs.push_back(RandomDecodeInputs(cfg, u, rng));
+  const std::vector<DecodeInputs> inputs = BatchInputs(cfg, 7);
   for (DecodeVariant variant : {DecodeVariant::kOpt1, DecodeVariant::kOpt3, DecodeVariant::kOpt2}) {
     cfg.variant = variant;
     DecodeRun run = RunDecode(chip, cfg, inputs);
     ASSERT_TRUE(run.status.ok()) << int(variant) << ": " << run.status;
-    for (uint32_t u = 0; u < cfg.users; ++u) {
-      absl::StatusOr<std::vector<float>> got = GatherDecodeOutput(*run.store, cfg, run.launch, u);
-      ASSERT_TRUE(got.ok()) << got.status();
-      EXPECT_LE(MaxAbsError(*got, ReferenceDecode(cfg, inputs[u])), 2e-2)
-          << "variant " << int(variant) << " request " << u;
-    }
+    ExpectRequestsMatchReference(run, cfg, inputs, "variant " + std::to_string(int(variant)));
     // The crossing happened: on the root PE, request 0's messages were staged while request
     // 1's receive waited.
     const uint32_t root = run.launch.outputs[0][0].pe;
@@ -341,27 +321,20 @@ TEST(DecodeIsolation, RaggedBatchUnderRotation) {
   cfg.max_context = 2049;  // every request's cache sized for the longest: short ones leave ranks empty
   cfg.request_lengths = {7, 300, 1000, 2049};
   cfg.users = 4;
-  std::mt19937_64 rng(11);
-  std::vector<DecodeInputs> inputs;
-  for (uint32_t u = 0; u < cfg.users; ++u) inputs.push_back(RandomDecodeInputs(cfg, u, rng));
+  const std::vector<DecodeInputs> inputs = BatchInputs(cfg, 11);
   for (DecodeVariant variant : {DecodeVariant::kOpt1, DecodeVariant::kOpt3, DecodeVariant::kOpt2}) {
     cfg.variant = variant;
     DecodeRun run = RunDecode(chip, cfg, inputs);
     ASSERT_TRUE(run.status.ok()) << int(variant) << ": " << run.status;
-    for (uint32_t u = 0; u < cfg.users; ++u) {
-      absl::StatusOr<std::vector<float>> got = GatherDecodeOutput(*run.store, cfg, run.launch, u);
-      ASSERT_TRUE(got.ok()) << got.status();
-      EXPECT_LE(MaxAbsError(*got, ReferenceDecode(cfg, inputs[u])), 2e-2)
-          << "variant " << int(variant) << " request " << u;
-    }
+    ExpectRequestsMatchReference(run, cfg, inputs, "variant " + std::to_string(int(variant)));
     EXPECT_FALSE(OpsNamed(run, "stage_ipcq").empty()) << "variant " << int(variant);
     // Staging depends on timing only: timing mode gives the same op log, twice.
     std::string logs[3];
-    for (const pb::TraceRecord& r : run.sim->op_log().records()) logs[0] += r.SerializeAsString();
+    logs[0] = OpLogBytes(run);
     for (int i = 1; i < 3; ++i) {
       DecodeRun timing = RunDecode(chip, cfg, {});
       ASSERT_TRUE(timing.status.ok()) << timing.status;
-      for (const pb::TraceRecord& r : timing.sim->op_log().records()) logs[i] += r.SerializeAsString();
+      logs[i] = OpLogBytes(timing);
     }
     EXPECT_EQ(logs[1], logs[0]) << "variant " << int(variant);
     EXPECT_EQ(logs[2], logs[0]) << "variant " << int(variant);
@@ -369,4 +342,4 @@ TEST(DecodeIsolation, RaggedBatchUnderRotation) {
 }
 
 }  // namespace
-}  // namespace ahbm::kernels
+}  // namespace ahbm::kernels::testing

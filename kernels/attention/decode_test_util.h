@@ -17,6 +17,7 @@
 #include "kernels/attention/decode_launch.h"
 #include "kernels/memory/memory_store.h"
 #include "kernels/runtime/runtime.h"
+#include "proto/trace.pb.h"
 #include "topology/loader.h"
 
 namespace ahbm::kernels::testing {
@@ -31,6 +32,14 @@ inline pb::Chip Load(const std::string& path) {
 inline DecodeInputs MakeInputs(const DecodeConfig& cfg, uint32_t seed, uint32_t user = 0) {
   std::mt19937_64 rng(seed);
   return RandomDecodeInputs(cfg, user, rng);
+}
+
+// Every request's inputs from one generator seeded `seed`, request by request.
+inline std::vector<DecodeInputs> BatchInputs(const DecodeConfig& cfg, uint32_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<DecodeInputs> inputs;
+  for (uint32_t u = 0; u < cfg.users; ++u) inputs.push_back(RandomDecodeInputs(cfg, u, rng));
+  return inputs;
 }
 
 struct DecodeRun {
@@ -78,6 +87,13 @@ inline DecodeRun RunDecode(const pb::Chip& chip, const DecodeConfig& cfg,
   return RunWith(chip, cfg, inputs, profile, DecodeCubes, LaunchDecode, keep_op_log);
 }
 
+// The run's op log, serialised (byte-identical logs are identical runs).
+inline std::string OpLogBytes(const DecodeRun& run) {
+  std::string bytes;
+  for (const pb::TraceRecord& r : run.sim->op_log().records()) bytes += r.SerializeAsString();
+  return bytes;
+}
+
 // Largest |got - want|; +inf when a value is NaN or the sizes differ (so a NaN always fails).
 inline double MaxAbsError(const std::vector<float>& got, const std::vector<float>& want) {
   if (got.size() != want.size()) return std::numeric_limits<double>::infinity();
@@ -88,6 +104,17 @@ inline double MaxAbsError(const std::vector<float>& got, const std::vector<float
     worst = std::max(worst, e);
   }
   return worst;
+}
+
+// A data-mode run's output of every request against the float64 reference on its inputs.
+inline void ExpectRequestsMatchReference(const DecodeRun& run, const DecodeConfig& cfg,
+                                         const std::vector<DecodeInputs>& inputs,
+                                         const std::string& what) {
+  for (uint32_t u = 0; u < cfg.users; ++u) {
+    absl::StatusOr<std::vector<float>> got = GatherDecodeOutput(*run.store, cfg, run.launch, u);
+    ASSERT_TRUE(got.ok()) << what << ": " << got.status();
+    EXPECT_LE(MaxAbsError(*got, ReferenceDecode(cfg, inputs[u])), 2e-2) << what << " request " << u;
+  }
 }
 
 inline DecodeConfig Small(uint32_t h_q, uint32_t h_kv, uint64_t s, uint32_t c, uint32_t p) {
