@@ -23,18 +23,6 @@ struct Running {
   const Tensor& M() const { return m[cur]; }
 };
 
-// The identity partial (lse_merge.h): m = kEmptyRowMax, l = 0, O = 0.
-Task<Running> EmptyRunning(Tl& tl, uint32_t rows, uint32_t d) {
-  const std::vector<uint64_t> col = {rows, 1};
-  const std::vector<uint64_t> full = {rows, d};
-  Running r;
-  r.m[0] = co_await tl.Fill(col, kEmptyRowMax, pb::FP32, Arena::kPersistent);
-  r.m[1] = tl.Alloc(col, pb::FP32, Arena::kPersistent);
-  r.l = co_await tl.Fill(col, 0.0f, pb::FP32, Arena::kPersistent);
-  r.o = co_await tl.Fill(full, 0.0f, pb::FP32, Arena::kPersistent);
-  co_return r;
-}
-
 // The log-sum-exp merge of lse_merge.h with the new maximum written into the other m buffer
 // (LseMerge allocates it in scratch, which a per-step scope would release).
 Task<void> MergeInto(Tl& tl, Running& r, const Tensor& mb, const Tensor& lb, const Tensor& ob) {
@@ -110,7 +98,7 @@ Task<void> BaselineRank(Tl& tl, BaselineRankPlan p) {
     r.o = co_await tl.Dot(pr, tl.Ref(p.v_addr, vshape),  // blocking
                           tl.Alloc(row, pb::FP32, Arena::kPersistent));
   } else {
-    r = co_await EmptyRunning(tl, 1, p.d);
+    co_await FillEmptyRunning(tl, 1, p.d, r.m, r.l, r.o);  // the identity partial
   }
   if (p.ranks > 1) co_await SendTriplet(tl, p.next, r.M(), r.l, r.o);
   for (uint32_t step = 0; step + 1 < p.ranks; ++step) {
@@ -126,7 +114,8 @@ Task<void> BaselineRank(Tl& tl, BaselineRankPlan p) {
 Task<void> Rev1Rank(Tl& tl, Rev1RankPlan p) {
   const std::vector<uint64_t> qshape = {p.rows, p.d};
   Tensor q = co_await tl.Load(tl.Ref(p.q_addr, qshape), Arena::kPersistent);
-  Running r = co_await EmptyRunning(tl, p.rows, p.d);
+  Running r;
+  co_await FillEmptyRunning(tl, p.rows, p.d, r.m, r.l, r.o);
   const uint64_t tiles = (p.len + p.tile - 1) / p.tile;
   for (uint64_t j = 0; j < tiles; ++j) {
     ScratchScope scope(&tl);

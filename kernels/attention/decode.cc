@@ -79,13 +79,9 @@ Task<std::vector<Epilogue>> QkEpilogue(Tl& tl, const DecodeShape& s, const RankP
 // buffer's m, so the state is ready to send with no copy.
 Task<Running> InitRunning(Tl& tl, const DecodeShape& s, const RankPlan& p) {
   const std::vector<uint64_t> col = {s.rows, 1};
-  const std::vector<uint64_t> full = {s.rows, s.d};
   Running r;
   if (!s.packed_payload) {
-    r.m[0] = co_await tl.Fill(col, kEmptyRowMax, pb::FP32, Arena::kPersistent);
-    r.m[1] = tl.Alloc(col, pb::FP32, Arena::kPersistent);
-    r.l = co_await tl.Fill(col, 0.0f, pb::FP32, Arena::kPersistent);
-    r.o = co_await tl.Fill(full, 0.0f, pb::FP32, Arena::kPersistent);
+    co_await FillEmptyRunning(tl, s.rows, s.d, r.m, r.l, r.o);
     co_return r;
   }
   r.pack = tl.Alloc(PackedShape(s), pb::FP32, Arena::kPersistent);

@@ -1,6 +1,18 @@
 #include "kernels/attention/lse_merge.h"
 
+#include <vector>
+
 namespace ahbm::kernels {
+
+Task<void> FillEmptyRunning(Tl& tl, uint32_t rows, uint32_t d, Tensor (&m)[2], Tensor& l,
+                            Tensor& o) {
+  const std::vector<uint64_t> col = {rows, 1};
+  const std::vector<uint64_t> full = {rows, d};
+  m[0] = co_await tl.Fill(col, kEmptyRowMax, pb::FP32, Arena::kPersistent);
+  m[1] = tl.Alloc(col, pb::FP32, Arena::kPersistent);
+  l = co_await tl.Fill(col, 0.0f, pb::FP32, Arena::kPersistent);
+  o = co_await tl.Fill(full, 0.0f, pb::FP32, Arena::kPersistent);
+}
 
 Task<void> LseMerge(Tl& tl, Tensor& m, Tensor& l, Tensor& o, const Tensor& mb, const Tensor& lb,
                     const Tensor& ob) {

@@ -5,6 +5,7 @@
 #ifndef AHBMSIM_KERNELS_ATTENTION_LSE_MERGE_H_
 #define AHBMSIM_KERNELS_ATTENTION_LSE_MERGE_H_
 
+#include <cstdint>
 #include <limits>
 
 #include "kernels/runtime/task.h"
@@ -19,6 +20,12 @@ namespace ahbm::kernels {
 // exp(0) = 1 against another empty side (l = 0, O = 0 stay 0) and exp(lowest - m) = 0
 // against a side with keys (which is left unchanged). Masked scores stay -inf (exp = 0).
 inline constexpr float kEmptyRowMax = std::numeric_limits<float>::lowest();
+
+// The identity partial of `rows` query rows in the persistent arena: m[0] = kEmptyRowMax,
+// l = 0, O = 0 ([rows, d]), m[1] allocated for a double-buffered running max (not filled).
+// The decode's init_running (§3) and the baselines' empty rank.
+Task<void> FillEmptyRunning(Tl& tl, uint32_t rows, uint32_t d, Tensor (&m)[2], Tensor& l,
+                            Tensor& o);
 
 // Merges (mb, lb, ob) into (m, l, o): l and o in place, m replaced by the new maximum.
 Task<void> LseMerge(Tl& tl, Tensor& m, Tensor& l, Tensor& o, const Tensor& mb, const Tensor& lb,
