@@ -79,12 +79,12 @@ INSTANTIATE_TEST_SUITE_P(
                return cfg;
              }()},
         Case{"one_key", Small(8, 2, 1, 2, 4)},
-        // Two rotated requests of one length (ragged batches need the request-tagged receives of
-        // issue 9 item 2: until then messages are matched by source queue only).
+        // Two rotated requests of their own lengths (receives match by request).
         Case{"multi_user",
              [] {
                DecodeConfig cfg = Small(8, 2, 500, 2, 4);
                cfg.users = 2;
+               cfg.request_lengths = {137, 500};
                return cfg;
              }()},
         Case{"chain_l2_ring_l1",
