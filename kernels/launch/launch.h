@@ -72,8 +72,8 @@ struct LaunchResult {
   // the outputs (runtime_status OK only), by file stem ("a", "b", "x", "o").
   std::map<std::string, host::NpyArray> inputs;
   std::map<std::string, host::NpyArray> outputs;
-  // DECODE: sequential reduce rounds of the static schedule (Level-2 + Level-1; the baseline's
-  // fan-out: P - 1).
+  // DECODE: sequential reduce rounds of the static schedule (Level-2 + Level-1; the baselines:
+  // baseline_fanout P − 1, baseline_fanout_group C·P − 1, baseline_rev1_tree ⌈log₂P⌉).
   uint32_t reduce_rounds = 0;
 };
 
