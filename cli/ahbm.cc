@@ -40,6 +40,9 @@ constexpr int kExitBadInput = 2;
 constexpr int kExitDeadlock = 3;
 constexpr int kExitOther = 1;
 constexpr char kDefaultTopology[] = "topology/chip_4sip.textproto";
+// `ahbm compare`'s rows: the ADR kernels and every baseline (kernels/README.md).
+constexpr char kCompareVariants[] =
+    "opt1,opt3,opt2,baseline_fanout,baseline_fanout_group,baseline_rev1_tree";
 
 struct Command {
   std::string name;
@@ -267,8 +270,7 @@ absl::Status RunCompare(const ParsedFlags& flags) {
   if (!by_options_or.ok()) return by_options_or.status();
   const bool by_options = *by_options_or;
   std::vector<pb::Variant> variants;
-  const std::string default_variants =
-      by_options ? "opt1,opt3,opt2" : "opt1,opt3,opt2,baseline_fanout";
+  const std::string default_variants = by_options ? "opt1,opt3,opt2" : kCompareVariants;
   for (const absl::string_view name :
        absl::StrSplit(flags.GetOr("variants", default_variants), ',')) {
     pb::Variant v;
@@ -303,8 +305,7 @@ absl::Status RunCompare(const ParsedFlags& flags) {
 std::vector<FlagSpec> CompareFlags() {
   std::vector<FlagSpec> flags = {
       {"topology", "chip config, protobuf text format (ahbm.pb.Chip)", kDefaultTopology},
-      {"variants", "comma-separated decode variants, in table order",
-       "opt1,opt3,opt2,baseline_fanout"},
+      {"variants", "comma-separated decode variants, in table order", kCompareVariants},
       {"reduce_options",
        "each variant x reduce_payload {triplet, packed} x reduce_merge {primitive, fused} "
        "(default variants then opt1,opt3,opt2)",
