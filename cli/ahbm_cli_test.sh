@@ -216,13 +216,19 @@ expect_one_line_error 't_q: 4 query tokens exceed the context length 3' run --to
   --kernel=decode --h_q=8 --h_kv=2 --d=64 --s=3 --t_q=4 --c=2 --p=4
 expect_one_line_error 'users: 3 but request_lengths lists 2 requests' run --topology=$small \
   --kernel=decode --h_q=8 --h_kv=2 --d=64 --request_lengths=7,300 --users=3 --c=2 --p=4
-# compare's default rows: opt1, opt3, opt2 and the three baselines, ratios to baseline_fanout.
+# compare's default rows: opt1, opt3, opt2, baseline_fanout and baseline_rev1_tree, ratios to
+# baseline_fanout; baseline_fanout_group when named.
 "$ahbm" compare --topology=$small --h_q=8 --h_kv=2 --d=64 --s=2000 --c=2 --p=4 --tile=64 \
   >"$tmp/compare.txt" 2>&1 || fail "compare exited $?: $(cat "$tmp/compare.txt")"
 grep -qE "^baseline_fanout .* 1\.000 " "$tmp/compare.txt" || fail "compare: no baseline_fanout row at 1.000"
-for v in opt1 opt3 opt2 baseline_fanout baseline_fanout_group baseline_rev1_tree; do
+for v in opt1 opt3 opt2 baseline_fanout baseline_rev1_tree; do
   [[ $(grep -cE "^$v " "$tmp/compare.txt") -eq 1 ]] || fail "compare: no one $v row: $(cat "$tmp/compare.txt")"
 done
+! grep -qE "^baseline_fanout_group " "$tmp/compare.txt" || fail "compare: baseline_fanout_group is not a default row"
+"$ahbm" compare --topology=$small --h_q=8 --h_kv=2 --d=64 --s=2000 --c=2 --p=4 --tile=64 \
+  --variants=opt3,baseline_fanout_group >"$tmp/compare_group.txt" 2>&1 || fail "compare group exited $?"
+grep -qE "^baseline_fanout_group .* 7 +[0-9]+$" "$tmp/compare_group.txt" ||
+  fail "compare: baseline_fanout_group row lacks its C·P - 1 = 7 rounds: $(cat "$tmp/compare_group.txt")"
 expect_one_line_error "--variants: unknown variant 'opt9'" compare --topology=$small --variants=opt9
 expect_one_line_error 'short_long_threshold: only the AUTO variant uses it' compare \
   --topology=$small --short_long_threshold=100
