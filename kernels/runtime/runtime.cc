@@ -178,6 +178,20 @@ std::vector<uint64_t> PendingOf(KernelRuntime* rt, uint32_t pe,
   return out;
 }
 
+// Scheduler dependencies of a non-blocking command: pending producers of `tensors`, except
+// receives still in flight, which go to `held` (the runtime holds the command for them).
+template <typename C>
+void DependOn(KernelRuntime* rt, uint32_t pe, std::initializer_list<const Tensor*> tensors,
+              C& cmd, std::vector<uint64_t>& held) {
+  for (uint64_t dep : PendingOf(rt, pe, tensors)) {
+    if (!rt->IsReceive(pe, dep)) {
+      cmd.add_depends_on(dep);
+    } else if (std::find(held.begin(), held.end(), dep) == held.end()) {
+      held.push_back(dep);
+    }
+  }
+}
+
 std::shared_ptr<Invocation> NewCommand(std::string what, bool blocking, uint32_t cost) {
   auto inv = std::make_shared<Invocation>();
   inv->kind = Invocation::Kind::kCommand;
@@ -246,15 +260,15 @@ Call Tl::Gemm(const Tensor& a, const Tensor& b, std::vector<Epilogue> epilogue,
       s->set_scalar(e.scalar);
       if (e.operand) *s->mutable_operand() = e.operand->ref();
     }
-    for (const Tensor* t : inputs) {
-      for (uint64_t dep : PendingOf(rt_, pe_, {t})) cmd->add_depends_on(dep);
-    }
+    std::vector<uint64_t> held;
+    for (const Tensor* t : inputs) DependOn(rt_, pe_, {t}, *cmd, held);
     for (const Epilogue& e : epilogue) {
       if (!e.operand) continue;
-      for (uint64_t dep : PendingOf(rt_, pe_, {&*e.operand})) cmd->add_depends_on(dep);
+      DependOn(rt_, pe_, {&*e.operand}, *cmd, held);
     }
     inv = NewCommand("composite", false, rt_->profile().composite_cycles());
     inv->command = std::shared_ptr<const pb::CompositeCmd>(cmd);
+    inv->held_for_recv = std::move(held);
   } else {
     auto cmd = std::make_shared<pb::GemmCmd>();
     cmd->set_cmd_id(id);
@@ -290,8 +304,10 @@ Call Tl::ExComposite(const Tensor& s, const Tensor& v, const Accumulator& acc, f
   *cmd->mutable_acc_l() = acc.l.ref();
   *cmd->mutable_acc_o() = acc.o.ref();
   cmd->set_scale(scale);
-  for (uint64_t dep : PendingOf(rt_, pe_, {&s, &v, &acc.m, &acc.l})) cmd->add_depends_on(dep);
+  std::vector<uint64_t> held;
+  DependOn(rt_, pe_, {&s, &v, &acc.m, &acc.l}, *cmd, held);
   auto inv = NewCommand("ex_composite", false, rt_->profile().ex_composite_cycles());
+  inv->held_for_recv = std::move(held);
   inv->cmd_id = id;
   inv->command = std::shared_ptr<const pb::SoftmaxPvCmd>(cmd);
   inv->result = Tensor(acc.o.ref(), id);
@@ -312,11 +328,11 @@ Call Tl::LseMerge(const Accumulator& acc, const Accumulator& in, const Accumulat
   *cmd->mutable_out_m() = out.m.ref();
   *cmd->mutable_out_l() = out.l.ref();
   *cmd->mutable_out_o() = out.o.ref();
-  for (uint64_t dep : PendingOf(rt_, pe_, {&acc.m, &acc.l, &acc.o, &in.m, &in.l, &in.o, &out.m,
-                                           &out.l, &out.o})) {
-    cmd->add_depends_on(dep);
-  }
+  std::vector<uint64_t> held;
+  DependOn(rt_, pe_, {&acc.m, &acc.l, &acc.o, &in.m, &in.l, &in.o, &out.m, &out.l, &out.o}, *cmd,
+           held);
   auto inv = NewCommand("lse_merge", false, rt_->profile().ex_composite_cycles());
+  inv->held_for_recv = std::move(held);
   inv->cmd_id = id;
   inv->command = std::shared_ptr<const pb::LseMergeCmd>(cmd);
   inv->result = Tensor(out.o.ref(), id);
@@ -753,8 +769,25 @@ bool KernelRuntime::TryIssue(Instance& inst) {
   inst.pending.reset();
 
   if (inv.kind == Invocation::Kind::kCommand) {
-    std::visit([&](const auto& c) { engine.Send(cpu.unit, issue - now, cpu.scheduler, c); },
-               inv.command);
+    // Inputs still in a posted receive: hand the command over when they have completed.
+    HeldCommand held;
+    held.hand = issue;
+    for (uint64_t h : inv.held_for_recv) {
+      if (auto it = cpu.done.find(h); it != cpu.done.end()) {
+        held.hand = std::max(held.hand, it->second);
+      } else {
+        held.receives.insert(h);
+      }
+    }
+    if (held.receives.empty()) {
+      std::visit(
+          [&](const auto& c) { engine.Send(cpu.unit, held.hand - now, cpu.scheduler, c); },
+          inv.command);
+    } else {
+      held.command = inv.command;
+      held.cmd_id = inv.cmd_id;
+      cpu.held.push_back(std::move(held));
+    }
     if (observe::OpLog* log = sim_->context().op_log) {
       pb::IssueRecord rec;
       rec.set_pe(inst.pe);
@@ -763,6 +796,7 @@ bool KernelRuntime::TryIssue(Instance& inst) {
       rec.set_issue_ps(issue.value());
       rec.set_blocking(inv.blocking);
       for (uint64_t d : inv.wait_for) rec.add_depends_on(d);
+      for (uint64_t d : inv.held_for_recv) rec.add_recv_depends_on(d);
       std::visit(
           [&](const auto& c) {
             using T = std::decay_t<decltype(*c)>;
@@ -858,6 +892,7 @@ bool KernelRuntime::TryIssue(Instance& inst) {
   post.posted = issue;
   post.dst = inv.result;
   cpu.channels[key].recvs.push_back(post);
+  cpu.receives.insert(inv.cmd_id);
   inst.outstanding.insert(inv.cmd_id);
   if (inv.written_end > inv.written_begin) cpu.writes[inv.cmd_id] = {inv.written_begin, inv.written_end};
   PumpChannel(inst.pe, key);
@@ -1041,6 +1076,26 @@ void KernelRuntime::Complete(uint32_t pe, uint64_t handle, SimTime end) {
   Cpu& cpu = CpuOf(pe);
   cpu.done[handle] = end;
   cpu.writes.erase(handle);
+  if (cpu.receives.contains(handle)) {
+    // Commands held on this receive: the last one it waited for hands it to the scheduler.
+    sim::Engine& engine = *sim_->context().engine;
+    const SimTime now = Now();
+    for (auto it = cpu.held.begin(); it != cpu.held.end();) {
+      if (it->receives.erase(handle) == 0) {
+        ++it;
+        continue;
+      }
+      it->hand = std::max(it->hand, end);
+      if (!it->receives.empty()) {
+        ++it;
+        continue;
+      }
+      const SimTime at = std::max(it->hand, now);
+      std::visit([&](const auto& c) { engine.Send(cpu.unit, at - now, cpu.scheduler, c); },
+                 it->command);
+      it = cpu.held.erase(it);
+    }
+  }
   for (Instance* inst : cpu.instances) {
     inst->outstanding.erase(handle);
     if (inst->state != Instance::State::kWaiting) continue;
