@@ -779,13 +779,41 @@ bool KernelRuntime::TryIssue(Instance& inst) {
         held.receives.insert(h);
       }
     }
-    if (held.receives.empty()) {
+    if (!cpu.held.empty()) {
+      // Behind a held command it depends on (the scheduler must have seen it first).
+      std::visit(
+          [&](const auto& c) {
+            using T = std::decay_t<decltype(*c)>;
+            if constexpr (std::is_same_v<T, pb::CompositeCmd> ||
+                          std::is_same_v<T, pb::SoftmaxPvCmd> ||
+                          std::is_same_v<T, pb::LseMergeCmd>) {
+              for (uint64_t d : c->depends_on()) {
+                for (const HeldCommand& x : cpu.held) {
+                  if (x.cmd_id == d) held.commands.insert(d);
+                }
+              }
+            }
+            if constexpr (std::is_same_v<T, pb::SoftmaxPvCmd>) {
+              held.acc = absl::StrCat(c->acc_o().pe(), "@", c->acc_o().addr());
+              for (const HeldCommand& x : cpu.held) {
+                if (x.acc == held.acc) held.commands.insert(x.cmd_id);
+              }
+            }
+          },
+          inv.command);
+    }
+    if (held.receives.empty() && held.commands.empty()) {
       std::visit(
           [&](const auto& c) { engine.Send(cpu.unit, held.hand - now, cpu.scheduler, c); },
           inv.command);
     } else {
       held.command = inv.command;
       held.cmd_id = inv.cmd_id;
+      if (held.acc.empty()) {
+        if (const auto* pv = std::get_if<std::shared_ptr<const pb::SoftmaxPvCmd>>(&inv.command)) {
+          held.acc = absl::StrCat((*pv)->acc_o().pe(), "@", (*pv)->acc_o().addr());
+        }
+      }
       cpu.held.push_back(std::move(held));
     }
     if (observe::OpLog* log = sim_->context().op_log) {
@@ -1076,25 +1104,11 @@ void KernelRuntime::Complete(uint32_t pe, uint64_t handle, SimTime end) {
   Cpu& cpu = CpuOf(pe);
   cpu.done[handle] = end;
   cpu.writes.erase(handle);
-  if (cpu.receives.contains(handle)) {
-    // Commands held on this receive: the last one it waited for hands it to the scheduler.
-    sim::Engine& engine = *sim_->context().engine;
-    const SimTime now = Now();
-    for (auto it = cpu.held.begin(); it != cpu.held.end();) {
-      if (it->receives.erase(handle) == 0) {
-        ++it;
-        continue;
-      }
-      it->hand = std::max(it->hand, end);
-      if (!it->receives.empty()) {
-        ++it;
-        continue;
-      }
-      const SimTime at = std::max(it->hand, now);
-      std::visit([&](const auto& c) { engine.Send(cpu.unit, at - now, cpu.scheduler, c); },
-                 it->command);
-      it = cpu.held.erase(it);
+  if (cpu.receives.contains(handle) && !cpu.held.empty()) {
+    for (HeldCommand& x : cpu.held) {
+      if (x.receives.erase(handle) > 0) x.hand = std::max(x.hand, end);
     }
+    ReleaseHeld(cpu);
   }
   for (Instance* inst : cpu.instances) {
     inst->outstanding.erase(handle);
@@ -1106,6 +1120,26 @@ void KernelRuntime::Complete(uint32_t pe, uint64_t handle, SimTime end) {
     }
   }
   RunCpu(pe);
+}
+
+void KernelRuntime::ReleaseHeld(Cpu& cpu) {
+  sim::Engine& engine = *sim_->context().engine;
+  const SimTime now = Now();
+  // Issue order: a command's held predecessors come before it, so one pass releases chains
+  // (each sent after its predecessors, at the same time or later).
+  for (auto it = cpu.held.begin(); it != cpu.held.end();) {
+    if (!it->receives.empty() || !it->commands.empty()) {
+      ++it;
+      continue;
+    }
+    const SimTime at = std::max(it->hand, now);
+    std::visit([&](const auto& c) { engine.Send(cpu.unit, at - now, cpu.scheduler, c); },
+               it->command);
+    for (HeldCommand& x : cpu.held) {
+      if (x.commands.erase(it->cmd_id) > 0) x.hand = std::max(x.hand, at);
+    }
+    it = cpu.held.erase(it);
+  }
 }
 
 void KernelRuntime::Wake(Instance& inst, SimTime end) {

@@ -209,13 +209,17 @@ class KernelRuntime {
     SimTime last_pop;                      // IPCQ: pops never go back in time
   };
   // A non-blocking scheduler command issued while a receive it reads was pending: the
-  // scheduler gets it at max(issue, every such receive's completion).
+  // scheduler gets it at max(issue, every such receive's completion). A command that depends
+  // on a held one (its depends_on, or softmax_pv's chain on one accumulator) is held behind it.
   struct HeldCommand {
     sim::CpuCommand command;
     uint64_t cmd_id = 0;
-    SimTime hand;                       // max(issue, completions so far)
+    SimTime hand;                       // max(issue, completions / hand-overs so far)
     std::set<uint64_t> receives;        // still pending
+    std::set<uint64_t> commands;        // held commands it must follow to the scheduler
+    std::string acc;                    // softmax_pv: its accumulator ("pe@addr")
   };
+
   struct Cpu {
     uint32_t pe = 0;
     sim::UnitId unit = 0;
@@ -237,6 +241,8 @@ class KernelRuntime {
   };
 
   Cpu& CpuOf(uint32_t pe) { return cpus_.at(pe); }
+  // Hands every held command whose receives and held predecessors are done to the scheduler.
+  void ReleaseHeld(Cpu& cpu);
   SimTime Now() const;
   SimTime Edge(SimTime t) const { return clock_->NextEdge(t); }
   SimTime CyclesTime(uint32_t c) const { return clock_->ToTime(sim::Cycles(c)); }

@@ -1070,5 +1070,62 @@ TEST_F(RuntimeTiming, MergeOnAPendingRecvAsyncIssuesAtOnceAndStartsAtTheArrival)
   }
 }
 
+// Two merges into one accumulator, each on its own pending receive, the second's message
+// landing first (PE 3 sends at once, PE 0 after an EXP [8, 8192]): the second merge depends on
+// the first (a scheduler dependency on a held command), so the runtime hands it over only after
+// the first — the first starts at PE 0's message's arrival, the second when the first ends.
+TEST_F(RuntimeTiming, AHeldCommandsDependentFollowsItToTheScheduler) {
+  Harness h(true, "realistic");
+  const uint64_t rows = 8, d = 128, n = rows * (d + 2), bytes = n * 4;
+  const uint64_t busy = 8 * 8192;
+  const auto views = [&](const Tensor& buf) {
+    const std::vector<uint64_t> full = {rows, d};
+    return Accumulator{buf.Rows(0, rows), buf.Rows(rows, rows),
+                       buf.Rows(2 * rows, rows * d).View(full)};
+  };
+  const auto sender = [&](const std::string& to, bool delay) {
+    return [&, to, delay](Tl& tl) -> Task<void> {
+      const std::vector<uint64_t> shape = {n, 1};
+      const Tensor x = tl.Alloc(shape, pb::FP32, Arena::kPersistent);
+      if (delay) {
+        const Tensor big = tl.Alloc({busy}, pb::FP32, Arena::kPersistent);
+        co_await tl.Exp(big, big);
+      }
+      co_await tl.Send(tl.PeerOf(to), x);
+    };
+  };
+  uint64_t merge1 = 0, merge2 = 0;
+  ASSERT_TRUE(h.runtime->AddKernel(0, 0, sender("E", true)).ok());   // PE 0 -> PE 1, late
+  ASSERT_TRUE(h.runtime->AddKernel(3, 0, sender("N", false)).ok());  // PE 3 -> PE 1, at once
+  ASSERT_TRUE(h.runtime
+                  ->AddKernel(1, 0,
+                              [&](Tl& tl) -> Task<void> {
+                                const std::vector<uint64_t> shape = {n, 1};
+                                const Tensor mine = tl.Alloc(shape, pb::FP32, Arena::kPersistent);
+                                Accumulator a = views(mine);
+                                Tensor w = co_await tl.RecvAsync(tl.PeerOf("W"), shape);
+                                Tensor m1 = co_await tl.LseMerge(a, views(w), a);
+                                merge1 = m1.producer();
+                                a = Accumulator{Tensor(a.m.ref(), merge1), Tensor(a.l.ref(), merge1), m1};
+                                Tensor s = co_await tl.RecvAsync(tl.PeerOf("S"), shape);
+                                Tensor m2 = co_await tl.LseMerge(a, views(s), a);
+                                merge2 = m2.producer();
+                                co_await tl.Wait(m2);
+                              })
+                  .ok());
+  const absl::Status status = h.runtime->Run();
+  ASSERT_TRUE(status.ok()) << status;
+  const uint64_t ipcq_bw = chip_.sip().cube().ipcq().link().bytes_per_cycle();
+  const uint64_t arrival_w = realistic_.primitive_cycles() + ExpCycles(busy) +
+                             realistic_.resume_after_wait_cycles() + realistic_.send_cycles() +
+                             bytes / ipcq_bw + ipcq_lat_;
+  const uint64_t arrival_s = realistic_.send_cycles() + bytes / ipcq_bw + ipcq_lat_;
+  ASSERT_LT(arrival_s, arrival_w);
+  const auto ops = h.Ops(".scheduler", 1);
+  EXPECT_EQ(ops.at(merge1).start_ps(), arrival_w * ps_);
+  EXPECT_EQ(ops.at(merge2).start_ps(), ops.at(merge1).end_ps());
+  EXPECT_THAT(ops.at(merge2).depends_on(), ::testing::Contains(merge1));
+}
+
 }  // namespace
 }  // namespace ahbm::kernels
