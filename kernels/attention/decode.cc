@@ -192,23 +192,38 @@ struct ReduceState {
   Tensor pack, spare;
 };
 
+// A receive: blocking, or posted (recv_async) for a fused merge to read while it is pending.
+Call ReceiveFrom(Tl& tl, const Peer& child, std::vector<uint64_t> shape, bool post) {
+  if (post) return tl.RecvAsync(child, std::move(shape));
+  return tl.Recv(child, std::move(shape));
+}
+
 // Receives a child's (m, l, O) — three messages in that order, or one packed message — and
-// merges it (§4): 11 primitive ops (lse_merge.h) or one lse_merge command (fused).
+// merges it (§4): 11 primitive ops (lse_merge.h) or one lse_merge command (fused). Fused: the
+// receives are posted (recv_async) and the merge issued at once; the runtime hands it to the
+// scheduler when the message has landed, so its issue cost overlaps the message. The receive
+// buffers are scratch allocations outside any scratch scope: they stay allocated until the
+// kernel ends, after the merge has read them.
 Task<void> MergeFrom(Tl& tl, const DecodeShape& s, const Peer& child, ReduceState& st) {
   const std::vector<uint64_t> col = {s.rows, 1};
   const std::vector<uint64_t> full = {s.rows, s.d};
+  const bool post = s.fused_merge;
   Tensor mb, lb, ob;
   if (s.packed_payload) {
     const std::vector<uint64_t> flat = PackedShape(s);
-    const Tensor buf = co_await tl.Recv(child, flat);
+    Call recv = ReceiveFrom(tl, child, flat, post);
+    const Tensor buf = co_await recv;
     const Packed in = PackedViews(s, buf);
     mb = in.m;
     lb = in.l;
     ob = in.o;
   } else {
-    mb = co_await tl.Recv(child, col);
-    lb = co_await tl.Recv(child, col);
-    ob = co_await tl.Recv(child, full);
+    Call rm = ReceiveFrom(tl, child, col, post);
+    mb = co_await rm;
+    Call rl = ReceiveFrom(tl, child, col, post);
+    lb = co_await rl;
+    Call ro = ReceiveFrom(tl, child, full, post);
+    ob = co_await ro;
   }
   if (s.fused_merge) {  // in place; non-blocking: the next receive overlaps it
     const Accumulator acc{st.m, st.l, st.o};

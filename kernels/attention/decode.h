@@ -41,7 +41,8 @@ struct DecodeShape {
   // The reduce (ADR §4; the ADR's code is both false). packed_payload: the running (m, l, O)
   // live in one persistent fp32 buffer [m | l | O] ([rows·(d + 2), 1]; m, l, O are dense views
   // of it) and travel as ONE message. fused_merge: each merge is one lse_merge command on the
-  // MATH engine (non-blocking) instead of 11 blocking primitive ops.
+  // MATH engine (non-blocking, issued on the child's pending recv_async: the runtime starts it
+  // when the message has landed) instead of 11 blocking primitive ops after a blocking recv.
   bool packed_payload = false;
   bool fused_merge = false;
 };

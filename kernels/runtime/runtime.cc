@@ -178,6 +178,20 @@ std::vector<uint64_t> PendingOf(KernelRuntime* rt, uint32_t pe,
   return out;
 }
 
+// Scheduler dependencies of a non-blocking command: pending producers of `tensors`, except
+// receives still in flight, which go to `held` (the runtime holds the command for them).
+template <typename C>
+void DependOn(KernelRuntime* rt, uint32_t pe, std::initializer_list<const Tensor*> tensors,
+              C& cmd, std::vector<uint64_t>& held) {
+  for (uint64_t dep : PendingOf(rt, pe, tensors)) {
+    if (!rt->IsReceive(pe, dep)) {
+      cmd.add_depends_on(dep);
+    } else if (std::find(held.begin(), held.end(), dep) == held.end()) {
+      held.push_back(dep);
+    }
+  }
+}
+
 std::shared_ptr<Invocation> NewCommand(std::string what, bool blocking, uint32_t cost) {
   auto inv = std::make_shared<Invocation>();
   inv->kind = Invocation::Kind::kCommand;
@@ -246,15 +260,15 @@ Call Tl::Gemm(const Tensor& a, const Tensor& b, std::vector<Epilogue> epilogue,
       s->set_scalar(e.scalar);
       if (e.operand) *s->mutable_operand() = e.operand->ref();
     }
-    for (const Tensor* t : inputs) {
-      for (uint64_t dep : PendingOf(rt_, pe_, {t})) cmd->add_depends_on(dep);
-    }
+    std::vector<uint64_t> held;
+    for (const Tensor* t : inputs) DependOn(rt_, pe_, {t}, *cmd, held);
     for (const Epilogue& e : epilogue) {
       if (!e.operand) continue;
-      for (uint64_t dep : PendingOf(rt_, pe_, {&*e.operand})) cmd->add_depends_on(dep);
+      DependOn(rt_, pe_, {&*e.operand}, *cmd, held);
     }
     inv = NewCommand("composite", false, rt_->profile().composite_cycles());
     inv->command = std::shared_ptr<const pb::CompositeCmd>(cmd);
+    inv->held_for_recv = std::move(held);
   } else {
     auto cmd = std::make_shared<pb::GemmCmd>();
     cmd->set_cmd_id(id);
@@ -290,8 +304,10 @@ Call Tl::ExComposite(const Tensor& s, const Tensor& v, const Accumulator& acc, f
   *cmd->mutable_acc_l() = acc.l.ref();
   *cmd->mutable_acc_o() = acc.o.ref();
   cmd->set_scale(scale);
-  for (uint64_t dep : PendingOf(rt_, pe_, {&s, &v, &acc.m, &acc.l})) cmd->add_depends_on(dep);
+  std::vector<uint64_t> held;
+  DependOn(rt_, pe_, {&s, &v, &acc.m, &acc.l}, *cmd, held);
   auto inv = NewCommand("ex_composite", false, rt_->profile().ex_composite_cycles());
+  inv->held_for_recv = std::move(held);
   inv->cmd_id = id;
   inv->command = std::shared_ptr<const pb::SoftmaxPvCmd>(cmd);
   inv->result = Tensor(acc.o.ref(), id);
@@ -312,11 +328,11 @@ Call Tl::LseMerge(const Accumulator& acc, const Accumulator& in, const Accumulat
   *cmd->mutable_out_m() = out.m.ref();
   *cmd->mutable_out_l() = out.l.ref();
   *cmd->mutable_out_o() = out.o.ref();
-  for (uint64_t dep : PendingOf(rt_, pe_, {&acc.m, &acc.l, &acc.o, &in.m, &in.l, &in.o, &out.m,
-                                           &out.l, &out.o})) {
-    cmd->add_depends_on(dep);
-  }
+  std::vector<uint64_t> held;
+  DependOn(rt_, pe_, {&acc.m, &acc.l, &acc.o, &in.m, &in.l, &in.o, &out.m, &out.l, &out.o}, *cmd,
+           held);
   auto inv = NewCommand("lse_merge", false, rt_->profile().ex_composite_cycles());
+  inv->held_for_recv = std::move(held);
   inv->cmd_id = id;
   inv->command = std::shared_ptr<const pb::LseMergeCmd>(cmd);
   inv->result = Tensor(out.o.ref(), id);
@@ -753,8 +769,53 @@ bool KernelRuntime::TryIssue(Instance& inst) {
   inst.pending.reset();
 
   if (inv.kind == Invocation::Kind::kCommand) {
-    std::visit([&](const auto& c) { engine.Send(cpu.unit, issue - now, cpu.scheduler, c); },
-               inv.command);
+    // Inputs still in a posted receive: hand the command over when they have completed.
+    HeldCommand held;
+    held.hand = issue;
+    for (uint64_t h : inv.held_for_recv) {
+      if (auto it = cpu.done.find(h); it != cpu.done.end()) {
+        held.hand = std::max(held.hand, it->second);
+      } else {
+        held.receives.insert(h);
+      }
+    }
+    if (!cpu.held.empty()) {
+      // Behind a held command it depends on (the scheduler must have seen it first).
+      std::visit(
+          [&](const auto& c) {
+            using T = std::decay_t<decltype(*c)>;
+            if constexpr (std::is_same_v<T, pb::CompositeCmd> ||
+                          std::is_same_v<T, pb::SoftmaxPvCmd> ||
+                          std::is_same_v<T, pb::LseMergeCmd>) {
+              for (uint64_t d : c->depends_on()) {
+                for (const HeldCommand& x : cpu.held) {
+                  if (x.cmd_id == d) held.commands.insert(d);
+                }
+              }
+            }
+            if constexpr (std::is_same_v<T, pb::SoftmaxPvCmd>) {
+              held.acc = absl::StrCat(c->acc_o().pe(), "@", c->acc_o().addr());
+              for (const HeldCommand& x : cpu.held) {
+                if (x.acc == held.acc) held.commands.insert(x.cmd_id);
+              }
+            }
+          },
+          inv.command);
+    }
+    if (held.receives.empty() && held.commands.empty()) {
+      std::visit(
+          [&](const auto& c) { engine.Send(cpu.unit, held.hand - now, cpu.scheduler, c); },
+          inv.command);
+    } else {
+      held.command = inv.command;
+      held.cmd_id = inv.cmd_id;
+      if (held.acc.empty()) {
+        if (const auto* pv = std::get_if<std::shared_ptr<const pb::SoftmaxPvCmd>>(&inv.command)) {
+          held.acc = absl::StrCat((*pv)->acc_o().pe(), "@", (*pv)->acc_o().addr());
+        }
+      }
+      cpu.held.push_back(std::move(held));
+    }
     if (observe::OpLog* log = sim_->context().op_log) {
       pb::IssueRecord rec;
       rec.set_pe(inst.pe);
@@ -763,6 +824,7 @@ bool KernelRuntime::TryIssue(Instance& inst) {
       rec.set_issue_ps(issue.value());
       rec.set_blocking(inv.blocking);
       for (uint64_t d : inv.wait_for) rec.add_depends_on(d);
+      for (uint64_t d : inv.held_for_recv) rec.add_recv_depends_on(d);
       std::visit(
           [&](const auto& c) {
             using T = std::decay_t<decltype(*c)>;
@@ -858,6 +920,7 @@ bool KernelRuntime::TryIssue(Instance& inst) {
   post.posted = issue;
   post.dst = inv.result;
   cpu.channels[key].recvs.push_back(post);
+  cpu.receives.insert(inv.cmd_id);
   inst.outstanding.insert(inv.cmd_id);
   if (inv.written_end > inv.written_begin) cpu.writes[inv.cmd_id] = {inv.written_begin, inv.written_end};
   PumpChannel(inst.pe, key);
@@ -1041,6 +1104,12 @@ void KernelRuntime::Complete(uint32_t pe, uint64_t handle, SimTime end) {
   Cpu& cpu = CpuOf(pe);
   cpu.done[handle] = end;
   cpu.writes.erase(handle);
+  if (cpu.receives.contains(handle) && !cpu.held.empty()) {
+    for (HeldCommand& x : cpu.held) {
+      if (x.receives.erase(handle) > 0) x.hand = std::max(x.hand, end);
+    }
+    ReleaseHeld(cpu);
+  }
   for (Instance* inst : cpu.instances) {
     inst->outstanding.erase(handle);
     if (inst->state != Instance::State::kWaiting) continue;
@@ -1051,6 +1120,26 @@ void KernelRuntime::Complete(uint32_t pe, uint64_t handle, SimTime end) {
     }
   }
   RunCpu(pe);
+}
+
+void KernelRuntime::ReleaseHeld(Cpu& cpu) {
+  sim::Engine& engine = *sim_->context().engine;
+  const SimTime now = Now();
+  // Issue order: a command's held predecessors come before it, so one pass releases chains
+  // (each sent after its predecessors, at the same time or later).
+  for (auto it = cpu.held.begin(); it != cpu.held.end();) {
+    if (!it->receives.empty() || !it->commands.empty()) {
+      ++it;
+      continue;
+    }
+    const SimTime at = std::max(it->hand, now);
+    std::visit([&](const auto& c) { engine.Send(cpu.unit, at - now, cpu.scheduler, c); },
+               it->command);
+    for (HeldCommand& x : cpu.held) {
+      if (x.commands.erase(it->cmd_id) > 0) x.hand = std::max(x.hand, at);
+    }
+    it = cpu.held.erase(it);
+  }
 }
 
 void KernelRuntime::Wake(Instance& inst, SimTime end) {

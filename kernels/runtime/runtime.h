@@ -31,6 +31,18 @@
 //   persistent TCM arena on PEs hosting more than one request); a message that does not fit
 //   stays at the head (head-of-line) until its own receive is posted. With no receive waiting
 //   the head stays in the queue, holding its credit. Pops of one queue never go back in time.
+// - A non-blocking scheduler command (composite, ex_composite, lse_merge) whose inputs include
+//   a receive still pending (recv_async not yet complete) does not wait either: it issues as
+//   usual (issue cost on `cpu`, IssueRecord at its issue time, the CPU continues at cpu') and
+//   the runtime hands it to the scheduler when every such receive has completed, at
+//   max(issue, the last of those completions) — as if the scheduler held it on that
+//   dependency. Its depends_on lists only scheduler commands (the scheduler knows no receives);
+//   the IssueRecord lists the receive handles separately in `recv_depends_on` (replay: hand the
+//   command to the scheduler at max(issue_ps, each listed receive's completion), never put them
+//   in the command's depends_on). Differences from a scheduler-side hold: the scheduler sees
+//   the command at the hand-over, so its OpRecord issue_ps and its age (oldest-first
+//   tie-break, composite admission and operand DMA) count from the hand-over, not from the
+//   CPU's issue. Blocking commands and sends still auto-wait on a pending receive.
 // - NOC: messages are delivered whole; a receive takes the oldest delivered message of its
 //   request and completes at its delivery (or the post). No credit is involved.
 // - Data mode: sends copy their payload when issued; receives write it at completion.
@@ -77,6 +89,10 @@ struct Invocation {
   bool blocking = false;
   uint32_t cost_cycles = 0;
   std::vector<uint64_t> wait_for;  // pending inputs: auto-wait (not for composites)
+  // kCommand, non-blocking scheduler commands (composite, ex_composite, lse_merge): inputs
+  // still pending in a posted receive. Issued at once; handed to the scheduler when they have
+  // completed (see the contract); never in the scheduler command's depends_on.
+  std::vector<uint64_t> held_for_recv;
   Tensor result;
   std::optional<Peer> peer;      // kSend, kRecv
   Tensor payload;                // kSend
@@ -136,6 +152,10 @@ class KernelRuntime {
 
   // ---- used by Tl ----
   uint64_t NextCmdId(uint32_t pe) { return cpus_.at(pe).next_cmd++; }
+  // Whether `handle` names a receive (recv / recv_async) posted on PE `pe`.
+  bool IsReceive(uint32_t pe, uint64_t handle) const {
+    return cpus_.at(pe).receives.contains(handle);
+  }
   Tensor Allocate(Instance& inst, std::vector<uint64_t> shape, pb::DType dtype, Arena arena);
   uint64_t ScratchTop(const Instance& inst) const { return inst.scratch_top; }
   void LeaveScope(Instance& inst, uint64_t mark);
@@ -188,6 +208,18 @@ class KernelRuntime {
     std::deque<PostedRecv> recvs;          // not yet matched, in post order
     SimTime last_pop;                      // IPCQ: pops never go back in time
   };
+  // A non-blocking scheduler command issued while a receive it reads was pending: the
+  // scheduler gets it at max(issue, every such receive's completion). A command that depends
+  // on a held one (its depends_on, or softmax_pv's chain on one accumulator) is held behind it.
+  struct HeldCommand {
+    sim::CpuCommand command;
+    uint64_t cmd_id = 0;
+    SimTime hand;                       // max(issue, completions / hand-overs so far)
+    std::set<uint64_t> receives;        // still pending
+    std::set<uint64_t> commands;        // held commands it must follow to the scheduler
+    std::string acc;                    // softmax_pv: its accumulator ("pe@addr")
+  };
+
   struct Cpu {
     uint32_t pe = 0;
     sim::UnitId unit = 0;
@@ -204,9 +236,13 @@ class KernelRuntime {
     uint64_t staged_bytes = 0;          // IPCQ staging in use (<= kDemuxStagingBytes)
     std::map<uint64_t, std::pair<uint64_t, uint64_t>> writes;  // handle -> TCM [begin, end)
     std::map<std::string, Channel> channels;  // "ipcq:<queue unit>" / "noc:<src pe>"
+    std::set<uint64_t> receives;        // handles of the receives posted here
+    std::deque<HeldCommand> held;       // issued, waiting for receives (issue order)
   };
 
   Cpu& CpuOf(uint32_t pe) { return cpus_.at(pe); }
+  // Hands every held command whose receives and held predecessors are done to the scheduler.
+  void ReleaseHeld(Cpu& cpu);
   SimTime Now() const;
   SimTime Edge(SimTime t) const { return clock_->NextEdge(t); }
   SimTime CyclesTime(uint32_t c) const { return clock_->ToTime(sim::Cycles(c)); }

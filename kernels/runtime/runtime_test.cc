@@ -964,5 +964,168 @@ TEST_F(RuntimeTiming, ARequestThatNeverReceivesIsADeadlock) {
                                HasSubstr("recv"), HasSubstr("behind request 1's message")));
 }
 
+// A fused merge whose input is a posted receive (recv_async) still in flight does not make the
+// CPU wait (realistic profile): PE 1 posts the receive (issued at recv), issues the lse_merge
+// at once (issued at recv + ex_composite, IssueRecord at that time, the receive listed in
+// recv_depends_on) and goes on: the next EXP issues at recv + ex_composite + primitive and
+// starts then, long before the message lands. The runtime hands the merge to the scheduler at
+// the message's arrival, where it starts: PE 0 sends after its EXP [8, 8192] (issued at
+// primitive, ends ExpCycles later, then resume + send cost), the last of the message's bytes
+// arrives bytes / ipcq_bw + ipcq latency later. Data: the merge reads the received values.
+TEST_F(RuntimeTiming, MergeOnAPendingRecvAsyncIssuesAtOnceAndStartsAtTheArrival) {
+  Harness h(true, "realistic");
+  const uint64_t rows = 8, d = 128, n = rows * (d + 2), bytes = n * 4;
+  const uint64_t busy = 8 * 8192;
+  std::vector<float> in = Random(n, 31), acc = Random(n, 32);
+  for (uint64_t i = rows; i < 2 * rows; ++i) {  // l > 0
+    in[i] = std::fabs(in[i]) + 0.5f;
+    acc[i] = std::fabs(acc[i]) + 0.5f;
+  }
+  const auto views = [&](const Tensor& buf) {
+    const std::vector<uint64_t> full = {rows, d};
+    return Accumulator{buf.Rows(0, rows), buf.Rows(rows, rows),
+                       buf.Rows(2 * rows, rows * d).View(full)};
+  };
+  uint64_t recv_id = 0, merge_id = 0, marker_id = 0;
+  ASSERT_TRUE(h.runtime
+                  ->AddKernel(0, 0,
+                              [&](Tl& tl) -> Task<void> {
+                                const std::vector<uint64_t> shape = {n, 1};
+                                const Tensor x = tl.Alloc(shape, pb::FP32, Arena::kPersistent);
+                                EXPECT_TRUE(h.store->Write(x.ref(), in).ok());
+                                const Tensor big = tl.Alloc({busy}, pb::FP32, Arena::kPersistent);
+                                co_await tl.Exp(big, big);  // delays the send
+                                co_await tl.Send(tl.PeerOf("E"), x);
+                              })
+                  .ok());
+  ASSERT_TRUE(h.runtime
+                  ->AddKernel(1, 0,
+                              [&](Tl& tl) -> Task<void> {
+                                const std::vector<uint64_t> shape = {n, 1};
+                                const Tensor mine = tl.Alloc(shape, pb::FP32, Arena::kPersistent);
+                                EXPECT_TRUE(h.store->Write(mine.ref(), acc).ok());
+                                Tensor got = co_await tl.RecvAsync(tl.PeerOf("W"), shape);
+                                recv_id = got.producer();
+                                const Accumulator a = views(mine);
+                                Tensor merged = co_await tl.LseMerge(a, views(got), a);
+                                merge_id = merged.producer();
+                                const Tensor y = tl.Alloc({8, 128});
+                                Tensor e = co_await tl.Exp(y);  // runs before the message is in
+                                marker_id = e.producer();
+                                co_await tl.Wait(merged);
+                                co_await tl.Store(tl.Ref(1 << 20, shape, pb::FP32), mine);
+                              })
+                  .ok());
+  const absl::Status status = h.runtime->Run();
+  ASSERT_TRUE(status.ok()) << status;
+
+  const uint64_t ipcq_bw = chip_.sip().cube().ipcq().link().bytes_per_cycle();
+  const uint64_t prim = realistic_.primitive_cycles();
+  const uint64_t send_issue =
+      prim + ExpCycles(busy) + realistic_.resume_after_wait_cycles() + realistic_.send_cycles();
+  const uint64_t arrival = send_issue + bytes / ipcq_bw + ipcq_lat_;
+  const uint64_t merge_issue = realistic_.recv_cycles() + realistic_.ex_composite_cycles();
+  const uint64_t marker_issue = merge_issue + prim;
+  ASSERT_LT(marker_issue + ExpCycles(8 * 128), arrival);  // the test's premise
+
+  std::map<uint64_t, pb::IssueRecord> issues;
+  for (const pb::TraceRecord& r : h.sim->op_log().records()) {
+    if (r.has_issue() && r.issue().pe() == 1) issues[r.issue().cmd_id()] = r.issue();
+  }
+  ASSERT_TRUE(issues.contains(merge_id));
+  EXPECT_EQ(issues.at(merge_id).issue_ps(), merge_issue * ps_);
+  EXPECT_THAT(issues.at(merge_id).recv_depends_on(), ::testing::ElementsAre(recv_id));
+  EXPECT_TRUE(issues.at(merge_id).depends_on().empty());
+  EXPECT_EQ(issues.at(marker_id).issue_ps(), marker_issue * ps_);
+  const auto ops = h.Ops(".scheduler", 1);
+  EXPECT_EQ(ops.at(marker_id).start_ps(), marker_issue * ps_);  // the CPU did not wait
+  const std::vector<pb::OpRecord> recvs = OpsNamed(h, "recv_ipcq");
+  ASSERT_EQ(recvs.size(), 1u);
+  EXPECT_EQ(recvs[0].end_ps(), arrival * ps_);
+  EXPECT_EQ(ops.at(merge_id).start_ps(), arrival * ps_);  // handed over at the arrival
+  EXPECT_EQ(ops.at(merge_id).issue_ps(), arrival * ps_);
+  // PE 1's CPU waited on nothing before the marker issued (then on the marker itself, the
+  // merge and the store).
+  bool waited_on_merge = false;
+  for (const pb::TraceRecord& r : h.sim->op_log().records()) {
+    if (!r.has_stall() || r.stall().pe() != 1) continue;
+    EXPECT_GE(r.stall().from_ps(), marker_issue * ps_) << r.stall().waits_on();
+    EXPECT_NE(r.stall().cmd_id(), recv_id);
+    if (r.stall().cmd_id() == merge_id) waited_on_merge = true;
+  }
+  EXPECT_TRUE(waited_on_merge);
+
+  // The merge read the received values: (m, l, O) merged row by row.
+  const std::vector<float> out = h.Get(h.Hbm(1, 1 << 20, {n, 1}, pb::FP32));
+  ASSERT_EQ(out.size(), n);
+  for (uint64_t r = 0; r < rows; ++r) {
+    const double m = std::max(acc[r], in[r]);
+    const double ca = std::exp(acc[r] - m), cb = std::exp(in[r] - m);
+    EXPECT_NEAR(out[r], m, 1e-6) << r;
+    EXPECT_NEAR(out[rows + r], acc[rows + r] * ca + in[rows + r] * cb, 1e-5) << r;
+    for (uint64_t c = 0; c < d; ++c) {
+      const uint64_t i = 2 * rows + r * d + c;
+      EXPECT_NEAR(out[i], acc[i] * ca + in[i] * cb, 1e-5) << r << "," << c;
+    }
+  }
+}
+
+// Two merges into one accumulator, each on its own pending receive, the second's message
+// landing first (PE 3 sends at once, PE 0 after an EXP [8, 8192]): the second merge depends on
+// the first (a scheduler dependency on a held command), so the runtime hands it over only after
+// the first — the first starts at PE 0's message's arrival, the second when the first ends.
+TEST_F(RuntimeTiming, AHeldCommandsDependentFollowsItToTheScheduler) {
+  Harness h(true, "realistic");
+  const uint64_t rows = 8, d = 128, n = rows * (d + 2), bytes = n * 4;
+  const uint64_t busy = 8 * 8192;
+  const auto views = [&](const Tensor& buf) {
+    const std::vector<uint64_t> full = {rows, d};
+    return Accumulator{buf.Rows(0, rows), buf.Rows(rows, rows),
+                       buf.Rows(2 * rows, rows * d).View(full)};
+  };
+  const auto sender = [&](const std::string& to, bool delay) {
+    return [&, to, delay](Tl& tl) -> Task<void> {
+      const std::vector<uint64_t> shape = {n, 1};
+      const Tensor x = tl.Alloc(shape, pb::FP32, Arena::kPersistent);
+      if (delay) {
+        const Tensor big = tl.Alloc({busy}, pb::FP32, Arena::kPersistent);
+        co_await tl.Exp(big, big);
+      }
+      co_await tl.Send(tl.PeerOf(to), x);
+    };
+  };
+  uint64_t merge1 = 0, merge2 = 0;
+  ASSERT_TRUE(h.runtime->AddKernel(0, 0, sender("E", true)).ok());   // PE 0 -> PE 1, late
+  ASSERT_TRUE(h.runtime->AddKernel(3, 0, sender("N", false)).ok());  // PE 3 -> PE 1, at once
+  ASSERT_TRUE(h.runtime
+                  ->AddKernel(1, 0,
+                              [&](Tl& tl) -> Task<void> {
+                                const std::vector<uint64_t> shape = {n, 1};
+                                const Tensor mine = tl.Alloc(shape, pb::FP32, Arena::kPersistent);
+                                Accumulator a = views(mine);
+                                Tensor w = co_await tl.RecvAsync(tl.PeerOf("W"), shape);
+                                Tensor m1 = co_await tl.LseMerge(a, views(w), a);
+                                merge1 = m1.producer();
+                                a = Accumulator{Tensor(a.m.ref(), merge1), Tensor(a.l.ref(), merge1), m1};
+                                Tensor s = co_await tl.RecvAsync(tl.PeerOf("S"), shape);
+                                Tensor m2 = co_await tl.LseMerge(a, views(s), a);
+                                merge2 = m2.producer();
+                                co_await tl.Wait(m2);
+                              })
+                  .ok());
+  const absl::Status status = h.runtime->Run();
+  ASSERT_TRUE(status.ok()) << status;
+  const uint64_t ipcq_bw = chip_.sip().cube().ipcq().link().bytes_per_cycle();
+  const uint64_t arrival_w = realistic_.primitive_cycles() + ExpCycles(busy) +
+                             realistic_.resume_after_wait_cycles() + realistic_.send_cycles() +
+                             bytes / ipcq_bw + ipcq_lat_;
+  const uint64_t arrival_s = realistic_.send_cycles() + bytes / ipcq_bw + ipcq_lat_;
+  ASSERT_LT(arrival_s, arrival_w);
+  const auto ops = h.Ops(".scheduler", 1);
+  EXPECT_EQ(ops.at(merge1).start_ps(), arrival_w * ps_);
+  EXPECT_EQ(ops.at(merge2).start_ps(), ops.at(merge1).end_ps());
+  EXPECT_THAT(ops.at(merge2).depends_on(), ::testing::Contains(merge1));
+}
+
 }  // namespace
 }  // namespace ahbm::kernels

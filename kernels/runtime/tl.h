@@ -9,7 +9,9 @@
 //   never block).
 // - Blocking (the CPU waits for completion): MATH ops, Dot, Store, Recv, Wait, WaitAll.
 // - Auto-wait: a MATH op, Dot, Store or Send whose input is still pending first waits for it.
-//   Composite and ExComposite never wait: pending inputs become scheduler dependencies.
+//   Composite, ExComposite and LseMerge never wait: pending inputs become scheduler
+//   dependencies; an input still in a posted receive (RecvAsync) holds the issued command in
+//   the runtime until the receive completes (runtime.h), so the issue cost overlaps the message.
 // - Results of MATH ops, Dot, Recv and Load go to the current arena (scratch unless an `out`
 //   or Arena::kPersistent is given); ScratchScope recycles the scratch arena (ADR-0063).
 // Errors in a kernel (overflow, shape mismatch, leaving a scope with a pending write) throw
@@ -165,8 +167,8 @@ class Tl {
   Call ExComposite(const Tensor& s, const Tensor& v, const Accumulator& acc, float scale);
   // The decode reduce's log-sum-exp merge (ADR rev2 §4) of `in` into `acc`, written to `out`
   // (may be `acc`), as ONE MATH-engine command (pb::LseMergeCmd): non-blocking like
-  // ExComposite (pending inputs become scheduler dependencies; they must be scheduler
-  // commands, not receives still in flight); ex_composite issue cost; returns out.o (pending).
+  // ExComposite (pending inputs become scheduler dependencies; a pending RecvAsync input holds
+  // it until the message has landed); ex_composite issue cost; returns out.o (pending).
   Call LseMerge(const Accumulator& acc, const Accumulator& in, const Accumulator& out);
   // a · b on the GEMM engine, blocking; fp32 result.
   Call Dot(const Tensor& a, const Tensor& b, std::optional<Tensor> out = std::nullopt);
