@@ -16,17 +16,8 @@ Task<void> FillEmptyRunning(Tl& tl, uint32_t rows, uint32_t d, Tensor (&m)[2], T
 
 Task<void> LseMerge(Tl& tl, Tensor& m, Tensor& l, Tensor& o, const Tensor& mb, const Tensor& lb,
                     const Tensor& ob) {
-  Tensor mm = co_await tl.Maximum(m, mb);
-  Tensor da = co_await tl.Sub(m, mm);
-  Tensor sa = co_await tl.Exp(da);
-  Tensor db = co_await tl.Sub(mb, mm);
-  Tensor sb = co_await tl.Exp(db);
-  co_await tl.Mul(l, sa, l);
-  Tensor lbs = co_await tl.Mul(lb, sb);
-  co_await tl.Add(l, lbs, l);
-  co_await tl.Mul(o, sa, o);
-  Tensor obs = co_await tl.Mul(ob, sb);
-  co_await tl.Add(o, obs, o);
+  Tensor mm = tl.Alloc(m.shape(), pb::FP32);  // the new maximum; l and o merge in place
+  co_await LseMergeInto(tl, m, l, o, mb, lb, ob, mm, l, o);
   m = mm;
 }
 
