@@ -9,6 +9,7 @@
 //   bazel run //tests:golden_test -- --update       rewrite tests/golden/ in the source tree
 //   bazel run //tests:golden_test -- --update --only=NAME[,NAME]   rewrite some cases
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -52,6 +53,9 @@ struct Case {
   bool digest_only = false;  // full-chip: keep a digest of the text, not the text
   std::function<absl::StatusOr<Outcome>(const pb::Chip&)> run;
 };
+
+// gtest prints a failing parameter by its name, not its bytes.
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 // ---- workloads -------------------------------------------------------------------------
 
@@ -427,16 +431,35 @@ TEST_P(GoldenTest, MatchesGolden) {
   const std::vector<std::string> want = Lines(golden.str()), got = Lines(*now);
   size_t i = 0;
   while (i < want.size() && i < got.size() && want[i] == got[i]) ++i;
+  // The text after the last '\n' (empty for a whole file) is the end of the file.
+  const auto line = [&](const std::vector<std::string>& v) {
+    return i + 1 < v.size() ? v[i] : i < v.size() && !v[i].empty() ? v[i] : "<end of file>";
+  };
   ADD_FAILURE() << "case " << c.name << " differs from " << path << " at line " << i + 1
-                << " (golden " << want.size() << " lines, now " << got.size() << "):\n"
-                << "  golden: " << (i < want.size() ? want[i] : "<end>") << "\n"
-                << "  now:    " << (i < got.size() ? got[i] : "<end>") << "\n"
+                << " (golden " << want.size() - 1 << " lines, now " << got.size() - 1 << "):\n"
+                << "  golden: " << line(want) << "\n"
+                << "  now:    " << line(got) << "\n"
                 << "A change that must move a number updates the golden in its own commit with "
                    "the reason (tests/README.md).";
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, GoldenTest, ::testing::ValuesIn(AllCases()),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+// Every file in tests/golden/ belongs to a case (a renamed or dropped case takes its file along).
+TEST(GoldenFiles, EachBelongsToACase) {
+  std::set<std::string> names;
+  for (const Case& c : AllCases()) {
+    EXPECT_TRUE(names.insert(c.name + ".txt").second) << "case " << c.name << " twice";
+  }
+  size_t seen = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("tests/golden")) {
+    const std::string file = entry.path().filename().string();
+    EXPECT_TRUE(names.contains(file)) << "tests/golden/" << file << " belongs to no case";
+    seen += names.contains(file);
+  }
+  EXPECT_EQ(seen, names.size()) << "a case has no golden (bazel run //tests:golden_test -- --update)";
+}
 
 // `--update [--only=a,b]`: rewrite the goldens in the source tree (needs `bazel run`).
 int Update(const std::set<std::string>& only) {
