@@ -22,6 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "actors/chip_sim.h"
@@ -103,6 +104,14 @@ absl::StatusOr<Outcome> Launch(const pb::Chip& chip, const pb::Workload& w) {
   out.report = std::move(r->report);
   out.extra = absl::StrCat("runtime_status=", r->runtime_status.ToString(), "\n",
                            "reduce_rounds=", r->reduce_rounds, "\n");
+  // Data mode: every input and output by name, shape and a digest of its float bits.
+  for (const auto* arrays : {&r->inputs, &r->outputs}) {
+    for (const auto& [name, a] : *arrays) {
+      std::string bytes(reinterpret_cast<const char*>(a.data.data()), a.data.size() * sizeof(float));
+      absl::StrAppend(&out.extra, arrays == &r->inputs ? "input " : "output ", name, " [",
+                      absl::StrJoin(a.shape, ","), "] fnv1a64=", Fnv1a64Hex(bytes), "\n");
+    }
+  }
   return out;
 }
 
@@ -335,7 +344,25 @@ std::vector<Case> AllCases() {
     w.set_issue_cost_profile("realistic");
     small("decode_opt1_triplet_fused_realistic", w);
   }
-  // The self-test kernels (timing mode; data mode gives the same op log, tested elsewhere).
+  // Data mode (the op log equals timing mode's; the values are digested).
+  {
+    pb::Workload w = SmallDecode(pb::OPT3, 1000, "zero");
+    w.set_data(true);
+    w.set_seed(5);
+    small("decode_opt3_data_zero", w);
+    w.set_variant(pb::OPT2);
+    w.set_reduce_payload(pb::PACKED);
+    w.set_reduce_merge(pb::FUSED);
+    w.set_issue_cost_profile("realistic");
+    small("decode_opt2_packed_fused_data_realistic", w);
+    pb::Workload t = SmallDecode(pb::OPT1, 700, "zero");
+    t.set_t_q(4);
+    t.set_max_context(2048);
+    t.set_data(true);
+    t.set_seed(9);
+    small("decode_opt1_causal_tq4_maxctx_data_zero", t);
+  }
+  // The self-test kernels (timing mode, and GEMM / all-reduce in data mode).
   {
     pb::Workload g;
     g.set_kernel(pb::SELFTEST_GEMM);
@@ -358,6 +385,13 @@ std::vector<Case> AllCases() {
     a.set_vector_len(100000);  // larger than a queue: streams through
     a.set_issue_cost_profile("realistic");
     small("selftest_allreduce_big_realistic", a);
+    g.set_data(true);
+    g.set_seed(3);
+    small("selftest_gemm_ragged_data_realistic", g);
+    a.set_vector_len(3000);
+    a.set_data(true);
+    a.set_seed(4);
+    small("selftest_allreduce_data_realistic", a);
   }
   // Injected command streams.
   const auto stream = [&](std::string name, StreamSpec spec) {
