@@ -1,0 +1,573 @@
+// Golden tests (issue 10, "Goldens first"; tests/README.md): a fixed list of runs — every
+// decode kernel variant and baseline, both issue-cost profiles, multi-user, causal T_q with
+// empty ranks, the reduce options, the self-test kernels and injected command streams — whose
+// op log and report, rendered as text (golden_render.h), must equal tests/golden/<case>.txt
+// byte for byte. Small-topology cases keep the whole text; full-chip cases keep a digest of
+// it (64-bit FNV-1a) with the latency, event count and roofline in clear.
+//
+//   bazel test //tests:golden_test                  compare (fails naming the case and line)
+//   bazel run //tests:golden_test -- --update       rewrite tests/golden/ in the source tree
+//   bazel run //tests:golden_test -- --update --only=NAME[,NAME]   rewrite some cases
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "actors/chip_sim.h"
+#include "actors/inject.h"
+#include "gtest/gtest.h"
+#include "kernels/launch/launch.h"
+#include "proto/report.pb.h"
+#include "proto/topology.pb.h"
+#include "proto/trace.pb.h"
+#include "proto/workload.pb.h"
+#include "tests/golden_render.h"
+#include "topology/loader.h"
+
+namespace ahbm::golden {
+namespace {
+
+constexpr char kSmall[] = "topology/small.textproto";
+constexpr char kChip4[] = "topology/chip_4sip.textproto";
+constexpr char kEventsLine[] = "report events=";
+
+// What a case produces: the op log and the report (plus launch-only facts).
+struct Outcome {
+  std::vector<pb::TraceRecord> records;
+  pb::Report report;
+  std::string extra;  // lines before the report (status, reduce rounds)
+};
+
+struct Case {
+  std::string name;
+  std::string topology;
+  bool digest_only = false;  // full-chip: keep a digest of the text, not the text
+  std::function<absl::StatusOr<Outcome>(const pb::Chip&)> run;
+};
+
+// gtest prints a failing parameter by its name, not its bytes.
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+// ---- workloads -------------------------------------------------------------------------
+
+// The small decode shape: h_q 8, h_kv 2 (G = 4), d 64, C 2, P 4, TILE 64 on topology/small.
+pb::Workload SmallDecode(pb::Variant variant, uint64_t s, const std::string& profile) {
+  pb::Workload w;
+  w.set_kernel(pb::DECODE);
+  w.set_variant(variant);
+  w.set_h_q(8);
+  w.set_h_kv(2);
+  w.set_d(64);
+  w.set_s(s);
+  if (variant != pb::SHORT_CONTEXT && variant != pb::AUTO && variant != pb::BASELINE_FANOUT &&
+      variant != pb::BASELINE_REV1_TREE) {
+    w.set_c(2);
+  }
+  w.set_p(4);
+  w.set_tile(64);
+  w.set_issue_cost_profile(profile);
+  return w;
+}
+
+// Llama3-70B decode on the full chip (the launcher's defaults: H_q 64, d 128, TILE 256).
+pb::Workload ChipDecode(pb::Variant variant, uint64_t s, const std::string& profile) {
+  pb::Workload w;
+  w.set_kernel(pb::DECODE);
+  w.set_variant(variant);
+  w.set_s(s);
+  if (variant != pb::AUTO) {
+    w.set_c(8);
+    w.set_p(8);
+  }
+  w.set_issue_cost_profile(profile);
+  return w;
+}
+
+absl::StatusOr<Outcome> Launch(const pb::Chip& chip, const pb::Workload& w) {
+  launch::LaunchOptions options;
+  absl::StatusOr<launch::LaunchResult> r = launch::RunWorkload(chip, w, options);
+  if (!r.ok()) return r.status();
+  Outcome out;
+  out.records = std::move(r->op_log);
+  out.report = std::move(r->report);
+  out.extra = absl::StrCat("runtime_status=", r->runtime_status.ToString(), "\n",
+                           "reduce_rounds=", r->reduce_rounds, "\n");
+  // Data mode: every input and output by name, shape and a digest of its float bits.
+  for (const auto* arrays : {&r->inputs, &r->outputs}) {
+    for (const auto& [name, a] : *arrays) {
+      std::string bytes(reinterpret_cast<const char*>(a.data.data()), a.data.size() * sizeof(float));
+      absl::StrAppend(&out.extra, arrays == &r->inputs ? "input " : "output ", name, " [",
+                      absl::StrJoin(a.shape, ","), "] fnv1a64=", Fnv1a64Hex(bytes), "\n");
+    }
+  }
+  return out;
+}
+
+std::function<absl::StatusOr<Outcome>(const pb::Chip&)> Run(pb::Workload w) {
+  return [w](const pb::Chip& chip) { return Launch(chip, w); };
+}
+
+// ---- injected command streams (the `ahbm stream` path: ChipSim + inject) ----------------
+
+using sim::CpuProgram;
+using sim::inject::Hbm;
+using sim::inject::ProgramBuilder;
+using sim::inject::Tcm;
+
+struct StreamSpec {
+  std::vector<uint32_t> cubes;
+  std::string profile;
+  bool per_tile_events = false;
+  bool per_tile_detail = false;
+  std::string summary;
+  std::function<std::vector<std::pair<uint32_t, CpuProgram>>(const pb::Chip&)> programs;
+};
+
+absl::StatusOr<Outcome> RunStream(const pb::Chip& chip, const StreamSpec& spec) {
+  sim::ChipSimOptions options;
+  options.cubes = spec.cubes;
+  options.issue_cost_profile = spec.profile;
+  options.per_tile_events = spec.per_tile_events;
+  options.per_tile_detail = spec.per_tile_detail;
+  options.workload_summary = spec.summary;
+  absl::StatusOr<std::unique_ptr<sim::ChipSim>> created = sim::ChipSim::Create(chip, options);
+  if (!created.ok()) return created.status();
+  sim::ChipSim& s = **created;
+  for (auto& [pe, program] : spec.programs(chip)) {
+    if (absl::Status st = s.SetProgram(pe, std::move(program)); !st.ok()) return st;
+  }
+  Outcome out;
+  out.extra = absl::StrCat("run_status=", s.Run().ToString(), "\n");
+  out.report = s.BuildReport();
+  out.records = s.TakeOpLogRecords();
+  return out;
+}
+
+std::function<absl::StatusOr<Outcome>(const pb::Chip&)> Stream(StreamSpec spec) {
+  return [spec](const pb::Chip& chip) { return RunStream(chip, spec); };
+}
+
+// `ahbm stream`'s program on every PE of `cubes`: DMA dma_bytes, then count composites.
+StreamSpec DmaGemmStream(std::vector<uint32_t> cubes, std::string profile, uint64_t dma_bytes,
+                         uint64_t m, uint64_t k, uint64_t n, int count) {
+  StreamSpec spec;
+  spec.cubes = cubes;
+  spec.profile = profile;
+  spec.summary = absl::StrCat("stream: per PE, DMA ", dma_bytes, " B then composite GEMM (", m,
+                              ", ", k, ", ", n, ") x ", count);
+  spec.programs = [=](const pb::Chip& chip) {
+    std::vector<std::pair<uint32_t, CpuProgram>> out;
+    const uint32_t pes = chip.sip().cube().pes();
+    for (uint32_t cube : cubes) {
+      for (uint32_t p = 0; p < pes; ++p) {
+        const uint32_t pe = cube * pes + p;
+        out.emplace_back(pe, sim::inject::DmaThenGemmStream(pe, dma_bytes, m, k, n, count));
+      }
+    }
+    return out;
+  };
+  return spec;
+}
+
+// Every PE of CUBE 0 reads its right-hand neighbour's HBM channels and its own at the same
+// instants (t = 0, and again after each round's composite, which every PE reaches at the same
+// time), while composites stream their B operands from the PE's own channels — the case that
+// folding per-channel DMA events can reorder.
+StreamSpec CrossChannelStream(std::string profile) {
+  StreamSpec spec;
+  spec.cubes = {0};
+  spec.profile = profile;
+  spec.per_tile_detail = true;
+  spec.summary = "stream: PEs of CUBE 0 read each other's HBM channels at the same instants";
+  spec.programs = [](const pb::Chip& chip) {
+    std::vector<std::pair<uint32_t, CpuProgram>> out;
+    const uint32_t pes = chip.sip().cube().pes();
+    const uint64_t kElems = 1 << 15;  // 64 KiB of bf16 per read
+    for (uint32_t p = 0; p < pes; ++p) {
+      const uint32_t other = (p + 1) % pes;
+      ProgramBuilder b;
+      uint64_t last = 0;
+      for (uint64_t round = 0; round < 3; ++round) {
+        std::vector<uint64_t> wait;
+        if (last != 0) wait.push_back(last);
+        const uint64_t base = round * (4 << 20);
+        // The same addresses in the neighbour's region as it reads in its own.
+        b.Dma(Hbm(other, base, pb::BF16, {kElems}), Tcm(p, 0, pb::BF16, {kElems}), wait);
+        b.Dma(Hbm(p, base, pb::BF16, {kElems}), Tcm(p, 2 * kElems, pb::BF16, {kElems}), wait);
+        // A composite whose B operand (128 x 512 bf16) streams from the PE's own channels,
+        // at addresses the neighbour's reads hit as well.
+        last = b.Composite(Tcm(p, 1 << 20, pb::BF16, {8, 128}),
+                           Hbm(p, base + (1 << 20), pb::BF16, {128, 512}),
+                           Tcm(p, (1 << 20) + 65536, pb::FP32, {8, 512}), {pb::SCALE}, {}, wait);
+        b.Dma(Hbm(other, base + (1 << 20), pb::BF16, {kElems}),
+              Tcm(p, 4 * kElems, pb::BF16, {kElems}), wait);
+      }
+      out.emplace_back(p, b.Build());
+    }
+    return out;
+  };
+  return spec;
+}
+
+// actors/units/pe_scheduler_test.cc "second stream arriving mid-way": PE 0 runs a long
+// composite whose B pieces stream from HBM, then four TCM-only composites; PE 1 reads 1 MiB
+// from PE 0's channels meanwhile.
+StreamSpec MidWayStream(bool per_tile_events) {
+  StreamSpec spec;
+  spec.cubes = {0};
+  spec.profile = "zero";
+  spec.per_tile_events = per_tile_events;
+  spec.per_tile_detail = true;
+  spec.summary = "stream: second stream arriving mid-way (PE 1 reading PE 0's channels)";
+  spec.programs = [](const pb::Chip& chip) {
+    const uint64_t tile_k = chip.sip().cube().pe().scheduler().tile_k();
+    const uint64_t tile_n = chip.sip().cube().pe().scheduler().tile_n();
+    ProgramBuilder p0;
+    const uint64_t k = 16 * tile_k, n = 4 * tile_n;
+    p0.Composite(Tcm(0, 0, pb::BF16, {8, k}), Hbm(0, 0, pb::BF16, {k, n}),
+                 Tcm(0, 1 << 20, pb::FP32, {8, n}), {pb::SCALE});
+    p0.Math(pb::EXP, {Tcm(0, 0, pb::FP32, {8, 1024})}, Tcm(0, 2 << 20, pb::FP32, {8, 1024}));
+    for (int i = 0; i < 4; ++i) {
+      p0.Composite(Tcm(0, 0, pb::BF16, {8, 128}), Tcm(0, 3 << 20, pb::BF16, {128, 256}),
+                   Tcm(0, (3 << 20) + 65536 + i * 8192, pb::FP32, {8, 256}));
+    }
+    ProgramBuilder p1;
+    p1.Math(pb::EXP, {Tcm(1, 0, pb::FP32, {8, 512})}, Tcm(1, 65536, pb::FP32, {8, 512}));
+    p1.Dma(Hbm(0, 8 << 20, pb::BF16, {1 << 19}), Tcm(1, 1 << 20, pb::BF16, {1 << 19}));
+    std::vector<std::pair<uint32_t, CpuProgram>> out;
+    out.emplace_back(0, p0.Build());
+    out.emplace_back(1, p1.Build());
+    return out;
+  };
+  return spec;
+}
+
+// ---- the case list -----------------------------------------------------------------------
+
+std::vector<Case> AllCases() {
+  std::vector<Case> cases;
+  const auto small = [&](std::string name, pb::Workload w) {
+    cases.push_back({std::move(name), kSmall, false, Run(std::move(w))});
+  };
+  const struct {
+    const char* name;
+    pb::Variant variant;
+  } variants[] = {
+      {"opt1", pb::OPT1},
+      {"opt2", pb::OPT2},
+      {"opt3", pb::OPT3},
+      {"short_context", pb::SHORT_CONTEXT},
+      {"baseline_fanout", pb::BASELINE_FANOUT},
+      {"baseline_fanout_group", pb::BASELINE_FANOUT_GROUP},
+      {"baseline_rev1_tree", pb::BASELINE_REV1_TREE},
+  };
+  // Every variant and baseline under both issue-cost profiles.
+  // The baselines that put a query head per CUBE or an instance per query head and rank run
+  // 4 query heads (baseline_fanout_group also on P = 2) to keep their files a few thousand
+  // lines.
+  for (const char* profile : {"zero", "realistic"}) {
+    for (const auto& v : variants) {
+      pb::Workload w = SmallDecode(v.variant, 1000, profile);
+      if (v.variant == pb::BASELINE_FANOUT || v.variant == pb::BASELINE_FANOUT_GROUP) w.set_h_q(4);
+      if (v.variant == pb::BASELINE_FANOUT_GROUP) w.set_p(2);
+      small(absl::StrCat("decode_", v.name, "_", profile), w);
+    }
+  }
+  // AUTO on both sides of its threshold (2049 on this chip too); above it, one KV head (AUTO
+  // picks C = 8: the small chip's 8 CUBEs hold one group).
+  small("decode_auto_short_zero", SmallDecode(pb::AUTO, 1000, "zero"));
+  {
+    pb::Workload w = SmallDecode(pb::AUTO, 2100, "realistic");
+    w.set_h_q(4);
+    w.set_h_kv(1);
+    small("decode_auto_long_realistic", w);
+  }
+  // Multi-user: a batch of per-request lengths (one nearly empty, one short, one long),
+  // rotated by request (the default), on one KV head (h_q 4) to keep the files small.
+  {
+    pb::Workload w = SmallDecode(pb::OPT3, 0, "zero");
+    w.clear_s();
+    w.set_h_q(4);
+    w.set_h_kv(1);
+    for (uint64_t len : {7, 300, 2049}) w.add_request_lengths(len);
+    small("decode_opt3_batch_rotated_zero", w);
+    w.set_variant(pb::OPT2);
+    w.set_issue_cost_profile("realistic");
+    small("decode_opt2_batch_rotated_realistic", w);
+    w.set_variant(pb::OPT1);
+    w.set_issue_cost_profile("zero");
+    w.set_no_rotation(true);
+    small("decode_opt1_batch_unrotated_zero", w);
+    pb::Workload b = SmallDecode(pb::BASELINE_FANOUT, 0, "zero");
+    b.clear_s();
+    b.set_h_q(2);
+    b.set_h_kv(1);
+    for (uint64_t len : {100, 700, 1500}) b.add_request_lengths(len);
+    small("decode_baseline_fanout_batch_rotated_zero", b);
+    b.set_variant(pb::BASELINE_REV1_TREE);
+    b.set_h_q(4);
+    small("decode_baseline_rev1_tree_batch_rotated_zero", b);
+  }
+  // Causal T_q > 1 with max_context > S: the ranks past the context hold no keys.
+  {
+    pb::Workload w = SmallDecode(pb::OPT3, 700, "zero");
+    w.set_t_q(4);
+    w.set_max_context(2048);
+    small("decode_opt3_causal_tq4_maxctx_zero", w);
+    w.set_variant(pb::OPT2);
+    w.set_issue_cost_profile("realistic");
+    small("decode_opt2_causal_tq4_maxctx_realistic", w);
+  }
+  // The reduce options.
+  {
+    pb::Workload w = SmallDecode(pb::OPT2, 1000, "realistic");
+    w.set_reduce_payload(pb::PACKED);
+    w.set_reduce_merge(pb::FUSED);
+    small("decode_opt2_packed_fused_realistic", w);
+    w.set_variant(pb::OPT3);
+    w.set_issue_cost_profile("zero");
+    small("decode_opt3_packed_fused_zero", w);
+    w.set_variant(pb::OPT1);
+    w.set_reduce_payload(pb::TRIPLET);
+    w.set_issue_cost_profile("realistic");
+    small("decode_opt1_triplet_fused_realistic", w);
+  }
+  // Data mode (the op log equals timing mode's; the values are digested).
+  {
+    pb::Workload w = SmallDecode(pb::OPT3, 1000, "zero");
+    w.set_data(true);
+    w.set_seed(5);
+    small("decode_opt3_data_zero", w);
+    w.set_variant(pb::OPT2);
+    w.set_reduce_payload(pb::PACKED);
+    w.set_reduce_merge(pb::FUSED);
+    w.set_issue_cost_profile("realistic");
+    small("decode_opt2_packed_fused_data_realistic", w);
+    pb::Workload t = SmallDecode(pb::OPT1, 700, "zero");
+    t.set_t_q(4);
+    t.set_max_context(2048);
+    t.set_data(true);
+    t.set_seed(9);
+    small("decode_opt1_causal_tq4_maxctx_data_zero", t);
+  }
+  // The self-test kernels (timing mode, and GEMM / all-reduce in data mode).
+  {
+    pb::Workload g;
+    g.set_kernel(pb::SELFTEST_GEMM);
+    g.set_gemm_m(8);
+    g.set_gemm_k(128);
+    g.set_gemm_n(256);
+    g.set_cube(0);
+    small("selftest_gemm_zero", g);
+    g.set_gemm_m(40);
+    g.set_gemm_k(320);
+    g.set_gemm_n(300);
+    g.set_cube(5);
+    g.set_issue_cost_profile("realistic");
+    small("selftest_gemm_ragged_realistic", g);
+    pb::Workload a;
+    a.set_kernel(pb::SELFTEST_ALLREDUCE);
+    a.set_vector_len(4096);
+    a.set_cube(2);
+    small("selftest_allreduce_zero", a);
+    a.set_vector_len(100000);  // larger than a queue: streams through
+    a.set_issue_cost_profile("realistic");
+    small("selftest_allreduce_big_realistic", a);
+    g.set_data(true);
+    g.set_seed(3);
+    small("selftest_gemm_ragged_data_realistic", g);
+    a.set_vector_len(3000);
+    a.set_data(true);
+    a.set_seed(4);
+    small("selftest_allreduce_data_realistic", a);
+  }
+  // Injected command streams.
+  const auto stream = [&](std::string name, StreamSpec spec) {
+    cases.push_back({std::move(name), kSmall, false, Stream(std::move(spec))});
+  };
+  stream("stream_dma_gemm_zero", DmaGemmStream({0}, "zero", 65536, 8, 128, 256, 8));
+  stream("stream_dma_gemm_2cubes_realistic",
+         DmaGemmStream({0, 3}, "realistic", 131072, 32, 256, 512, 6));
+  stream("stream_cross_channels_zero", CrossChannelStream("zero"));
+  stream("stream_cross_channels_realistic", CrossChannelStream("realistic"));
+  stream("stream_midway_closed_form", MidWayStream(false));
+  stream("stream_midway_per_tile_events", MidWayStream(true));
+  // Full chip (digest only): Llama3-70B decode at S = 131072 with all 8 KV heads.
+  const auto chip = [&](std::string name, pb::Workload w) {
+    cases.push_back({std::move(name), kChip4, true, Run(std::move(w))});
+  };
+  chip("chip4_decode_opt1_zero", ChipDecode(pb::OPT1, 131072, "zero"));
+  chip("chip4_decode_opt3_zero", ChipDecode(pb::OPT3, 131072, "zero"));
+  chip("chip4_decode_opt2_zero", ChipDecode(pb::OPT2, 131072, "zero"));
+  {
+    pb::Workload w = ChipDecode(pb::OPT2, 131072, "realistic");
+    w.set_reduce_payload(pb::PACKED);
+    w.set_reduce_merge(pb::FUSED);
+    chip("chip4_decode_opt2_packed_fused_realistic", w);
+  }
+  chip("chip4_decode_auto_s1024_zero", ChipDecode(pb::AUTO, 1024, "zero"));
+  return cases;
+}
+
+// ---- rendering, comparison, update -------------------------------------------------------
+
+absl::StatusOr<std::string> Render(const Case& c) {
+  absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile(c.topology);
+  if (!chip.ok()) return chip.status();
+  absl::StatusOr<Outcome> out = c.run(*chip);
+  if (!out.ok()) return out.status();
+  std::string text;
+  RenderOpLog(out->records, text);
+  text += out->extra;
+  RenderReport(out->report, text);
+  if (!c.digest_only) return text;
+  // The digest leaves out the event count (in clear below), so that folding events (issue 10)
+  // moves that line only.
+  size_t lines = 0;
+  std::string hashed;
+  for (absl::string_view l : absl::StrSplit(text, '\n')) {
+    if (absl::StartsWith(l, kEventsLine)) continue;
+    absl::StrAppend(&hashed, l, "\n");
+    ++lines;
+  }
+  hashed.pop_back();  // the text after the last '\n' is empty
+  --lines;
+  std::string digest = absl::StrCat("# digest of the op log + report text but its events line (",
+                                    c.topology, ")\n", "lines=", lines, "\n", "op_log_records=",
+                                    out->records.size(), "\n", "fnv1a64=", Fnv1a64Hex(hashed),
+                                    "\n");
+  digest += out->extra;
+  RenderReportHeader(out->report, digest);
+  return digest;
+}
+
+std::string GoldenPath(const std::string& root, const Case& c) {
+  return absl::StrCat(root, root.empty() ? "" : "/", "tests/golden/", c.name, ".txt");
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  return absl::StrSplit(text, '\n');
+}
+
+class GoldenTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GoldenTest, MatchesGolden) {
+  const Case& c = GetParam();
+  const std::string path = GoldenPath("", c);
+  std::ifstream in(path, std::ios::binary);
+  ASSERT_TRUE(in) << "case " << c.name << ": no golden " << path
+                  << " (bazel run //tests:golden_test -- --update --only=" << c.name << ")";
+  std::stringstream golden;
+  golden << in.rdbuf();
+  absl::StatusOr<std::string> now = Render(c);
+  ASSERT_TRUE(now.ok()) << "case " << c.name << ": " << now.status();
+  if (*now == golden.str()) return;
+  const std::vector<std::string> want = Lines(golden.str()), got = Lines(*now);
+  size_t i = 0;
+  while (i < want.size() && i < got.size() && want[i] == got[i]) ++i;
+  // The text after the last '\n' (empty for a whole file) is the end of the file.
+  const auto line = [&](const std::vector<std::string>& v) {
+    return i + 1 < v.size() ? v[i] : i < v.size() && !v[i].empty() ? v[i] : "<end of file>";
+  };
+  // Only the event count moved? (Folding events changes it and nothing else.)
+  bool only_events = want.size() == got.size();
+  for (size_t j = i; only_events && j < want.size(); ++j) {
+    only_events = want[j] == got[j] || (absl::StartsWith(want[j], kEventsLine) &&
+                                        absl::StartsWith(got[j], kEventsLine));
+  }
+  ADD_FAILURE() << "case " << c.name << " differs from " << path << " at line " << i + 1
+                << " (golden " << want.size() - 1 << " lines, now " << got.size() - 1 << "):\n"
+                << "  golden: " << line(want) << "\n"
+                << "  now:    " << line(got) << "\n"
+                << (only_events ? "Only the event count differs.\n" : "")
+                << "A change that must move a number updates the golden in its own commit with "
+                   "the reason (tests/README.md).";
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, GoldenTest, ::testing::ValuesIn(AllCases()),
+                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+// Every file in tests/golden/ belongs to a case (a renamed or dropped case takes its file along).
+TEST(GoldenFiles, EachBelongsToACase) {
+  std::set<std::string> names;
+  for (const Case& c : AllCases()) {
+    EXPECT_TRUE(names.insert(c.name + ".txt").second) << "case " << c.name << " twice";
+  }
+  size_t seen = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("tests/golden")) {
+    const std::string file = entry.path().filename().string();
+    EXPECT_TRUE(names.contains(file)) << "tests/golden/" << file << " belongs to no case";
+    seen += names.contains(file);
+  }
+  EXPECT_EQ(seen, names.size()) << "a case has no golden (bazel run //tests:golden_test -- --update)";
+}
+
+// `--update [--only=a,b]`: rewrite the goldens in the source tree (needs `bazel run`).
+int Update(const std::set<std::string>& only) {
+  const char* root = std::getenv("BUILD_WORKSPACE_DIRECTORY");
+  if (root == nullptr || *root == '\0') {
+    std::cerr << "--update needs BUILD_WORKSPACE_DIRECTORY: run it as "
+                 "`bazel run //tests:golden_test -- --update`\n";
+    return 2;
+  }
+  int written = 0;
+  for (const Case& c : AllCases()) {
+    if (!only.empty() && !only.contains(c.name)) continue;
+    absl::StatusOr<std::string> text = Render(c);
+    if (!text.ok()) {
+      std::cerr << "case " << c.name << ": " << text.status() << "\n";
+      return 1;
+    }
+    const std::string path = GoldenPath(root, c);
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << *text;
+    out.close();
+    if (!out) {
+      std::cerr << "cannot write " << path << "\n";
+      return 1;
+    }
+    size_t lines = 0;
+    for (char ch : *text) lines += ch == '\n';
+    std::cout << "wrote " << path << " (" << lines << " lines)\n";
+    ++written;
+  }
+  if (!only.empty() && written != static_cast<int>(only.size())) {
+    std::cerr << "--only named a case that does not exist\n";
+    return 2;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace ahbm::golden
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  bool update = false;
+  std::set<std::string> only;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--update") {
+      update = true;
+    } else if (arg.starts_with("--only=")) {
+      for (absl::string_view name : absl::StrSplit(arg.substr(7), ',')) only.emplace(name);
+    } else {
+      std::cerr << "unknown argument " << arg << " (--update [--only=NAME,...])\n";
+      return 2;
+    }
+  }
+  if (update) return ahbm::golden::Update(only);
+  return RUN_ALL_TESTS();
+}
