@@ -1,8 +1,18 @@
-// Full-scale Llama3-70B decode, one layer (H_q 64, H_kv 8, d 128), S = 131072, TILE 256,
-// C = P = 8 on topology/chip_4sip.textproto, timing mode: wall time per simulation and its
-// event count (issue "GQA decode kernels": opt3 under 2 s and 3 M events). Run with
-//   bazel run -c opt //bench:decode_bench
-// Counters: events, latency_ns (simulated), x_roofline.
+// Full-chip Llama3-70B decode, one layer (H_q 64, H_kv 8, d 128), TILE 256, C = P = 8 on
+// topology/chip_4sip.textproto, timing mode, no op log (as `ahbm run --kernel=decode` without
+// --chrome_trace): the wall time of a whole simulation through launch::RunWorkload — engine and
+// actor creation, chip index, the run, teardown — for
+//   Decode/<opt1|opt3|opt2>/<zero|realistic>/s:131072   every variant x issue-cost profile;
+//   Decode/<opt1|opt3|opt2>/zero/s:1024                 the fixed cost (little simulated work).
+// Loading and validating the topology file is not timed. One iteration per repetition (a
+// full-chip run is ~1 s); ask for more with --benchmark_repetitions. Run and compare commits as
+// bench/README.md shows:
+//   bazel run -c opt //bench:decode_bench -- --benchmark_out=$PWD/decode.json \
+//       --benchmark_out_format=json
+// Counters: events (deliveries of the run), events_per_s (events per wall second),
+// sim_ns_per_s (simulated ns per wall second), latency_ns (simulated decode latency),
+// x_roofline (latency / roofline bound).
+#include <cstdint>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -13,7 +23,7 @@
 namespace ahbm::bench {
 namespace {
 
-void BM_Llama70bDecode(benchmark::State& state) {
+void RunDecode(benchmark::State& state, pb::Variant variant, const char* profile, uint32_t s) {
   absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile("topology/chip_4sip.textproto");
   if (!chip.ok()) {
     state.SkipWithError(std::string(chip.status().message()).c_str());
@@ -21,9 +31,9 @@ void BM_Llama70bDecode(benchmark::State& state) {
   }
   pb::Workload w;
   w.set_kernel(pb::DECODE);
-  w.set_variant(static_cast<pb::Variant>(state.range(0)));
-  w.set_s(131072);
-  w.set_issue_cost_profile(state.range(1) == 0 ? "zero" : "realistic");
+  w.set_variant(variant);
+  w.set_s(s);
+  w.set_issue_cost_profile(profile);
   pb::Report report;
   for (auto _ : state) {
     launch::LaunchOptions options;
@@ -35,21 +45,40 @@ void BM_Llama70bDecode(benchmark::State& state) {
     }
     report = result->report;
   }
-  state.counters["events"] = benchmark::Counter(static_cast<double>(report.events()));
-  state.counters["latency_ns"] = benchmark::Counter(report.latency_ps() / 1e3);
+  const double iterations = static_cast<double>(state.iterations());
+  const double events = static_cast<double>(report.events());
+  const double latency_ns = static_cast<double>(report.latency_ps()) / 1e3;
+  state.counters["events"] = benchmark::Counter(events);
+  state.counters["events_per_s"] =
+      benchmark::Counter(events * iterations, benchmark::Counter::kIsRate);
+  state.counters["sim_ns_per_s"] =
+      benchmark::Counter(latency_ns * iterations, benchmark::Counter::kIsRate);
+  state.counters["latency_ns"] = benchmark::Counter(latency_ns);
   state.counters["x_roofline"] = benchmark::Counter(report.roofline_ratio());
 }
-BENCHMARK(BM_Llama70bDecode)
-    ->ArgNames({"variant", "realistic"})
-    ->Args({pb::OPT1, 0})
-    ->Args({pb::OPT3, 0})
-    ->Args({pb::OPT2, 0})
-    ->Args({pb::OPT1, 1})
-    ->Args({pb::OPT3, 1})
-    ->Args({pb::OPT2, 1})
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime()
-    ->Iterations(1);
+
+struct NamedVariant {
+  const char* name;
+  pb::Variant variant;
+};
+constexpr NamedVariant kVariants[] = {{"opt1", pb::OPT1}, {"opt3", pb::OPT3}, {"opt2", pb::OPT2}};
+
+void Register(const NamedVariant& v, const char* profile, uint32_t s) {
+  const std::string name =
+      std::string("Decode/") + v.name + "/" + profile + "/s:" + std::to_string(s);
+  benchmark::RegisterBenchmark(name.c_str(), RunDecode, v.variant, profile, s)
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime()
+      ->Iterations(1);
+}
+
+const bool registered = [] {
+  for (const char* profile : {"zero", "realistic"}) {
+    for (const NamedVariant& v : kVariants) Register(v, profile, 131072);
+  }
+  for (const NamedVariant& v : kVariants) Register(v, "zero", 1024);
+  return true;
+}();
 
 }  // namespace
 }  // namespace ahbm::bench
