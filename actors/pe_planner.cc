@@ -11,6 +11,7 @@ OpId PePlanner::Add(OpSpec spec) {
   for (OpId dep : spec.deps) AHBM_CHECK(dep < id) << "op " << id << " depends on later op " << dep;
   AHBM_CHECK(spec.busy.value() > 0) << "op " << id << " has no work";
   ops_.push_back(Op{std::move(spec), std::nullopt, std::nullopt, false});
+  dirty_ = true;
   return id;
 }
 
@@ -32,6 +33,7 @@ void PePlanner::SetExternalReady(OpId id, SimTime ready) {
   AHBM_CHECK(ready >= now_) << "op " << id << " external input in the past: " << ready
                             << " < " << now_;
   o.external_ready = ready;
+  dirty_ = true;
 }
 
 void PePlanner::Commit(SimTime now) {
@@ -45,7 +47,8 @@ void PePlanner::Commit(SimTime now) {
 
 void PePlanner::Retire(SimTime now) {
   while (!ops_.empty() && ops_.front().committed && ops_.front().timing->end <= now) {
-    retired_[first_id_] = *ops_.front().timing;
+    if (retired_.empty()) retired_first_ = first_id_;
+    retired_.push_back(*ops_.front().timing);
     ops_.pop_front();
     ++first_id_;
   }
@@ -56,6 +59,8 @@ void PePlanner::Replan(SimTime now) {
   Commit(now);
   now_ = now;
   Retire(now);
+  if (!dirty_) return;
+  dirty_ = false;
   for (Op& o : ops_) {
     if (!o.committed) o.timing.reset();
   }
@@ -163,9 +168,19 @@ void PePlanner::Replan(SimTime now) {
 std::optional<OpTiming> PePlanner::timing(OpId id) const {
   const Op* o = Find(id);
   if (o != nullptr) return o->timing;
-  auto it = retired_.find(id);
-  AHBM_CHECK(it != retired_.end()) << "op " << id << " is retired and released";
-  return it->second;
+  AHBM_CHECK(id >= retired_first_ && id - retired_first_ < retired_.size() &&
+             retired_[id - retired_first_].has_value())
+      << "op " << id << " is retired and released";
+  return retired_[id - retired_first_];
+}
+
+void PePlanner::Release(OpId id) {
+  if (id < retired_first_ || id - retired_first_ >= retired_.size()) return;  // live or gone
+  retired_[id - retired_first_].reset();
+  while (!retired_.empty() && !retired_.front().has_value()) {
+    retired_.pop_front();
+    ++retired_first_;
+  }
 }
 
 bool PePlanner::committed(OpId id) const {

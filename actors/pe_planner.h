@@ -74,7 +74,7 @@ class PePlanner {
   // Retired ops (committed and ended) keep their timing until Release(op).
   std::optional<OpTiming> timing(OpId op) const;
   // Forgets a retired op's timing (the client has read it); a live op is not affected.
-  void Release(OpId op) { retired_.erase(op); }
+  void Release(OpId op);
   bool committed(OpId op) const;
   // The earliest planned start or end strictly after `t` (per-tile stepping), if any.
   std::optional<SimTime> NextBoundaryAfter(SimTime t) const;
@@ -99,7 +99,15 @@ class PePlanner {
 
   ClockDomain clock_;
   std::deque<Op> ops_;  // ops_[i] has id first_id_ + i
-  std::map<OpId, OpTiming> retired_;  // timings of retired ops not yet released
+  // Timings of retired ops not yet released: retired_[i] is op retired_first_ + i (ops retire
+  // in id order, so the retired ids form one range; released slots are empty and dropped from
+  // the front).
+  std::deque<std::optional<OpTiming>> retired_;
+  OpId retired_first_ = 0;
+  // An input changed (Add, SetExternalReady) since the last full re-plan. Without one, a
+  // re-plan only commits and retires: by Rule 4 the plan of the uncommitted ops is the one the
+  // last re-plan made (same committed prefix, same inputs).
+  bool dirty_ = false;
   struct Scratch {  // Replan's working buffers, kept to avoid allocating per re-plan
     std::vector<SimTime> base;
     std::vector<uint32_t> pending;
