@@ -94,6 +94,7 @@ PeScheduler::Cmd* PeScheduler::Accept(Kind kind, uint64_t cmd_id, const std::str
   c.issue = engine_->now();
   c.op_name = op_name;
   c.depends_on = std::move(depends_on);
+  live_.push_back(&c);  // seq ascends: live_ stays in issue order
   return &c;
 }
 
@@ -428,6 +429,7 @@ void PeScheduler::OnDmaError(const pb::DmaError& error) {
                                   << " refused: " << error.message();
   const Cmd& c = cmds_.at(piece.cmd_id);
   Fail(c.requester, c.cmd_id, error.message());
+  std::erase(live_, &c);
   cmds_.erase(piece.cmd_id);
   if (dma_replies_pending_ == 0) Step();
 }
@@ -449,16 +451,19 @@ void PeScheduler::Step() {
     planner_.Replan(now);
     // Completions and write-outs, in issue order (cmd_ids ascend with issue on a PE CPU, but
     // order by seq to be independent of that).
-    std::vector<Cmd*> by_seq;
-    for (auto& [id, c] : cmds_) by_seq.push_back(&c);
-    std::sort(by_seq.begin(), by_seq.end(), [](const Cmd* x, const Cmd* y) { return x->seq < y->seq; });
-    std::vector<uint64_t> completed;
-    for (Cmd* c : by_seq) {
+    // live_ is in seq order already.
+    bool any_completed = false;
+    for (Cmd*& c : live_) {
       if (!c->admitted) continue;
       IssueWriteOuts(*c);
-      if (TryComplete(*c)) completed.push_back(c->cmd_id);
+      if (TryComplete(*c)) {
+        const uint64_t id = c->cmd_id;
+        c = nullptr;
+        cmds_.erase(id);
+        any_completed = true;
+      }
     }
-    for (uint64_t id : completed) cmds_.erase(id);
+    if (any_completed) std::erase(live_, nullptr);
     // Admission in issue order.
     while (!waiting_.empty() && inflight_ < config_.scheduler().max_inflight_composites()) {
       Cmd& c = cmds_.at(waiting_.front());
@@ -499,17 +504,19 @@ void PeScheduler::IssueWriteOuts(Cmd& c) {
 bool PeScheduler::TryComplete(Cmd& c) {
   const SimTime now = engine_->now();
   if (c.dmas_in_flight > 0 || !c.pending_writes.empty() || c.dma_end > now) return false;
-  SimTime start = c.dma_start;
-  SimTime end = c.dma_end;
-  for (OpId op : c.ops) {
+  // Committed ops that have ended stay so: resume after the ones already seen final.
+  for (; c.ops_final < c.ops.size(); ++c.ops_final) {
+    const OpId op = c.ops[c.ops_final];
     if (!planner_.committed(op)) return false;
     const std::optional<OpTiming> t = planner_.timing(op);
     if (t && t->end > now) return false;
     if (t) {
-      start = std::min(start, t->start);
-      end = std::max(end, t->end);
+      c.ops_start = std::min(c.ops_start, t->start);
+      c.ops_end = std::max(c.ops_end, t->end);
     }
   }
+  SimTime start = std::min(c.dma_start, c.ops_start);
+  SimTime end = std::max(c.dma_end, c.ops_end);
   if (start == SimTime::Max()) start = c.issue;
   ApplyData(c);
   SendEngineWork(c);
@@ -592,6 +599,7 @@ void PeScheduler::SendEngineWork(const Cmd& c) {
     w->set_op(c.op_name);
     w->set_issue_ps(c.issue.value());
   }
+  const bool want_what = ctx_->op_log != nullptr && ctx_->per_tile_detail;
   for (const TileOp& op : c.plan.ops) {
     if (!c.planner_op[op.index]) continue;
     const std::optional<OpTiming> t = planner_.timing(*c.planner_op[op.index]);
@@ -599,7 +607,8 @@ void PeScheduler::SendEngineWork(const Cmd& c) {
     const bool is_gemm = op.kind == TileOpKind::kGemm;
     pb::EngineOp* e = (is_gemm ? gemm : math).add_ops();
     e->set_tile_index(op.index);
-    e->set_what(c.kind == Kind::kMath ? c.op_name : TileWhat(op));
+    // Read only by the engine unit's per-tile op-log records.
+    if (want_what) e->set_what(c.kind == Kind::kMath ? c.op_name : TileWhat(op));
     e->set_start_ps(t->start.value());
     e->set_end_ps(t->end.value());
     e->set_flops(op.flops);

@@ -13,7 +13,8 @@
 //       or CommandError{cmd_id, message} at once when the command is invalid (CommandChecker) —
 //       nothing of an invalid command runs.
 // - out DmaCmd to the PE's DMA unit; in Completion / DmaError from it (same instant).
-// - out EngineWork to the PE's GEMM and MATH units when a command completes (what ran there).
+// - out EngineWork to the PE's GEMM and MATH units when a command completes (what ran there;
+//       EngineOp.what only when the op log keeps per-tile detail, its one reader).
 // - self: a versioned wake-up (sched_wake_atom, version).
 //
 // Contract:
@@ -104,6 +105,11 @@ class PeScheduler {
     std::vector<std::optional<OpId>> planner_op;  // by tile op index (GEMM/MATH ops)
     std::vector<std::vector<OpId>> piece_waiters;  // by tile op index: planner ops a load feeds
     std::vector<OpId> ops;                         // every planner op, ascending
+    // Completion check by index: ops[0 .. ops_final) are committed and ended (final), their
+    // span folded into ops_start / ops_end; TryComplete resumes from ops_final.
+    size_t ops_final = 0;
+    SimTime ops_start = SimTime::Max();
+    SimTime ops_end;
     std::vector<uint32_t> pending_writes;          // HBM write-outs not yet issued
     int dmas_in_flight = 0;                        // DMAs sent whose end is not yet known
     SimTime dma_start = SimTime::Max();
@@ -160,6 +166,7 @@ class PeScheduler {
   PePlanner planner_;
 
   std::map<uint64_t, Cmd> cmds_;             // live commands by cmd_id
+  std::vector<Cmd*> live_;                   // the same commands in issue (seq) order
   std::map<uint64_t, SimTime> done_;         // completed commands: end time
   std::deque<uint64_t> waiting_;             // composites / softmax_pv not yet admitted
   uint32_t inflight_ = 0;                    // admitted composites / softmax_pv not completed
