@@ -14,16 +14,18 @@ caf::behavior HbmChannelBehavior(HbmChannelActor* self, Engine* engine, UnitId s
   self->state.model.emplace(config);
   return {[self, engine, self_id, stats](const std::shared_ptr<const pb::HbmRequest>& req) {
     const HbmOp op = req->write() ? HbmOp::kWrite : HbmOp::kRead;
+    const SimTime now = engine->now();
+    HbmChannelModel& model = *self->state.model;
+    pb::UnitStats* s = stats != nullptr ? &stats->At(self_id) : nullptr;  // once per request
     const auto serve = [&](uint64_t bytes) {
-      const HbmGrant grant = self->state.model->Access(engine->now(), Bytes(bytes), op);
-      if (stats != nullptr) {
-        pb::UnitStats& s = stats->At(self_id);
-        s.set_ops(s.ops() + 1);
-        s.set_busy_ps(s.busy_ps() + (grant.free_at - grant.start).value());
+      const HbmGrant grant = model.Access(now, Bytes(bytes), op);
+      if (s != nullptr) {
+        s->set_ops(s->ops() + 1);
+        s->set_busy_ps(s->busy_ps() + (grant.free_at - grant.start).value());
         if (req->write()) {
-          s.set_bytes_written(s.bytes_written() + bytes);
+          s->set_bytes_written(s->bytes_written() + bytes);
         } else {
-          s.set_bytes_read(s.bytes_read() + bytes);
+          s->set_bytes_read(s->bytes_read() + bytes);
         }
       }
       return grant;

@@ -27,17 +27,15 @@ namespace ahbm::sim {
 // Per-unit counters, indexed by the dense unit ids of topology::ChipIndex.
 class StatsBoard {
  public:
-  explicit StatsBoard(const topology::ChipIndex& index) : index_(index), units_(index.num_units()) {}
+  explicit StatsBoard(const topology::ChipIndex& index)
+      : index_(index), units_(index.num_units()), named_(index.num_units(), 0) {}
 
-  // The counters of `unit` (unit id, name and kind filled on first use).
+  // The counters of `unit` (unit id, name and kind filled on first use). The hot path reads
+  // one byte of `named_`, not the message's name string.
   pb::UnitStats& At(UnitId unit) {
     AHBM_CHECK(unit < units_.size()) << "unit " << unit << " outside the chip";
     pb::UnitStats& s = units_[unit];
-    if (s.unit_name().empty()) {
-      s.set_unit(unit);
-      s.set_unit_name(index_.Name(topology::UnitId(unit)));
-      s.set_kind(topology::UnitKindName(index_.KindOf(topology::UnitId(unit))));
-    }
+    if (!named_[unit]) [[unlikely]] Name(unit, s);
     return s;
   }
   // Units that did any work (ops > 0), ascending id, utilisation = busy / latency.
@@ -54,8 +52,16 @@ class StatsBoard {
   }
 
  private:
+  void Name(UnitId unit, pb::UnitStats& s) {
+    named_[unit] = 1;
+    s.set_unit(unit);
+    s.set_unit_name(index_.Name(topology::UnitId(unit)));
+    s.set_kind(topology::UnitKindName(index_.KindOf(topology::UnitId(unit))));
+  }
+
   topology::ChipIndex index_;
   std::vector<pb::UnitStats> units_;
+  std::vector<uint8_t> named_;  // units_[i] has its id, name and kind
 };
 
 // Data mode (DESIGN §4): what a command computes, applied by the PE scheduler at the instant
