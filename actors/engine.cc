@@ -43,6 +43,10 @@ void Engine::Register(UnitId id, std::string name, caf::actor actor) {
   it->second.name = std::move(name);
   it->second.handle = std::move(actor);
   it->second.actor = raw;
+  if (id < kDenseIds) {
+    if (dense_units_.size() <= id) dense_units_.resize(id + 1, nullptr);
+    dense_units_[id] = &it->second;
+  }
   // Attached last: CAF calls the functor at once if the actor is already gone.
   raw->attach_functor([this, id](const caf::error& reason) {
     Unit& unit = units_.at(id);
@@ -58,9 +62,22 @@ const std::string& Engine::name(UnitId id) const {
   return it->second.name;
 }
 
+Engine::Unit* Engine::FindUnit(UnitId id) {
+  if (id < dense_units_.size()) return dense_units_[id];
+  if (id < kDenseIds) return nullptr;
+  auto it = units_.find(id);
+  return it == units_.end() ? nullptr : &it->second;
+}
+
+uint64_t& Engine::NextSeq(UnitId src) {
+  if (src >= kDenseIds) return next_seq_[src];
+  if (dense_seq_.size() <= src) dense_seq_.resize(src + 1, 0);
+  return dense_seq_[src];
+}
+
 void Engine::Push(UnitId src, SimTime delay, UnitId dst, caf::mailbox_element_ptr element) {
   AHBM_CHECK(!shutting_down_) << "Send after Shutdown (unit " << src << " -> " << dst << ")";
-  uint64_t& seq = next_seq_[src];
+  uint64_t& seq = NextSeq(src);
   AHBM_CHECK(seq <= UINT32_MAX) << "unit " << src << " sent 2^32 events";
   const Key key = (Key{(now_ + delay).value()} << 64) | (Key{src} << 32) | seq++;
   heap_.push_back(Event{key, dst, std::move(element)});
@@ -73,10 +90,10 @@ void Engine::DeliverNext() {
   std::pop_heap(heap_.begin(), heap_.end(), Later{});
   Event event = std::move(heap_.back());
   heap_.pop_back();
-  auto it = units_.find(event.dst);
-  AHBM_CHECK(it != units_.end()) << "event from unit " << event.src() << " to unknown unit "
-                                 << event.dst << " at " << event.time_ps() << "ps";
-  Unit& unit = it->second;
+  Unit* found = FindUnit(event.dst);
+  AHBM_CHECK(found != nullptr) << "event from unit " << event.src() << " to unknown unit "
+                               << event.dst << " at " << event.time_ps() << "ps";
+  Unit& unit = *found;
   AHBM_CHECK(!unit.terminated) << "event to terminated unit " << event.dst << " (" << unit.name
                                << ")";
   now_ = SimTime(event.time_ps());

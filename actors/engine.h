@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
 #include "actors/time.h"
 #include "caf/actor.hpp"
 #include "caf/actor_system.hpp"
@@ -132,9 +133,17 @@ class Engine {
   std::unique_ptr<caf::actor_system> system_;
   caf::scheduler::test_coordinator* coordinator_ = nullptr;
 
+  // Dense lookups for the hot path: ids below kDenseIds index vectors, larger ids (tests,
+  // drivers with ids of their own) fall back to the hash maps.
+  static constexpr UnitId kDenseIds = 1u << 18;
+  Unit* FindUnit(UnitId id);
+  uint64_t& NextSeq(UnitId src);
+
   std::vector<Event> heap_;                         // binary heap under Later
-  absl::flat_hash_map<UnitId, Unit> units_;         // iterated only by Shutdown, ids sorted
-  absl::flat_hash_map<UnitId, uint64_t> next_seq_;  // per-sender src_seq counters
+  absl::node_hash_map<UnitId, Unit> units_;         // iterated only by Shutdown, ids sorted
+  std::vector<Unit*> dense_units_;                  // units_ by id (nodes are stable)
+  std::vector<uint64_t> dense_seq_;                 // per-sender src_seq counters, id < kDenseIds
+  absl::flat_hash_map<UnitId, uint64_t> next_seq_;  // the same for ids >= kDenseIds
   SimTime now_;
   UnitId current_src_ = 0;
   uint64_t events_processed_ = 0;
