@@ -522,7 +522,7 @@ bool PeScheduler::TryComplete(Cmd& c) {
   SendEngineWork(c);
   Reply(c, start, end);
   if (c.kind == Kind::kComposite || c.kind == Kind::kSoftmaxPv) --inflight_;
-  done_[c.cmd_id] = end;
+  done_.insert(c.cmd_id);
   for (OpId op : c.ops) planner_.Release(op);
   return true;
 }
@@ -562,7 +562,8 @@ void PeScheduler::PostWake() {
   const auto consider = [&](SimTime t) {
     if (t > now) next = std::min(next.value_or(t), t);
   };
-  for (const auto& [id, c] : cmds_) {
+  for (const Cmd* live : live_) {
+    const Cmd& c = *live;
     if (!c.admitted) continue;
     if (c.dmas_in_flight == 0) consider(c.dma_end);
     bool all_planned = true;

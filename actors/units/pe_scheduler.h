@@ -54,6 +54,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/container/node_hash_map.h"
 #include "actors/command_check.h"
 #include "actors/models/tile_plan.h"
 #include "actors/pe_planner.h"
@@ -165,14 +168,17 @@ class PeScheduler {
   ClockDomain clock_;
   PePlanner planner_;
 
-  std::map<uint64_t, Cmd> cmds_;             // live commands by cmd_id
-  std::vector<Cmd*> live_;                   // the same commands in issue (seq) order
-  std::map<uint64_t, SimTime> done_;         // completed commands: end time
+  // Live commands by cmd_id (lookups only; stable nodes, so live_ can point into it).
+  absl::node_hash_map<uint64_t, Cmd> cmds_;
+  std::vector<Cmd*> live_;                   // the same commands in issue (seq) order: iterated
+  // Completed cmd_ids (membership only, never iterated: a hash set is deterministic here).
+  absl::flat_hash_set<uint64_t> done_;
   std::deque<uint64_t> waiting_;             // composites / softmax_pv not yet admitted
   uint32_t inflight_ = 0;                    // admitted composites / softmax_pv not completed
   uint64_t next_seq_ = 0;
-  std::map<OpId, ExternalInput> external_;   // planner ops with external inputs not all known
-  std::map<uint64_t, DmaPiece> dma_pieces_;  // by DMA cmd id
+  // Lookups only, never iterated (hash order cannot leak).
+  absl::flat_hash_map<OpId, ExternalInput> external_;   // planner ops with external inputs not all known
+  absl::flat_hash_map<uint64_t, DmaPiece> dma_pieces_;  // by DMA cmd id
   uint64_t next_dma_id_ = 1;
   int dma_replies_pending_ = 0;
   std::shared_ptr<pb::DmaBatch> batch_;  // open while Admit sends a command's operand loads
