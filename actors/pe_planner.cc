@@ -37,8 +37,14 @@ void PePlanner::SetExternalReady(OpId id, SimTime ready) {
 }
 
 void PePlanner::Commit(SimTime now) {
+  if (next_start_ >= now) return;  // no planned op starts before `now`
+  next_start_ = SimTime::Max();
   for (Op& o : ops_) {
-    if (o.committed || !o.timing || o.timing->start >= now) continue;
+    if (o.committed || !o.timing) continue;
+    if (o.timing->start >= now) {
+      next_start_ = std::min(next_start_, o.timing->start);
+      continue;
+    }
     o.committed = true;
     std::optional<SimTime>& last = committed_engines_[static_cast<int>(o.spec.engine)].last_end;
     last = std::max(last.value_or(SimTime()), o.timing->end);
@@ -162,6 +168,10 @@ void PePlanner::Replan(SimTime now) {
     if (todo.size() > 64) {
       std::erase_if(todo, [&](uint32_t i) { return ops_[i].timing.has_value(); });
     }
+  }
+  next_start_ = SimTime::Max();
+  for (const Op& o : ops_) {
+    if (!o.committed && o.timing) next_start_ = std::min(next_start_, o.timing->start);
   }
 }
 

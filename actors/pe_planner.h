@@ -108,6 +108,9 @@ class PePlanner {
   // re-plan only commits and retires: by Rule 4 the plan of the uncommitted ops is the one the
   // last re-plan made (same committed prefix, same inputs).
   bool dirty_ = false;
+  // The earliest start of a planned, uncommitted op (Max: none); Commit has nothing to do
+  // before it.
+  SimTime next_start_ = SimTime::Max();
   struct Scratch {  // Replan's working buffers, kept to avoid allocating per re-plan
     std::vector<SimTime> base;
     std::vector<uint32_t> pending;
