@@ -44,13 +44,14 @@ void Engine::Register(UnitId id, std::string name, caf::actor actor) {
   it->second.handle = std::move(actor);
   it->second.actor = raw;
   if (id < kDenseIds) {
-    if (dense_units_.size() <= id) dense_units_.resize(id + 1, nullptr);
-    dense_units_[id] = &it->second;
+    if (dense_units_.size() <= id) dense_units_.resize(id + 1);
+    dense_units_[id] = DenseUnit{raw, &it->second, false};
   }
   // Attached last: CAF calls the functor at once if the actor is already gone.
   raw->attach_functor([this, id](const caf::error& reason) {
     Unit& unit = units_.at(id);
     unit.terminated = true;
+    if (id < dense_units_.size()) dense_units_[id].terminated = true;
     AHBM_CHECK(shutting_down_) << "unit " << id << " (" << unit.name
                                << ") terminated during simulation: " << to_string(reason);
   });
@@ -62,11 +63,16 @@ const std::string& Engine::name(UnitId id) const {
   return it->second.name;
 }
 
-Engine::Unit* Engine::FindUnit(UnitId id) {
-  if (id < dense_units_.size()) return dense_units_[id];
+Engine::DenseUnit* Engine::FindUnit(UnitId id) {
+  if (id < dense_units_.size()) {
+    DenseUnit* d = &dense_units_[id];
+    return d->unit != nullptr ? d : nullptr;
+  }
   if (id < kDenseIds) return nullptr;
   auto it = units_.find(id);
-  return it == units_.end() ? nullptr : &it->second;
+  if (it == units_.end()) return nullptr;
+  sparse_unit_ = DenseUnit{it->second.actor, &it->second, it->second.terminated};
+  return &sparse_unit_;
 }
 
 uint64_t& Engine::NextSeq(UnitId src) {
@@ -90,18 +96,18 @@ void Engine::DeliverNext() {
   std::pop_heap(heap_.begin(), heap_.end(), Later{});
   Event event = std::move(heap_.back());
   heap_.pop_back();
-  Unit* found = FindUnit(event.dst);
+  const DenseUnit* found = FindUnit(event.dst);
   AHBM_CHECK(found != nullptr) << "event from unit " << event.src() << " to unknown unit "
                                << event.dst << " at " << event.time_ps() << "ps";
-  Unit& unit = *found;
-  AHBM_CHECK(!unit.terminated) << "event to terminated unit " << event.dst << " (" << unit.name
-                               << ")";
+  const DenseUnit unit = *found;
+  AHBM_CHECK(!unit.terminated) << "event to terminated unit " << event.dst << " ("
+                               << unit.unit->name << ")";
   now_ = SimTime(event.time_ps());
   current_src_ = event.src();
   unit.actor->enqueue(std::move(event.element), nullptr);
   RunCoordinator();
   AHBM_CHECK(!coordinator_->has_pending_timeout())
-      << "unit " << event.dst << " (" << unit.name
+      << "unit " << event.dst << " (" << unit.unit->name
       << ") started a CAF timer (delayed_send, after(), request timeout); simulated delays go "
          "through Engine::Send";
   ++events_processed_;
@@ -147,6 +153,7 @@ void Engine::Shutdown() {
     Unit& unit = units_.at(id);
     unit.handle = nullptr;
     unit.actor = nullptr;
+    if (id < dense_units_.size()) dense_units_[id].actor = nullptr;
   }
   shut_down_ = true;
 }

@@ -136,12 +136,19 @@ class Engine {
   // Dense lookups for the hot path: ids below kDenseIds index vectors, larger ids (tests,
   // drivers with ids of their own) fall back to the hash maps.
   static constexpr UnitId kDenseIds = 1u << 18;
-  Unit* FindUnit(UnitId id);
+  // What delivery reads, kept contiguous by id (a cache line holds several units).
+  struct DenseUnit {
+    caf::abstract_actor* actor = nullptr;
+    Unit* unit = nullptr;  // null: no unit with this id
+    bool terminated = false;
+  };
+  DenseUnit* FindUnit(UnitId id);
   uint64_t& NextSeq(UnitId src);
 
   std::vector<Event> heap_;                         // binary heap under Later
   absl::node_hash_map<UnitId, Unit> units_;         // iterated only by Shutdown, ids sorted
-  std::vector<Unit*> dense_units_;                  // units_ by id (nodes are stable)
+  std::vector<DenseUnit> dense_units_;              // units_ by id (nodes are stable)
+  DenseUnit sparse_unit_;                           // FindUnit's answer for an id >= kDenseIds
   std::vector<uint64_t> dense_seq_;                 // per-sender src_seq counters, id < kDenseIds
   absl::flat_hash_map<UnitId, uint64_t> next_seq_;  // the same for ids >= kDenseIds
   SimTime now_;
