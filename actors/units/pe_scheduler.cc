@@ -597,7 +597,7 @@ void PeScheduler::SendEngineWork(const Cmd& c) {
   pb::EngineWork gemm, math;
   for (pb::EngineWork* w : {&gemm, &math}) {
     w->set_cmd_id(c.cmd_id);
-    w->set_op(c.op_name);
+    if (ctx_->op_log != nullptr) w->set_op(c.op_name);  // read only by op-log records
     w->set_issue_ps(c.issue.value());
   }
   const bool want_what = ctx_->op_log != nullptr && ctx_->per_tile_detail;

@@ -14,7 +14,8 @@
 //       nothing of an invalid command runs.
 // - out DmaCmd to the PE's DMA unit; in Completion / DmaError from it (same instant).
 // - out EngineWork to the PE's GEMM and MATH units when a command completes (what ran there;
-//       EngineOp.what only when the op log keeps per-tile detail, its one reader).
+//       EngineWork.op only with an op log, EngineOp.what only when it keeps per-tile detail:
+//       their only readers are op-log records).
 // - self: a versioned wake-up (sched_wake_atom, version).
 //
 // Contract:
