@@ -10,6 +10,9 @@ OpId PePlanner::Add(OpSpec spec) {
   const OpId id = first_id_ + ops_.size();
   for (OpId dep : spec.deps) AHBM_CHECK(dep < id) << "op " << id << " depends on later op " << dep;
   AHBM_CHECK(spec.busy.value() > 0) << "op " << id << " has no work";
+  // Ascending, so the retired dependencies are a prefix (Replan skips it; dependency order
+  // does not matter to the plan).
+  std::sort(spec.deps.begin(), spec.deps.end());
   ops_.push_back(Op{std::move(spec), std::nullopt, std::nullopt, false});
   dirty_ = true;
   return id;
@@ -92,9 +95,12 @@ void PePlanner::Replan(SimTime now) {
   todo.clear();
   pairs.clear();
   for (size_t i = 0; i < n; ++i) {
-    const Op& o = ops_[i];
+    Op& o = ops_[i];
     if (o.timing) continue;
     todo.push_back(static_cast<uint32_t>(i));
+    while (o.first_live_dep < o.spec.deps.size() && o.spec.deps[o.first_live_dep] < first_id_) {
+      ++o.first_live_dep;  // retired: ended at or before now, for good
+    }
     if (o.spec.waits_external) {
       if (o.external_ready) {
         base[i] = std::max(base[i], *o.external_ready);
@@ -102,7 +108,8 @@ void PePlanner::Replan(SimTime now) {
         blocked[i] = 1;
       }
     }
-    for (OpId dep : o.spec.deps) {
+    for (size_t k = o.first_live_dep; k < o.spec.deps.size(); ++k) {
+      const OpId dep = o.spec.deps[k];
       const Op* d = Find(dep);
       if (d == nullptr) continue;  // retired: ended at or before now
       if (d->timing) {

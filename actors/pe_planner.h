@@ -87,6 +87,7 @@ class PePlanner {
     std::optional<SimTime> external_ready;
     std::optional<OpTiming> timing;
     bool committed = false;
+    size_t first_live_dep = 0;  // spec.deps[0 .. first_live_dep) are retired
   };
   struct EngineState {
     std::optional<SimTime> last_end;  // end of the last op planned or committed on it
