@@ -86,16 +86,46 @@ void Engine::Push(UnitId src, SimTime delay, UnitId dst, caf::mailbox_element_pt
   uint64_t& seq = NextSeq(src);
   AHBM_CHECK(seq <= UINT32_MAX) << "unit " << src << " sent 2^32 events";
   const Key key = (Key{(now_ + delay).value()} << 64) | (Key{src} << 32) | seq++;
-  heap_.push_back(Event{key, dst, std::move(element)});
-  std::push_heap(heap_.begin(), heap_.end(), Later{});
+  // 4-ary min-heap on key, sift-up with a hole (keys are unique, so the delivery order is
+  // the key order whatever the heap's shape).
+  size_t hole = heap_.size();
+  heap_.emplace_back();
+  while (hole > 0) {
+    const size_t parent = (hole - 1) / kHeapArity;
+    if (heap_[parent].key < key) break;
+    heap_[hole] = std::move(heap_[parent]);
+    hole = parent;
+  }
+  heap_[hole] = Event{key, dst, std::move(element)};
+}
+
+Engine::Event Engine::PopMin() {
+  Event top = std::move(heap_.front());
+  Event last = std::move(heap_.back());
+  heap_.pop_back();
+  const size_t n = heap_.size();
+  if (n == 0) return top;
+  size_t hole = 0;
+  while (true) {
+    const size_t first = hole * kHeapArity + 1;
+    if (first >= n) break;
+    const size_t end = std::min(first + kHeapArity, n);
+    size_t best = first;
+    for (size_t c = first + 1; c < end; ++c) {
+      if (heap_[c].key < heap_[best].key) best = c;
+    }
+    if (last.key < heap_[best].key) break;
+    heap_[hole] = std::move(heap_[best]);
+    hole = best;
+  }
+  heap_[hole] = std::move(last);
+  return top;
 }
 
 void Engine::RunCoordinator() { coordinator_->run(); }
 
 void Engine::DeliverNext() {
-  std::pop_heap(heap_.begin(), heap_.end(), Later{});
-  Event event = std::move(heap_.back());
-  heap_.pop_back();
+  Event event = PopMin();
   const DenseUnit* found = FindUnit(event.dst);
   AHBM_CHECK(found != nullptr) << "event from unit " << event.src() << " to unknown unit "
                                << event.dst << " at " << event.time_ps() << "ps";

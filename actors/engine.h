@@ -114,10 +114,7 @@ class Engine {
     uint64_t time_ps() const { return static_cast<uint64_t>(key >> 64); }
     UnitId src() const { return static_cast<UnitId>(key >> 32); }
   };
-  // Heap comparator: true if `a` is delivered after `b`.
-  struct Later {
-    bool operator()(const Event& a, const Event& b) const { return a.key > b.key; }
-  };
+  static constexpr size_t kHeapArity = 4;
   struct Unit {
     std::string name;
     caf::actor handle;
@@ -127,6 +124,7 @@ class Engine {
 
   void Push(UnitId src, SimTime delay, UnitId dst, caf::mailbox_element_ptr element);
   void DeliverNext();
+  Event PopMin();  // removes and returns the event with the smallest key (heap not empty)
   void RunCoordinator();
 
   caf::actor_system_config config_;
@@ -145,7 +143,7 @@ class Engine {
   DenseUnit* FindUnit(UnitId id);
   uint64_t& NextSeq(UnitId src);
 
-  std::vector<Event> heap_;                         // binary heap under Later
+  std::vector<Event> heap_;                         // 4-ary min-heap on key (heap_[0] next)
   absl::node_hash_map<UnitId, Unit> units_;         // iterated only by Shutdown, ids sorted
   std::vector<DenseUnit> dense_units_;              // units_ by id (nodes are stable)
   DenseUnit sparse_unit_;                           // FindUnit's answer for an id >= kDenseIds
