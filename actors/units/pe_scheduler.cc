@@ -311,6 +311,7 @@ void PeScheduler::AddPlannerOps(Cmd& c, const std::vector<OpId>& extra_deps, int
     const OpId id = planner_.Add(std::move(spec));
     c.planner_op[op.index] = id;
     c.ops.push_back(id);
+    c.op_pos.push_back(static_cast<uint32_t>(&op - c.plan.ops.data()));
     for (uint32_t piece : hbm_pieces) c.piece_waiters[piece].push_back(id);
     if (external > 0) {
       external_[id] = ExternalInput{external, std::max(now, external_ready)};
@@ -601,8 +602,9 @@ void PeScheduler::SendEngineWork(const Cmd& c) {
     w->set_issue_ps(c.issue.value());
   }
   const bool want_what = ctx_->op_log != nullptr && ctx_->per_tile_detail;
-  for (const TileOp& op : c.plan.ops) {
-    if (!c.planner_op[op.index]) continue;
+  // The planner ops in plan order (op_pos ascends), not a walk over every tile op.
+  for (uint32_t pos : c.op_pos) {
+    const TileOp& op = c.plan.ops[pos];
     const std::optional<OpTiming> t = planner_.timing(*c.planner_op[op.index]);
     AHBM_CHECK(t.has_value()) << "completed op without timing";
     const bool is_gemm = op.kind == TileOpKind::kGemm;

@@ -109,6 +109,7 @@ class PeScheduler {
     std::vector<std::optional<OpId>> planner_op;  // by tile op index (GEMM/MATH ops)
     std::vector<std::vector<OpId>> piece_waiters;  // by tile op index: planner ops a load feeds
     std::vector<OpId> ops;                         // every planner op, ascending
+    std::vector<uint32_t> op_pos;                  // ops[i]'s position in plan.ops
     // Completion check by index: ops[0 .. ops_final) are committed and ended (final), their
     // span folded into ops_start / ops_end; TryComplete resumes from ops_final.
     size_t ops_final = 0;
