@@ -40,14 +40,11 @@ void PePlanner::SetExternalReady(OpId id, SimTime ready) {
 }
 
 void PePlanner::Commit(SimTime now) {
-  if (next_start_ >= now) return;  // no planned op starts before `now`
-  next_start_ = SimTime::Max();
-  for (Op& o : ops_) {
-    if (o.committed || !o.timing) continue;
-    if (o.timing->start >= now) {
-      next_start_ = std::min(next_start_, o.timing->start);
-      continue;
-    }
+  // by_start_ lists the planned, uncommitted ops latest start first; their timings are the
+  // last full re-plan's until the next one.
+  while (!by_start_.empty() && by_start_.back().first < now) {
+    Op& o = op(by_start_.back().second);
+    by_start_.pop_back();
     o.committed = true;
     std::optional<SimTime>& last = committed_engines_[static_cast<int>(o.spec.engine)].last_end;
     last = std::max(last.value_or(SimTime()), o.timing->end);
@@ -176,10 +173,12 @@ void PePlanner::Replan(SimTime now) {
       std::erase_if(todo, [&](uint32_t i) { return ops_[i].timing.has_value(); });
     }
   }
-  next_start_ = SimTime::Max();
-  for (const Op& o : ops_) {
-    if (!o.committed && o.timing) next_start_ = std::min(next_start_, o.timing->start);
+  by_start_.clear();
+  for (size_t i = 0; i < n; ++i) {
+    const Op& o = ops_[i];
+    if (!o.committed && o.timing) by_start_.emplace_back(o.timing->start, first_id_ + i);
   }
+  std::sort(by_start_.begin(), by_start_.end(), std::greater<>());
 }
 
 std::optional<OpTiming> PePlanner::timing(OpId id) const {

@@ -109,9 +109,9 @@ class PePlanner {
   // re-plan only commits and retires: by Rule 4 the plan of the uncommitted ops is the one the
   // last re-plan made (same committed prefix, same inputs).
   bool dirty_ = false;
-  // The earliest start of a planned, uncommitted op (Max: none); Commit has nothing to do
-  // before it.
-  SimTime next_start_ = SimTime::Max();
+  // The planned, uncommitted ops as (start, id), latest start first (Commit pops from the
+  // back); rebuilt by each full re-plan.
+  std::vector<std::pair<SimTime, OpId>> by_start_;
   struct Scratch {  // Replan's working buffers, kept to avoid allocating per re-plan
     std::vector<SimTime> base;
     std::vector<uint32_t> pending;
