@@ -67,9 +67,6 @@ void PePlanner::Replan(SimTime now) {
   Retire(now);
   if (!dirty_) return;
   dirty_ = false;
-  for (Op& o : ops_) {
-    if (!o.committed) o.timing.reset();
-  }
   std::array<EngineState, kNumPlannedEngines> engines = committed_engines_;
 
   // Ready times of the ops to plan, kept incrementally: `base` is the latest known input,
@@ -93,6 +90,9 @@ void PePlanner::Replan(SimTime now) {
   pairs.clear();
   for (size_t i = 0; i < n; ++i) {
     Op& o = ops_[i];
+    // Uncommitted timings are re-decided. Reset here, in id order: every dependency (a lower
+    // id) has been reset before an op reads it.
+    if (!o.committed) o.timing.reset();
     if (o.timing) continue;
     todo.push_back(static_cast<uint32_t>(i));
     while (o.first_live_dep < o.spec.deps.size() && o.spec.deps[o.first_live_dep] < first_id_) {
