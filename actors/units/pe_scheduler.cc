@@ -280,11 +280,17 @@ void PeScheduler::AddPlannerOps(Cmd& c, const std::vector<OpId>& extra_deps, int
   const size_t n = c.plan.ops.size();
   c.planner_op.assign(n, std::nullopt);
   c.piece_waiters.assign(n, {});
+  const auto planned = [](const TileOp& op) {
+    return op.kind == TileOpKind::kGemm || op.kind == TileOpKind::kEpilogue ||
+           op.kind == TileOpKind::kSoftmaxMerge || op.kind == TileOpKind::kLseMerge;
+  };
+  // Exact sizes (no growth slack in commands that stay live for a while).
+  const size_t count = std::count_if(c.plan.ops.begin(), c.plan.ops.end(), planned);
+  c.ops.reserve(c.ops.size() + count);
+  c.op_pos.reserve(c.op_pos.size() + count);
   for (const TileOp& op : c.plan.ops) {
+    if (!planned(op)) continue;
     const bool gemm = op.kind == TileOpKind::kGemm;
-    const bool math = op.kind == TileOpKind::kEpilogue || op.kind == TileOpKind::kSoftmaxMerge ||
-                      op.kind == TileOpKind::kLseMerge;
-    if (!gemm && !math) continue;
     OpSpec spec;
     spec.engine = gemm ? EngineKind::kGemm : EngineKind::kMath;
     spec.key = PriorityKey{c.seq, op.index};
@@ -324,7 +330,9 @@ void PeScheduler::AddPlannerOps(Cmd& c, const std::vector<OpId>& extra_deps, int
 void PeScheduler::SendDma(Cmd& c, pb::DmaCmd dma, uint32_t tile_index, bool whole_command) {
   const uint64_t id = next_dma_id_++;
   dma.set_cmd_id(id);
-  dma_pieces_[id] = DmaPiece{c.cmd_id, tile_index, whole_command};
+  if (dma_pieces_.empty()) dma_pieces_first_ = id;
+  while (dma_pieces_first_ + dma_pieces_.size() < id) dma_pieces_.emplace_back();  // batch ids
+  dma_pieces_.push_back(DmaPiece{c.cmd_id, tile_index, whole_command});
   ++c.dmas_in_flight;
   if (batch_ != nullptr) {  // an admission's operand loads: one DmaBatch (FlushBatch)
     *batch_->add_cmds() = std::move(dma);
@@ -402,12 +410,22 @@ void PeScheduler::OnDmaBatchDone(const pb::DmaBatchDone& done) {
   if (dma_replies_pending_ == 0) Step();
 }
 
+PeScheduler::DmaPiece PeScheduler::TakePiece(uint64_t dma_id) {
+  const bool known = dma_id >= dma_pieces_first_ && dma_id - dma_pieces_first_ < dma_pieces_.size() &&
+                     dma_pieces_[dma_id - dma_pieces_first_].has_value();
+  AHBM_CHECK(known) << "scheduler of pe " << pe_ << ": reply for unknown DMA " << dma_id;
+  std::optional<DmaPiece>& slot = dma_pieces_[dma_id - dma_pieces_first_];
+  const DmaPiece piece = *slot;
+  slot.reset();
+  while (!dma_pieces_.empty() && !dma_pieces_.front().has_value()) {
+    dma_pieces_.pop_front();
+    ++dma_pieces_first_;
+  }
+  return piece;
+}
+
 void PeScheduler::PieceDone(const pb::Completion& done) {
-  auto it = dma_pieces_.find(done.cmd_id());
-  AHBM_CHECK(it != dma_pieces_.end()) << "scheduler of pe " << pe_ << ": completion of unknown DMA "
-                                      << done.cmd_id();
-  const DmaPiece piece = it->second;
-  dma_pieces_.erase(it);
+  const DmaPiece piece = TakePiece(done.cmd_id());
   Cmd& c = cmds_.at(piece.cmd_id);
   --c.dmas_in_flight;
   c.dma_start = std::min(c.dma_start, SimTime(done.start_ps()));
@@ -419,11 +437,7 @@ void PeScheduler::PieceDone(const pb::Completion& done) {
 }
 
 void PeScheduler::OnDmaError(const pb::DmaError& error) {
-  auto it = dma_pieces_.find(error.cmd_id());
-  AHBM_CHECK(it != dma_pieces_.end()) << "scheduler of pe " << pe_ << ": error of unknown DMA "
-                                      << error.cmd_id();
-  const DmaPiece piece = it->second;
-  dma_pieces_.erase(it);
+  const DmaPiece piece = TakePiece(error.cmd_id());
   --dma_replies_pending_;
   // Checked commands plan cleanly; only a CPU load/store can still be refused here.
   AHBM_CHECK(piece.whole_command) << "DMA piece of checked cmd " << piece.cmd_id

@@ -178,9 +178,12 @@ class PeScheduler {
   std::deque<uint64_t> waiting_;             // composites / softmax_pv not yet admitted
   uint32_t inflight_ = 0;                    // admitted composites / softmax_pv not completed
   uint64_t next_seq_ = 0;
-  // Lookups only, never iterated (hash order cannot leak).
-  absl::flat_hash_map<OpId, ExternalInput> external_;   // planner ops with external inputs not all known
-  absl::flat_hash_map<uint64_t, DmaPiece> dma_pieces_;  // by DMA cmd id
+  std::map<OpId, ExternalInput> external_;   // planner ops with external inputs not all known
+  // DMAs in flight by id: dma_pieces_[i] is DMA id dma_pieces_first_ + i (ids ascend; batch ids
+  // and answered DMAs are empty slots, dropped from the front).
+  std::deque<std::optional<DmaPiece>> dma_pieces_;
+  uint64_t dma_pieces_first_ = 1;
+  DmaPiece TakePiece(uint64_t dma_id);  // removes an in-flight DMA's entry (CHECKs it exists)
   uint64_t next_dma_id_ = 1;
   int dma_replies_pending_ = 0;
   std::shared_ptr<pb::DmaBatch> batch_;  // open while Admit sends a command's operand loads
