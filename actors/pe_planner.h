@@ -68,6 +68,8 @@ class PePlanner {
   void SetExternalReady(OpId op, SimTime ready);
 
   // Commits ops that started before `now` and plans every other op that can be planned.
+  // Without a new input since the last re-plan, the plan of the uncommitted ops is kept as it
+  // is (Rule 4: re-deciding it would give the same starts and ends).
   void Replan(SimTime now);
 
   // Planned or committed timing; nullopt while the op is blocked (an input is unknown).
