@@ -192,6 +192,45 @@ void DependOn(KernelRuntime* rt, uint32_t pe, std::initializer_list<const Tensor
   }
 }
 
+// ChannelKey: IPCQ queues above every NOC source PE.
+constexpr uint64_t kIpcqChannel = uint64_t{1} << 32;
+
+// Pending TCM writes by handle, ascending (a map's order, without a node per command).
+using Writes = std::vector<std::pair<uint64_t, std::pair<uint64_t, uint64_t>>>;
+
+void SetWrite(Writes& w, uint64_t h, uint64_t begin, uint64_t end) {
+  auto it = std::lower_bound(w.begin(), w.end(), h,
+                             [](const auto& x, uint64_t key) { return x.first < key; });
+  if (it != w.end() && it->first == h) {
+    it->second = {begin, end};
+  } else {
+    w.insert(it, {h, {begin, end}});
+  }
+}
+
+void EraseWrite(Writes& w, uint64_t h) {
+  auto it = std::lower_bound(w.begin(), w.end(), h,
+                             [](const auto& x, uint64_t key) { return x.first < key; });
+  if (it != w.end() && it->first == h) w.erase(it);
+}
+
+// `outstanding` is kept ascending (ids mostly arrive in order: push_back).
+void InsertHandle(std::vector<uint64_t>& v, uint64_t h) {
+  if (v.empty() || v.back() < h) {
+    v.push_back(h);
+    return;
+  }
+  auto it = std::lower_bound(v.begin(), v.end(), h);
+  if (it == v.end() || *it != h) v.insert(it, h);
+}
+
+bool EraseHandle(std::vector<uint64_t>& v, uint64_t h) {
+  auto it = std::lower_bound(v.begin(), v.end(), h);
+  if (it == v.end() || *it != h) return false;
+  v.erase(it);
+  return true;
+}
+
 std::shared_ptr<Invocation> NewCommand(std::string what, bool blocking, uint32_t cost) {
   auto inv = std::make_shared<Invocation>();
   inv->kind = Invocation::Kind::kCommand;
@@ -557,6 +596,8 @@ absl::Status KernelRuntime::AddKernel(uint32_t pe, uint32_t request_id, KernelFn
   if (!cpus_.contains(pe)) {
     if (absl::Status s = sim_->ClaimCpu(pe); !s.ok()) return s;
     Cpu& cpu = cpus_[pe];
+    if (cpu_by_pe_.size() <= pe) cpu_by_pe_.resize(pe + 1, nullptr);
+    cpu_by_pe_[pe] = &cpu;
     cpu.pe = pe;
     cpu.unit = index().PeUnit(UnitKind::kPeCpu, index().PeOf(pe)).value();
     cpu.scheduler = index().PeUnit(UnitKind::kPeScheduler, index().PeOf(pe)).value();
@@ -613,7 +654,7 @@ absl::Status KernelRuntime::Run() {
 }
 
 std::string KernelRuntime::Describe(const Instance& inst) const {
-  std::string what = inst.waiting_what.empty() ? "nothing (never ran)" : inst.waiting_what;
+  std::string what = inst.waiting_what.empty() ? "nothing (never ran)" : WaitText(inst);
   return absl::StrCat(PeName(inst.pe), " request ", inst.request_id, " waits on ", what);
 }
 
@@ -665,7 +706,7 @@ void KernelRuntime::RecordSend(const Instance& inst, const std::string& op, uint
                                uint32_t dst_pe, uint64_t bytes, SimTime issue) {
   observe::OpLog* log = sim_->context().op_log;
   if (log == nullptr) return;
-  const Cpu& cpu = cpus_.at(inst.pe);
+  const Cpu& cpu = CpuOf(inst.pe);
   pb::IssueRecord issue_rec;
   issue_rec.set_pe(inst.pe);
   issue_rec.set_request_id(inst.request_id);
@@ -703,7 +744,30 @@ bool KernelRuntime::Submit(Instance& inst, std::shared_ptr<Invocation> inv,
   return !TryIssue(inst);
 }
 
-void KernelRuntime::Wait(Instance& inst, uint64_t handle, std::string what, SimTime from,
+std::string KernelRuntime::WaitText(const Instance& inst) const {
+  const Instance::WaitWhat& w = inst.waiting_what;
+  using K = Instance::WaitWhat::Kind;
+  switch (w.kind) {
+    case K::kNone:
+      return "";
+    case K::kAutoWait:
+      return absl::StrCat("cmd ", w.id, " (auto-wait before ", w.what, ")");
+    case K::kWait:
+      return absl::StrCat("cmd ", w.id, " (wait)");
+    case K::kAll:
+      return absl::StrCat("all commands (wait; ", w.count, " pending, first cmd ", w.id, ")");
+    case K::kCmd:
+      return absl::StrCat("cmd ", w.id, " (", w.what, ")");
+    case K::kSend:
+      return absl::StrCat("send to pe ", w.count, " (IPCQ ", topology::DirName(w.peer.dir()),
+                          " queue has no credit)");
+    case K::kRecv:
+      return absl::StrCat("recv ", w.id, " from ", DescribePeer(inst.pe, w.peer));
+  }
+  return "";
+}
+
+void KernelRuntime::Wait(Instance& inst, uint64_t handle, Instance::WaitWhat what, SimTime from,
                          bool cost) {
   inst.state = Instance::State::kWaiting;
   inst.waiting_on = handle;
@@ -731,29 +795,40 @@ bool KernelRuntime::TryIssue(Instance& inst) {
   Invocation& inv = *inst.pending;
   const SimTime now = Now();
   if (!inst.error.empty()) throw KernelError(inst.error);
+  using WaitKind = Instance::WaitWhat::Kind;
   for (uint64_t h : inv.wait_for) {
-    if (cpu.done.contains(h)) continue;
-    Wait(inst, h, absl::StrCat("cmd ", h, " (auto-wait before ", inv.what, ")"),
-         std::max(cpu.cpu, now), true);
+    if (cpu.IsDone(h)) continue;
+    Instance::WaitWhat w;
+    w.kind = WaitKind::kAutoWait;
+    w.id = h;
+    w.what = inv.what;
+    Wait(inst, h, std::move(w), std::max(cpu.cpu, now), true);
     return false;
   }
   switch (inv.kind) {
     case Invocation::Kind::kWait:
-      if (inv.wait_id == 0 || cpu.done.contains(inv.wait_id)) {
+      if (inv.wait_id == 0 || cpu.IsDone(inv.wait_id)) {
         inst.pending.reset();
         return true;
+      } else {
+        Instance::WaitWhat w;
+        w.kind = WaitKind::kWait;
+        w.id = inv.wait_id;
+        Wait(inst, inv.wait_id, std::move(w), std::max(cpu.cpu, now), true);
       }
-      Wait(inst, inv.wait_id, absl::StrCat("cmd ", inv.wait_id, " (wait)"), std::max(cpu.cpu, now),
-           true);
       return false;
     case Invocation::Kind::kWaitAll:
       if (inst.outstanding.empty()) {
         inst.pending.reset();
         return true;
       }
-      Wait(inst, 0, absl::StrCat("all commands (wait; ", inst.outstanding.size(), " pending, first cmd ",
-                                 *inst.outstanding.begin(), ")"),
-           std::max(cpu.cpu, now), true);
+      {
+        Instance::WaitWhat w;
+        w.kind = WaitKind::kAll;
+        w.count = inst.outstanding.size();
+        w.id = inst.outstanding.front();
+        Wait(inst, 0, std::move(w), std::max(cpu.cpu, now), true);
+      }
       inst.waiting_all = true;
       return false;
     default:
@@ -773,8 +848,8 @@ bool KernelRuntime::TryIssue(Instance& inst) {
     HeldCommand held;
     held.hand = issue;
     for (uint64_t h : inv.held_for_recv) {
-      if (auto it = cpu.done.find(h); it != cpu.done.end()) {
-        held.hand = std::max(held.hand, it->second);
+      if (cpu.IsDone(h)) {
+        held.hand = std::max(held.hand, cpu.DoneAt(h));
       } else {
         held.receives.insert(h);
       }
@@ -847,12 +922,16 @@ bool KernelRuntime::TryIssue(Instance& inst) {
           inv.command);
       log->AddIssue(std::move(rec));
     }
-    inst.outstanding.insert(inv.cmd_id);
+    InsertHandle(inst.outstanding, inv.cmd_id);
     if (inv.written_end > inv.written_begin) {
-      cpu.writes[inv.cmd_id] = {inv.written_begin, inv.written_end};
+      SetWrite(cpu.writes, inv.cmd_id, inv.written_begin, inv.written_end);
     }
     if (!inv.blocking) return true;
-    Wait(inst, inv.cmd_id, absl::StrCat("cmd ", inv.cmd_id, " (", inv.what, ")"), issue, true);
+    Instance::WaitWhat w;
+    w.kind = WaitKind::kCmd;
+    w.id = inv.cmd_id;
+    w.what = inv.what;
+    Wait(inst, inv.cmd_id, std::move(w), issue, true);
     return false;
   }
 
@@ -889,9 +968,11 @@ bool KernelRuntime::TryIssue(Instance& inst) {
       if (!blocks) return true;
       inst.waiting_send = true;
       inst.waiting_message = id;
-      Wait(inst, 0, absl::StrCat("send to pe ", dst, " (IPCQ ", topology::DirName(peer.dir()),
-                                 " queue has no credit)"),
-           issue, true);
+      Instance::WaitWhat w;
+      w.kind = WaitKind::kSend;
+      w.count = dst;
+      w.peer = peer;
+      Wait(inst, 0, std::move(w), issue, true);
       return false;
     }
     if (peer.pe() >= index().num_pes() ||
@@ -913,20 +994,25 @@ bool KernelRuntime::TryIssue(Instance& inst) {
 
   // kRecv
   AHBM_CHECK(inv.kind == Invocation::Kind::kRecv) << "unknown invocation";
-  const std::string key = ChannelKey(inst.pe, *inv.peer);
+  const uint64_t key = ChannelKey(inst.pe, *inv.peer);
   PostedRecv post;
   post.handle = inv.cmd_id;
   post.inst = &inst;
   post.posted = issue;
   post.dst = inv.result;
   cpu.channels[key].recvs.push_back(post);
-  cpu.receives.insert(inv.cmd_id);
-  inst.outstanding.insert(inv.cmd_id);
-  if (inv.written_end > inv.written_begin) cpu.writes[inv.cmd_id] = {inv.written_begin, inv.written_end};
+  if (HandleState* slot = cpu.Slot(inv.cmd_id)) slot->receive = true;
+  InsertHandle(inst.outstanding, inv.cmd_id);
+  if (inv.written_end > inv.written_begin) {
+    SetWrite(cpu.writes, inv.cmd_id, inv.written_begin, inv.written_end);
+  }
   PumpChannel(inst.pe, key);
-  if (!inv.blocking || cpu.done.contains(inv.cmd_id)) return true;
-  Wait(inst, inv.cmd_id, absl::StrCat("recv ", inv.cmd_id, " from ", DescribePeer(inst.pe, *inv.peer)),
-       issue, true);
+  if (!inv.blocking || cpu.IsDone(inv.cmd_id)) return true;
+  Instance::WaitWhat w;
+  w.kind = WaitKind::kRecv;
+  w.id = inv.cmd_id;
+  w.peer = *inv.peer;
+  Wait(inst, inv.cmd_id, std::move(w), issue, true);
   return false;
 }
 
@@ -942,7 +1028,7 @@ std::string KernelRuntime::DescribePeer(uint32_t pe, const Peer& peer) const {
   return absl::StrCat(PeName(peer.pe()), " over the NOC");
 }
 
-std::string KernelRuntime::ChannelKey(uint32_t pe, const Peer& from) const {
+uint64_t KernelRuntime::ChannelKey(uint32_t pe, const Peer& from) const {
   if (from.kind() == Peer::Kind::kIpcq) {
     const topology::PeId me = index().PeOf(pe);
     const std::optional<uint32_t> n = index().pe_mesh().Neighbour(me.pe, from.dir());
@@ -950,9 +1036,9 @@ std::string KernelRuntime::ChannelKey(uint32_t pe, const Peer& from) const {
     const topology::PeId src{me.sip, me.cube, *n};
     // The neighbour's queue towards me points the opposite way.
     const sim::UnitId queue = index().IpcqUnit(src, topology::Opposite(from.dir())).value();
-    return absl::StrCat("ipcq:", queue);
+    return kIpcqChannel | queue;
   }
-  return absl::StrCat("noc:", from.pe());
+  return from.pe();
 }
 
 void KernelRuntime::PopArrived(Cpu& cpu, Channel& ch, IncomingMessage& msg, SimTime at) {
@@ -1009,10 +1095,10 @@ uint64_t KernelRuntime::Deliver(uint32_t pe, const IncomingMessage& msg, const P
   return recv.handle;
 }
 
-void KernelRuntime::PumpChannel(uint32_t pe, const std::string& key) {
+void KernelRuntime::PumpChannel(uint32_t pe, uint64_t key) {
   Cpu& cpu = CpuOf(pe);
   Channel& ch = cpu.channels[key];
-  const bool ipcq = key.starts_with("ipcq:");
+  const bool ipcq = (key & kIpcqChannel) != 0;
   // One step per pass; Complete() may resume kernels that post here again, so nothing is held
   // across it.
   while (true) {
@@ -1086,7 +1172,7 @@ void KernelRuntime::PumpChannel(uint32_t pe, const std::string& key) {
 
 std::string KernelRuntime::HeadOfLine(const Instance& inst) const {
   if (inst.waiting_on == 0) return "";
-  const Cpu& cpu = cpus_.at(inst.pe);
+  const Cpu& cpu = CpuOf(inst.pe);
   for (const auto& [key, ch] : cpu.channels) {
     if (ch.messages.empty() || ch.messages.front().request_id == inst.request_id) continue;
     for (const PostedRecv& r : ch.recvs) {
@@ -1102,16 +1188,21 @@ std::string KernelRuntime::HeadOfLine(const Instance& inst) const {
 
 void KernelRuntime::Complete(uint32_t pe, uint64_t handle, SimTime end) {
   Cpu& cpu = CpuOf(pe);
-  cpu.done[handle] = end;
-  cpu.writes.erase(handle);
-  if (cpu.receives.contains(handle) && !cpu.held.empty()) {
+  if (HandleState* slot = cpu.Slot(handle)) {
+    slot->done = true;
+    slot->end = end;
+  } else {
+    cpu.done_other[handle] = end;
+  }
+  EraseWrite(cpu.writes, handle);
+  if (cpu.IsReceive(handle) && !cpu.held.empty()) {
     for (HeldCommand& x : cpu.held) {
       if (x.receives.erase(handle) > 0) x.hand = std::max(x.hand, end);
     }
     ReleaseHeld(cpu);
   }
   for (Instance* inst : cpu.instances) {
-    inst->outstanding.erase(handle);
+    EraseHandle(inst->outstanding, handle);
     if (inst->state != Instance::State::kWaiting) continue;
     if (inst->waiting_on == handle && handle != 0) {
       Wake(*inst, end);
@@ -1149,7 +1240,7 @@ void KernelRuntime::Wake(Instance& inst, SimTime end) {
       pb::StallRecord rec;
       rec.set_pe(inst.pe);
       rec.set_request_id(inst.request_id);
-      rec.set_waits_on(inst.waiting_what);
+      rec.set_waits_on(WaitText(inst));
       rec.set_cmd_id(inst.waiting_on);
       rec.set_from_ps(inst.wait_from.value());
       rec.set_to_ps(end.value());
@@ -1251,8 +1342,7 @@ void KernelRuntime::OnCompletion(uint32_t pe, const pb::Completion& done) {
 void KernelRuntime::OnCommandError(uint32_t pe, const pb::CommandError& error) {
   Cpu& cpu = CpuOf(pe);
   for (Instance* inst : cpu.instances) {
-    if (!inst->outstanding.contains(error.cmd_id())) continue;
-    inst->outstanding.erase(error.cmd_id());
+    if (!EraseHandle(inst->outstanding, error.cmd_id())) continue;
     if (inst->state == Instance::State::kDone) continue;
     inst->state = Instance::State::kDone;  // stopped: its coroutine is not resumed again
     inst->waiting_what.clear();
@@ -1273,7 +1363,7 @@ void KernelRuntime::OnAccepted(uint32_t pe, const pb::IpcqAccepted& accepted) {
 
 void KernelRuntime::OnArrival(uint32_t pe, const pb::IpcqArrival& arrival) {
   Cpu& cpu = CpuOf(pe);
-  const std::string key = absl::StrCat("ipcq:", arrival.queue_unit());
+  const uint64_t key = kIpcqChannel | arrival.queue_unit();
   Channel& ch = cpu.channels[key];
   IncomingMessage* msg = nullptr;
   for (IncomingMessage& m : ch.messages) {
@@ -1298,7 +1388,7 @@ void KernelRuntime::OnArrival(uint32_t pe, const pb::IpcqArrival& arrival) {
 
 void KernelRuntime::OnNocDelivered(uint32_t pe, const pb::NocDelivered& delivered) {
   Cpu& cpu = CpuOf(pe);
-  const std::string key = absl::StrCat("noc:", delivered.src_pe());
+  const uint64_t key = delivered.src_pe();
   IncomingMessage& msg = cpu.channels[key].messages.emplace_back();
   msg.message_id = delivered.message_id();
   msg.src_pe = delivered.src_pe();
