@@ -232,7 +232,7 @@ bool EraseHandle(std::vector<uint64_t>& v, uint64_t h) {
 }
 
 std::shared_ptr<Invocation> NewCommand(std::string what, bool blocking, uint32_t cost) {
-  auto inv = std::make_shared<Invocation>();
+  auto inv = std::allocate_shared<Invocation>(internal::PoolAllocator<Invocation>());
   inv->kind = Invocation::Kind::kCommand;
   inv->what = std::move(what);
   inv->blocking = blocking;
@@ -251,7 +251,7 @@ void MarkWrite(Invocation& inv, const Tensor& out) {
 Call Tl::Load(const Tensor& hbm, Arena arena) {
   if (!hbm.in_hbm()) throw KernelError(absl::StrCat(rt_->PeName(pe_), ": load of a TCM tensor"));
   Tensor dst = Alloc(hbm.shape(), hbm.dtype(), arena);
-  auto cmd = std::make_shared<pb::DmaCmd>();
+  auto cmd = std::allocate_shared<pb::DmaCmd>(internal::PoolAllocator<pb::DmaCmd>());
   cmd->set_cmd_id(rt_->NextCmdId(pe_));
   *cmd->mutable_src() = hbm.ref();
   *cmd->mutable_dst() = dst.ref();
@@ -264,7 +264,7 @@ Call Tl::Load(const Tensor& hbm, Arena arena) {
 }
 
 Call Tl::Store(const Tensor& hbm_dst, const Tensor& src) {
-  auto cmd = std::make_shared<pb::DmaCmd>();
+  auto cmd = std::allocate_shared<pb::DmaCmd>(internal::PoolAllocator<pb::DmaCmd>());
   cmd->set_cmd_id(rt_->NextCmdId(pe_));
   *cmd->mutable_src() = src.ref();
   *cmd->mutable_dst() = hbm_dst.ref();
@@ -287,7 +287,7 @@ Call Tl::Gemm(const Tensor& a, const Tensor& b, std::vector<Epilogue> epilogue,
   const uint64_t id = rt_->NextCmdId(pe_);
   std::shared_ptr<Invocation> inv;
   if (composite) {
-    auto cmd = std::make_shared<pb::CompositeCmd>();
+    auto cmd = std::allocate_shared<pb::CompositeCmd>(internal::PoolAllocator<pb::CompositeCmd>());
     cmd->set_cmd_id(id);
     *cmd->mutable_a() = a.ref();
     *cmd->mutable_b() = b.ref();
@@ -309,7 +309,7 @@ Call Tl::Gemm(const Tensor& a, const Tensor& b, std::vector<Epilogue> epilogue,
     inv->command = std::shared_ptr<const pb::CompositeCmd>(cmd);
     inv->held_for_recv = std::move(held);
   } else {
-    auto cmd = std::make_shared<pb::GemmCmd>();
+    auto cmd = std::allocate_shared<pb::GemmCmd>(internal::PoolAllocator<pb::GemmCmd>());
     cmd->set_cmd_id(id);
     *cmd->mutable_a() = a.ref();
     *cmd->mutable_b() = b.ref();
@@ -334,7 +334,7 @@ Call Tl::Dot(const Tensor& a, const Tensor& b, std::optional<Tensor> out) {
 }
 
 Call Tl::ExComposite(const Tensor& s, const Tensor& v, const Accumulator& acc, float scale) {
-  auto cmd = std::make_shared<pb::SoftmaxPvCmd>();
+  auto cmd = std::allocate_shared<pb::SoftmaxPvCmd>(internal::PoolAllocator<pb::SoftmaxPvCmd>());
   const uint64_t id = rt_->NextCmdId(pe_);
   cmd->set_cmd_id(id);
   *cmd->mutable_s() = s.ref();
@@ -355,7 +355,7 @@ Call Tl::ExComposite(const Tensor& s, const Tensor& v, const Accumulator& acc, f
 }
 
 Call Tl::LseMerge(const Accumulator& acc, const Accumulator& in, const Accumulator& out) {
-  auto cmd = std::make_shared<pb::LseMergeCmd>();
+  auto cmd = std::allocate_shared<pb::LseMergeCmd>(internal::PoolAllocator<pb::LseMergeCmd>());
   const uint64_t id = rt_->NextCmdId(pe_);
   cmd->set_cmd_id(id);
   *cmd->mutable_acc_m() = acc.m.ref();
@@ -382,7 +382,7 @@ Call Tl::LseMerge(const Accumulator& acc, const Accumulator& in, const Accumulat
 Call Tl::Math(pb::MathOp op, std::vector<Tensor> inputs, std::vector<uint64_t> out_shape,
               std::optional<Tensor> out, int axis, float scalar) {
   Tensor dst = out ? *out : Alloc(std::move(out_shape), pb::FP32, Arena::kScratch);
-  auto cmd = std::make_shared<pb::MathCmd>();
+  auto cmd = std::allocate_shared<pb::MathCmd>(internal::PoolAllocator<pb::MathCmd>());
   const uint64_t id = rt_->NextCmdId(pe_);
   cmd->set_cmd_id(id);
   cmd->set_op(op);
@@ -466,7 +466,7 @@ Call Tl::Transpose(const Tensor& x, std::optional<Tensor> out) {
 }
 
 Call Tl::Send(const Peer& to, const Tensor& x) {
-  auto inv = std::make_shared<Invocation>();
+  auto inv = std::allocate_shared<Invocation>(internal::PoolAllocator<Invocation>());
   inv->kind = Invocation::Kind::kSend;
   inv->what = "send";
   inv->cost_cycles = rt_->profile().send_cycles();
@@ -483,7 +483,7 @@ Call Tl::Recv(const Peer& from, std::vector<uint64_t> shape, pb::DType dtype, Ar
 Call Tl::Receive(const Peer& from, std::vector<uint64_t> shape, pb::DType dtype, Arena arena,
                  bool blocking) {
   Tensor dst = Alloc(std::move(shape), dtype, arena);
-  auto inv = std::make_shared<Invocation>();
+  auto inv = std::allocate_shared<Invocation>(internal::PoolAllocator<Invocation>());
   inv->kind = Invocation::Kind::kRecv;
   inv->what = blocking ? "recv" : "recv_async";
   inv->blocking = blocking;
@@ -500,7 +500,7 @@ Call Tl::RecvAsync(const Peer& from, std::vector<uint64_t> shape, pb::DType dtyp
 }
 
 Call Tl::Wait(const Tensor& x) {
-  auto inv = std::make_shared<Invocation>();
+  auto inv = std::allocate_shared<Invocation>(internal::PoolAllocator<Invocation>());
   inv->kind = Invocation::Kind::kWait;
   inv->what = "wait";
   inv->blocking = true;
@@ -510,7 +510,7 @@ Call Tl::Wait(const Tensor& x) {
 }
 
 Call Tl::WaitAll() {
-  auto inv = std::make_shared<Invocation>();
+  auto inv = std::allocate_shared<Invocation>(internal::PoolAllocator<Invocation>());
   inv->kind = Invocation::Kind::kWaitAll;
   inv->what = "wait_all";
   inv->blocking = true;
@@ -956,7 +956,7 @@ bool KernelRuntime::TryIssue(Instance& inst) {
       int64_t& unpopped = ipcq_unpopped_[queue];
       unpopped += static_cast<int64_t>(inv.payload.bytes());
       const bool blocks = unpopped > static_cast<int64_t>(ipcq_queue_bytes_);
-      auto send = std::make_shared<pb::IpcqSend>();
+      auto send = std::allocate_shared<pb::IpcqSend>(internal::PoolAllocator<pb::IpcqSend>());
       send->set_message_id(id);
       send->set_src_pe(inst.pe);
       send->set_dst_pe(dst);
@@ -979,7 +979,7 @@ bool KernelRuntime::TryIssue(Instance& inst) {
         index().PeOf(peer.pe()).cube_id() == index().PeOf(inst.pe).cube_id()) {
       Fail(inst, absl::StrCat("NOC send to pe ", peer.pe(), ": not a PE of another CUBE"));
     }
-    auto send = std::make_shared<pb::NocSend>();
+    auto send = std::allocate_shared<pb::NocSend>(internal::PoolAllocator<pb::NocSend>());
     send->set_message_id(id);
     send->set_src_pe(inst.pe);
     send->set_dst_pe(peer.pe());
@@ -1046,7 +1046,7 @@ void KernelRuntime::PopArrived(Cpu& cpu, Channel& ch, IncomingMessage& msg, SimT
   const SimTime now = Now();
   // The queue's pops stay in time order (the model's rule; also FIFO: none before the previous).
   at = std::max({now, at, ch.last_pop});
-  auto pop = std::make_shared<pb::IpcqPop>();
+  auto pop = std::allocate_shared<pb::IpcqPop>(internal::PoolAllocator<pb::IpcqPop>());
   pop->set_message_id(msg.message_id);
   sim_->context().engine->Send(cpu.unit, at - now, msg.queue,
                                std::shared_ptr<const pb::IpcqPop>(pop));

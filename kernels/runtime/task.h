@@ -11,6 +11,7 @@
 #include <coroutine>
 #include <cstddef>
 #include <exception>
+#include <memory>
 #include <new>
 #include <optional>
 #include <utility>
@@ -26,8 +27,8 @@ namespace internal {
 // Coroutine frames are recycled by size class (64 B steps up to 8 KiB): a kernel calls its
 // helper coroutines (softmax_pv, merges, ...) once per tile, and a fresh heap frame of a few
 // KiB each time cost a malloc_consolidate per call. One thread runs the simulation; the free
-// lists are thread-local and never hand memory back to a different size class. Nothing
-// observable depends on which block a frame gets.
+// lists are thread-local (a block freed on another thread joins that thread's lists) and keep
+// their blocks until exit. Nothing observable depends on which block a frame gets.
 class FramePool {
  public:
   static constexpr std::size_t kStep = 64;
@@ -59,15 +60,28 @@ class FramePool {
  private:
   struct Holder {
     std::vector<void*> lists[kClasses];
-    ~Holder() {
-      for (std::vector<void*>& list : lists) {
-        for (void* p : list) ::operator delete(p);
-      }
-    }
   };
+  // Never destroyed: a block may come back after thread-local destructors have run (an
+  // object freed by a static's destructor); the cached blocks stay reachable until exit.
   static std::vector<void*>* Lists() {
-    thread_local Holder holder;
-    return holder.lists;
+    thread_local Holder* holder = new Holder;
+    return holder->lists;
+  }
+};
+
+// An allocator over FramePool, for std::allocate_shared of the runtime's per-call objects
+// (invocations, commands): the control block and the object in one recycled block.
+template <class T>
+struct PoolAllocator {
+  using value_type = T;
+  PoolAllocator() = default;
+  template <class U>
+  PoolAllocator(const PoolAllocator<U>&) noexcept {}
+  T* allocate(std::size_t n) { return static_cast<T*>(FramePool::Allocate(n * sizeof(T))); }
+  void deallocate(T* p, std::size_t n) noexcept { FramePool::Free(p, n * sizeof(T)); }
+  template <class U>
+  bool operator==(const PoolAllocator<U>&) const noexcept {
+    return true;
   }
 };
 
