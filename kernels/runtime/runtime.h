@@ -241,7 +241,9 @@ class KernelRuntime {
     sim::UnitId scheduler = 0;
     SimTime cpu;
     uint64_t next_cmd = 1;
-    std::vector<HandleState> handles;       // by handle id
+    // By handle id. A deque: growing it never moves or reallocates a large block (a vector's
+    // doubling of a few KiB ran glibc's malloc_consolidate each time).
+    std::deque<HandleState> handles;
     std::map<uint64_t, SimTime> done_other;  // completed ids this CPU never issued (none so far)
     std::vector<Instance*> instances;   // creation order
     bool running = false;
@@ -266,7 +268,7 @@ class KernelRuntime {
     bool IsReceive(uint64_t h) const { return h < handles.size() && handles[h].receive; }
     HandleState* Slot(uint64_t h) {
       if (h >= next_cmd) return nullptr;
-      if (h >= handles.size()) handles.resize(std::max<uint64_t>(h + 1, 2 * handles.size()));
+      if (h >= handles.size()) handles.resize(h + 1);
       return &handles[h];
     }
   };
