@@ -214,23 +214,6 @@ void EraseWrite(Writes& w, uint64_t h) {
   if (it != w.end() && it->first == h) w.erase(it);
 }
 
-// `outstanding` is kept ascending (ids mostly arrive in order: push_back).
-void InsertHandle(std::vector<uint64_t>& v, uint64_t h) {
-  if (v.empty() || v.back() < h) {
-    v.push_back(h);
-    return;
-  }
-  auto it = std::lower_bound(v.begin(), v.end(), h);
-  if (it == v.end() || *it != h) v.insert(it, h);
-}
-
-bool EraseHandle(std::vector<uint64_t>& v, uint64_t h) {
-  auto it = std::lower_bound(v.begin(), v.end(), h);
-  if (it == v.end() || *it != h) return false;
-  v.erase(it);
-  return true;
-}
-
 std::shared_ptr<Invocation> NewCommand(std::string what, bool blocking, uint32_t cost) {
   auto inv = std::allocate_shared<Invocation>(internal::PoolAllocator<Invocation>());
   inv->kind = Invocation::Kind::kCommand;
@@ -818,15 +801,20 @@ bool KernelRuntime::TryIssue(Instance& inst) {
       }
       return false;
     case Invocation::Kind::kWaitAll:
-      if (inst.outstanding.empty()) {
+      if (inst.outstanding == 0) {
         inst.pending.reset();
         return true;
       }
       {
         Instance::WaitWhat w;
         w.kind = WaitKind::kAll;
-        w.count = inst.outstanding.size();
-        w.id = inst.outstanding.front();
+        w.count = inst.outstanding;
+        for (uint64_t h = 0; h < cpu.handles.size(); ++h) {  // the first outstanding handle
+          if (cpu.handles[h].owner == &inst) {
+            w.id = h;
+            break;
+          }
+        }
         Wait(inst, 0, std::move(w), std::max(cpu.cpu, now), true);
       }
       inst.waiting_all = true;
@@ -922,7 +910,7 @@ bool KernelRuntime::TryIssue(Instance& inst) {
           inv.command);
       log->AddIssue(std::move(rec));
     }
-    InsertHandle(inst.outstanding, inv.cmd_id);
+    AddOutstanding(cpu, inst, inv.cmd_id);
     if (inv.written_end > inv.written_begin) {
       SetWrite(cpu.writes, inv.cmd_id, inv.written_begin, inv.written_end);
     }
@@ -1002,7 +990,7 @@ bool KernelRuntime::TryIssue(Instance& inst) {
   post.dst = inv.result;
   cpu.channels[key].recvs.push_back(post);
   if (HandleState* slot = cpu.Slot(inv.cmd_id)) slot->receive = true;
-  InsertHandle(inst.outstanding, inv.cmd_id);
+  AddOutstanding(cpu, inst, inv.cmd_id);
   if (inv.written_end > inv.written_begin) {
     SetWrite(cpu.writes, inv.cmd_id, inv.written_begin, inv.written_end);
   }
@@ -1186,11 +1174,23 @@ std::string KernelRuntime::HeadOfLine(const Instance& inst) const {
   return "";
 }
 
+void KernelRuntime::AddOutstanding(Cpu& cpu, Instance& inst, uint64_t handle) {
+  HandleState* slot = cpu.Slot(handle);
+  AHBM_CHECK(slot != nullptr) << "handle " << handle << " was not issued on pe " << cpu.pe;
+  if (slot->owner == &inst) return;
+  slot->owner = &inst;
+  ++inst.outstanding;
+}
+
 void KernelRuntime::Complete(uint32_t pe, uint64_t handle, SimTime end) {
   Cpu& cpu = CpuOf(pe);
   if (HandleState* slot = cpu.Slot(handle)) {
     slot->done = true;
     slot->end = end;
+    if (slot->owner != nullptr) {
+      --slot->owner->outstanding;
+      slot->owner = nullptr;
+    }
   } else {
     cpu.done_other[handle] = end;
   }
@@ -1202,11 +1202,10 @@ void KernelRuntime::Complete(uint32_t pe, uint64_t handle, SimTime end) {
     ReleaseHeld(cpu);
   }
   for (Instance* inst : cpu.instances) {
-    EraseHandle(inst->outstanding, handle);
     if (inst->state != Instance::State::kWaiting) continue;
     if (inst->waiting_on == handle && handle != 0) {
       Wake(*inst, end);
-    } else if (inst->waiting_all && inst->outstanding.empty()) {
+    } else if (inst->waiting_all && inst->outstanding == 0) {
       Wake(*inst, end);
     }
   }
@@ -1341,8 +1340,11 @@ void KernelRuntime::OnCompletion(uint32_t pe, const pb::Completion& done) {
 
 void KernelRuntime::OnCommandError(uint32_t pe, const pb::CommandError& error) {
   Cpu& cpu = CpuOf(pe);
+  HandleState* slot = cpu.Slot(error.cmd_id());
   for (Instance* inst : cpu.instances) {
-    if (!EraseHandle(inst->outstanding, error.cmd_id())) continue;
+    if (slot == nullptr || slot->owner != inst) continue;
+    slot->owner = nullptr;
+    --inst->outstanding;
     if (inst->state == Instance::State::kDone) continue;
     inst->state = Instance::State::kDone;  // stopped: its coroutine is not resumed again
     inst->waiting_what.clear();

@@ -131,7 +131,7 @@ struct Instance {
   uint64_t waiting_message = 0;
   SimTime wait_from;                  // cpu time the wait began
   bool real_wait_cost = true;         // pay resume_after_wait_cycles when it resumes
-  std::vector<uint64_t> outstanding;  // its handles not yet complete, ascending
+  uint64_t outstanding = 0;           // its handles not yet complete (Cpu::HandleState::owner)
   std::string error;                  // set when it failed
   // Its share of the PE's scratch arena (several instances on one PE split it evenly, so
   // one's scope never releases another's temporaries): [scratch_base, scratch_limit).
@@ -233,6 +233,7 @@ class KernelRuntime {
     SimTime end;            // completion, when done
     bool done = false;
     bool receive = false;   // a receive posted here
+    Instance* owner = nullptr;  // the instance it is outstanding for (null once complete)
   };
 
   struct Cpu {
@@ -274,6 +275,8 @@ class KernelRuntime {
   };
 
   Cpu& CpuOf(uint32_t pe) { return *cpu_by_pe_.at(pe); }
+  // `handle` (this CPU's id) is outstanding for `inst` until it completes or fails.
+  static void AddOutstanding(Cpu& cpu, Instance& inst, uint64_t handle);
   const Cpu& CpuOf(uint32_t pe) const { return *cpu_by_pe_.at(pe); }
   // Hands every held command whose receives and held predecessors are done to the scheduler.
   void ReleaseHeld(Cpu& cpu);
