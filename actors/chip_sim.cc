@@ -33,7 +33,11 @@ absl::StatusOr<std::unique_ptr<ChipSim>> ChipSim::Create(const pb::Chip& chip,
   sim->op_log_ = std::make_unique<observe::OpLog>(options.op_log_stream, options.keep_op_log);
   sim->ctx_ = std::make_unique<UnitContext>(sim->engine_.get(), chip);
   UnitContext& ctx = *sim->ctx_;
-  ctx.op_log = sim->op_log_.get();
+  // No record is built when none is kept or streamed: every emitter skips a null op log, and
+  // the records (and the unit-name strings they carry) were ~1 M allocations per full-chip run.
+  // op_log() still holds the header.
+  ctx.op_log = options.keep_op_log || options.op_log_stream != nullptr ? sim->op_log_.get()
+                                                                       : nullptr;
   ctx.per_tile_events = options.per_tile_events;
   ctx.per_tile_detail = options.per_tile_detail;
   ctx.issue_cost_profile = profile;

@@ -49,6 +49,7 @@ struct ChipSimOptions {
   bool per_tile_detail = false;
   std::ostream* op_log_stream = nullptr;  // also stream the op log here (length-delimited)
   bool keep_op_log = true;              // false: op() records are only streamed, not kept
+                                        // (neither kept nor streamed: none is built)
   std::vector<uint32_t> cubes;          // global CUBE indices to build; empty = all
   std::string workload_summary;         // for the report
 };

@@ -103,18 +103,20 @@ absl::Status CommandChecker::Tensor(const pb::TensorRef& t, const std::string& r
   if (elem == 0) {
     return Fail(role, "dtype is ", DTypeText(t.dtype()), "; want BF16 (2 bytes) or FP32 (4 bytes)");
   }
-  const Shape shape = ShapeOf(t);
-  const Shape strides = StridesOf(t);
+  // The proto's own fields (no copy: this runs for every operand of every command); Shape
+  // copies only for an error's text.
+  const auto& shape = t.shape();
+  const auto& strides = t.strides();
   if (shape.empty()) return Fail(role, "shape is empty (rank 0); a tensor needs rank >= 1");
-  for (size_t i = 0; i < shape.size(); ++i) {
+  for (int i = 0; i < shape.size(); ++i) {
     if (shape[i] == 0) {
-      return Fail(role, "shape ", ShapeText(shape), " has a zero dim (dim ", i,
+      return Fail(role, "shape ", ShapeText(ShapeOf(t)), " has a zero dim (dim ", i,
                   "); an empty tensor is not a command operand");
     }
   }
   if (!strides.empty() && strides.size() != shape.size()) {
-    return Fail(role, "strides ", ShapeText(strides), " has ", strides.size(), " entries but shape ",
-                ShapeText(shape), " has ", shape.size(), " (want none = dense, or one per dim)");
+    return Fail(role, "strides ", ShapeText(StridesOf(t)), " has ", strides.size(), " entries but shape ",
+                ShapeText(ShapeOf(t)), " has ", shape.size(), " (want none = dense, or one per dim)");
   }
 
   // Elements and the last element's offset, in 128 bits, saturating at 2^64 (every product
@@ -122,10 +124,10 @@ absl::Status CommandChecker::Tensor(const pb::TensorRef& t, const std::string& r
   u128 elements = 1;
   u128 dense = 1;
   u128 last = 0;
-  for (size_t i = shape.size(); i-- > 0;) {
+  for (int i = shape.size(); i-- > 0;) {
     const u128 stride = strides.empty() ? dense : u128{strides[i]};
     if (stride == 0 && shape[i] > 1) {
-      return Fail(role, "dim ", i, " of shape ", ShapeText(shape),
+      return Fail(role, "dim ", i, " of shape ", ShapeText(ShapeOf(t)),
                   " has stride 0 (a broadcast view), which is not supported; broadcast with a "
                   "[1, N] row or [M, 1] column operand");
     }
@@ -134,7 +136,7 @@ absl::Status CommandChecker::Tensor(const pb::TensorRef& t, const std::string& r
     last = std::min(last + u128{shape[i] - 1} * stride, kBeyond);
   }
   if (elements >= kBeyond) {
-    return Fail(role, "shape ", ShapeText(shape), " holds 2^64 or more elements");
+    return Fail(role, "shape ", ShapeText(ShapeOf(t)), " holds 2^64 or more elements");
   }
   const u128 begin = t.addr();
   const u128 end = begin + (last + 1) * elem;

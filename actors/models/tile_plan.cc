@@ -86,6 +86,12 @@ TilePlan PlanGemm(const GemmComposite& composite, const pb::Scheduler& scheduler
   std::vector<uint32_t> a_load(load_a ? plan.m_tiles * static_cast<size_t>(plan.k_tiles) : 0);
   // Index of kGemm(mi, ki - 1, ni) while walking ki, per mi.
   std::vector<uint32_t> prev_gemm(plan.m_tiles);
+  // Every op below, counted up front: one allocation instead of a regrowth per doubling.
+  {
+    const size_t m = plan.m_tiles, k = plan.k_tiles, n = plan.n_tiles;
+    plan.ops.reserve(n * k + (load_a ? m * k : 0) + n * k * m +
+                     n * m * (c.epilogue.empty() ? 1 : 2));
+  }
 
   for (uint32_t ni = 0; ni < plan.n_tiles; ++ni) {
     const uint64_t n_t = Extent(c.n, tile_n, ni);

@@ -192,8 +192,30 @@ void DependOn(KernelRuntime* rt, uint32_t pe, std::initializer_list<const Tensor
   }
 }
 
+// ChannelKey: IPCQ queues above every NOC source PE.
+constexpr uint64_t kIpcqChannel = uint64_t{1} << 32;
+
+// Pending TCM writes by handle, ascending (a map's order, without a node per command).
+using Writes = std::vector<std::pair<uint64_t, std::pair<uint64_t, uint64_t>>>;
+
+void SetWrite(Writes& w, uint64_t h, uint64_t begin, uint64_t end) {
+  auto it = std::lower_bound(w.begin(), w.end(), h,
+                             [](const auto& x, uint64_t key) { return x.first < key; });
+  if (it != w.end() && it->first == h) {
+    it->second = {begin, end};
+  } else {
+    w.insert(it, {h, {begin, end}});
+  }
+}
+
+void EraseWrite(Writes& w, uint64_t h) {
+  auto it = std::lower_bound(w.begin(), w.end(), h,
+                             [](const auto& x, uint64_t key) { return x.first < key; });
+  if (it != w.end() && it->first == h) w.erase(it);
+}
+
 std::shared_ptr<Invocation> NewCommand(std::string what, bool blocking, uint32_t cost) {
-  auto inv = std::make_shared<Invocation>();
+  auto inv = std::allocate_shared<Invocation>(internal::PoolAllocator<Invocation>());
   inv->kind = Invocation::Kind::kCommand;
   inv->what = std::move(what);
   inv->blocking = blocking;
@@ -212,7 +234,7 @@ void MarkWrite(Invocation& inv, const Tensor& out) {
 Call Tl::Load(const Tensor& hbm, Arena arena) {
   if (!hbm.in_hbm()) throw KernelError(absl::StrCat(rt_->PeName(pe_), ": load of a TCM tensor"));
   Tensor dst = Alloc(hbm.shape(), hbm.dtype(), arena);
-  auto cmd = std::make_shared<pb::DmaCmd>();
+  auto cmd = std::allocate_shared<pb::DmaCmd>(internal::PoolAllocator<pb::DmaCmd>());
   cmd->set_cmd_id(rt_->NextCmdId(pe_));
   *cmd->mutable_src() = hbm.ref();
   *cmd->mutable_dst() = dst.ref();
@@ -225,7 +247,7 @@ Call Tl::Load(const Tensor& hbm, Arena arena) {
 }
 
 Call Tl::Store(const Tensor& hbm_dst, const Tensor& src) {
-  auto cmd = std::make_shared<pb::DmaCmd>();
+  auto cmd = std::allocate_shared<pb::DmaCmd>(internal::PoolAllocator<pb::DmaCmd>());
   cmd->set_cmd_id(rt_->NextCmdId(pe_));
   *cmd->mutable_src() = src.ref();
   *cmd->mutable_dst() = hbm_dst.ref();
@@ -248,7 +270,7 @@ Call Tl::Gemm(const Tensor& a, const Tensor& b, std::vector<Epilogue> epilogue,
   const uint64_t id = rt_->NextCmdId(pe_);
   std::shared_ptr<Invocation> inv;
   if (composite) {
-    auto cmd = std::make_shared<pb::CompositeCmd>();
+    auto cmd = std::allocate_shared<pb::CompositeCmd>(internal::PoolAllocator<pb::CompositeCmd>());
     cmd->set_cmd_id(id);
     *cmd->mutable_a() = a.ref();
     *cmd->mutable_b() = b.ref();
@@ -270,7 +292,7 @@ Call Tl::Gemm(const Tensor& a, const Tensor& b, std::vector<Epilogue> epilogue,
     inv->command = std::shared_ptr<const pb::CompositeCmd>(cmd);
     inv->held_for_recv = std::move(held);
   } else {
-    auto cmd = std::make_shared<pb::GemmCmd>();
+    auto cmd = std::allocate_shared<pb::GemmCmd>(internal::PoolAllocator<pb::GemmCmd>());
     cmd->set_cmd_id(id);
     *cmd->mutable_a() = a.ref();
     *cmd->mutable_b() = b.ref();
@@ -295,7 +317,7 @@ Call Tl::Dot(const Tensor& a, const Tensor& b, std::optional<Tensor> out) {
 }
 
 Call Tl::ExComposite(const Tensor& s, const Tensor& v, const Accumulator& acc, float scale) {
-  auto cmd = std::make_shared<pb::SoftmaxPvCmd>();
+  auto cmd = std::allocate_shared<pb::SoftmaxPvCmd>(internal::PoolAllocator<pb::SoftmaxPvCmd>());
   const uint64_t id = rt_->NextCmdId(pe_);
   cmd->set_cmd_id(id);
   *cmd->mutable_s() = s.ref();
@@ -316,7 +338,7 @@ Call Tl::ExComposite(const Tensor& s, const Tensor& v, const Accumulator& acc, f
 }
 
 Call Tl::LseMerge(const Accumulator& acc, const Accumulator& in, const Accumulator& out) {
-  auto cmd = std::make_shared<pb::LseMergeCmd>();
+  auto cmd = std::allocate_shared<pb::LseMergeCmd>(internal::PoolAllocator<pb::LseMergeCmd>());
   const uint64_t id = rt_->NextCmdId(pe_);
   cmd->set_cmd_id(id);
   *cmd->mutable_acc_m() = acc.m.ref();
@@ -343,7 +365,7 @@ Call Tl::LseMerge(const Accumulator& acc, const Accumulator& in, const Accumulat
 Call Tl::Math(pb::MathOp op, std::vector<Tensor> inputs, std::vector<uint64_t> out_shape,
               std::optional<Tensor> out, int axis, float scalar) {
   Tensor dst = out ? *out : Alloc(std::move(out_shape), pb::FP32, Arena::kScratch);
-  auto cmd = std::make_shared<pb::MathCmd>();
+  auto cmd = std::allocate_shared<pb::MathCmd>(internal::PoolAllocator<pb::MathCmd>());
   const uint64_t id = rt_->NextCmdId(pe_);
   cmd->set_cmd_id(id);
   cmd->set_op(op);
@@ -427,7 +449,7 @@ Call Tl::Transpose(const Tensor& x, std::optional<Tensor> out) {
 }
 
 Call Tl::Send(const Peer& to, const Tensor& x) {
-  auto inv = std::make_shared<Invocation>();
+  auto inv = std::allocate_shared<Invocation>(internal::PoolAllocator<Invocation>());
   inv->kind = Invocation::Kind::kSend;
   inv->what = "send";
   inv->cost_cycles = rt_->profile().send_cycles();
@@ -444,7 +466,7 @@ Call Tl::Recv(const Peer& from, std::vector<uint64_t> shape, pb::DType dtype, Ar
 Call Tl::Receive(const Peer& from, std::vector<uint64_t> shape, pb::DType dtype, Arena arena,
                  bool blocking) {
   Tensor dst = Alloc(std::move(shape), dtype, arena);
-  auto inv = std::make_shared<Invocation>();
+  auto inv = std::allocate_shared<Invocation>(internal::PoolAllocator<Invocation>());
   inv->kind = Invocation::Kind::kRecv;
   inv->what = blocking ? "recv" : "recv_async";
   inv->blocking = blocking;
@@ -461,7 +483,7 @@ Call Tl::RecvAsync(const Peer& from, std::vector<uint64_t> shape, pb::DType dtyp
 }
 
 Call Tl::Wait(const Tensor& x) {
-  auto inv = std::make_shared<Invocation>();
+  auto inv = std::allocate_shared<Invocation>(internal::PoolAllocator<Invocation>());
   inv->kind = Invocation::Kind::kWait;
   inv->what = "wait";
   inv->blocking = true;
@@ -471,7 +493,7 @@ Call Tl::Wait(const Tensor& x) {
 }
 
 Call Tl::WaitAll() {
-  auto inv = std::make_shared<Invocation>();
+  auto inv = std::allocate_shared<Invocation>(internal::PoolAllocator<Invocation>());
   inv->kind = Invocation::Kind::kWaitAll;
   inv->what = "wait_all";
   inv->blocking = true;
@@ -557,6 +579,8 @@ absl::Status KernelRuntime::AddKernel(uint32_t pe, uint32_t request_id, KernelFn
   if (!cpus_.contains(pe)) {
     if (absl::Status s = sim_->ClaimCpu(pe); !s.ok()) return s;
     Cpu& cpu = cpus_[pe];
+    if (cpu_by_pe_.size() <= pe) cpu_by_pe_.resize(pe + 1, nullptr);
+    cpu_by_pe_[pe] = &cpu;
     cpu.pe = pe;
     cpu.unit = index().PeUnit(UnitKind::kPeCpu, index().PeOf(pe)).value();
     cpu.scheduler = index().PeUnit(UnitKind::kPeScheduler, index().PeOf(pe)).value();
@@ -613,7 +637,7 @@ absl::Status KernelRuntime::Run() {
 }
 
 std::string KernelRuntime::Describe(const Instance& inst) const {
-  std::string what = inst.waiting_what.empty() ? "nothing (never ran)" : inst.waiting_what;
+  std::string what = inst.waiting_what.empty() ? "nothing (never ran)" : WaitText(inst);
   return absl::StrCat(PeName(inst.pe), " request ", inst.request_id, " waits on ", what);
 }
 
@@ -665,7 +689,7 @@ void KernelRuntime::RecordSend(const Instance& inst, const std::string& op, uint
                                uint32_t dst_pe, uint64_t bytes, SimTime issue) {
   observe::OpLog* log = sim_->context().op_log;
   if (log == nullptr) return;
-  const Cpu& cpu = cpus_.at(inst.pe);
+  const Cpu& cpu = CpuOf(inst.pe);
   pb::IssueRecord issue_rec;
   issue_rec.set_pe(inst.pe);
   issue_rec.set_request_id(inst.request_id);
@@ -703,7 +727,30 @@ bool KernelRuntime::Submit(Instance& inst, std::shared_ptr<Invocation> inv,
   return !TryIssue(inst);
 }
 
-void KernelRuntime::Wait(Instance& inst, uint64_t handle, std::string what, SimTime from,
+std::string KernelRuntime::WaitText(const Instance& inst) const {
+  const Instance::WaitWhat& w = inst.waiting_what;
+  using K = Instance::WaitWhat::Kind;
+  switch (w.kind) {
+    case K::kNone:
+      return "";
+    case K::kAutoWait:
+      return absl::StrCat("cmd ", w.id, " (auto-wait before ", w.what, ")");
+    case K::kWait:
+      return absl::StrCat("cmd ", w.id, " (wait)");
+    case K::kAll:
+      return absl::StrCat("all commands (wait; ", w.count, " pending, first cmd ", w.id, ")");
+    case K::kCmd:
+      return absl::StrCat("cmd ", w.id, " (", w.what, ")");
+    case K::kSend:
+      return absl::StrCat("send to pe ", w.count, " (IPCQ ", topology::DirName(w.peer.dir()),
+                          " queue has no credit)");
+    case K::kRecv:
+      return absl::StrCat("recv ", w.id, " from ", DescribePeer(inst.pe, w.peer));
+  }
+  return "";
+}
+
+void KernelRuntime::Wait(Instance& inst, uint64_t handle, Instance::WaitWhat what, SimTime from,
                          bool cost) {
   inst.state = Instance::State::kWaiting;
   inst.waiting_on = handle;
@@ -731,29 +778,45 @@ bool KernelRuntime::TryIssue(Instance& inst) {
   Invocation& inv = *inst.pending;
   const SimTime now = Now();
   if (!inst.error.empty()) throw KernelError(inst.error);
+  using WaitKind = Instance::WaitWhat::Kind;
   for (uint64_t h : inv.wait_for) {
-    if (cpu.done.contains(h)) continue;
-    Wait(inst, h, absl::StrCat("cmd ", h, " (auto-wait before ", inv.what, ")"),
-         std::max(cpu.cpu, now), true);
+    if (cpu.IsDone(h)) continue;
+    Instance::WaitWhat w;
+    w.kind = WaitKind::kAutoWait;
+    w.id = h;
+    w.what = inv.what;
+    Wait(inst, h, std::move(w), std::max(cpu.cpu, now), true);
     return false;
   }
   switch (inv.kind) {
     case Invocation::Kind::kWait:
-      if (inv.wait_id == 0 || cpu.done.contains(inv.wait_id)) {
+      if (inv.wait_id == 0 || cpu.IsDone(inv.wait_id)) {
         inst.pending.reset();
         return true;
+      } else {
+        Instance::WaitWhat w;
+        w.kind = WaitKind::kWait;
+        w.id = inv.wait_id;
+        Wait(inst, inv.wait_id, std::move(w), std::max(cpu.cpu, now), true);
       }
-      Wait(inst, inv.wait_id, absl::StrCat("cmd ", inv.wait_id, " (wait)"), std::max(cpu.cpu, now),
-           true);
       return false;
     case Invocation::Kind::kWaitAll:
-      if (inst.outstanding.empty()) {
+      if (inst.outstanding == 0) {
         inst.pending.reset();
         return true;
       }
-      Wait(inst, 0, absl::StrCat("all commands (wait; ", inst.outstanding.size(), " pending, first cmd ",
-                                 *inst.outstanding.begin(), ")"),
-           std::max(cpu.cpu, now), true);
+      {
+        Instance::WaitWhat w;
+        w.kind = WaitKind::kAll;
+        w.count = inst.outstanding;
+        for (uint64_t h = 0; h < cpu.handles.size(); ++h) {  // the first outstanding handle
+          if (cpu.handles[h].owner == &inst) {
+            w.id = h;
+            break;
+          }
+        }
+        Wait(inst, 0, std::move(w), std::max(cpu.cpu, now), true);
+      }
       inst.waiting_all = true;
       return false;
     default:
@@ -773,8 +836,8 @@ bool KernelRuntime::TryIssue(Instance& inst) {
     HeldCommand held;
     held.hand = issue;
     for (uint64_t h : inv.held_for_recv) {
-      if (auto it = cpu.done.find(h); it != cpu.done.end()) {
-        held.hand = std::max(held.hand, it->second);
+      if (cpu.IsDone(h)) {
+        held.hand = std::max(held.hand, cpu.DoneAt(h));
       } else {
         held.receives.insert(h);
       }
@@ -847,12 +910,16 @@ bool KernelRuntime::TryIssue(Instance& inst) {
           inv.command);
       log->AddIssue(std::move(rec));
     }
-    inst.outstanding.insert(inv.cmd_id);
+    AddOutstanding(cpu, inst, inv.cmd_id);
     if (inv.written_end > inv.written_begin) {
-      cpu.writes[inv.cmd_id] = {inv.written_begin, inv.written_end};
+      SetWrite(cpu.writes, inv.cmd_id, inv.written_begin, inv.written_end);
     }
     if (!inv.blocking) return true;
-    Wait(inst, inv.cmd_id, absl::StrCat("cmd ", inv.cmd_id, " (", inv.what, ")"), issue, true);
+    Instance::WaitWhat w;
+    w.kind = WaitKind::kCmd;
+    w.id = inv.cmd_id;
+    w.what = inv.what;
+    Wait(inst, inv.cmd_id, std::move(w), issue, true);
     return false;
   }
 
@@ -877,7 +944,7 @@ bool KernelRuntime::TryIssue(Instance& inst) {
       int64_t& unpopped = ipcq_unpopped_[queue];
       unpopped += static_cast<int64_t>(inv.payload.bytes());
       const bool blocks = unpopped > static_cast<int64_t>(ipcq_queue_bytes_);
-      auto send = std::make_shared<pb::IpcqSend>();
+      auto send = std::allocate_shared<pb::IpcqSend>(internal::PoolAllocator<pb::IpcqSend>());
       send->set_message_id(id);
       send->set_src_pe(inst.pe);
       send->set_dst_pe(dst);
@@ -889,16 +956,18 @@ bool KernelRuntime::TryIssue(Instance& inst) {
       if (!blocks) return true;
       inst.waiting_send = true;
       inst.waiting_message = id;
-      Wait(inst, 0, absl::StrCat("send to pe ", dst, " (IPCQ ", topology::DirName(peer.dir()),
-                                 " queue has no credit)"),
-           issue, true);
+      Instance::WaitWhat w;
+      w.kind = WaitKind::kSend;
+      w.count = dst;
+      w.peer = peer;
+      Wait(inst, 0, std::move(w), issue, true);
       return false;
     }
     if (peer.pe() >= index().num_pes() ||
         index().PeOf(peer.pe()).cube_id() == index().PeOf(inst.pe).cube_id()) {
       Fail(inst, absl::StrCat("NOC send to pe ", peer.pe(), ": not a PE of another CUBE"));
     }
-    auto send = std::make_shared<pb::NocSend>();
+    auto send = std::allocate_shared<pb::NocSend>(internal::PoolAllocator<pb::NocSend>());
     send->set_message_id(id);
     send->set_src_pe(inst.pe);
     send->set_dst_pe(peer.pe());
@@ -913,20 +982,25 @@ bool KernelRuntime::TryIssue(Instance& inst) {
 
   // kRecv
   AHBM_CHECK(inv.kind == Invocation::Kind::kRecv) << "unknown invocation";
-  const std::string key = ChannelKey(inst.pe, *inv.peer);
+  const uint64_t key = ChannelKey(inst.pe, *inv.peer);
   PostedRecv post;
   post.handle = inv.cmd_id;
   post.inst = &inst;
   post.posted = issue;
   post.dst = inv.result;
   cpu.channels[key].recvs.push_back(post);
-  cpu.receives.insert(inv.cmd_id);
-  inst.outstanding.insert(inv.cmd_id);
-  if (inv.written_end > inv.written_begin) cpu.writes[inv.cmd_id] = {inv.written_begin, inv.written_end};
+  if (HandleState* slot = cpu.Slot(inv.cmd_id)) slot->receive = true;
+  AddOutstanding(cpu, inst, inv.cmd_id);
+  if (inv.written_end > inv.written_begin) {
+    SetWrite(cpu.writes, inv.cmd_id, inv.written_begin, inv.written_end);
+  }
   PumpChannel(inst.pe, key);
-  if (!inv.blocking || cpu.done.contains(inv.cmd_id)) return true;
-  Wait(inst, inv.cmd_id, absl::StrCat("recv ", inv.cmd_id, " from ", DescribePeer(inst.pe, *inv.peer)),
-       issue, true);
+  if (!inv.blocking || cpu.IsDone(inv.cmd_id)) return true;
+  Instance::WaitWhat w;
+  w.kind = WaitKind::kRecv;
+  w.id = inv.cmd_id;
+  w.peer = *inv.peer;
+  Wait(inst, inv.cmd_id, std::move(w), issue, true);
   return false;
 }
 
@@ -942,7 +1016,7 @@ std::string KernelRuntime::DescribePeer(uint32_t pe, const Peer& peer) const {
   return absl::StrCat(PeName(peer.pe()), " over the NOC");
 }
 
-std::string KernelRuntime::ChannelKey(uint32_t pe, const Peer& from) const {
+uint64_t KernelRuntime::ChannelKey(uint32_t pe, const Peer& from) const {
   if (from.kind() == Peer::Kind::kIpcq) {
     const topology::PeId me = index().PeOf(pe);
     const std::optional<uint32_t> n = index().pe_mesh().Neighbour(me.pe, from.dir());
@@ -950,9 +1024,9 @@ std::string KernelRuntime::ChannelKey(uint32_t pe, const Peer& from) const {
     const topology::PeId src{me.sip, me.cube, *n};
     // The neighbour's queue towards me points the opposite way.
     const sim::UnitId queue = index().IpcqUnit(src, topology::Opposite(from.dir())).value();
-    return absl::StrCat("ipcq:", queue);
+    return kIpcqChannel | queue;
   }
-  return absl::StrCat("noc:", from.pe());
+  return from.pe();
 }
 
 void KernelRuntime::PopArrived(Cpu& cpu, Channel& ch, IncomingMessage& msg, SimTime at) {
@@ -960,7 +1034,7 @@ void KernelRuntime::PopArrived(Cpu& cpu, Channel& ch, IncomingMessage& msg, SimT
   const SimTime now = Now();
   // The queue's pops stay in time order (the model's rule; also FIFO: none before the previous).
   at = std::max({now, at, ch.last_pop});
-  auto pop = std::make_shared<pb::IpcqPop>();
+  auto pop = std::allocate_shared<pb::IpcqPop>(internal::PoolAllocator<pb::IpcqPop>());
   pop->set_message_id(msg.message_id);
   sim_->context().engine->Send(cpu.unit, at - now, msg.queue,
                                std::shared_ptr<const pb::IpcqPop>(pop));
@@ -1009,10 +1083,10 @@ uint64_t KernelRuntime::Deliver(uint32_t pe, const IncomingMessage& msg, const P
   return recv.handle;
 }
 
-void KernelRuntime::PumpChannel(uint32_t pe, const std::string& key) {
+void KernelRuntime::PumpChannel(uint32_t pe, uint64_t key) {
   Cpu& cpu = CpuOf(pe);
   Channel& ch = cpu.channels[key];
-  const bool ipcq = key.starts_with("ipcq:");
+  const bool ipcq = (key & kIpcqChannel) != 0;
   // One step per pass; Complete() may resume kernels that post here again, so nothing is held
   // across it.
   while (true) {
@@ -1086,7 +1160,7 @@ void KernelRuntime::PumpChannel(uint32_t pe, const std::string& key) {
 
 std::string KernelRuntime::HeadOfLine(const Instance& inst) const {
   if (inst.waiting_on == 0) return "";
-  const Cpu& cpu = cpus_.at(inst.pe);
+  const Cpu& cpu = CpuOf(inst.pe);
   for (const auto& [key, ch] : cpu.channels) {
     if (ch.messages.empty() || ch.messages.front().request_id == inst.request_id) continue;
     for (const PostedRecv& r : ch.recvs) {
@@ -1100,22 +1174,38 @@ std::string KernelRuntime::HeadOfLine(const Instance& inst) const {
   return "";
 }
 
+void KernelRuntime::AddOutstanding(Cpu& cpu, Instance& inst, uint64_t handle) {
+  HandleState* slot = cpu.Slot(handle);
+  AHBM_CHECK(slot != nullptr) << "handle " << handle << " was not issued on pe " << cpu.pe;
+  if (slot->owner == &inst) return;
+  slot->owner = &inst;
+  ++inst.outstanding;
+}
+
 void KernelRuntime::Complete(uint32_t pe, uint64_t handle, SimTime end) {
   Cpu& cpu = CpuOf(pe);
-  cpu.done[handle] = end;
-  cpu.writes.erase(handle);
-  if (cpu.receives.contains(handle) && !cpu.held.empty()) {
+  if (HandleState* slot = cpu.Slot(handle)) {
+    slot->done = true;
+    slot->end = end;
+    if (slot->owner != nullptr) {
+      --slot->owner->outstanding;
+      slot->owner = nullptr;
+    }
+  } else {
+    cpu.done_other[handle] = end;
+  }
+  EraseWrite(cpu.writes, handle);
+  if (cpu.IsReceive(handle) && !cpu.held.empty()) {
     for (HeldCommand& x : cpu.held) {
       if (x.receives.erase(handle) > 0) x.hand = std::max(x.hand, end);
     }
     ReleaseHeld(cpu);
   }
   for (Instance* inst : cpu.instances) {
-    inst->outstanding.erase(handle);
     if (inst->state != Instance::State::kWaiting) continue;
     if (inst->waiting_on == handle && handle != 0) {
       Wake(*inst, end);
-    } else if (inst->waiting_all && inst->outstanding.empty()) {
+    } else if (inst->waiting_all && inst->outstanding == 0) {
       Wake(*inst, end);
     }
   }
@@ -1149,7 +1239,7 @@ void KernelRuntime::Wake(Instance& inst, SimTime end) {
       pb::StallRecord rec;
       rec.set_pe(inst.pe);
       rec.set_request_id(inst.request_id);
-      rec.set_waits_on(inst.waiting_what);
+      rec.set_waits_on(WaitText(inst));
       rec.set_cmd_id(inst.waiting_on);
       rec.set_from_ps(inst.wait_from.value());
       rec.set_to_ps(end.value());
@@ -1250,9 +1340,11 @@ void KernelRuntime::OnCompletion(uint32_t pe, const pb::Completion& done) {
 
 void KernelRuntime::OnCommandError(uint32_t pe, const pb::CommandError& error) {
   Cpu& cpu = CpuOf(pe);
+  HandleState* slot = cpu.Slot(error.cmd_id());
   for (Instance* inst : cpu.instances) {
-    if (!inst->outstanding.contains(error.cmd_id())) continue;
-    inst->outstanding.erase(error.cmd_id());
+    if (slot == nullptr || slot->owner != inst) continue;
+    slot->owner = nullptr;
+    --inst->outstanding;
     if (inst->state == Instance::State::kDone) continue;
     inst->state = Instance::State::kDone;  // stopped: its coroutine is not resumed again
     inst->waiting_what.clear();
@@ -1273,7 +1365,7 @@ void KernelRuntime::OnAccepted(uint32_t pe, const pb::IpcqAccepted& accepted) {
 
 void KernelRuntime::OnArrival(uint32_t pe, const pb::IpcqArrival& arrival) {
   Cpu& cpu = CpuOf(pe);
-  const std::string key = absl::StrCat("ipcq:", arrival.queue_unit());
+  const uint64_t key = kIpcqChannel | arrival.queue_unit();
   Channel& ch = cpu.channels[key];
   IncomingMessage* msg = nullptr;
   for (IncomingMessage& m : ch.messages) {
@@ -1298,7 +1390,7 @@ void KernelRuntime::OnArrival(uint32_t pe, const pb::IpcqArrival& arrival) {
 
 void KernelRuntime::OnNocDelivered(uint32_t pe, const pb::NocDelivered& delivered) {
   Cpu& cpu = CpuOf(pe);
-  const std::string key = absl::StrCat("noc:", delivered.src_pe());
+  const uint64_t key = delivered.src_pe();
   IncomingMessage& msg = cpu.channels[key].messages.emplace_back();
   msg.message_id = delivered.message_id();
   msg.src_pe = delivered.src_pe();

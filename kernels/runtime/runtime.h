@@ -115,13 +115,23 @@ struct Instance {
   std::coroutine_handle<> resume;     // where the coroutine continues
   std::shared_ptr<Invocation> pending;  // a call stalled before it issued
   uint64_t waiting_on = 0;            // handle (cmd / receive id) it waits for; 0 = none
-  std::string waiting_what;           // for StallRecords and deadlock reports
+  // What it waits on, rendered only for StallRecords (op log) and deadlock reports.
+  struct WaitWhat {
+    enum class Kind : uint8_t { kNone, kAutoWait, kWait, kAll, kCmd, kSend, kRecv };
+    Kind kind = Kind::kNone;
+    uint64_t id = 0;      // the command / receive / first outstanding handle
+    uint64_t count = 0;   // kAll: pending handles; kSend: destination PE
+    std::string what;     // kAutoWait, kCmd: the call ("math_EXP", "composite", ...)
+    Peer peer = Peer::Pe(0);  // kRecv: the source; kSend: its direction
+    bool empty() const { return kind == Kind::kNone; }
+    void clear() { kind = Kind::kNone; }
+  } waiting_what;
   bool waiting_all = false;
   bool waiting_send = false;          // an IPCQ send without credit
   uint64_t waiting_message = 0;
   SimTime wait_from;                  // cpu time the wait began
   bool real_wait_cost = true;         // pay resume_after_wait_cycles when it resumes
-  std::set<uint64_t> outstanding;     // its handles not yet complete
+  uint64_t outstanding = 0;           // its handles not yet complete (Cpu::HandleState::owner)
   std::string error;                  // set when it failed
   // Its share of the PE's scratch arena (several instances on one PE split it evenly, so
   // one's scope never releases another's temporaries): [scratch_base, scratch_limit).
@@ -151,15 +161,13 @@ class KernelRuntime {
   bool data_mode() const { return store_ != nullptr; }
 
   // ---- used by Tl ----
-  uint64_t NextCmdId(uint32_t pe) { return cpus_.at(pe).next_cmd++; }
+  uint64_t NextCmdId(uint32_t pe) { return CpuOf(pe).next_cmd++; }
   // Whether `handle` names a receive (recv / recv_async) posted on PE `pe`.
-  bool IsReceive(uint32_t pe, uint64_t handle) const {
-    return cpus_.at(pe).receives.contains(handle);
-  }
+  bool IsReceive(uint32_t pe, uint64_t handle) const { return CpuOf(pe).IsReceive(handle); }
   Tensor Allocate(Instance& inst, std::vector<uint64_t> shape, pb::DType dtype, Arena arena);
   uint64_t ScratchTop(const Instance& inst) const { return inst.scratch_top; }
   void LeaveScope(Instance& inst, uint64_t mark);
-  bool Done(uint32_t pe, uint64_t handle) const { return cpus_.at(pe).done.contains(handle); }
+  bool Done(uint32_t pe, uint64_t handle) const { return CpuOf(pe).IsDone(handle); }
   [[noreturn]] void Fail(Instance& inst, const std::string& reason);
   std::string PeName(uint32_t pe) const;
   const pb::IssueCostProfile& profile() const { return profile_; }
@@ -220,13 +228,24 @@ class KernelRuntime {
     std::string acc;                    // softmax_pv: its accumulator ("pe@addr")
   };
 
+  // Per handle (command or receive id, indexed by the id: ids are this CPU's next_cmd).
+  struct HandleState {
+    SimTime end;            // completion, when done
+    bool done = false;
+    bool receive = false;   // a receive posted here
+    Instance* owner = nullptr;  // the instance it is outstanding for (null once complete)
+  };
+
   struct Cpu {
     uint32_t pe = 0;
     sim::UnitId unit = 0;
     sim::UnitId scheduler = 0;
     SimTime cpu;
     uint64_t next_cmd = 1;
-    std::map<uint64_t, SimTime> done;  // completed handles
+    // By handle id. A deque: growing it never moves or reallocates a large block (a vector's
+    // doubling of a few KiB ran glibc's malloc_consolidate each time).
+    std::deque<HandleState> handles;
+    std::map<uint64_t, SimTime> done_other;  // completed ids this CPU never issued (none so far)
     std::vector<Instance*> instances;   // creation order
     bool running = false;
     SimTime hold_until;                 // no switch before this (run-ahead wait unresolved)
@@ -234,13 +253,31 @@ class KernelRuntime {
     uint64_t persistent_top = 0;
     uint64_t persistent_limit = 0;      // TCM top, minus the staging buffer (multi-request)
     uint64_t staged_bytes = 0;          // IPCQ staging in use (<= kDemuxStagingBytes)
-    std::map<uint64_t, std::pair<uint64_t, uint64_t>> writes;  // handle -> TCM [begin, end)
-    std::map<std::string, Channel> channels;  // "ipcq:<queue unit>" / "noc:<src pe>"
-    std::set<uint64_t> receives;        // handles of the receives posted here
+    // Pending TCM writes: (handle, [begin, end)), ascending by handle.
+    std::vector<std::pair<uint64_t, std::pair<uint64_t, uint64_t>>> writes;
+    std::map<uint64_t, Channel> channels;  // by ChannelKey: IPCQ queue unit / NOC source PE
     std::deque<HeldCommand> held;       // issued, waiting for receives (issue order)
+
+    bool IsDone(uint64_t h) const {
+      if (h < handles.size()) return handles[h].done;
+      return !done_other.empty() && done_other.contains(h);
+    }
+    // The completion of a done handle.
+    SimTime DoneAt(uint64_t h) const {
+      return h < handles.size() ? handles[h].end : done_other.at(h);
+    }
+    bool IsReceive(uint64_t h) const { return h < handles.size() && handles[h].receive; }
+    HandleState* Slot(uint64_t h) {
+      if (h >= next_cmd) return nullptr;
+      if (h >= handles.size()) handles.resize(h + 1);
+      return &handles[h];
+    }
   };
 
-  Cpu& CpuOf(uint32_t pe) { return cpus_.at(pe); }
+  Cpu& CpuOf(uint32_t pe) { return *cpu_by_pe_.at(pe); }
+  // `handle` (this CPU's id) is outstanding for `inst` until it completes or fails.
+  static void AddOutstanding(Cpu& cpu, Instance& inst, uint64_t handle);
+  const Cpu& CpuOf(uint32_t pe) const { return *cpu_by_pe_.at(pe); }
   // Hands every held command whose receives and held predecessors are done to the scheduler.
   void ReleaseHeld(Cpu& cpu);
   SimTime Now() const;
@@ -248,17 +285,20 @@ class KernelRuntime {
   SimTime CyclesTime(uint32_t c) const { return clock_->ToTime(sim::Cycles(c)); }
   // Returns true if the call has issued and the coroutine may continue right away.
   bool TryIssue(Instance& inst);
-  void Wait(Instance& inst, uint64_t handle, std::string what, SimTime from, bool cost);
+  void Wait(Instance& inst, uint64_t handle, Instance::WaitWhat what, SimTime from, bool cost);
+  // The text of a wait ("cmd 7 (composite)", "recv 9 from pe 1 (...) over the NOC", ...).
+  std::string WaitText(const Instance& inst) const;
   void Complete(uint32_t pe, uint64_t handle, SimTime end);
   void Wake(Instance& inst, SimTime end);
   void RunCpu(uint32_t pe);
   void Resume(Instance& inst);
   void Finish(Instance& inst);
-  std::string ChannelKey(uint32_t pe, const Peer& from) const;
+  // IPCQ: (1 << 32) | the queue unit; NOC: the source PE.
+  uint64_t ChannelKey(uint32_t pe, const Peer& from) const;
   // "pe 1 (sip0.cube0.pe1) over IPCQ queue sip0.cube0.pe1.ipcq.W", "pe 9 (...) over the NOC".
   std::string DescribePeer(uint32_t pe, const Peer& peer) const;
   // Matches the channel's messages to posted receives (and stages, see the contract).
-  void PumpChannel(uint32_t pe, const std::string& key);
+  void PumpChannel(uint32_t pe, uint64_t key);
   // Pops every arrived, unpopped chunk of `msg` at max(now, at, the channel's last pop).
   void PopArrived(Cpu& cpu, Channel& ch, IncomingMessage& msg, SimTime at);
   // Writes `msg` into `recv`'s buffer (data mode) and logs the receive; returns its handle.
@@ -279,6 +319,7 @@ class KernelRuntime {
   std::optional<sim::ClockDomain> clock_;
   pb::IssueCostProfile profile_;
   std::map<uint32_t, Cpu> cpus_;
+  std::vector<Cpu*> cpu_by_pe_;  // by global PE (null: no kernel there)
   std::vector<std::unique_ptr<Instance>> instances_;
   std::map<uint64_t, std::vector<uint8_t>> payloads_;  // message id -> bytes (data mode)
   std::map<sim::UnitId, int64_t> ipcq_unpopped_;  // per IPCQ queue: bytes sent - bytes popped
