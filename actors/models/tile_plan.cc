@@ -57,8 +57,13 @@ const char* TileOpKindName(TileOpKind kind) {
   return "?";
 }
 
-TilePlan PlanGemm(const GemmComposite& composite, const pb::Scheduler& scheduler,
-                  const pb::GemmEngine& gemm, const pb::MathEngine& math) {
+namespace {
+
+// PlanGemm into `plan`, keeping the capacity of plan.ops; `front` free slots are reserved
+// beyond the plan's own ops (PlanSoftmaxPv's merge op).
+void PlanGemmInto(const GemmComposite& composite, const pb::Scheduler& scheduler,
+                  const pb::GemmEngine& gemm, const pb::MathEngine& math, TilePlan& plan,
+                  size_t front) {
   const GemmComposite& c = composite;
   AHBM_CHECK(c.m > 0 && c.k > 0 && c.n > 0)
       << "empty composite m=" << c.m << " k=" << c.k << " n=" << c.n;
@@ -76,7 +81,12 @@ TilePlan PlanGemm(const GemmComposite& composite, const pb::Scheduler& scheduler
   const uint64_t tile_k = scheduler.tile_k();
   const uint64_t tile_n = scheduler.tile_n();
 
-  TilePlan plan;
+  {
+    std::vector<TileOp> ops = std::move(plan.ops);
+    ops.clear();
+    plan = TilePlan{};
+    plan.ops = std::move(ops);
+  }
   plan.m_tiles = TileCount(c.m, tile_m);
   plan.k_tiles = TileCount(c.k, tile_k);
   plan.n_tiles = TileCount(c.n, tile_n);
@@ -89,7 +99,7 @@ TilePlan PlanGemm(const GemmComposite& composite, const pb::Scheduler& scheduler
   // Every op below, counted up front: one allocation instead of a regrowth per doubling.
   {
     const size_t m = plan.m_tiles, k = plan.k_tiles, n = plan.n_tiles;
-    plan.ops.reserve(n * k + (load_a ? m * k : 0) + n * k * m +
+    plan.ops.reserve(front + n * k + (load_a ? m * k : 0) + n * k * m +
                      n * m * (c.epilogue.empty() ? 1 : 2));
   }
 
@@ -177,6 +187,19 @@ TilePlan PlanGemm(const GemmComposite& composite, const pb::Scheduler& scheduler
   if (c.a_home == TensorHome::kHbm) plan.hbm_read_bytes += plan.a_bytes;
   if (c.b_home == TensorHome::kHbm) plan.hbm_read_bytes += plan.b_bytes;
   if (c.out_home == TensorHome::kHbm) plan.hbm_write_bytes += plan.out_bytes;
+}
+
+}  // namespace
+
+void PlanGemm(const GemmComposite& composite, const pb::Scheduler& scheduler,
+              const pb::GemmEngine& gemm, const pb::MathEngine& math, TilePlan& plan) {
+  PlanGemmInto(composite, scheduler, gemm, math, plan, 0);
+}
+
+TilePlan PlanGemm(const GemmComposite& composite, const pb::Scheduler& scheduler,
+                  const pb::GemmEngine& gemm, const pb::MathEngine& math) {
+  TilePlan plan;
+  PlanGemmInto(composite, scheduler, gemm, math, plan, 0);
   return plan;
 }
 
@@ -189,8 +212,8 @@ std::vector<MathOpShape> SoftmaxMergeStages(uint64_t rows, uint64_t keys, uint64
   };
 }
 
-TilePlan PlanSoftmaxPv(const SoftmaxPvShape& shape, const pb::Scheduler& scheduler,
-                       const pb::GemmEngine& gemm, const pb::MathEngine& math) {
+void PlanSoftmaxPv(const SoftmaxPvShape& shape, const pb::Scheduler& scheduler,
+                   const pb::GemmEngine& gemm, const pb::MathEngine& math, TilePlan& plan) {
   AHBM_CHECK(shape.rows > 0 && shape.keys > 0 && shape.d > 0)
       << "empty softmax_pv rows=" << shape.rows << " keys=" << shape.keys << " d=" << shape.d;
   GemmComposite pv;
@@ -203,24 +226,27 @@ TilePlan PlanSoftmaxPv(const SoftmaxPvShape& shape, const pb::Scheduler& schedul
   pv.a_home = TensorHome::kTcm;
   pv.b_home = shape.v_home;
   pv.out_home = TensorHome::kTcm;
-  TilePlan gemm_plan = PlanGemm(pv, scheduler, gemm, math);
+  // The P·V ops in place (one slot spare for the merge), then shifted behind it.
+  PlanGemmInto(pv, scheduler, gemm, math, plan, 1);
+  for (TileOp& op : plan.ops) {
+    op.index += 1;
+    for (uint32_t& dep : op.deps) dep += 1;
+    if (op.kind == TileOpKind::kGemm && op.ki == 0) op.deps.insert(op.deps.begin(), 0);
+  }
 
   TileOp merge;
   merge.kind = TileOpKind::kSoftmaxMerge;
   merge.tile = {.m = shape.rows, .k = shape.keys, .n = 0};
   merge.math_stages = SoftmaxMergeStages(shape.rows, shape.keys, shape.d);
   merge.cycles = MathFusedCycles(math, merge.math_stages);
-
-  TilePlan plan = gemm_plan;
-  plan.ops.clear();
-  plan.ops.push_back(std::move(merge));
-  for (TileOp op : gemm_plan.ops) {
-    op.index += 1;
-    for (uint32_t& dep : op.deps) dep += 1;
-    if (op.kind == TileOpKind::kGemm && op.ki == 0) op.deps.insert(op.deps.begin(), 0);
-    plan.ops.push_back(std::move(op));
-  }
+  plan.ops.insert(plan.ops.begin(), std::move(merge));
   plan.epilogue_cycles = plan.ops[0].cycles;
+}
+
+TilePlan PlanSoftmaxPv(const SoftmaxPvShape& shape, const pb::Scheduler& scheduler,
+                       const pb::GemmEngine& gemm, const pb::MathEngine& math) {
+  TilePlan plan;
+  PlanSoftmaxPv(shape, scheduler, gemm, math, plan);
   return plan;
 }
 

@@ -136,6 +136,10 @@ struct TilePlan {
 
 TilePlan PlanGemm(const GemmComposite& composite, const pb::Scheduler& scheduler,
                   const pb::GemmEngine& gemm, const pb::MathEngine& math);
+// The same into `plan`, replacing its contents but keeping plan.ops's capacity (a caller that
+// plans often reuses one buffer instead of allocating the op vector each time).
+void PlanGemm(const GemmComposite& composite, const pb::Scheduler& scheduler,
+              const pb::GemmEngine& gemm, const pb::MathEngine& math, TilePlan& plan);
 
 // opt2's ex_composite("softmax_pv", s, v, acc, scale) (ADR-0060 rev2 §3, DESIGN §4) on
 // s[rows, keys] (fp32), v[keys, d] and the fp32 accumulator (m[rows], l[rows], O[rows, d]).
@@ -161,6 +165,9 @@ std::vector<MathOpShape> SoftmaxMergeStages(uint64_t rows, uint64_t keys, uint64
 // the rescaled O, so no epilogue and no write-out cost. epilogue_cycles holds the merge cycles.
 TilePlan PlanSoftmaxPv(const SoftmaxPvShape& shape, const pb::Scheduler& scheduler,
                        const pb::GemmEngine& gemm, const pb::MathEngine& math);
+// The same into `plan`, keeping plan.ops's capacity (see PlanGemm).
+void PlanSoftmaxPv(const SoftmaxPvShape& shape, const pb::Scheduler& scheduler,
+                   const pb::GemmEngine& gemm, const pb::MathEngine& math, TilePlan& plan);
 
 // The decode reduce's log-sum-exp merge (ADR-0060 rev2 §4), stage by stage exactly the 11
 // primitive ops of kernels/attention/lse_merge.cc (R = rows, D = d):

@@ -172,6 +172,10 @@ void PeScheduler::Admit(Cmd& c) {
   c.admitted = true;
   const pb::Scheduler& sched = config_.scheduler();
   pb::TensorRef a, b, out;
+  if (c.kind != Kind::kLseMerge && !free_plan_ops_.empty()) {  // a finished command's buffer
+    c.plan.ops = std::move(free_plan_ops_.back());
+    free_plan_ops_.pop_back();
+  }
   switch (c.kind) {
     case Kind::kComposite: {
       a = c.composite->a();
@@ -179,14 +183,14 @@ void PeScheduler::Admit(Cmd& c) {
       out = c.composite->out();
       GemmComposite g = CompositeOf(a, b, out);
       for (const pb::EpilogueStage& s : c.composite->epilogue()) g.epilogue.push_back(s.op());
-      c.plan = PlanGemm(g, sched, config_.gemm(), config_.math());
+      PlanGemm(g, sched, config_.gemm(), config_.math(), c.plan);
       break;
     }
     case Kind::kDot:
       a = c.dot->a();
       b = c.dot->b();
       out = c.dot->out();
-      c.plan = PlanGemm(CompositeOf(a, b, out), sched, config_.gemm(), config_.math());
+      PlanGemm(CompositeOf(a, b, out), sched, config_.gemm(), config_.math(), c.plan);
       break;
     case Kind::kSoftmaxPv: {
       const pb::SoftmaxPvCmd& s = *c.softmax_pv;
@@ -196,7 +200,7 @@ void PeScheduler::Admit(Cmd& c) {
       shape.d = s.v().shape(1);
       shape.v_element_bytes = Bytes(DTypeBytes(s.v().dtype()));
       shape.v_home = HomeOf(s.v());
-      c.plan = PlanSoftmaxPv(shape, sched, config_.gemm(), config_.math());
+      PlanSoftmaxPv(shape, sched, config_.gemm(), config_.math(), c.plan);
       b = s.v();
       break;
     }
@@ -445,8 +449,15 @@ void PeScheduler::OnDmaError(const pb::DmaError& error) {
   const Cmd& c = cmds_.at(piece.cmd_id);
   Fail(c.requester, c.cmd_id, error.message());
   std::erase(live_, &c);
+  RecyclePlan(cmds_.at(piece.cmd_id));
   cmds_.erase(piece.cmd_id);
   if (dma_replies_pending_ == 0) Step();
+}
+
+void PeScheduler::RecyclePlan(Cmd& c) {
+  if (c.plan.ops.capacity() == 0 || free_plan_ops_.size() >= kMaxFreePlans) return;
+  c.plan.ops.clear();
+  free_plan_ops_.push_back(std::move(c.plan.ops));
 }
 
 // ---- stepping ----
@@ -473,6 +484,7 @@ void PeScheduler::Step() {
       IssueWriteOuts(*c);
       if (TryComplete(*c)) {
         const uint64_t id = c->cmd_id;
+        RecyclePlan(*c);
         c = nullptr;
         cmds_.erase(id);
         any_completed = true;

@@ -143,6 +143,9 @@ class PeScheduler {
   // Sends one DMA, or adds it to the open batch (see Admit).
   void SendDma(Cmd& c, pb::DmaCmd dma, uint32_t tile_index, bool whole_command);
   void FlushBatch();
+  // Keeps a finished command's plan.ops buffer (cleared) for the next Admit, up to
+  // kMaxFreePlans of them.
+  void RecyclePlan(Cmd& c);
   void PieceDone(const pb::Completion& done);
   void AddExternalWait(OpId op, int count);
   void ResolveExternal(OpId op, SimTime ready);
@@ -188,6 +191,8 @@ class PeScheduler {
   int dma_replies_pending_ = 0;
   std::shared_ptr<pb::DmaBatch> batch_;  // open while Admit sends a command's operand loads
   std::map<std::string, uint64_t> last_on_acc_;  // softmax_pv chain: acc -> last cmd_id
+  static constexpr size_t kMaxFreePlans = 4;
+  std::vector<std::vector<TileOp>> free_plan_ops_;  // cleared op buffers of completed commands
   uint64_t wake_version_ = 0;
   std::optional<SimTime> wake_at_;
 };
