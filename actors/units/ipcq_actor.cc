@@ -48,12 +48,12 @@ void Announce(IpcqActorState& st, Engine* engine, UnitId self_id,
 
 }  // namespace
 
-caf::behavior IpcqBehavior(IpcqActor* self, Engine* engine, UnitId self_id, pb::Chip chip,
-                           uint32_t pe, topology::Dir dir) {
+caf::behavior IpcqBehavior(IpcqActor* self, Engine* engine, UnitId self_id, const pb::Ipcq& ipcq,
+                           const topology::ChipIndex& index, uint32_t pe, topology::Dir dir) {
   IpcqActorState& init = self->state;
-  init.model.emplace(chip.sip().cube().ipcq());
-  init.chunk_bytes = chip.sip().cube().ipcq().chunk_bytes();
-  init.index.emplace(chip);
+  init.model.emplace(ipcq);
+  init.chunk_bytes = ipcq.chunk_bytes();
+  init.index.emplace(index);
   init.unit_name = init.index->Name(topology::UnitId(self_id));
   init.pe = pe;
   const topology::PeId id = init.index->PeOf(pe);
@@ -124,7 +124,8 @@ caf::behavior IpcqBehavior(IpcqActor* self, Engine* engine, UnitId self_id, pb::
 caf::actor StartIpcqActor(Engine& engine, const pb::Chip& chip, uint32_t pe, topology::Dir dir) {
   const topology::ChipIndex index(chip);
   const UnitId id = index.IpcqUnit(index.PeOf(pe), dir).value();
-  caf::actor actor = engine.system().spawn(IpcqBehavior, &engine, id, chip, pe, dir);
+  caf::actor actor =
+      engine.system().spawn(IpcqBehavior, &engine, id, chip.sip().cube().ipcq(), index, pe, dir);
   engine.Register(id, index.Name(topology::UnitId(id)), actor);
   return actor;
 }

@@ -73,7 +73,7 @@ struct IpcqActorState {
   uint32_t pe = 0;                       // global index of the sending PE
   std::optional<uint32_t> neighbour;     // global index of the receiving PE; none at the mesh edge
   std::map<uint64_t, Message> messages;  // by message_id
-  std::deque<uint64_t> fifo;             // message ids, oldest (the receiver's head) first
+  Fifo<uint64_t> fifo;                   // message ids, oldest (the receiver's head) first
   uint64_t sent_messages = 0;            // IpcqSends accepted
 
   const IpcqStats& stats() const { return model->stats(); }
@@ -81,10 +81,11 @@ struct IpcqActorState {
 using IpcqActor = caf::stateful_actor<IpcqActorState>;
 
 // The behavior of the queue of global PE `pe` in direction `dir`, unit `self_id`; spawn with
-// `engine.system().spawn(IpcqBehavior, &engine, self_id, chip, pe, dir)`. `chip` must be
-// validated.
-caf::behavior IpcqBehavior(IpcqActor* self, Engine* engine, UnitId self_id, pb::Chip chip,
-                           uint32_t pe, topology::Dir dir);
+// `engine.system().spawn(IpcqBehavior, &engine, self_id, chip.sip().cube().ipcq(),
+// topology::ChipIndex(chip), pe, dir)`. `chip` must be validated. Only the queue's config and
+// the (small) chip index are passed, not the whole chip: a chip has thousands of queues.
+caf::behavior IpcqBehavior(IpcqActor* self, Engine* engine, UnitId self_id, const pb::Ipcq& ipcq,
+                           const topology::ChipIndex& index, uint32_t pe, topology::Dir dir);
 
 // Spawns the queue actor of global PE `pe`, direction `dir`, registers it as unit
 // ChipIndex::IpcqUnit(pe, dir) under its ChipIndex name, and returns its handle.
