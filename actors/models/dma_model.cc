@@ -59,6 +59,12 @@ const char* SpaceName(pb::MemorySpace space) {
   }
 }
 
+// "cmd 7 (HBM -> TCM)": the context of a DMA command's error messages.
+std::string CmdText(const pb::DmaCmd& cmd) {
+  return absl::StrCat("cmd ", cmd.cmd_id(), " (", SpaceName(cmd.src().space()), " -> ",
+                      SpaceName(cmd.dst().space()), ")");
+}
+
 }  // namespace
 
 DmaModel::DmaModel(const pb::Chip& chip, uint32_t pe)
@@ -107,32 +113,35 @@ void DmaModel::AddChunks(uint64_t first, uint64_t last, std::vector<uint64_t>& p
 }
 
 absl::StatusOr<DmaPlan> DmaModel::PlanHbm(const HbmTensor& tensor, DmaKind kind) const {
-  return PlanHbmWithContext(tensor, kind, /*context=*/"");
+  return PlanHbmWithContext(tensor, kind, /*cmd=*/nullptr);
 }
 
 absl::StatusOr<DmaPlan> DmaModel::PlanHbmWithContext(const HbmTensor& tensor, DmaKind kind,
-                                                     const std::string& context) const {
+                                                     const pb::DmaCmd* cmd) const {
   AHBM_CHECK(kind != DmaKind::kTcmCopy) << "PlanHbm called for a TCM copy";
   const uint64_t base = tensor.base.value();
   const uint64_t elem = tensor.element_bytes.value();
-  const std::string where = absl::StrCat(context, context.empty() ? "" : ": ", "HBM address ",
-                                         Hex(base), " of pe ", tensor.owner_pe);
+  // Error paths only: no string work for a DMA that plans cleanly.
+  const auto where = [&] {
+    return absl::StrCat(cmd != nullptr ? CmdText(*cmd) : std::string(), cmd != nullptr ? ": " : "",
+                        "HBM address ", Hex(base), " of pe ", tensor.owner_pe);
+  };
   if (!tensor.strides.empty() && tensor.strides.size() != tensor.shape.size()) {
-    return Invalid(index_, pe_, where, ": strides ", ShapeText(tensor.strides), " has ",
+    return Invalid(index_, pe_, where(), ": strides ", ShapeText(tensor.strides), " has ",
                    tensor.strides.size(), " entries but shape ", ShapeText(tensor.shape), " has ",
                    tensor.shape.size());
   }
   if (elem == 0 || std::find(tensor.shape.begin(), tensor.shape.end(), 0) != tensor.shape.end()) {
-    return Invalid(index_, pe_, where, ": zero-sized request (shape ", ShapeText(tensor.shape),
+    return Invalid(index_, pe_, where(), ": zero-sized request (shape ", ShapeText(tensor.shape),
                    ", element ", elem, " B)");
   }
   if (tensor.owner_pe >= index_.num_pes()) {
-    return Invalid(index_, pe_, where, ": no such PE (the chip has ", index_.num_pes(), " PEs)");
+    return Invalid(index_, pe_, where(), ": no such PE (the chip has ", index_.num_pes(), " PEs)");
   }
   const topology::PeId issuer = index_.PeOf(pe_);
   const topology::PeId owner = index_.PeOf(tensor.owner_pe);
   if (owner.cube_id() != issuer.cube_id()) {
-    return Invalid(index_, pe_, where, " belongs to ", PeName(index_, tensor.owner_pe),
+    return Invalid(index_, pe_, where(), " belongs to ", PeName(index_, tensor.owner_pe),
                    " in another CUBE; a DMA reaches only its own CUBE's HBM channels, so the "
                    "data must travel over the NOC");
   }
@@ -148,7 +157,7 @@ absl::StatusOr<DmaPlan> DmaModel::PlanHbmWithContext(const HbmTensor& tensor, Dm
     dims[i].stride = tensor.strides.empty() ? static_cast<uint64_t>(std::min(dense, kBeyond - 1))
                                             : tensor.strides[i];
     if (dims[i].stride == 0 && dims[i].size > 1) {
-      return Invalid(index_, pe_, where, ": dim ", i, " of shape ", ShapeText(tensor.shape),
+      return Invalid(index_, pe_, where(), ": dim ", i, " of shape ", ShapeText(tensor.shape),
                      " has stride 0 (a broadcast), which is not a DMA transfer");
     }
     dense = std::min(dense * dims[i].size, kBeyond);
@@ -159,7 +168,8 @@ absl::StatusOr<DmaPlan> DmaModel::PlanHbmWithContext(const HbmTensor& tensor, Dm
   if (end > region_bytes_.value()) {
     const std::string end_text =
         end == kBeyond ? std::string("beyond 2^64") : Hex(static_cast<uint64_t>(end));
-    return Invalid(index_, pe_, where, ": the tensor (shape ", ShapeText(tensor.shape), ", strides ",
+    return Invalid(index_, pe_, where(), ": the tensor (shape ", ShapeText(tensor.shape),
+                   ", strides ",
                    tensor.strides.empty() ? std::string("dense") : ShapeText(tensor.strides),
                    ", element ", elem, " B) spans [", Hex(base), ", ", end_text,
                    "), outside the PE's HBM region [0x0, ", Hex(region_bytes_.value()), ")");
@@ -242,23 +252,22 @@ absl::StatusOr<DmaPlan> DmaModel::PlanTcmCopy(Bytes bytes) const {
 absl::StatusOr<DmaPlan> DmaModel::Plan(const pb::DmaCmd& cmd) const {
   const pb::TensorRef& src = cmd.src();
   const pb::TensorRef& dst = cmd.dst();
-  const std::string what = absl::StrCat("cmd ", cmd.cmd_id(), " (", SpaceName(src.space()), " -> ",
-                                        SpaceName(dst.space()), ")");
+  const auto what = [&cmd] { return CmdText(cmd); };  // error paths only
   const uint64_t elem = DTypeBytes(src.dtype());
   if (elem == 0 || src.dtype() != dst.dtype()) {
-    return Invalid(index_, pe_, what, ": src and dst must have one dtype, BF16 or FP32 (got ",
+    return Invalid(index_, pe_, what(), ": src and dst must have one dtype, BF16 or FP32 (got ",
                    pb::DType_Name(src.dtype()), " and ", pb::DType_Name(dst.dtype()), ")");
   }
   const u128 elements = Elements(src);
   if (elements != Elements(dst)) {
-    return Invalid(index_, pe_, what, ": src shape ",
+    return Invalid(index_, pe_, what(), ": src shape ",
                    ShapeText({src.shape().begin(), src.shape().end()}), " and dst shape ",
                    ShapeText({dst.shape().begin(), dst.shape().end()}),
                    " hold different numbers of elements");
   }
   for (const pb::TensorRef* tcm : {&src, &dst}) {
     if (tcm->space() == pb::TCM && tcm->pe() != pe_) {
-      return Invalid(index_, pe_, what, ": TCM of pe ", tcm->pe(),
+      return Invalid(index_, pe_, what(), ": TCM of pe ", tcm->pe(),
                      " is not this PE's; a DMA reaches only its own PE's TCM");
     }
   }
@@ -270,19 +279,19 @@ absl::StatusOr<DmaPlan> DmaModel::Plan(const pb::DmaCmd& cmd) const {
                      {ref.strides().begin(), ref.strides().end()}};
   };
   if (src.space() == pb::HBM && dst.space() == pb::TCM) {
-    return PlanHbmWithContext(hbm_tensor(src), DmaKind::kHbmRead, what);
+    return PlanHbmWithContext(hbm_tensor(src), DmaKind::kHbmRead, &cmd);
   }
   if (src.space() == pb::TCM && dst.space() == pb::HBM) {
-    return PlanHbmWithContext(hbm_tensor(dst), DmaKind::kHbmWrite, what);
+    return PlanHbmWithContext(hbm_tensor(dst), DmaKind::kHbmWrite, &cmd);
   }
   if (src.space() == pb::TCM && dst.space() == pb::TCM) {
-    if (elements == 0) return Invalid(index_, pe_, what, ": zero-sized TCM copy");
+    if (elements == 0) return Invalid(index_, pe_, what(), ": zero-sized TCM copy");
     if (elements * elem > u128{std::numeric_limits<uint64_t>::max()}) {
-      return Invalid(index_, pe_, what, ": TCM copy larger than 2^64 bytes");
+      return Invalid(index_, pe_, what(), ": TCM copy larger than 2^64 bytes");
     }
     return PlanTcmCopy(Bytes(static_cast<uint64_t>(elements * elem)));
   }
-  return Invalid(index_, pe_, what,
+  return Invalid(index_, pe_, what(),
                  ": only HBM -> TCM, TCM -> HBM and TCM -> TCM copies are modelled");
 }
 

@@ -169,9 +169,10 @@ class DmaModel {
   const DmaStats& stats() const { return stats_; }
 
  private:
-  // PlanHbm, with `context` (may be empty) put before the reason in error messages.
+  // PlanHbm; with `cmd` non-null, its CmdText is put before the reason in error messages (the
+  // text is built only on an error).
   absl::StatusOr<DmaPlan> PlanHbmWithContext(const HbmTensor& tensor, DmaKind kind,
-                                             const std::string& context) const;
+                                             const pb::DmaCmd* cmd) const;
   // Adds chunks [first, last] of a region (chunk index from local address 0) to `per_channel`
   // (indexed by channel within the owner's channels).
   void AddChunks(uint64_t first, uint64_t last, std::vector<uint64_t>& per_channel) const;
