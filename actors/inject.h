@@ -52,6 +52,15 @@ class ProgramBuilder {
 CpuProgram DmaThenGemmStream(uint32_t pe, uint64_t dma_bytes, uint64_t m, uint64_t k, uint64_t n,
                              int count, uint64_t hbm_base = 0, uint64_t first_cmd_id = 1);
 
+// The "second stream arriving mid-way" pair (PEs 0 and 1 of CUBE 0): PE 0 runs a long
+// composite whose B pieces stream from its HBM (K = 16 tile_k, N = 4 tile_n), a blocking MATH op,
+// then four TCM-only composites; PE 1 meanwhile reads 1 MiB from PE 0's channels, slowing PE 0's
+// pieces so the younger composites fill the long one's gaps.
+struct MidWayPrograms {
+  CpuProgram pe0, pe1;
+};
+MidWayPrograms MidWayStreamPrograms(uint64_t tile_k, uint64_t tile_n);
+
 }  // namespace ahbm::sim::inject
 
 #endif  // AHBMSIM_ACTORS_INJECT_H_

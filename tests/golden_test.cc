@@ -234,21 +234,10 @@ StreamSpec MidWayStream(bool per_tile_events) {
   spec.programs = [](const pb::Chip& chip) {
     const uint64_t tile_k = chip.sip().cube().pe().scheduler().tile_k();
     const uint64_t tile_n = chip.sip().cube().pe().scheduler().tile_n();
-    ProgramBuilder p0;
-    const uint64_t k = 16 * tile_k, n = 4 * tile_n;
-    p0.Composite(Tcm(0, 0, pb::BF16, {8, k}), Hbm(0, 0, pb::BF16, {k, n}),
-                 Tcm(0, 1 << 20, pb::FP32, {8, n}), {pb::SCALE});
-    p0.Math(pb::EXP, {Tcm(0, 0, pb::FP32, {8, 1024})}, Tcm(0, 2 << 20, pb::FP32, {8, 1024}));
-    for (int i = 0; i < 4; ++i) {
-      p0.Composite(Tcm(0, 0, pb::BF16, {8, 128}), Tcm(0, 3 << 20, pb::BF16, {128, 256}),
-                   Tcm(0, (3 << 20) + 65536 + i * 8192, pb::FP32, {8, 256}));
-    }
-    ProgramBuilder p1;
-    p1.Math(pb::EXP, {Tcm(1, 0, pb::FP32, {8, 512})}, Tcm(1, 65536, pb::FP32, {8, 512}));
-    p1.Dma(Hbm(0, 8 << 20, pb::BF16, {1 << 19}), Tcm(1, 1 << 20, pb::BF16, {1 << 19}));
+    sim::inject::MidWayPrograms mid = sim::inject::MidWayStreamPrograms(tile_k, tile_n);
     std::vector<std::pair<uint32_t, CpuProgram>> out;
-    out.emplace_back(0, p0.Build());
-    out.emplace_back(1, p1.Build());
+    out.emplace_back(0, std::move(mid.pe0));
+    out.emplace_back(1, std::move(mid.pe1));
     return out;
   };
   return spec;

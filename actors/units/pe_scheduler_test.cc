@@ -481,21 +481,6 @@ TEST_F(SchedulerTest, ClosedFormEqualsPerTileSimulation) {
 // the younger composites fill the gaps. The closed form re-plans at each arrival and must give
 // exactly the per-tile simulation's starts and ends.
 TEST_F(SchedulerTest, SecondStreamMidWayReplansLikePerTileSimulation) {
-  const auto programs = [&] {
-    ProgramBuilder p0;
-    const uint64_t k = 16 * tile_k_, n = 4 * tile_n_;
-    p0.Composite(Tcm(0, 0, pb::BF16, {8, k}), Hbm(0, 0, pb::BF16, {k, n}),
-                 Tcm(0, 1 << 20, pb::FP32, {8, n}), {pb::SCALE});
-    p0.Math(pb::EXP, {Tcm(0, 0, pb::FP32, {8, 1024})}, Tcm(0, 2 << 20, pb::FP32, {8, 1024}));
-    for (int i = 0; i < 4; ++i) {
-      p0.Composite(Tcm(0, 0, pb::BF16, {8, 128}), Tcm(0, 3 << 20, pb::BF16, {128, 256}),
-                   Tcm(0, (3 << 20) + 65536 + i * 8192, pb::FP32, {8, 256}));
-    }
-    ProgramBuilder p1;
-    p1.Math(pb::EXP, {Tcm(1, 0, pb::FP32, {8, 512})}, Tcm(1, 65536, pb::FP32, {8, 512}));
-    p1.Dma(Hbm(0, 8 << 20, pb::BF16, {1 << 19}), Tcm(1, 1 << 20, pb::BF16, {1 << 19}));
-    return std::make_pair(p0.Build(), p1.Build());
-  };
   const auto run = [&](bool per_tile) {
     ChipSimOptions options;
     options.cubes = {0};
@@ -503,9 +488,9 @@ TEST_F(SchedulerTest, SecondStreamMidWayReplansLikePerTileSimulation) {
     options.per_tile_detail = true;
     auto sim = ChipSim::Create(chip_, options);
     EXPECT_TRUE(sim.ok());
-    auto [p0, p1] = programs();
-    EXPECT_TRUE((*sim)->SetProgram(0, std::move(p0)).ok());
-    EXPECT_TRUE((*sim)->SetProgram(1, std::move(p1)).ok());
+    inject::MidWayPrograms mid = inject::MidWayStreamPrograms(tile_k_, tile_n_);
+    EXPECT_TRUE((*sim)->SetProgram(0, std::move(mid.pe0)).ok());
+    EXPECT_TRUE((*sim)->SetProgram(1, std::move(mid.pe1)).ok());
     SimRun r;
     r.sim = std::move(*sim);
     r.status = r.sim->Run();
