@@ -34,6 +34,7 @@
 #include "absl/status/statusor.h"
 #include "actors/engine.h"
 #include "actors/models/link_network_model.h"
+#include "actors/units/hbm_channel_actor.h"
 #include "caf/actor.hpp"
 #include "actors/observe/op_log.h"
 #include "actors/units/pe_cpu_actor.h"
@@ -88,6 +89,7 @@ class ChipSim {
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<observe::OpLog> op_log_;
   std::unique_ptr<UnitContext> ctx_;
+  std::unique_ptr<HbmChannelTable> hbm_channels_;
   std::unique_ptr<LinkNetworkModel> network_;
   std::map<UnitId, caf::actor> ipcqs_;  // by queue unit: stats, credit
   std::vector<std::pair<UnitId, caf::actor>> routers_, ucies_;  // for their stats

@@ -8,10 +8,10 @@
 // so one chunk lies on exactly one channel.
 //
 // Ports (of the actor that wraps it): in `DmaCmd` -> Plan(cmd), then Execute(plan, now, the
-// CUBE's channel models) when the actor can reach them, and a `Completion` at timing.done. With
-// one actor per channel instead, send one `HbmRequest` per DmaChannelShare at issue (its bytes
-// = the share's charged bytes) and finish at max over responses of (response time +
-// ExtraLatency(plan)): the same numbers as Execute.
+// CUBE's channel models), and a `Completion` at timing.done. The DMA actor serves each
+// DmaChannelShare on the CUBE's shared channel servers instead (its bytes = the share's charged
+// bytes) and finishes at max over the grants of (done + ExtraLatency(plan)): the same numbers
+// as Execute.
 //
 // Contract — address map:
 // - A CUBE's HBM is split evenly over its PEs. PE p (index inside its CUBE) owns the region of

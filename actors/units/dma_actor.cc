@@ -1,10 +1,12 @@
 #include "actors/units/dma_actor.h"
 
 #include <algorithm>
+#include <vector>
 #include <memory>
 #include <string>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "actors/pb_message.h"
@@ -62,33 +64,36 @@ void Record(UnitContext* ctx, DmaActorState& st, UnitId self_id, uint64_t cmd_id
   ctx->op_log->AddOp(std::move(rec));
 }
 
-// A planned HBM command waiting for its channels' grants.
-DmaActorState::Pending& StartPending(DmaActorState& st, uint64_t cmd_id, UnitId requester,
-                                     const DmaPlan& plan, SimTime now, uint64_t batch) {
-  DmaActorState::Pending& p = st.pending[cmd_id];
-  p.requester = requester;
-  p.extra = st.model->ExtraLatency(plan);
-  p.end = now;
-  p.issue = now;
-  p.kind = plan.kind;
-  p.bytes = plan.useful_bytes.value();
-  p.batch = batch;
-  return p;
+// What the channels granted one HBM command.
+struct Served {
+  SimTime start = SimTime::Max();
+  SimTime end;
+  UnitId last_channel = 0;  // the highest channel unit id that served it
+};
+
+// Serves every channel share of `plan` at `now`, in ascending channel order (folded requests).
+Served ServeShares(DmaActorState& st, const DmaPlan& plan, SimTime now) {
+  const HbmOp op = plan.kind == DmaKind::kHbmWrite ? HbmOp::kWrite : HbmOp::kRead;
+  const SimTime extra = st.model->ExtraLatency(plan);
+  Served served;
+  served.end = now;
+  for (const DmaChannelShare& share : plan.channels) {
+    const UnitId channel = st.index->HbmChannelUnit(plan.cube, share.channel).value();
+    const HbmGrant grant = st.channels->At(channel).Serve(now, share.bytes, op);
+    served.start = std::min(served.start, grant.start);
+    served.end = std::max(served.end, grant.done + extra);
+    served.last_channel = std::max(served.last_channel, channel);
+  }
+  return served;
 }
 
-// One grant of command `cmd_id` from `channel`: true when the command has all its grants.
-bool Grant(DmaActorState& st, UnitId self_id, uint64_t cmd_id, UnitId channel, SimTime start,
-           SimTime done) {
-  auto it = st.pending.find(cmd_id);
-  AHBM_CHECK(it != st.pending.end())
-      << "DMA unit " << self_id << ": HbmResponse for cmd " << cmd_id << ", which is not in flight";
-  DmaActorState::Pending& p = it->second;
-  AHBM_CHECK(p.outstanding.erase(channel) == 1)
-      << "DMA unit " << self_id << ": unexpected HbmResponse from channel unit " << channel
-      << " for cmd " << cmd_id;
-  p.start = std::min(p.start, start);
-  p.end = std::max(p.end, done + p.extra);
-  return p.outstanding.empty();
+// True while an earlier command with this id ends after `now`; prunes ended ones now and then.
+bool InFlight(DmaActorState& st, uint64_t cmd_id, SimTime now) {
+  if (st.in_flight.size() >= 256) {
+    absl::erase_if(st.in_flight, [now](const auto& entry) { return entry.second <= now; });
+  }
+  auto it = st.in_flight.find(cmd_id);
+  return it != st.in_flight.end() && it->second > now;
 }
 
 }  // namespace
@@ -113,15 +118,18 @@ uint64_t SpanUnion::Add(uint64_t start, uint64_t end) {
 }
 
 caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, pb::Chip chip,
-                          uint32_t pe, UnitContext* ctx) {
+                          uint32_t pe, HbmChannelTable* channels, UnitContext* ctx) {
+  AHBM_CHECK(channels != nullptr) << "DMA unit " << self_id << " without HBM channels";
   self->state.model.emplace(chip, pe);
   self->state.index.emplace(chip);
+  self->state.channels = channels;
   return {
       [self, engine, self_id, ctx](const std::shared_ptr<const pb::DmaCmd>& cmd) {
         DmaActorState& st = self->state;
         const UnitId requester = engine->current_src();
         const uint64_t cmd_id = cmd->cmd_id();
-        if (st.pending.contains(cmd_id)) {
+        const SimTime now = engine->now();
+        if (InFlight(st, cmd_id, now)) {
           SendError(engine, self_id, requester, cmd_id,
                     absl::StrCat("DMA of pe ", st.model->pe(), ": cmd ", cmd_id,
                                  " is already in flight on this DMA"));
@@ -133,119 +141,80 @@ caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, pb::Ch
           return;
         }
         if (plan->kind == DmaKind::kTcmCopy) {
-          const DmaTiming timing = st.model->Execute(*plan, engine->now(), {});
+          const DmaTiming timing = st.model->Execute(*plan, now, {});
           SendCompletion(engine, self_id, requester, cmd_id, timing.start, timing.done);
-          Record(ctx, st, self_id, cmd_id, plan->kind, plan->useful_bytes.value(), engine->now(),
+          Record(ctx, st, self_id, cmd_id, plan->kind, plan->useful_bytes.value(), now,
                  timing.start, timing.done);
           return;
         }
         AHBM_CHECK(!plan->channels.empty()) << "HBM plan without channels, cmd " << cmd_id;
-        DmaActorState::Pending& p = StartPending(st, cmd_id, requester, *plan, engine->now(), 0);
-        const bool write = plan->kind == DmaKind::kHbmWrite;
-        for (const DmaChannelShare& share : plan->channels) {  // ascending channel order
-          const UnitId channel = st.index->HbmChannelUnit(plan->cube, share.channel).value();
-          p.outstanding.insert(channel);
-          auto req = std::make_shared<pb::HbmRequest>();
-          req->set_request_id(cmd_id);
-          req->set_channel(channel);
-          req->set_bytes(share.bytes.value());
-          req->set_write(write);
-          engine->Send(self_id, SimTime(0), channel,
-                       std::shared_ptr<const pb::HbmRequest>(std::move(req)));
-        }
+        const Served served = ServeShares(st, *plan, now);
+        st.in_flight[cmd_id] = served.end;
+        Record(ctx, st, self_id, cmd_id, plan->kind, plan->useful_bytes.value(), now,
+               served.start, served.end);
+        SendCompletion(engine, self_id, requester, cmd_id, served.start, served.end);
       },
-      [self, engine, self_id, ctx](const std::shared_ptr<const pb::HbmResponse>& resp) {
-        DmaActorState& st = self->state;
-        std::vector<uint64_t> finished;
-        if (resp->parts_size() == 0) {
-          if (Grant(st, self_id, resp->request_id(), resp->channel(), SimTime(resp->start_ps()),
-                    SimTime(resp->done_ps()))) {
-            finished.push_back(resp->request_id());
-          }
-        } else {
-          for (const pb::HbmPartGrant& g : resp->parts()) {
-            if (Grant(st, self_id, g.request_id(), resp->channel(), SimTime(g.start_ps()),
-                      SimTime(g.done_ps()))) {
-              finished.push_back(g.request_id());
-            }
-          }
-        }
-        for (uint64_t cmd_id : finished) {
-          auto it = st.pending.find(cmd_id);
-          DmaActorState::Pending& p = it->second;
-          Record(ctx, st, self_id, cmd_id, p.kind, p.bytes, p.issue, p.start, p.end);
-          if (p.batch == 0) {
-            SendCompletion(engine, self_id, p.requester, cmd_id, p.start, p.end);
-          } else {
-            DmaActorState::Batch& b = st.batches.at(p.batch);
-            pb::Completion& c = b.done[cmd_id];
-            c.set_cmd_id(cmd_id);
-            c.set_unit(self_id);
-            c.set_start_ps(p.start.value());
-            c.set_end_ps(p.end.value());
-            if (b.done.size() == b.cmds.size()) {
-              auto msg = std::make_shared<pb::DmaBatchDone>();
-              msg->set_batch_id(p.batch);
-              for (uint64_t id : b.cmds) *msg->add_done() = b.done.at(id);
-              engine->Send(self_id, SimTime(0), b.requester,
-                           std::shared_ptr<const pb::DmaBatchDone>(std::move(msg)));
-              st.batches.erase(p.batch);
-            }
-          }
-          st.pending.erase(it);
-        }
-      },
-      [self, engine, self_id](const std::shared_ptr<const pb::DmaBatch>& batch) {
+      [self, engine, self_id, ctx](const std::shared_ptr<const pb::DmaBatch>& batch) {
         DmaActorState& st = self->state;
         const UnitId requester = engine->current_src();
-        AHBM_CHECK(batch->cmds_size() > 0 && !st.batches.contains(batch->batch_id()))
-            << "DMA unit " << self_id << ": empty or repeated batch " << batch->batch_id();
-        DmaActorState::Batch& b = st.batches[batch->batch_id()];
-        b.requester = requester;
-        // Per channel unit (ascending = channel order): the parts, in batch order.
-        std::map<UnitId, pb::HbmRequest> requests;
+        const SimTime now = engine->now();
+        AHBM_CHECK(batch->cmds_size() > 0)
+            << "DMA unit " << self_id << ": empty batch " << batch->batch_id();
+        struct Done {
+          uint64_t cmd_id;
+          uint64_t bytes;
+          Served served;
+        };
+        std::vector<Done> done;
+        done.reserve(batch->cmds_size());
         for (const pb::DmaCmd& cmd : batch->cmds()) {
           const uint64_t cmd_id = cmd.cmd_id();
           absl::StatusOr<DmaPlan> plan = st.model->Plan(cmd);
           AHBM_CHECK(plan.ok()) << "DMA unit " << self_id << ": batch command refused: "
                                 << plan.status();
-          AHBM_CHECK(plan->kind == DmaKind::kHbmRead && !st.pending.contains(cmd_id))
+          AHBM_CHECK(plan->kind == DmaKind::kHbmRead && !InFlight(st, cmd_id, now))
               << "DMA unit " << self_id << ": batch cmd " << cmd_id
               << " is not a new HBM read";
-          b.cmds.push_back(cmd_id);
-          DmaActorState::Pending& p =
-              StartPending(st, cmd_id, requester, *plan, engine->now(), batch->batch_id());
-          for (const DmaChannelShare& share : plan->channels) {
-            const UnitId channel = st.index->HbmChannelUnit(plan->cube, share.channel).value();
-            p.outstanding.insert(channel);
-            pb::HbmRequest& req = requests[channel];
-            req.set_channel(channel);
-            req.set_bytes(req.bytes() + share.bytes.value());
-            pb::HbmPart* part = req.add_parts();
-            part->set_request_id(cmd_id);
-            part->set_bytes(share.bytes.value());
+          done.push_back({cmd_id, plan->useful_bytes.value(), ServeShares(st, *plan, now)});
+          st.in_flight[cmd_id] = done.back().served.end;
+        }
+        auto msg = std::make_shared<pb::DmaBatchDone>();
+        msg->set_batch_id(batch->batch_id());
+        msg->mutable_done()->Reserve(batch->cmds_size());
+        for (const Done& d : done) {
+          pb::Completion* c = msg->add_done();
+          c->set_cmd_id(d.cmd_id);
+          c->set_unit(self_id);
+          c->set_start_ps(d.served.start.value());
+          c->set_end_ps(d.served.end.value());
+        }
+        if (ctx != nullptr) {
+          std::stable_sort(done.begin(), done.end(), [](const Done& a, const Done& b) {
+            return a.served.last_channel < b.served.last_channel;
+          });
+          for (const Done& d : done) {
+            Record(ctx, st, self_id, d.cmd_id, DmaKind::kHbmRead, d.bytes, now, d.served.start,
+                   d.served.end);
           }
         }
-        for (auto& [channel, req] : requests) {
-          engine->Send(self_id, SimTime(0), channel,
-                       std::shared_ptr<const pb::HbmRequest>(
-                           std::make_shared<pb::HbmRequest>(std::move(req))));
-        }
+        engine->Send(self_id, SimTime(0), requester,
+                     std::shared_ptr<const pb::DmaBatchDone>(std::move(msg)));
       },
   };
 }
 
 void StartDmaActor(Engine& engine, UnitId id, std::string name, const pb::Chip& chip,
-                   uint32_t pe) {
+                   uint32_t pe, HbmChannelTable& channels) {
   engine.Register(id, std::move(name),
-                  engine.system().spawn(DmaBehavior, &engine, id, chip, pe,
+                  engine.system().spawn(DmaBehavior, &engine, id, chip, pe, &channels,
                                         static_cast<UnitContext*>(nullptr)));
 }
 
 void StartDmaActor(UnitContext& ctx, uint32_t pe) {
   const UnitId id = ctx.index.PeUnit(topology::UnitKind::kDma, ctx.index.PeOf(pe)).value();
   ctx.engine->Register(id, ctx.Name(id),
-                       ctx.engine->system().spawn(DmaBehavior, ctx.engine, id, ctx.chip, pe, &ctx));
+                       ctx.engine->system().spawn(DmaBehavior, ctx.engine, id, ctx.chip, pe,
+                                                  ctx.hbm_channels, &ctx));
 }
 
 }  // namespace ahbm::sim

@@ -2,52 +2,50 @@
 // talks to the CUBE's HBM channel actors (hbm_channel_actor.h).
 //
 // Ports:
-// - in  std::shared_ptr<const pb::DmaCmd> from a requester (the PE scheduler; any unit).
-// - out std::shared_ptr<const pb::HbmRequest> to the CUBE's channel actors.
-// - in  std::shared_ptr<const pb::HbmResponse> from those channel actors.
-// - out std::shared_ptr<const pb::Completion> or std::shared_ptr<const pb::DmaError> to the
-//   requester (the src of the DmaCmd).
+// - in  std::shared_ptr<const pb::DmaCmd> or pb::DmaBatch from a requester (the PE scheduler;
+//   any unit).
+// - out std::shared_ptr<const pb::Completion>, pb::DmaBatchDone or pb::DmaError to the requester
+//   (the src of the command).
+// - HBM channels: folded calls into the CUBE's HbmChannelServers (hbm_channel_actor.h), no
+//   events: a channel request and its grant carry no timing of their own.
 //
 // Contract:
 // - A DmaCmd is planned with DmaModel::Plan at delivery time now() = issue. If planning fails,
-//   or the cmd_id is already in flight on this DMA, the requester gets at once a DmaError
-//   {cmd_id, message} (the model's message names the issuing PE, the address and the reason);
-//   nothing else happens and the engine keeps running.
-// - HBM read / write: one HbmRequest per DmaChannelShare, all sent at once (zero delay), in
-//   ascending channel order, to unit ChipIndex::HbmChannelUnit(plan.cube, share.channel), with
-//   request_id = cmd_id, channel = that unit id, bytes = the share's charged bytes, write = the
-//   kind. Every response arrives at `issue` too (the channels reply at once). When the last one
-//   has arrived the requester gets at once
+//   or the cmd_id is still in flight on this DMA (an earlier command with that id ends after
+//   now()), the requester gets at once a DmaError {cmd_id, message} (the model's message names
+//   the issuing PE, the address and the reason); nothing else happens and the engine goes on.
+// - HBM read / write: each DmaChannelShare, in ascending channel order, is served by the
+//   channel's server at now(); the requester gets at once
 //     Completion{cmd_id, unit = this DMA's unit id,
-//                start_ps = min over responses of start_ps,
-//                end_ps   = max over responses of (done_ps + ExtraLatency(plan))},
+//                start_ps = min over the grants of start,
+//                end_ps   = max over the grants of (done + ExtraLatency(plan))},
 //   i.e. the numbers DmaModel::Execute gives; end_ps lies in the future (the PE scheduler's
-//   planner needs it at issue). Contention is the channels' FIFO in engine delivery order.
+//   planner needs it at issue). Contention is the channels' FIFO in the order the DMA handlers
+//   run (the tie-break rule of hbm_channel_actor.h).
 // - TCM -> TCM copy: no channels; the model's TCM copy path (DmaModel::Execute) times it and the
 //   requester gets the Completion at once.
-// - DmaBatch (a composite's operand pieces, all HBM reads): planned in order like as many
-//   DmaCmds arriving at once, but each channel gets ONE HbmRequest listing its parts (in batch
-//   order) and the requester gets ONE DmaBatchDone with every command's Completion, when the
-//   last grant is in — the same times as separate commands, far fewer events. A batch command
-//   that cannot be planned is our bug (the scheduler checked it): AHBM_CHECK.
-// - Several commands may be in flight; their state is kept in a std::map keyed by cmd_id. An
-//   HbmResponse for no pending command or from an unexpected channel is a bug (AHBM_CHECK).
+// - DmaBatch (a composite's operand pieces, all HBM reads): planned in batch order; each
+//   channel serves its parts in batch order — the same times as separate commands arriving at
+//   once — and the requester gets ONE DmaBatchDone with every command's Completion, in batch
+//   order, at once. A batch command that cannot be planned is our bug (the scheduler checked
+//   it): AHBM_CHECK.
 // - With a UnitContext: stats on the DMA unit (ops, busy_ps = the union of the commands'
-//   [start, end) spans — they overlap —, bytes read from /
-//   written to HBM or copied) and one OpRecord per command ("dma_read", "dma_write",
-//   "dma_copy") in the op log, both when the Completion is sent.
-// - DmaModel::stats() counts only TCM copies here (HBM commands are timed by the channel actors,
-//   not by DmaModel::Execute).
+//   [start, end) spans — they overlap —, bytes read from / written to HBM or copied) and one
+//   OpRecord per command ("dma_read", "dma_write", "dma_copy") in the op log. A batch's
+//   commands are recorded in the order their last channel (highest channel unit id) granted
+//   them, batch order among equals — the order in which per-channel replies would complete them.
+// - DmaModel::stats() counts only TCM copies here (HBM commands are timed by the channels, not
+//   by DmaModel::Execute).
 #ifndef AHBMSIM_ACTORS_UNITS_DMA_ACTOR_H_
 #define AHBMSIM_ACTORS_UNITS_DMA_ACTOR_H_
 
 #include <cstdint>
 #include <map>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "actors/engine.h"
 #include "actors/models/dma_model.h"
 #include "actors/time.h"
@@ -56,6 +54,7 @@
 #include "caf/stateful_actor.hpp"
 #include "proto/topology.pb.h"
 #include "topology/ids.h"
+#include "actors/units/hbm_channel_actor.h"
 #include "actors/units/unit_context.h"
 
 namespace ahbm::sim {
@@ -72,42 +71,27 @@ class SpanUnion {
 };
 
 struct DmaActorState {
-  // One HBM command waiting for its channels' responses.
-  struct Pending {
-    UnitId requester = 0;
-    SimTime extra;                 // ExtraLatency(plan)
-    std::set<UnitId> outstanding;  // channel unit ids not yet answered
-    SimTime start = SimTime::Max();
-    SimTime end;
-    SimTime issue;
-    DmaKind kind = DmaKind::kHbmRead;
-    uint64_t bytes = 0;
-    uint64_t batch = 0;            // the DmaBatch it belongs to (0: none)
-  };
-  // A DmaBatch whose commands are not all granted yet.
-  struct Batch {
-    UnitId requester = 0;
-    std::vector<uint64_t> cmds;                          // in batch order
-    std::map<uint64_t, pb::Completion> done;             // by cmd_id
-  };
   std::optional<DmaModel> model;          // set by the behavior function (no default ctor)
   std::optional<topology::ChipIndex> index;
-  std::map<uint64_t, Pending> pending;    // by cmd_id
-  std::map<uint64_t, Batch> batches;      // by batch_id
+  HbmChannelTable* channels = nullptr;    // the simulation's channel servers
+  // End of every HBM command that may still be in flight (end > now), by cmd_id; pruned when
+  // it grows (only for the duplicate-id check).
+  absl::flat_hash_map<uint64_t, SimTime> in_flight;
   SpanUnion busy;                         // spans of finished commands (stats)
 };
 using DmaActor = caf::stateful_actor<DmaActorState>;
 
 // The behavior of the DMA of global PE `pe`, unit `self_id`; spawn with
-// `engine.system().spawn(DmaBehavior, &engine, self_id, chip, pe, ctx)`. `chip` must be
-// validated; ctx (stats and op log) may be null.
+// `engine.system().spawn(DmaBehavior, &engine, self_id, chip, pe, channels, ctx)`. `chip` must
+// be validated; `channels` holds the servers of the PE's CUBE; ctx (stats and op log) may be
+// null.
 caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, pb::Chip chip,
-                          uint32_t pe, UnitContext* ctx);
+                          uint32_t pe, HbmChannelTable* channels, UnitContext* ctx);
 
 // Spawns the DMA actor of global PE `pe` and registers it as unit `id` named `name`.
 void StartDmaActor(Engine& engine, UnitId id, std::string name, const pb::Chip& chip,
-                   uint32_t pe);
-// The DMA of global PE `pe` of ctx's chip, with stats and op log.
+                   uint32_t pe, HbmChannelTable& channels);
+// The DMA of global PE `pe` of ctx's chip, with ctx.hbm_channels, stats and op log.
 void StartDmaActor(UnitContext& ctx, uint32_t pe);
 
 }  // namespace ahbm::sim

@@ -64,6 +64,10 @@ caf::behavior Requester(caf::event_based_actor*, Engine* engine, std::vector<Rep
                           c.start_ps(), c.end_ps(), ""});
         }
       },
+      [=](const std::shared_ptr<const pb::HbmResponse>& r) {
+        log->push_back({engine->now().value(), engine->current_src(), r->request_id(),
+                        r->channel(), r->start_ps(), r->done_ps(), ""});
+      },
       [=](const std::shared_ptr<const pb::DmaError>& e) {
         log->push_back(
             {engine->now().value(), engine->current_src(), e->cmd_id(), 0, 0, 0, e->message()});
@@ -71,10 +75,9 @@ caf::behavior Requester(caf::event_based_actor*, Engine* engine, std::vector<Rep
   };
 }
 
-// CUBE 0 of the small chip: its 32 channel actors, one DMA actor per PE, and a requester
-// registered as PE 0's scheduler unit; the test body sends from that id, so replies go to it.
-// Its id is below every DMA's, so commands sent for one instant are all delivered before any
-// DMA's channel requests (several commands are really in flight at once).
+// CUBE 0 of the small chip: its 32 channels, one DMA actor per PE, and a requester registered
+// as PE 0's scheduler unit; the test body sends from that id, so replies go to it. Build() once
+// per fixture (the channel table lives in it).
 class DmaActorTest : public ::testing::Test {
  protected:
   DmaActorTest() : chip_(Load()), index_(chip_) {
@@ -91,15 +94,17 @@ class DmaActorTest : public ::testing::Test {
 
   // Builds the units of CUBE 0 in `engine`; replies are logged into `log`.
   void Build(Engine& engine, std::vector<Reply>* log) {
+    channels_ = HbmChannelTable();
     const topology::CubeId cube0{0, 0};
     for (uint32_t c = 0; c < index_.channels_per_cube(); ++c) {
       const UnitId id = index_.HbmChannelUnit(cube0, c).value();
-      StartHbmChannelActor(engine, id, index_.Name(topology::UnitId(id)),
+      StartHbmChannelActor(engine, channels_, id, index_.Name(topology::UnitId(id)),
                            chip_.sip().cube().hbm_channel());
     }
     for (uint32_t p = 0; p < index_.pes_per_cube(); ++p) {
       const uint32_t pe = index_.GlobalPe(topology::PeId{0, 0, p});
-      StartDmaActor(engine, Dma(pe), index_.Name(topology::UnitId(Dma(pe))), chip_, pe);
+      StartDmaActor(engine, Dma(pe), index_.Name(topology::UnitId(Dma(pe))), chip_, pe,
+                    channels_);
     }
     engine.Register(requester_, "requester", engine.system().spawn(Requester, &engine, log));
   }
@@ -147,6 +152,7 @@ class DmaActorTest : public ::testing::Test {
 
   pb::Chip chip_;
   topology::ChipIndex index_;
+  HbmChannelTable channels_;
   uint64_t channel_period_ps_ = 0;
   uint64_t pe_period_ps_ = 0;
   uint64_t bytes_per_cycle_ = 0;
@@ -168,8 +174,8 @@ TEST_F(DmaActorTest, ContiguousReadStreamsOverAllOfThePesChannels) {
   const uint64_t occupancy = kBytes / (channels_per_pe_ * bytes_per_cycle_);
   EXPECT_THAT(log, ElementsAre(Reply{issue, Dma(0), 1, Dma(0), issue,
                                      issue + Ch(latency_cycles_ + occupancy), ""}));
-  // One DmaCmd, one request and one response per channel, one Completion; all at issue.
-  EXPECT_EQ(engine.events_processed(), 1 + 2 * channels_per_pe_ + 1);
+  // One DmaCmd and one Completion, both at issue: the channel requests are folded calls.
+  EXPECT_EQ(engine.events_processed(), 2u);
   EXPECT_EQ(engine.now(), SimTime(issue));
 }
 
@@ -193,8 +199,8 @@ TEST_F(DmaActorTest, StridedReadOnOneChannelIsEightTimesSlower) {
                                      issue + Ch(latency_cycles_ + one_channel), ""},
                                Reply{later, Dma(0), 3, Dma(0), later,
                                      later + Ch(latency_cycles_ + all_channels), ""}));
-  // The strided read took one request (channel 0), not one per row.
-  EXPECT_EQ(engine.events_processed(), (1 + 1 + 1 + 1) + (1 + 2 * channels_per_pe_ + 1));
+  // Each command is its DmaCmd and its Completion, however many channels or rows it touches.
+  EXPECT_EQ(engine.events_processed(), 4u);
 }
 
 TEST_F(DmaActorTest, TwoPesOnOnePesChannelsSerialiseAndTheRemoteOnePaysTheHop) {
@@ -269,17 +275,21 @@ TEST_F(DmaActorTest, DuplicateCmdIdInFlightGetsAnError) {
   std::vector<Reply> log;
   Engine engine;
   Build(engine, &log);
-  // The second command arrives while the first one's channel requests are still pending.
+  // The second command arrives before the first one's data has arrived; the third after it.
   const uint64_t issue = Ch(10);
-  Issue(engine, SimTime(issue), 0, Read(3, 0, 0, 0, {kBf16Elements}));
-  Issue(engine, SimTime(issue), 0, Read(3, 0, 0, kBytes, {kBf16Elements}));
-  engine.Run();
   const uint64_t occupancy = kBytes / (channels_per_pe_ * bytes_per_cycle_);
-  ASSERT_EQ(log.size(), 2u);
-  EXPECT_EQ(log[0].cmd_id, 3u);
-  EXPECT_THAT(log[0].error, AllOf(HasSubstr("pe 0"), HasSubstr("already in flight")));
-  EXPECT_EQ(log[1], (Reply{issue, Dma(0), 3, Dma(0), issue,
-                           issue + Ch(latency_cycles_ + occupancy), ""}));
+  const uint64_t end = issue + Ch(latency_cycles_ + occupancy);
+  Issue(engine, SimTime(issue), 0, Read(3, 0, 0, 0, {kBf16Elements}));
+  Issue(engine, SimTime(end - 1), 0, Read(3, 0, 0, kBytes, {kBf16Elements}));
+  Issue(engine, SimTime(end), 0, Read(3, 0, 0, kBytes, {kBf16Elements}));
+  engine.Run();
+  ASSERT_EQ(log.size(), 3u);
+  EXPECT_EQ(log[0], (Reply{issue, Dma(0), 3, Dma(0), issue, end, ""}));
+  EXPECT_EQ(log[1].cmd_id, 3u);
+  EXPECT_EQ(log[1].time_ps, end - 1);
+  EXPECT_THAT(log[1].error, AllOf(HasSubstr("pe 0"), HasSubstr("already in flight")));
+  EXPECT_EQ(log[2].time_ps, end);
+  EXPECT_EQ(log[2].error, "");
 }
 
 TEST_F(DmaActorTest, SameScenarioTwiceGivesIdenticalReplies) {
@@ -304,7 +314,7 @@ TEST_F(DmaActorTest, SameScenarioTwiceGivesIdenticalReplies) {
 }
 
 // A DmaBatch is timed exactly like its commands sent one after the other at the same instant
-// (every channel serves them in batch order), with one request per channel and one reply.
+// (every channel serves them in batch order), with one reply.
 TEST_F(DmaActorTest, BatchTimesLikeSeparateCommandsWithFewerEvents) {
   // Three reads of PE 0: dense, a strided run pattern, and another dense block.
   const std::vector<pb::DmaCmd> cmds = {
@@ -339,10 +349,32 @@ TEST_F(DmaActorTest, BatchTimesLikeSeparateCommandsWithFewerEvents) {
     EXPECT_EQ(batched[i].start_ps, separate[i].start_ps) << i;
     EXPECT_EQ(batched[i].end_ps, separate[i].end_ps) << i;
   }
-  // Separate: 3 commands + 3 x (8, 4 or 8 requests and replies) + 3 completions; batched: one
-  // command, 8 requests, 8 replies, one reply.
-  EXPECT_EQ(batched_events, 1u + 8u + 8u + 1u);
+  // Separate: 3 commands + 3 completions; batched: one command, one reply.
+  EXPECT_EQ(separate_events, 6u);
+  EXPECT_EQ(batched_events, 2u);
   EXPECT_LT(batched_events, separate_events);
+}
+
+// The channel actor's message port and the DMAs' folded calls share one FIFO per channel.
+TEST_F(DmaActorTest, ChannelMessagePortAndFoldedCallsShareTheFifo) {
+  std::vector<Reply> log;
+  Engine engine;
+  Build(engine, &log);
+  const uint64_t issue = Ch(10);
+  Issue(engine, SimTime(issue), 0, Read(1, 0, 0, 0, {kBf16Elements}));  // delivered first
+  const UnitId channel0 = index_.HbmChannelUnit(topology::CubeId{0, 0}, 0).value();
+  auto req = std::make_shared<pb::HbmRequest>();
+  req->set_request_id(77);
+  req->set_channel(channel0);
+  req->set_bytes(bytes_per_cycle_ * 4);
+  engine.Send(requester_, SimTime(issue), channel0,
+              std::shared_ptr<const pb::HbmRequest>(std::move(req)));
+  engine.Run();
+  const uint64_t occupancy = kBytes / (channels_per_pe_ * bytes_per_cycle_);
+  EXPECT_THAT(log, ElementsAre(Reply{issue, Dma(0), 1, Dma(0), issue,
+                                     issue + Ch(latency_cycles_ + occupancy), ""},
+                               Reply{issue, channel0, 77, channel0, issue + Ch(occupancy),
+                                     issue + Ch(occupancy + latency_cycles_ + 4), ""}));
 }
 
 TEST(SpanUnionTest, CountsEachInstantOnce) {

@@ -4,67 +4,78 @@
 #include <utility>
 
 #include "actors/pb_message.h"
-#include "actors/time.h"
-#include "proto/commands.pb.h"
+#include "base/check.h"
 
 namespace ahbm::sim {
 
-caf::behavior HbmChannelBehavior(HbmChannelActor* self, Engine* engine, UnitId self_id,
-                                 pb::HbmChannel config, StatsBoard* stats) {
-  self->state.model.emplace(config);
-  return {[self, engine, self_id, stats](const std::shared_ptr<const pb::HbmRequest>& req) {
+HbmGrant HbmChannelServer::Serve(SimTime now, Bytes bytes, HbmOp op) {
+  const HbmGrant grant = model_.Access(now, bytes, op);
+  if (stats_board_ != nullptr) {
+    if (stats_ == nullptr) stats_ = &stats_board_->At(unit_);
+    stats_->set_ops(stats_->ops() + 1);
+    stats_->set_busy_ps(stats_->busy_ps() + (grant.free_at - grant.start).value());
+    if (op == HbmOp::kWrite) {
+      stats_->set_bytes_written(stats_->bytes_written() + bytes.value());
+    } else {
+      stats_->set_bytes_read(stats_->bytes_read() + bytes.value());
+    }
+  }
+  return grant;
+}
+
+HbmChannelServer& HbmChannelTable::Add(UnitId unit, const pb::HbmChannel& config,
+                                       StatsBoard* stats) {
+  if (by_unit_.size() <= unit) by_unit_.resize(unit + 1);
+  AHBM_CHECK(by_unit_[unit] == nullptr) << "HBM channel unit " << unit << " added twice";
+  by_unit_[unit] = std::make_unique<HbmChannelServer>(unit, config, stats);
+  return *by_unit_[unit];
+}
+
+void HbmChannelTable::Missing(UnitId unit) {
+  AHBM_CHECK(false) << "unit " << unit << " is not a simulated HBM channel";
+  __builtin_unreachable();
+}
+
+caf::behavior HbmChannelBehavior(caf::event_based_actor*, Engine* engine,
+                                 HbmChannelServer* server) {
+  return {[engine, server](const std::shared_ptr<const pb::HbmRequest>& req) {
     const HbmOp op = req->write() ? HbmOp::kWrite : HbmOp::kRead;
     const SimTime now = engine->now();
-    HbmChannelModel& model = *self->state.model;
-    pb::UnitStats* s = stats != nullptr ? &stats->At(self_id) : nullptr;  // once per request
-    const auto serve = [&](uint64_t bytes) {
-      const HbmGrant grant = model.Access(now, Bytes(bytes), op);
-      if (s != nullptr) {
-        s->set_ops(s->ops() + 1);
-        s->set_busy_ps(s->busy_ps() + (grant.free_at - grant.start).value());
-        if (req->write()) {
-          s->set_bytes_written(s->bytes_written() + bytes);
-        } else {
-          s->set_bytes_read(s->bytes_read() + bytes);
-        }
-      }
-      return grant;
-    };
     auto resp = std::make_shared<pb::HbmResponse>();
     resp->set_request_id(req->request_id());
     resp->set_bytes(req->bytes());
-    resp->set_channel(self_id);
+    resp->set_channel(server->unit());
     if (req->parts_size() == 0) {
-      const HbmGrant grant = serve(req->bytes());
+      const HbmGrant grant = server->Serve(now, Bytes(req->bytes()), op);
       resp->set_start_ps(grant.start.value());
       resp->set_done_ps(grant.done.value());
     } else {
-      // A batch: its parts back to back, in order, as separate requests would have been.
       for (const pb::HbmPart& part : req->parts()) {
-        const HbmGrant grant = serve(part.bytes());
+        const HbmGrant grant = server->Serve(now, Bytes(part.bytes()), op);
         pb::HbmPartGrant* g = resp->add_parts();
         g->set_request_id(part.request_id());
         g->set_start_ps(grant.start.value());
         g->set_done_ps(grant.done.value());
       }
     }
-    engine->Send(self_id, SimTime(0), engine->current_src(),
+    engine->Send(server->unit(), SimTime(0), engine->current_src(),
                  std::shared_ptr<const pb::HbmResponse>(std::move(resp)));
   }};
 }
 
-void StartHbmChannelActor(Engine& engine, UnitId id, std::string name,
+void StartHbmChannelActor(Engine& engine, HbmChannelTable& table, UnitId id, std::string name,
                           const pb::HbmChannel& config) {
-  engine.Register(id, std::move(name),
-                  engine.system().spawn(HbmChannelBehavior, &engine, id, config,
-                                        static_cast<StatsBoard*>(nullptr)));
+  HbmChannelServer* server = &table.Add(id, config, /*stats=*/nullptr);
+  engine.Register(id, std::move(name), engine.system().spawn(HbmChannelBehavior, &engine, server));
 }
 
 void StartHbmChannelActor(UnitContext& ctx, uint32_t cube, uint32_t channel) {
+  AHBM_CHECK(ctx.hbm_channels != nullptr) << "UnitContext without an HBM channel table";
   const UnitId id = ctx.index.HbmChannelUnit(ctx.index.CubeOf(cube), channel).value();
+  HbmChannelServer* server =
+      &ctx.hbm_channels->Add(id, ctx.chip.sip().cube().hbm_channel(), &ctx.stats);
   ctx.engine->Register(id, ctx.Name(id),
-                       ctx.engine->system().spawn(HbmChannelBehavior, ctx.engine, id,
-                                                  ctx.chip.sip().cube().hbm_channel(), &ctx.stats));
+                       ctx.engine->system().spawn(HbmChannelBehavior, ctx.engine, server));
 }
 
 }  // namespace ahbm::sim

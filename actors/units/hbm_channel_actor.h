@@ -1,56 +1,90 @@
-// The actor of one HBM pseudo-channel (DESIGN §2-§3): a thin CAF shell over HbmChannelModel
-// (STYLE 4). All timing lives in the model; this file only moves messages.
+// One HBM pseudo-channel unit (DESIGN §2-§3): its FIFO state (HbmChannelServer, a plain class
+// over HbmChannelModel) and the thin CAF actor that is its message port (STYLE 4).
 //
-// Ports:
-// - in  std::shared_ptr<const pb::HbmRequest> from any unit (a DMA actor).
-// - out std::shared_ptr<const pb::HbmResponse> to that unit (engine->current_src()).
+// Folded requests: a DMA's per-channel request and the channel's reply carry no timing of their
+// own — the DMA asks at now(), the channel answers at once with a FIFO grant, a future time
+// that later requests cannot change. So the DMA actors of a CUBE call their channels' servers
+// directly, inside their own handler (HbmChannelTable), instead of sending one event per
+// channel and getting one back. The engine runs one handler at a time, so this is a plain,
+// deterministic call. Tie-break rule: requests reaching one channel at the same instant are
+// served in the order the requesting handlers run (engine delivery order of the DMA commands),
+// and one command's parts in its own order.
 //
-// Contract:
-// - A request arriving at now() is served by HbmChannelModel::Access(now(), bytes, read/write)
-//   in delivery order (the engine's order, non-decreasing in time, as the model requires).
-// - The response is sent AT ONCE (zero delay) and carries the grant: request_id and bytes copied
-//   from the request, start_ps = grant.start, done_ps = grant.done, channel = this unit's id.
-//   Replying at once is exact: a FIFO grant is a future time that later requests cannot change.
-//   The requester, not the channel, waits until done_ps if it needs to.
-// - Stats (when a StatsBoard is given): ops += 1, busy_ps += data-bus occupancy
+// HbmChannelServer contract:
+// - Serve(now, bytes, op) = HbmChannelModel::Access(now, bytes, op), calls in non-decreasing
+//   `now` (the engine's order). With a StatsBoard: ops += 1, busy_ps += data-bus occupancy
 //   (grant.free_at - grant.start), bytes_read / bytes_written += bytes.
-// - A batched request (`parts`, from a DmaBatch) is served part by part in order, each exactly
-//   like a separate request arriving at the same instant; the response lists one grant per
-//   part (`parts`) instead of start_ps / done_ps.
-// - A zero-byte request is a bug of the requester (the model's AHBM_CHECK fails; the engine
-//   then reports the terminated unit).
+// - A zero-byte request is a bug of the caller (the model's AHBM_CHECK).
+//
+// Channel actor (ports):
+// - in  std::shared_ptr<const pb::HbmRequest> from any unit.
+// - out std::shared_ptr<const pb::HbmResponse> to that unit (engine->current_src()), at once,
+//   with the grant: request_id and bytes copied from the request, start_ps = grant.start,
+//   done_ps = grant.done, channel = this unit's id. A request with `parts` is served part by
+//   part in order, exactly like separate requests at the same instant; the response lists one
+//   grant per part (`parts`) instead of start_ps / done_ps.
+// The actor and the folded calls share the one server, so both kinds of requester see one FIFO.
 #ifndef AHBMSIM_ACTORS_UNITS_HBM_CHANNEL_ACTOR_H_
 #define AHBMSIM_ACTORS_UNITS_HBM_CHANNEL_ACTOR_H_
 
-#include <optional>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "actors/engine.h"
 #include "actors/models/hbm_channel_model.h"
+#include "actors/time.h"
+#include "actors/units/unit_context.h"
 #include "caf/behavior.hpp"
 #include "caf/event_based_actor.hpp"
-#include "caf/stateful_actor.hpp"
+#include "proto/commands.pb.h"
 #include "proto/topology.pb.h"
-#include "actors/units/unit_context.h"
 
 namespace ahbm::sim {
 
-struct HbmChannelActorState {
-  std::optional<HbmChannelModel> model;  // set by the behavior function (no default ctor)
+class HbmChannelServer {
+ public:
+  // `stats` may be null (no stats kept).
+  HbmChannelServer(UnitId unit, const pb::HbmChannel& config, StatsBoard* stats)
+      : unit_(unit), model_(config), stats_board_(stats) {}
+
+  HbmGrant Serve(SimTime now, Bytes bytes, HbmOp op);
+  UnitId unit() const { return unit_; }
+
+ private:
+  UnitId unit_;
+  HbmChannelModel model_;
+  StatsBoard* stats_board_;
+  pb::UnitStats* stats_ = nullptr;  // stats_board_->At(unit_), looked up at the first request
 };
-using HbmChannelActor = caf::stateful_actor<HbmChannelActorState>;
 
-// The behavior of unit `self_id`; spawn with
-// `engine.system().spawn(HbmChannelBehavior, &engine, self_id, config, stats)` (stats may be
-// null).
-caf::behavior HbmChannelBehavior(HbmChannelActor* self, Engine* engine, UnitId self_id,
-                                 pb::HbmChannel config, StatsBoard* stats);
+// The channel servers of one simulation, by channel unit id. Outlives every unit that uses it.
+class HbmChannelTable {
+ public:
+  // Each unit once.
+  HbmChannelServer& Add(UnitId unit, const pb::HbmChannel& config, StatsBoard* stats);
+  // The server of channel unit `unit`; AHBM_CHECK that it was added.
+  HbmChannelServer& At(UnitId unit) {
+    HbmChannelServer* s = unit < by_unit_.size() ? by_unit_[unit].get() : nullptr;
+    if (s == nullptr) [[unlikely]] Missing(unit);
+    return *s;
+  }
 
-// Spawns the channel actor in engine.system() and registers it as unit `id` named `name`.
-void StartHbmChannelActor(Engine& engine, UnitId id, std::string name,
+ private:
+  [[noreturn]] static void Missing(UnitId unit);
+  std::vector<std::unique_ptr<HbmChannelServer>> by_unit_;
+};
+
+// The behavior of the channel actor serving `server`; spawn with
+// `engine.system().spawn(HbmChannelBehavior, &engine, server)`.
+caf::behavior HbmChannelBehavior(caf::event_based_actor* self, Engine* engine,
+                                 HbmChannelServer* server);
+
+// Adds channel unit `id` to `table` and spawns and registers its actor named `name` (no stats).
+void StartHbmChannelActor(Engine& engine, HbmChannelTable& table, UnitId id, std::string name,
                           const pb::HbmChannel& config);
-// The same for channel `channel` (CUBE-local index) of global CUBE `cube` of ctx's chip, with
-// stats on ctx.stats.
+// The same for channel `channel` (CUBE-local index) of global CUBE `cube` of ctx's chip, in
+// ctx.hbm_channels, with stats on ctx.stats.
 void StartHbmChannelActor(UnitContext& ctx, uint32_t cube, uint32_t channel);
 
 }  // namespace ahbm::sim

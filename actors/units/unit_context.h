@@ -24,6 +24,8 @@
 
 namespace ahbm::sim {
 
+class HbmChannelTable;  // actors/units/hbm_channel_actor.h
+
 // Per-unit counters, indexed by the dense unit ids of topology::ChipIndex.
 class StatsBoard {
  public:
@@ -89,6 +91,7 @@ struct UnitContext {
   StatsBoard stats;
   observe::OpLog* op_log = nullptr;  // null: no op log
   DataPlane* data = nullptr;         // null: timing mode
+  HbmChannelTable* hbm_channels = nullptr;  // the HBM channel servers (DMAs call them)
   bool per_tile_events = false;      // PE schedulers step tile by tile (tests: == closed form)
   bool per_tile_detail = false;      // op log: one record per tile op, not only per command
   std::string issue_cost_profile;    // the PE CPUs' ADR-0064 profile (a name in the chip)
