@@ -537,5 +537,22 @@ TEST_F(SchedulerTest, UncontendedCompositeCostsOneCompletionEvent) {
   EXPECT_EQ(closed.sim->events(), 6u);
 }
 
+// Event budget of a decode composite (ADR §1 Q·Kᵀ of one KV tile): q_g [G, d] in TCM, the K
+// tile [d, TILE] streamed from the PE's HBM over its channels, scaled fp32 scores out. The
+// per-channel DMA requests are folded calls, so the HBM plumbing is the DmaBatch and its reply.
+TEST_F(SchedulerTest, UncontendedDecodeCompositeCostsAtMostTenEvents) {
+  const uint64_t g = 8, d = 128, tile = 256;
+  ProgramBuilder p;
+  p.Composite(Tcm(0, 0, pb::BF16, {g, d}), Hbm(0, 0, pb::BF16, {d, tile}),
+              Tcm(0, 1 << 20, pb::FP32, {g, tile}), {pb::SCALE});
+  SimRun run = RunOn(chip_, p.Build());
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  // cpu start, composite to the scheduler, DmaBatch to the DMA, DmaBatchDone back, two
+  // scheduler wake-ups (356 and 516 ns), EngineWork to GEMM and MATH, Completion to the CPU
+  // (25 with one request and one reply per channel for the K tile's 8 channels).
+  EXPECT_EQ(run.sim->events(), 9u);
+  EXPECT_LE(run.sim->events(), 10u);
+}
+
 }  // namespace
 }  // namespace ahbm::sim
