@@ -10,6 +10,22 @@
 #include "caf/send.hpp"
 
 namespace ahbm::sim {
+namespace {
+
+// The execution unit event delivery runs handlers on: work CAF schedules from inside a handler
+// (none of ours; CAF internals) joins the test_coordinator's job queue, which the engine runs
+// after each event.
+class DeliveryUnit : public caf::execution_unit {
+ public:
+  DeliveryUnit(caf::actor_system* sys, caf::scheduler::test_coordinator* coordinator)
+      : caf::execution_unit(sys), coordinator_(coordinator) {}
+  void exec_later(caf::resumable* job) override { coordinator_->jobs.push_back(job); }
+
+ private:
+  caf::scheduler::test_coordinator* coordinator_;
+};
+
+}  // namespace
 
 Engine::Engine() {
   // CAF 0.17 keys carry no "caf." prefix; the policy value is an atom.
@@ -17,6 +33,7 @@ Engine::Engine() {
   system_ = std::make_unique<caf::actor_system>(config_);
   coordinator_ = dynamic_cast<caf::scheduler::test_coordinator*>(&system_->scheduler());
   AHBM_CHECK(coordinator_ != nullptr) << "scheduler.policy=testing did not give a test_coordinator";
+  unit_context_ = std::make_unique<DeliveryUnit>(system_.get(), coordinator_);
   RunCoordinator();
 }
 
@@ -42,10 +59,10 @@ void Engine::Register(UnitId id, std::string name, caf::actor actor) {
       });
   it->second.name = std::move(name);
   it->second.handle = std::move(actor);
-  it->second.actor = raw;
+  it->second.actor = scheduled;
   if (id < kDenseIds) {
     if (dense_units_.size() <= id) dense_units_.resize(id + 1);
-    dense_units_[id] = DenseUnit{raw, &it->second, false};
+    dense_units_[id] = DenseUnit{scheduled, &it->second, false};
   }
   // Attached last: CAF calls the functor at once if the actor is already gone.
   raw->attach_functor([this, id](const caf::error& reason) {
@@ -134,8 +151,8 @@ void Engine::DeliverNext() {
                                << unit.unit->name << ")";
   now_ = SimTime(event.time_ps());
   current_src_ = event.src();
-  unit.actor->enqueue(std::move(event.element), nullptr);
-  RunCoordinator();
+  unit.actor->activate(unit_context_.get(), *event.element);
+  if (coordinator_->has_job()) RunCoordinator();
   AHBM_CHECK(!coordinator_->has_pending_timeout())
       << "unit " << event.dst << " (" << unit.unit->name
       << ") started a CAF timer (delayed_send, after(), request timeout); simulated delays go "

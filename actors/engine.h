@@ -11,9 +11,11 @@
 //   src_id that were delivered before it existed. Nothing else - registration or spawn order,
 //   CAF scheduling, memory addresses, hash order - affects the order.
 // - Send() is the only way simulated units talk; zero-delay sends go through the heap too.
-// - Delivering an event sets now() to its time, enqueues its pre-built CAF mailbox element into
-//   the destination actor and runs CAF's single-threaded test_coordinator until no actor has
-//   work left; only then is the next event popped. One event = one handler invocation.
+// - Delivering an event sets now() to its time and hands its pre-built CAF mailbox element
+//   straight to the destination actor (scheduled_actor::activate: the actor's behavior runs on
+//   this thread, no mailbox round trip), then runs CAF's single-threaded test_coordinator until
+//   no actor has work left (jobs CAF itself scheduled); only then is the next event popped. One
+//   event = one handler invocation.
 // - Actors run on the engine's own caf::actor_system (scheduler.policy = testing). They must be
 //   event-based, must not `send` to each other, must not use CAF timers or the wall clock.
 // - Fail loudly (AHBM_CHECK): an event to an unknown or terminated unit, a unit terminating
@@ -48,10 +50,14 @@
 #include "caf/actor_system_config.hpp"
 #include "caf/mailbox_element.hpp"
 #include "caf/message_id.hpp"
+#include "caf/scheduled_actor.hpp"
 
-namespace caf::scheduler {
+namespace caf {
+class execution_unit;
+namespace scheduler {
 class test_coordinator;
-}  // namespace caf::scheduler
+}  // namespace scheduler
+}  // namespace caf
 
 namespace ahbm::sim {
 
@@ -118,7 +124,7 @@ class Engine {
   struct Unit {
     std::string name;
     caf::actor handle;
-    caf::abstract_actor* actor = nullptr;
+    caf::scheduled_actor* actor = nullptr;
     bool terminated = false;
   };
 
@@ -130,13 +136,14 @@ class Engine {
   caf::actor_system_config config_;
   std::unique_ptr<caf::actor_system> system_;
   caf::scheduler::test_coordinator* coordinator_ = nullptr;
+  std::unique_ptr<caf::execution_unit> unit_context_;  // what delivery runs handlers on
 
   // Dense lookups for the hot path: ids below kDenseIds index vectors, larger ids (tests,
   // drivers with ids of their own) fall back to the hash maps.
   static constexpr UnitId kDenseIds = 1u << 18;
   // What delivery reads, kept contiguous by id (a cache line holds several units).
   struct DenseUnit {
-    caf::abstract_actor* actor = nullptr;
+    caf::scheduled_actor* actor = nullptr;
     Unit* unit = nullptr;  // null: no unit with this id
     bool terminated = false;
   };
