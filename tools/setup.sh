@@ -13,6 +13,7 @@ packages=(
   libgtest-dev
   libgmock-dev
   libbenchmark-dev    # Google Benchmark 1.7
+  libjemalloc-dev     # jemalloc 5.3, the allocator of ahbm and the benchmarks
 )
 
 missing=()
