@@ -13,9 +13,10 @@
 //       or CommandError{cmd_id, message} at once when the command is invalid (CommandChecker) —
 //       nothing of an invalid command runs.
 // - out DmaCmd to the PE's DMA unit; in Completion / DmaError from it (same instant).
-// - out EngineWork to the PE's GEMM and MATH units when a command completes (what ran there;
-//       EngineWork.op only with an op log, EngineOp.what only when it keeps per-tile detail:
-//       their only readers are op-log records).
+// - out EngineWork to the PE's GEMM and MATH units when a command completes (what ran there),
+//       only with an op log: the units write its records in event order. Without one the
+//       scheduler adds the units' stats itself (RecordEngineStats) and sends nothing.
+//       EngineOp.what only with per-tile detail (its only reader is the per-tile record).
 // - self: a versioned wake-up (sched_wake_atom, version).
 //
 // Contract:
@@ -58,6 +59,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/node_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "actors/command_check.h"
 #include "actors/models/tile_plan.h"
 #include "actors/pe_planner.h"
@@ -96,7 +98,6 @@ class PeScheduler {
     uint64_t seq = 0;
     UnitId requester = 0;
     SimTime issue;
-    std::string op_name;
     std::vector<uint64_t> depends_on;
     std::shared_ptr<const pb::CompositeCmd> composite;
     std::shared_ptr<const pb::SoftmaxPvCmd> softmax_pv;
@@ -134,14 +135,21 @@ class PeScheduler {
     bool whole_command = false;  // a CPU load/store: the command itself
   };
 
-  // Shared front end: checks, numbering, queueing. Returns null after replying CommandError.
-  Cmd* Accept(Kind kind, uint64_t cmd_id, const std::string& op_name, absl::Status check,
-              std::vector<uint64_t> depends_on);
+  // Shared front end: checks, numbering, queueing. Returns null after replying CommandError
+  // (`op_name` is called only for its text).
+  Cmd* Accept(Kind kind, uint64_t cmd_id, absl::FunctionRef<std::string()> op_name,
+              absl::Status check, std::vector<uint64_t> depends_on);
+  // "composite_gemm", "math_EXP", "dma_load", ...: for op-log records and error texts only.
+  static std::string OpName(const Cmd& c);
   void Admit(Cmd& c);
   void AddPlannerOps(Cmd& c, const std::vector<OpId>& extra_deps, int extra_external,
                      SimTime external_ready);
-  // Sends one DMA, or adds it to the open batch (see Admit).
+  // Numbers a DMA of `c` and records it in flight; returns its id.
+  uint64_t NewDma(Cmd& c, uint32_t tile_index, bool whole_command);
+  // Sends one DMA on its own.
   void SendDma(Cmd& c, pb::DmaCmd dma, uint32_t tile_index, bool whole_command);
+  // A new operand load of `c` in the open batch (see Admit), numbered; the caller fills it.
+  pb::DmaCmd& BatchSlot(Cmd& c, uint32_t tile_index);
   void FlushBatch();
   // Keeps a finished command's plan.ops buffer (cleared) for the next Admit, up to
   // kMaxFreePlans of them.
@@ -155,13 +163,16 @@ class PeScheduler {
   bool TryComplete(Cmd& c);
   void IssueWriteOuts(Cmd& c);
   void PostWake();
-  void SendEngineWork(const Cmd& c);
+  // What ran on the GEMM and MATH engines for `c`: EngineWork to their units with an op log,
+  // else their stats directly.
+  void ReportEngineWork(const Cmd& c);
   void ApplyData(const Cmd& c);  // data mode: the command's values, at its completion
   void Reply(const Cmd& c, SimTime start, SimTime end);
   void Fail(UnitId requester, uint64_t cmd_id, const std::string& message);
-  pb::TensorRef Piece(const pb::TensorRef& ref, uint64_t r0, uint64_t rows, uint64_t c0,
-                      uint64_t cols) const;
-  pb::TensorRef Staging(const pb::TensorRef& like, uint64_t rows, uint64_t cols) const;
+  // Fill `piece` / `t` in place (in the message that carries them).
+  void Piece(const pb::TensorRef& ref, uint64_t r0, uint64_t rows, uint64_t c0, uint64_t cols,
+             pb::TensorRef& piece) const;
+  void Staging(const pb::TensorRef& like, uint64_t rows, uint64_t cols, pb::TensorRef& t) const;
 
   UnitContext* ctx_;
   Engine* engine_;
@@ -189,7 +200,10 @@ class PeScheduler {
   DmaPiece TakePiece(uint64_t dma_id);  // removes an in-flight DMA's entry (CHECKs it exists)
   uint64_t next_dma_id_ = 1;
   int dma_replies_pending_ = 0;
-  std::shared_ptr<pb::DmaBatch> batch_;  // open while Admit sends a command's operand loads
+  // Admit's operand loads: while `batching_`, SendDma adds to `batch_` (made, on an arena of
+  // its own, at the first load; FlushBatch sends it).
+  bool batching_ = false;
+  std::shared_ptr<pb::DmaBatch> batch_;
   std::map<std::string, uint64_t> last_on_acc_;  // softmax_pv chain: acc -> last cmd_id
   static constexpr size_t kMaxFreePlans = 4;
   std::vector<std::vector<TileOp>> free_plan_ops_;  // cleared op buffers of completed commands
