@@ -118,11 +118,12 @@ class PePlanner {
     std::vector<SimTime> base;
     std::vector<uint32_t> pending;
     std::vector<uint8_t> blocked;
-    std::vector<uint32_t> todo;
     std::vector<uint32_t> first_edge;
     std::vector<uint32_t> edges;
     std::vector<uint32_t> fill;
     std::vector<std::pair<uint32_t, uint32_t>> pairs;
+    std::array<std::vector<std::pair<SimTime, uint32_t>>, kNumPlannedEngines> waiting;
+    std::array<std::vector<uint32_t>, kNumPlannedEngines> eligible;
   } scratch_;
   OpId first_id_ = 0;
   SimTime now_;
