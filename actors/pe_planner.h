@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "actors/time.h"
 
 namespace ahbm::sim {
@@ -43,13 +44,16 @@ struct PriorityKey {
 };
 
 using OpId = uint64_t;
+// Dependencies: a tile op has at most 4 inside its plan; more (a command's dependencies)
+// spill to the heap.
+using OpDeps = absl::InlinedVector<OpId, 4>;
 
 struct OpSpec {
   EngineKind engine = EngineKind::kGemm;
   PriorityKey key;
   Cycles busy;
   Cycles fill_if_idle;
-  std::vector<OpId> deps;       // ops added earlier
+  OpDeps deps;                  // ops added earlier
   bool waits_external = false;  // also waits for SetExternalReady()
 };
 

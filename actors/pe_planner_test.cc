@@ -16,14 +16,14 @@ ClockDomain Clock() { return *ClockDomain::FromPeriod(SimTime(kPeriodPs)); }
 
 OpSpec Gemm(uint64_t seq, uint32_t tile, uint64_t busy, std::vector<OpId> deps = {},
             bool external = false) {
-  return OpSpec{EngineKind::kGemm, {seq, tile}, Cycles(busy), Cycles(16), std::move(deps),
-                external};
+  return OpSpec{EngineKind::kGemm, {seq, tile}, Cycles(busy), Cycles(16),
+                OpDeps(deps.begin(), deps.end()), external};
 }
 
 OpSpec Math(uint64_t seq, uint32_t tile, uint64_t busy, std::vector<OpId> deps = {},
             bool external = false) {
-  return OpSpec{EngineKind::kMath, {seq, tile}, Cycles(busy), Cycles(0), std::move(deps),
-                external};
+  return OpSpec{EngineKind::kMath, {seq, tile}, Cycles(busy), Cycles(0),
+                OpDeps(deps.begin(), deps.end()), external};
 }
 
 TEST(PePlannerTest, FirstOpPaysFillAndBackToBackOpsDoNot) {
@@ -160,7 +160,7 @@ std::vector<Input> RandomScenario(uint64_t seed) {
                        {pick(20), static_cast<uint32_t>(pick(4))},
                        Cycles(1 + pick(50)),
                        Cycles(gemm ? 16 : 0),
-                       deps,
+                       OpDeps(deps.begin(), deps.end()),
                        external};
       ++ops;
     }

@@ -237,7 +237,8 @@ void PlanSoftmaxPv(const SoftmaxPvShape& shape, const pb::Scheduler& scheduler,
   TileOp merge;
   merge.kind = TileOpKind::kSoftmaxMerge;
   merge.tile = {.m = shape.rows, .k = shape.keys, .n = 0};
-  merge.math_stages = SoftmaxMergeStages(shape.rows, shape.keys, shape.d);
+  const std::vector<MathOpShape> stages = SoftmaxMergeStages(shape.rows, shape.keys, shape.d);
+  merge.math_stages.assign(stages.begin(), stages.end());
   merge.cycles = MathFusedCycles(math, merge.math_stages);
   plan.ops.insert(plan.ops.begin(), std::move(merge));
   plan.epilogue_cycles = plan.ops[0].cycles;
@@ -264,7 +265,8 @@ TilePlan PlanLseMerge(uint64_t rows, uint64_t d, const pb::MathEngine& math) {
   TileOp merge;
   merge.kind = TileOpKind::kLseMerge;
   merge.tile = {.m = rows, .k = 0, .n = d};
-  merge.math_stages = LseMergeStages(rows, d);
+  const std::vector<MathOpShape> stages = LseMergeStages(rows, d);
+  merge.math_stages.assign(stages.begin(), stages.end());
   merge.cycles = MathSingleStartupCycles(math, merge.math_stages);
   TilePlan plan;
   plan.epilogue_cycles = merge.cycles;

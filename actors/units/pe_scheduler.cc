@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "actors/pb_message.h"
 #include "actors/tensor_ref.h"
@@ -12,6 +13,10 @@
 
 namespace ahbm::sim {
 namespace {
+
+std::span<const uint64_t> Ids(const google::protobuf::RepeatedField<uint64_t>& ids) {
+  return {ids.data(), static_cast<size_t>(ids.size())};
+}
 
 TensorHome HomeOf(const pb::TensorRef& ref) {
   return ref.space() == pb::HBM ? TensorHome::kHbm : TensorHome::kTcm;
@@ -87,9 +92,43 @@ std::string PeScheduler::OpName(const Cmd& c) {
   return "?";
 }
 
+void PeScheduler::Cmd::Reset() {
+  Cmd fresh;
+  const auto keep = [](auto& from, auto& to) {
+    from.clear();
+    to = std::move(from);
+  };
+  keep(depends_on, fresh.depends_on);
+  keep(plan.ops, fresh.plan.ops);
+  keep(planner_op, fresh.planner_op);
+  fresh.piece_waiters = std::move(piece_waiters);  // AddPlannerOps clears each one
+  keep(ops, fresh.ops);
+  keep(op_pos, fresh.op_pos);
+  keep(pending_writes, fresh.pending_writes);
+  keep(dma_waiters, fresh.dma_waiters);
+  *this = std::move(fresh);
+}
+
+PeScheduler::Cmd& PeScheduler::NewCmd(uint64_t cmd_id) {
+  if (free_cmds_.empty()) {
+    cmd_store_.push_back(std::make_unique<Cmd>());
+    free_cmds_.push_back(cmd_store_.back().get());
+  }
+  Cmd* c = free_cmds_.back();
+  free_cmds_.pop_back();
+  cmds_[cmd_id] = c;
+  return *c;
+}
+
+void PeScheduler::ReleaseCmd(Cmd& c) {
+  cmds_.erase(c.cmd_id);
+  c.Reset();
+  free_cmds_.push_back(&c);
+}
+
 PeScheduler::Cmd* PeScheduler::Accept(Kind kind, uint64_t cmd_id,
                                       absl::FunctionRef<std::string()> op_name,
-                                      absl::Status check, std::vector<uint64_t> depends_on) {
+                                      absl::Status check, std::span<const uint64_t> depends_on) {
   const UnitId requester = engine_->current_src();
   if (!check.ok()) {
     Fail(requester, cmd_id, std::string(check.message()));
@@ -109,20 +148,20 @@ PeScheduler::Cmd* PeScheduler::Accept(Kind kind, uint64_t cmd_id,
       return nullptr;
     }
   }
-  Cmd& c = cmds_[cmd_id];
+  Cmd& c = NewCmd(cmd_id);
   c.kind = kind;
   c.cmd_id = cmd_id;
   c.seq = next_seq_++;
   c.requester = requester;
   c.issue = engine_->now();
-  c.depends_on = std::move(depends_on);
+  c.depends_on.assign(depends_on.begin(), depends_on.end());
   live_.push_back(&c);  // seq ascends: live_ stays in issue order
   return &c;
 }
 
 void PeScheduler::OnComposite(std::shared_ptr<const pb::CompositeCmd> cmd) {
   Cmd* c = Accept(Kind::kComposite, cmd->cmd_id(), [] { return std::string("composite_gemm"); },
-                  checker_.Check(*cmd), {cmd->depends_on().begin(), cmd->depends_on().end()});
+                  checker_.Check(*cmd), Ids(cmd->depends_on()));
   if (c == nullptr) return;
   c->composite = std::move(cmd);
   waiting_.push_back(c->cmd_id);
@@ -131,16 +170,16 @@ void PeScheduler::OnComposite(std::shared_ptr<const pb::CompositeCmd> cmd) {
 
 void PeScheduler::OnSoftmaxPv(std::shared_ptr<const pb::SoftmaxPvCmd> cmd) {
   Cmd* c = Accept(Kind::kSoftmaxPv, cmd->cmd_id(), [] { return std::string("softmax_pv"); },
-                  checker_.Check(*cmd), {cmd->depends_on().begin(), cmd->depends_on().end()});
+                  checker_.Check(*cmd), Ids(cmd->depends_on()));
   if (c == nullptr) return;
-  c->acc_key = absl::StrCat(cmd->acc_o().pe(), "@", cmd->acc_o().addr());
+  const std::pair<uint32_t, uint64_t> acc(cmd->acc_o().pe(), cmd->acc_o().addr());
   // The serial chain: the previous call on this accumulator, if it is still live.
-  if (auto it = last_on_acc_.find(c->acc_key); it != last_on_acc_.end() && cmds_.contains(it->second)) {
+  if (auto it = last_on_acc_.find(acc); it != last_on_acc_.end() && cmds_.contains(it->second)) {
     if (std::find(c->depends_on.begin(), c->depends_on.end(), it->second) == c->depends_on.end()) {
       c->depends_on.push_back(it->second);
     }
   }
-  last_on_acc_[c->acc_key] = c->cmd_id;
+  last_on_acc_[acc] = c->cmd_id;
   c->softmax_pv = std::move(cmd);
   waiting_.push_back(c->cmd_id);
   Step();
@@ -148,7 +187,7 @@ void PeScheduler::OnSoftmaxPv(std::shared_ptr<const pb::SoftmaxPvCmd> cmd) {
 
 void PeScheduler::OnLseMerge(std::shared_ptr<const pb::LseMergeCmd> cmd) {
   Cmd* c = Accept(Kind::kLseMerge, cmd->cmd_id(), [] { return std::string("lse_merge"); },
-                  checker_.Check(*cmd), {cmd->depends_on().begin(), cmd->depends_on().end()});
+                  checker_.Check(*cmd), Ids(cmd->depends_on()));
   if (c == nullptr) return;
   c->lse_merge = std::move(cmd);
   Admit(*c);
@@ -200,10 +239,6 @@ void PeScheduler::Admit(Cmd& c) {
   // The command's own operands (its loads are pieces of a and b).
   const pb::TensorRef* a = nullptr;
   const pb::TensorRef* b = nullptr;
-  if (c.kind != Kind::kLseMerge && !free_plan_ops_.empty()) {  // a finished command's buffer
-    c.plan.ops = std::move(free_plan_ops_.back());
-    free_plan_ops_.pop_back();
-  }
   switch (c.kind) {
     case Kind::kComposite: {
       a = &c.composite->a();
@@ -252,13 +287,14 @@ void PeScheduler::Admit(Cmd& c) {
   }
 
   // Dependencies on earlier commands.
-  std::vector<OpId> dep_ops;
+  std::vector<OpId>& dep_ops = dep_ops_;
+  dep_ops.clear();
   int unknown = 0;
   SimTime known;
   for (uint64_t dep : c.depends_on) {
     auto it = cmds_.find(dep);
     if (it == cmds_.end()) continue;  // completed: imposes nothing
-    Cmd& d = it->second;
+    const Cmd& d = *it->second;
     AHBM_CHECK(d.admitted) << "cmd " << c.cmd_id << " admitted before its dependency " << dep;
     dep_ops.insert(dep_ops.end(), d.ops.begin(), d.ops.end());
     if (DmaSettled(d)) {
@@ -273,8 +309,8 @@ void PeScheduler::Admit(Cmd& c) {
   if (unknown > 0) {
     for (uint64_t dep : c.depends_on) {
       auto it = cmds_.find(dep);
-      if (it == cmds_.end() || DmaSettled(it->second)) continue;
-      it->second.dma_waiters.insert(it->second.dma_waiters.end(), c.ops.begin(), c.ops.end());
+      if (it == cmds_.end() || DmaSettled(*it->second)) continue;
+      it->second->dma_waiters.insert(it->second->dma_waiters.end(), c.ops.begin(), c.ops.end());
     }
   }
 
@@ -307,7 +343,8 @@ void PeScheduler::AddPlannerOps(Cmd& c, const std::vector<OpId>& extra_deps, int
                                 SimTime external_ready) {
   const size_t n = c.plan.ops.size();
   c.planner_op.assign(n, std::nullopt);
-  c.piece_waiters.assign(n, {});
+  c.piece_waiters.resize(n);
+  for (std::vector<OpId>& waiters : c.piece_waiters) waiters.clear();
   const auto planned = [](const TileOp& op) {
     return op.kind == TileOpKind::kGemm || op.kind == TileOpKind::kEpilogue ||
            op.kind == TileOpKind::kSoftmaxMerge || op.kind == TileOpKind::kLseMerge;
@@ -324,9 +361,9 @@ void PeScheduler::AddPlannerOps(Cmd& c, const std::vector<OpId>& extra_deps, int
     spec.key = PriorityKey{c.seq, op.index};
     spec.busy = op.cycles;
     spec.fill_if_idle = gemm ? Cycles(config_.gemm().fill_drain_cycles()) : Cycles(0);
-    spec.deps = extra_deps;
+    spec.deps.assign(extra_deps.begin(), extra_deps.end());
     int external = extra_external;
-    std::vector<uint32_t> hbm_pieces;
+    absl::InlinedVector<uint32_t, 4> hbm_pieces;  // at most the op's own deps
     for (uint32_t dep : op.deps) {
       const TileOp& d = c.plan.ops[dep];
       if (c.planner_op[dep]) {
@@ -337,7 +374,6 @@ void PeScheduler::AddPlannerOps(Cmd& c, const std::vector<OpId>& extra_deps, int
         ++external;
       }
     }
-    std::sort(spec.deps.begin(), spec.deps.end());
     const SimTime now = engine_->now();
     // Settled dependencies whose DMA parts end in the future make one input known at once.
     const bool known_only = external == 0 && external_ready > now;
@@ -348,7 +384,7 @@ void PeScheduler::AddPlannerOps(Cmd& c, const std::vector<OpId>& extra_deps, int
     c.op_pos.push_back(static_cast<uint32_t>(&op - c.plan.ops.data()));
     for (uint32_t piece : hbm_pieces) c.piece_waiters[piece].push_back(id);
     if (external > 0) {
-      external_[id] = ExternalInput{external, std::max(now, external_ready)};
+      AddExternal(id, ExternalInput{external, std::max(now, external_ready)});
     } else if (known_only) {
       planner_.SetExternalReady(id, external_ready);
     }
@@ -420,13 +456,27 @@ void PeScheduler::Staging(const pb::TensorRef& like, uint64_t rows, uint64_t col
 
 // ---- external inputs ----
 
+void PeScheduler::AddExternal(OpId op, ExternalInput input) {
+  if (external_.empty()) external_first_ = op;
+  AHBM_CHECK(op >= external_first_ + external_.size()) << "external input of op " << op
+                                                       << " added out of order";
+  while (external_first_ + external_.size() < op) external_.emplace_back();
+  external_.push_back(input);
+}
+
 void PeScheduler::ResolveExternal(OpId op, SimTime ready) {
-  auto it = external_.find(op);
-  AHBM_CHECK(it != external_.end()) << "op " << op << " has no pending external input";
-  it->second.ready = std::max(it->second.ready, ready);
-  if (--it->second.unknown > 0) return;
-  planner_.SetExternalReady(op, std::max(it->second.ready, engine_->now()));
-  external_.erase(it);
+  const bool known = op >= external_first_ && op - external_first_ < external_.size() &&
+                     external_[op - external_first_].has_value();
+  AHBM_CHECK(known) << "op " << op << " has no pending external input";
+  std::optional<ExternalInput>& slot = external_[op - external_first_];
+  slot->ready = std::max(slot->ready, ready);
+  if (--slot->unknown > 0) return;
+  planner_.SetExternalReady(op, std::max(slot->ready, engine_->now()));
+  slot.reset();
+  while (!external_.empty() && !external_.front().has_value()) {
+    external_.pop_front();
+    ++external_first_;
+  }
 }
 
 void PeScheduler::NoteDmaEnd(Cmd& c, SimTime end) {
@@ -465,7 +515,7 @@ PeScheduler::DmaPiece PeScheduler::TakePiece(uint64_t dma_id) {
 
 void PeScheduler::PieceDone(const pb::Completion& done) {
   const DmaPiece piece = TakePiece(done.cmd_id());
-  Cmd& c = cmds_.at(piece.cmd_id);
+  Cmd& c = *cmds_.at(piece.cmd_id);
   --c.dmas_in_flight;
   c.dma_start = std::min(c.dma_start, SimTime(done.start_ps()));
   const SimTime end(done.end_ps());
@@ -481,18 +531,11 @@ void PeScheduler::OnDmaError(const pb::DmaError& error) {
   // Checked commands plan cleanly; only a CPU load/store can still be refused here.
   AHBM_CHECK(piece.whole_command) << "DMA piece of checked cmd " << piece.cmd_id
                                   << " refused: " << error.message();
-  const Cmd& c = cmds_.at(piece.cmd_id);
+  Cmd& c = *cmds_.at(piece.cmd_id);
   Fail(c.requester, c.cmd_id, error.message());
   std::erase(live_, &c);
-  RecyclePlan(cmds_.at(piece.cmd_id));
-  cmds_.erase(piece.cmd_id);
+  ReleaseCmd(c);
   if (dma_replies_pending_ == 0) Step();
-}
-
-void PeScheduler::RecyclePlan(Cmd& c) {
-  if (c.plan.ops.capacity() == 0 || free_plan_ops_.size() >= kMaxFreePlans) return;
-  c.plan.ops.clear();
-  free_plan_ops_.push_back(std::move(c.plan.ops));
 }
 
 // ---- stepping ----
@@ -518,17 +561,15 @@ void PeScheduler::Step() {
       if (!c->admitted) continue;
       IssueWriteOuts(*c);
       if (TryComplete(*c)) {
-        const uint64_t id = c->cmd_id;
-        RecyclePlan(*c);
+        ReleaseCmd(*c);
         c = nullptr;
-        cmds_.erase(id);
         any_completed = true;
       }
     }
     if (any_completed) std::erase(live_, nullptr);
     // Admission in issue order.
     while (!waiting_.empty() && inflight_ < config_.scheduler().max_inflight_composites()) {
-      Cmd& c = cmds_.at(waiting_.front());
+      Cmd& c = *cmds_.at(waiting_.front());
       waiting_.pop_front();
       ++inflight_;
       Admit(c);

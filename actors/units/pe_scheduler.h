@@ -53,12 +53,13 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "absl/container/node_hash_map.h"
 #include "absl/functional/function_ref.h"
 #include "actors/command_check.h"
 #include "actors/models/tile_plan.h"
@@ -123,7 +124,9 @@ class PeScheduler {
     std::vector<OpId> dma_waiters;  // ops of later commands waiting for this one's DMA parts
     uint64_t hbm_read_bytes = 0;
     uint64_t hbm_write_bytes = 0;
-    std::string acc_key;  // softmax_pv: the accumulator
+
+    // Back to a fresh command, keeping the buffers' capacity (commands are reused).
+    void Reset();
   };
   struct ExternalInput {
     int unknown = 0;
@@ -138,7 +141,11 @@ class PeScheduler {
   // Shared front end: checks, numbering, queueing. Returns null after replying CommandError
   // (`op_name` is called only for its text).
   Cmd* Accept(Kind kind, uint64_t cmd_id, absl::FunctionRef<std::string()> op_name,
-              absl::Status check, std::vector<uint64_t> depends_on);
+              absl::Status check, std::span<const uint64_t> depends_on);
+  // A command from the pool (or a new one), registered as live under `cmd_id`.
+  Cmd& NewCmd(uint64_t cmd_id);
+  // Unregisters a finished command and returns it to the pool.
+  void ReleaseCmd(Cmd& c);
   // "composite_gemm", "math_EXP", "dma_load", ...: for op-log records and error texts only.
   static std::string OpName(const Cmd& c);
   void Admit(Cmd& c);
@@ -151,11 +158,7 @@ class PeScheduler {
   // A new operand load of `c` in the open batch (see Admit), numbered; the caller fills it.
   pb::DmaCmd& BatchSlot(Cmd& c, uint32_t tile_index);
   void FlushBatch();
-  // Keeps a finished command's plan.ops buffer (cleared) for the next Admit, up to
-  // kMaxFreePlans of them.
-  void RecyclePlan(Cmd& c);
   void PieceDone(const pb::Completion& done);
-  void AddExternalWait(OpId op, int count);
   void ResolveExternal(OpId op, SimTime ready);
   void NoteDmaEnd(Cmd& c, SimTime end);
   bool DmaSettled(const Cmd& c) const { return c.dmas_in_flight == 0 && c.pending_writes.empty(); }
@@ -184,15 +187,23 @@ class PeScheduler {
   ClockDomain clock_;
   PePlanner planner_;
 
-  // Live commands by cmd_id (lookups only; stable nodes, so live_ can point into it).
-  absl::node_hash_map<uint64_t, Cmd> cmds_;
+  // Live commands by cmd_id (lookups only, never iterated). The commands themselves live in
+  // cmd_store_ (stable addresses); finished ones wait in free_cmds_ for reuse.
+  absl::flat_hash_map<uint64_t, Cmd*> cmds_;
+  std::vector<std::unique_ptr<Cmd>> cmd_store_;
+  std::vector<Cmd*> free_cmds_;
   std::vector<Cmd*> live_;                   // the same commands in issue (seq) order: iterated
   // Completed cmd_ids (membership only, never iterated: a hash set is deterministic here).
   absl::flat_hash_set<uint64_t> done_;
   std::deque<uint64_t> waiting_;             // composites / softmax_pv not yet admitted
   uint32_t inflight_ = 0;                    // admitted composites / softmax_pv not completed
   uint64_t next_seq_ = 0;
-  std::map<OpId, ExternalInput> external_;   // planner ops with external inputs not all known
+  // Planner ops with external inputs not all known, by id: external_[i] is op
+  // external_first_ + i (ops are added in id order; resolved slots are empty, dropped from
+  // the front).
+  std::deque<std::optional<ExternalInput>> external_;
+  OpId external_first_ = 0;
+  void AddExternal(OpId op, ExternalInput input);
   // DMAs in flight by id: dma_pieces_[i] is DMA id dma_pieces_first_ + i (ids ascend; batch ids
   // and answered DMAs are empty slots, dropped from the front).
   std::deque<std::optional<DmaPiece>> dma_pieces_;
@@ -204,9 +215,9 @@ class PeScheduler {
   // its own, at the first load; FlushBatch sends it).
   bool batching_ = false;
   std::shared_ptr<pb::DmaBatch> batch_;
-  std::map<std::string, uint64_t> last_on_acc_;  // softmax_pv chain: acc -> last cmd_id
-  static constexpr size_t kMaxFreePlans = 4;
-  std::vector<std::vector<TileOp>> free_plan_ops_;  // cleared op buffers of completed commands
+  // softmax_pv chain: accumulator (acc_o's PE, address) -> last cmd_id on it.
+  std::map<std::pair<uint32_t, uint64_t>, uint64_t> last_on_acc_;
+  std::vector<OpId> dep_ops_;  // Admit's scratch: the planner ops of a command's dependencies
   uint64_t wake_version_ = 0;
   std::optional<SimTime> wake_at_;
 };
