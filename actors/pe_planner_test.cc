@@ -229,5 +229,27 @@ TEST(PePlannerTest, ClosedFormEqualsPerTileSimulation) {
   }
 }
 
+// VectorFifo keeps FIFO order and indexes from the front across its compactions.
+TEST(VectorFifoTest, FifoOrderAcrossCompactions) {
+  VectorFifo<uint64_t> fifo;
+  uint64_t next_in = 0, next_out = 0;
+  for (int round = 0; round < 50; ++round) {
+    for (int i = 0; i < 7; ++i) fifo.push_back(next_in++);
+    for (int i = 0; i < 5; ++i) {
+      ASSERT_EQ(fifo.front(), next_out);
+      fifo.pop_front();
+      ++next_out;
+    }
+    ASSERT_EQ(fifo.size(), next_in - next_out);
+    for (size_t i = 0; i < fifo.size(); ++i) ASSERT_EQ(fifo[i], next_out + i);
+    ASSERT_EQ(*fifo.begin(), next_out);
+  }
+  while (!fifo.empty()) {
+    ASSERT_EQ(fifo.front(), next_out++);
+    fifo.pop_front();
+  }
+  EXPECT_EQ(next_out, next_in);
+}
+
 }  // namespace
 }  // namespace ahbm::sim

@@ -670,9 +670,9 @@ void PeScheduler::PostWake() {
     if (!c.admitted) continue;
     if (c.dmas_in_flight == 0) consider(c.dma_end);
     bool all_planned = true;
-    SimTime end;
-    for (OpId op : c.ops) {
-      const std::optional<OpTiming> t = planner_.timing(op);
+    SimTime end = c.ops_end;  // the final ops' (TryComplete folded them)
+    for (size_t i = c.ops_final; i < c.ops.size(); ++i) {
+      const std::optional<OpTiming> t = planner_.timing(c.ops[i]);
       if (!t) {
         all_planned = false;
         continue;

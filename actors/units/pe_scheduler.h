@@ -49,7 +49,6 @@
 #define AHBMSIM_ACTORS_UNITS_PE_SCHEDULER_H_
 
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -195,18 +194,18 @@ class PeScheduler {
   std::vector<Cmd*> live_;                   // the same commands in issue (seq) order: iterated
   // Completed cmd_ids (membership only, never iterated: a hash set is deterministic here).
   absl::flat_hash_set<uint64_t> done_;
-  std::deque<uint64_t> waiting_;             // composites / softmax_pv not yet admitted
+  VectorFifo<uint64_t> waiting_;             // composites / softmax_pv not yet admitted
   uint32_t inflight_ = 0;                    // admitted composites / softmax_pv not completed
   uint64_t next_seq_ = 0;
   // Planner ops with external inputs not all known, by id: external_[i] is op
   // external_first_ + i (ops are added in id order; resolved slots are empty, dropped from
   // the front).
-  std::deque<std::optional<ExternalInput>> external_;
+  VectorFifo<std::optional<ExternalInput>> external_;
   OpId external_first_ = 0;
   void AddExternal(OpId op, ExternalInput input);
   // DMAs in flight by id: dma_pieces_[i] is DMA id dma_pieces_first_ + i (ids ascend; batch ids
   // and answered DMAs are empty slots, dropped from the front).
-  std::deque<std::optional<DmaPiece>> dma_pieces_;
+  VectorFifo<std::optional<DmaPiece>> dma_pieces_;
   uint64_t dma_pieces_first_ = 1;
   DmaPiece TakePiece(uint64_t dma_id);  // removes an in-flight DMA's entry (CHECKs it exists)
   uint64_t next_dma_id_ = 1;
