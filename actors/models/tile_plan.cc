@@ -4,6 +4,7 @@
 #include <limits>
 #include <utility>
 
+#include "absl/container/inlined_vector.h"
 #include "base/check.h"
 
 namespace ahbm::sim {
@@ -93,9 +94,9 @@ void PlanGemmInto(const GemmComposite& composite, const pb::Scheduler& scheduler
 
   const bool load_a = c.a_home == TensorHome::kHbm;
   // Index of kLoadA(mi, ki) at [mi * k_tiles + ki], filled during the first n-tile.
-  std::vector<uint32_t> a_load(load_a ? plan.m_tiles * static_cast<size_t>(plan.k_tiles) : 0);
+  absl::InlinedVector<uint32_t, 16> a_load(load_a ? plan.m_tiles * size_t{plan.k_tiles} : 0);
   // Index of kGemm(mi, ki - 1, ni) while walking ki, per mi.
-  std::vector<uint32_t> prev_gemm(plan.m_tiles);
+  absl::InlinedVector<uint32_t, 16> prev_gemm(plan.m_tiles);
   // Every op below, counted up front: one allocation instead of a regrowth per doubling.
   {
     const size_t m = plan.m_tiles, k = plan.k_tiles, n = plan.n_tiles;

@@ -109,21 +109,24 @@ void PeScheduler::Cmd::Reset() {
   *this = std::move(fresh);
 }
 
-PeScheduler::Cmd& PeScheduler::NewCmd(uint64_t cmd_id) {
-  if (free_cmds_.empty()) {
+PeScheduler::Cmd& PeScheduler::NewCmd(Kind kind, uint64_t cmd_id) {
+  std::vector<Cmd*>& free = free_cmds_[static_cast<int>(kind)];
+  if (free.empty()) {
     cmd_store_.push_back(std::make_unique<Cmd>());
-    free_cmds_.push_back(cmd_store_.back().get());
+    free.push_back(cmd_store_.back().get());
   }
-  Cmd* c = free_cmds_.back();
-  free_cmds_.pop_back();
+  Cmd* c = free.back();
+  free.pop_back();
+  c->kind = kind;
   cmds_[cmd_id] = c;
   return *c;
 }
 
 void PeScheduler::ReleaseCmd(Cmd& c) {
   cmds_.erase(c.cmd_id);
+  const Kind kind = c.kind;
   c.Reset();
-  free_cmds_.push_back(&c);
+  free_cmds_[static_cast<int>(kind)].push_back(&c);
 }
 
 PeScheduler::Cmd* PeScheduler::Accept(Kind kind, uint64_t cmd_id,
@@ -148,8 +151,7 @@ PeScheduler::Cmd* PeScheduler::Accept(Kind kind, uint64_t cmd_id,
       return nullptr;
     }
   }
-  Cmd& c = NewCmd(cmd_id);
-  c.kind = kind;
+  Cmd& c = NewCmd(kind, cmd_id);
   c.cmd_id = cmd_id;
   c.seq = next_seq_++;
   c.requester = requester;

@@ -48,6 +48,7 @@
 #ifndef AHBMSIM_ACTORS_UNITS_PE_SCHEDULER_H_
 #define AHBMSIM_ACTORS_UNITS_PE_SCHEDULER_H_
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -92,6 +93,7 @@ class PeScheduler {
 
  private:
   enum class Kind { kComposite, kSoftmaxPv, kDot, kMath, kDma, kLseMerge };
+  static constexpr int kKinds = 6;
   struct Cmd {
     Kind kind = Kind::kComposite;
     uint64_t cmd_id = 0;
@@ -141,8 +143,8 @@ class PeScheduler {
   // (`op_name` is called only for its text).
   Cmd* Accept(Kind kind, uint64_t cmd_id, absl::FunctionRef<std::string()> op_name,
               absl::Status check, std::span<const uint64_t> depends_on);
-  // A command from the pool (or a new one), registered as live under `cmd_id`.
-  Cmd& NewCmd(uint64_t cmd_id);
+  // A command from the pool of its kind (or a new one), registered as live under `cmd_id`.
+  Cmd& NewCmd(Kind kind, uint64_t cmd_id);
   // Unregisters a finished command and returns it to the pool.
   void ReleaseCmd(Cmd& c);
   // "composite_gemm", "math_EXP", "dma_load", ...: for op-log records and error texts only.
@@ -187,10 +189,11 @@ class PeScheduler {
   PePlanner planner_;
 
   // Live commands by cmd_id (lookups only, never iterated). The commands themselves live in
-  // cmd_store_ (stable addresses); finished ones wait in free_cmds_ for reuse.
+  // cmd_store_ (stable addresses); finished ones wait in free_cmds_ for reuse by a command
+  // of the same kind (whose buffers then have about the right capacity).
   absl::flat_hash_map<uint64_t, Cmd*> cmds_;
   std::vector<std::unique_ptr<Cmd>> cmd_store_;
-  std::vector<Cmd*> free_cmds_;
+  std::array<std::vector<Cmd*>, kKinds> free_cmds_;
   std::vector<Cmd*> live_;                   // the same commands in issue (seq) order: iterated
   // Completed cmd_ids (membership only, never iterated: a hash set is deterministic here).
   absl::flat_hash_set<uint64_t> done_;
