@@ -80,7 +80,7 @@ struct GemmComposite {
   TensorHome a_home = TensorHome::kTcm;
   TensorHome b_home = TensorHome::kHbm;
   TensorHome out_home = TensorHome::kTcm;
-  std::vector<pb::MathOp> epilogue;  // fused, each stage over the whole output tile
+  absl::InlinedVector<pb::MathOp, 4> epilogue;  // fused, each stage over the whole output tile
 };
 
 enum class TileOpKind {

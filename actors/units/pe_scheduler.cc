@@ -92,14 +92,17 @@ std::string PeScheduler::OpName(const Cmd& c) {
   return "?";
 }
 
-void PeScheduler::Cmd::Reset() {
+void PeScheduler::Cmd::Reset(std::vector<std::vector<TileOp>>& free_plans) {
   Cmd fresh;
   const auto keep = [](auto& from, auto& to) {
     from.clear();
     to = std::move(from);
   };
+  if (plan.ops.capacity() > 0 && free_plans.size() < kMaxFreePlans) {
+    plan.ops.clear();
+    free_plans.push_back(std::move(plan.ops));
+  }
   keep(depends_on, fresh.depends_on);
-  keep(plan.ops, fresh.plan.ops);
   keep(planner_op, fresh.planner_op);
   fresh.piece_waiters = std::move(piece_waiters);  // AddPlannerOps clears each one
   keep(ops, fresh.ops);
@@ -125,7 +128,7 @@ PeScheduler::Cmd& PeScheduler::NewCmd(Kind kind, uint64_t cmd_id) {
 void PeScheduler::ReleaseCmd(Cmd& c) {
   cmds_.erase(c.cmd_id);
   const Kind kind = c.kind;
-  c.Reset();
+  c.Reset(free_plan_ops_);
   free_cmds_[static_cast<int>(kind)].push_back(&c);
 }
 
@@ -241,6 +244,10 @@ void PeScheduler::Admit(Cmd& c) {
   // The command's own operands (its loads are pieces of a and b).
   const pb::TensorRef* a = nullptr;
   const pb::TensorRef* b = nullptr;
+  if (c.kind != Kind::kLseMerge && c.plan.ops.capacity() == 0 && !free_plan_ops_.empty()) {
+    c.plan.ops = std::move(free_plan_ops_.back());  // a finished command's buffer
+    free_plan_ops_.pop_back();
+  }
   switch (c.kind) {
     case Kind::kComposite: {
       a = &c.composite->a();

@@ -126,8 +126,9 @@ class PeScheduler {
     uint64_t hbm_read_bytes = 0;
     uint64_t hbm_write_bytes = 0;
 
-    // Back to a fresh command, keeping the buffers' capacity (commands are reused).
-    void Reset();
+    // Back to a fresh command, keeping the buffers' capacity (commands are reused); the plan
+    // buffer goes to `free_plans` (up to kMaxFreePlans of them).
+    void Reset(std::vector<std::vector<TileOp>>& free_plans);
   };
   struct ExternalInput {
     int unknown = 0;
@@ -220,6 +221,11 @@ class PeScheduler {
   // softmax_pv chain: accumulator (acc_o's PE, address) -> last cmd_id on it.
   std::map<std::pair<uint32_t, uint64_t>, uint64_t> last_on_acc_;
   std::vector<OpId> dep_ops_;  // Admit's scratch: the planner ops of a command's dependencies
+  // Plan buffers of finished commands, for any command's next plan: TileOp buffers are large
+  // enough (~150 bytes an op) that allocating one per plan is a slow-path malloc, and a
+  // command object is reused only once as many of its kind have finished.
+  static constexpr size_t kMaxFreePlans = 8;
+  std::vector<std::vector<TileOp>> free_plan_ops_;
   uint64_t wake_version_ = 0;
   std::optional<SimTime> wake_at_;
 };
