@@ -24,6 +24,7 @@
 #include <compare>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <utility>
@@ -141,7 +142,9 @@ class PePlanner {
   void Retire(SimTime now);
 
   ClockDomain clock_;
-  VectorFifo<Op> ops_;  // ops_[i] has id first_id_ + i
+  // ops_[i] has id first_id_ + i. A deque, not a VectorFifo: a vector's growth slack on
+  // ~140-byte ops, kept at each PE's peak, raised opt2's peak memory at S = 131072 by 9%.
+  std::deque<Op> ops_;
   // Timings of retired ops not yet released: retired_[i] is op retired_first_ + i (ops retire
   // in id order, so the retired ids form one range; released slots are empty and dropped from
   // the front).

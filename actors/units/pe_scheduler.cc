@@ -113,23 +113,26 @@ void PeScheduler::Cmd::Reset(std::vector<std::vector<TileOp>>& free_plans) {
 }
 
 PeScheduler::Cmd& PeScheduler::NewCmd(Kind kind, uint64_t cmd_id) {
-  std::vector<Cmd*>& free = free_cmds_[static_cast<int>(kind)];
-  if (free.empty()) {
-    cmd_store_.push_back(std::make_unique<Cmd>());
-    free.push_back(cmd_store_.back().get());
+  std::unique_ptr<Cmd> c;
+  if (free_cmds_.empty()) {
+    c = std::make_unique<Cmd>();
+  } else {
+    c = std::move(free_cmds_.back());
+    free_cmds_.pop_back();
   }
-  Cmd* c = free.back();
-  free.pop_back();
   c->kind = kind;
-  cmds_[cmd_id] = c;
-  return *c;
+  Cmd& live = *c;
+  cmds_[cmd_id] = std::move(c);
+  return live;
 }
 
 void PeScheduler::ReleaseCmd(Cmd& c) {
-  cmds_.erase(c.cmd_id);
-  const Kind kind = c.kind;
-  c.Reset(free_plan_ops_);
-  free_cmds_[static_cast<int>(kind)].push_back(&c);
+  auto it = cmds_.find(c.cmd_id);
+  AHBM_CHECK(it != cmds_.end() && it->second.get() == &c) << "cmd " << c.cmd_id << " is not live";
+  std::unique_ptr<Cmd> owned = std::move(it->second);
+  cmds_.erase(it);
+  owned->Reset(free_plan_ops_);
+  if (free_cmds_.size() < kMaxFreeCmds) free_cmds_.push_back(std::move(owned));
 }
 
 PeScheduler::Cmd* PeScheduler::Accept(Kind kind, uint64_t cmd_id,

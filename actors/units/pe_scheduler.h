@@ -48,7 +48,6 @@
 #ifndef AHBMSIM_ACTORS_UNITS_PE_SCHEDULER_H_
 #define AHBMSIM_ACTORS_UNITS_PE_SCHEDULER_H_
 
-#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -93,7 +92,6 @@ class PeScheduler {
 
  private:
   enum class Kind { kComposite, kSoftmaxPv, kDot, kMath, kDma, kLseMerge };
-  static constexpr int kKinds = 6;
   struct Cmd {
     Kind kind = Kind::kComposite;
     uint64_t cmd_id = 0;
@@ -144,9 +142,10 @@ class PeScheduler {
   // (`op_name` is called only for its text).
   Cmd* Accept(Kind kind, uint64_t cmd_id, absl::FunctionRef<std::string()> op_name,
               absl::Status check, std::span<const uint64_t> depends_on);
-  // A command from the pool of its kind (or a new one), registered as live under `cmd_id`.
+  // A command from the pool (or a new one), registered as live under `cmd_id`.
   Cmd& NewCmd(Kind kind, uint64_t cmd_id);
-  // Unregisters a finished command and returns it to the pool.
+  // Unregisters a finished command and returns it to the pool (or frees it: the pool keeps
+  // at most kMaxFreeCmds, so a burst of live commands does not stay allocated).
   void ReleaseCmd(Cmd& c);
   // "composite_gemm", "math_EXP", "dma_load", ...: for op-log records and error texts only.
   static std::string OpName(const Cmd& c);
@@ -189,12 +188,11 @@ class PeScheduler {
   ClockDomain clock_;
   PePlanner planner_;
 
-  // Live commands by cmd_id (lookups only, never iterated). The commands themselves live in
-  // cmd_store_ (stable addresses); finished ones wait in free_cmds_ for reuse by a command
-  // of the same kind (whose buffers then have about the right capacity).
-  absl::flat_hash_map<uint64_t, Cmd*> cmds_;
-  std::vector<std::unique_ptr<Cmd>> cmd_store_;
-  std::array<std::vector<Cmd*>, kKinds> free_cmds_;
+  // Live commands by cmd_id (lookups only, never iterated; heap objects, so live_ can point
+  // at them); finished ones wait in free_cmds_ for reuse with their buffers.
+  absl::flat_hash_map<uint64_t, std::unique_ptr<Cmd>> cmds_;
+  static constexpr size_t kMaxFreeCmds = 2;
+  std::vector<std::unique_ptr<Cmd>> free_cmds_;
   std::vector<Cmd*> live_;                   // the same commands in issue (seq) order: iterated
   // Completed cmd_ids (membership only, never iterated: a hash set is deterministic here).
   absl::flat_hash_set<uint64_t> done_;
@@ -224,7 +222,7 @@ class PeScheduler {
   // Plan buffers of finished commands, for any command's next plan: TileOp buffers are large
   // enough (~150 bytes an op) that allocating one per plan is a slow-path malloc, and a
   // command object is reused only once as many of its kind have finished.
-  static constexpr size_t kMaxFreePlans = 8;
+  static constexpr size_t kMaxFreePlans = 4;
   std::vector<std::vector<TileOp>> free_plan_ops_;
   uint64_t wake_version_ = 0;
   std::optional<SimTime> wake_at_;
