@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -19,17 +20,24 @@ using u128 = unsigned __int128;
 
 constexpr u128 kBeyond = u128{1} << 64;
 
+// A tensor's shape in place (the proto's own field): the checks compare dims without copying;
+// Shape copies are made only for an error's text.
+using Dims = std::span<const uint64_t>;
 
+Dims DimsOf(const pb::TensorRef& t) { return Dims(t.shape().data(), t.shape().size()); }
+std::string DimsText(Dims dims) { return ShapeText(Shape(dims.begin(), dims.end())); }
+bool Equal(Dims a, Dims b) { return std::ranges::equal(a, b); }
+bool Equal(Dims a, std::initializer_list<uint64_t> b) { return std::ranges::equal(a, b); }
 
 template <typename... Args>
-absl::Status Fail(const std::string& role, const Args&... args) {
-  return absl::InvalidArgumentError(absl::StrCat(role, ": ", args...));
+absl::Status Fail(const CheckRole& role, const Args&... args) {
+  return absl::InvalidArgumentError(absl::StrCat(role.Text(), ": ", args...));
 }
 
 // True when `operand` may be combined elementwise with a tensor of shape `full`: the same shape
 // (any rank), or at rank 2 a row vector [1, C] or a column vector [R, 1] of `full` = [R, C].
-bool BroadcastsOver(const Shape& operand, const Shape& full) {
-  if (operand == full) return true;
+bool BroadcastsOver(Dims operand, Dims full) {
+  if (Equal(operand, full)) return true;
   if (operand.size() != 2 || full.size() != 2) return false;
   return (operand[0] == 1 && operand[1] == full[1]) || (operand[0] == full[0] && operand[1] == 1);
 }
@@ -48,7 +56,7 @@ absl::Status DependsOn(const google::protobuf::RepeatedField<uint64_t>& depends_
                        uint64_t cmd_id) {
   for (int i = 0; i < depends_on.size(); ++i) {
     if (depends_on[i] >= cmd_id) {
-      return Fail(absl::StrCat("depends_on[", i, "]"), "cmd ", depends_on[i],
+      return Fail(CheckRole("depends_on", i), "cmd ", depends_on[i],
                   " is not earlier than cmd ", cmd_id,
                   "; a command can only depend on earlier commands (ids < ", cmd_id, ")");
     }
@@ -56,13 +64,20 @@ absl::Status DependsOn(const google::protobuf::RepeatedField<uint64_t>& depends_
   return absl::OkStatus();
 }
 
-absl::Status Rank2(const pb::TensorRef& t, const std::string& role, const char* want) {
+absl::Status Rank2(const pb::TensorRef& t, const CheckRole& role, const char* want) {
   if (t.shape_size() == 2) return absl::OkStatus();
   return Fail(role, "rank ", t.shape_size(), " (shape ", ShapeText(ShapeOf(t)), "); want rank 2 ", want,
               " (no batch dims)");
 }
 
 }  // namespace
+
+std::string CheckRole::Text() const {
+  std::string text(name);
+  if (index >= 0) text += "[" + std::to_string(index) + "]";
+  text += suffix;
+  return text;
+}
 
 CommandChecker::CommandChecker(const pb::Chip& chip, uint32_t global_pe)
     : index_(chip),
@@ -90,12 +105,12 @@ absl::Status CommandChecker::InCommand(const char* kind, uint64_t cmd_id,
 }
 
 absl::Status CommandChecker::CheckTensor(const pb::TensorRef& tensor, std::string_view role) const {
-  const absl::Status status = Tensor(tensor, std::string(role));
+  const absl::Status status = Tensor(tensor, CheckRole(role, /*index=*/-1));
   if (status.ok()) return status;
   return absl::InvalidArgumentError(absl::StrCat(pe_name_, ": ", status.message()));
 }
 
-absl::Status CommandChecker::Tensor(const pb::TensorRef& t, const std::string& role) const {
+absl::Status CommandChecker::Tensor(const pb::TensorRef& t, const CheckRole& role) const {
   if (t.space() != pb::HBM && t.space() != pb::TCM) {
     return Fail(role, "memory space is ", SpaceText(t.space()), "; want HBM or TCM");
   }
@@ -173,25 +188,24 @@ absl::Status CommandChecker::GemmShapes(const pb::TensorRef& a, const pb::Tensor
   if (absl::Status s = Rank2(a, "operand a", "[M, K]"); !s.ok()) return s;
   if (absl::Status s = Rank2(b, "operand b", "[K, N]"); !s.ok()) return s;
   if (absl::Status s = Rank2(out, "out", "[M, N]"); !s.ok()) return s;
-  const Shape sa = ShapeOf(a);
-  const Shape sb = ShapeOf(b);
+  const Dims sa = DimsOf(a);
+  const Dims sb = DimsOf(b);
   if (sb[0] != sa[1]) {
-    return Fail("operand b", "shape ", ShapeText(sb), " does not match operand a's K = ", sa[1],
-                " (a is ", ShapeText(sa), ")");
+    return Fail("operand b", "shape ", DimsText(sb), " does not match operand a's K = ", sa[1],
+                " (a is ", DimsText(sa), ")");
   }
-  const Shape want = {sa[0], sb[1]};
-  if (ShapeOf(out) != want) {
-    return Fail("out", "shape ", ShapeText(ShapeOf(out)), " does not match [M, N] = ", ShapeText(want),
-                " (a is ", ShapeText(sa), ", b is ", ShapeText(sb), ")");
+  if (!Equal(DimsOf(out), {sa[0], sb[1]})) {
+    return Fail("out", "shape ", DimsText(DimsOf(out)), " does not match [M, N] = ",
+                ShapeText({sa[0], sb[1]}), " (a is ", DimsText(sa), ", b is ", DimsText(sb), ")");
   }
   return absl::OkStatus();
 }
 
 absl::Status CommandChecker::Epilogue(const pb::CompositeCmd& cmd) const {
-  const Shape out = ShapeOf(cmd.out());
+  const Dims out = DimsOf(cmd.out());
   for (int i = 0; i < cmd.epilogue_size(); ++i) {
     const pb::EpilogueStage& stage = cmd.epilogue(i);
-    const std::string role = absl::StrCat("epilogue[", i, "]");
+    const CheckRole role("epilogue", i);
     const pb::MathOp op = stage.op();
     if (!IsBinary(op) && op != pb::SCALE && op != pb::EXP) {
       return Fail(role, "op ", OpText(op),
@@ -205,12 +219,13 @@ absl::Status CommandChecker::Epilogue(const pb::CompositeCmd& cmd) const {
       return Fail(role, "SCALE scalar ", stage.scalar(), " is not finite");
     }
     if (!stage.has_operand()) continue;
-    const std::string operand_role = absl::StrCat(role, " operand");
+    const CheckRole operand_role("epilogue", i, " operand");
     if (absl::Status s = Tensor(stage.operand(), operand_role); !s.ok()) return s;
-    const Shape shape = ShapeOf(stage.operand());
+    const Dims shape = DimsOf(stage.operand());
     if (!BroadcastsOver(shape, out)) {
-      return Fail(operand_role, "shape ", ShapeText(shape), " does not broadcast over out ", ShapeText(out),
-                  " (", BroadcastWant(out), ")");
+      const Shape full(out.begin(), out.end());
+      return Fail(operand_role, "shape ", DimsText(shape), " does not broadcast over out ",
+                  ShapeText(full), " (", BroadcastWant(full), ")");
     }
   }
   return absl::OkStatus();
@@ -245,31 +260,31 @@ absl::Status CommandChecker::Math(const pb::MathCmd& cmd) const {
                 " (got ", cmd.inputs_size(), ")");
   }
   for (int i = 0; i < cmd.inputs_size(); ++i) {
-    if (absl::Status s = Tensor(cmd.inputs(i), absl::StrCat("inputs[", i, "]")); !s.ok()) return s;
+    if (absl::Status s = Tensor(cmd.inputs(i), CheckRole("inputs", i)); !s.ok()) return s;
   }
   if (absl::Status s = Tensor(cmd.out(), "out"); !s.ok()) return s;
   if (op == pb::SCALE && !std::isfinite(cmd.scalar())) {
     return Fail("scalar", "SCALE scalar ", cmd.scalar(), " is not finite");
   }
-  const Shape out = ShapeOf(cmd.out());
+  const Dims out = DimsOf(cmd.out());
   if (op == pb::FILL) return absl::OkStatus();
-  const Shape in = ShapeOf(cmd.inputs(0));
+  const Dims in = DimsOf(cmd.inputs(0));
 
   if (IsBinary(op)) {
-    const Shape other = ShapeOf(cmd.inputs(1));
-    Shape full;
+    const Dims other = DimsOf(cmd.inputs(1));
+    Dims full;
     if (BroadcastsOver(other, in)) {
       full = in;
     } else if (BroadcastsOver(in, other)) {
       full = other;
     } else {
-      return Fail("inputs[1]", "shape ", ShapeText(other), " does not broadcast with inputs[0] ",
-                  ShapeText(in),
+      return Fail("inputs[1]", "shape ", DimsText(other), " does not broadcast with inputs[0] ",
+                  DimsText(in),
                   " (want equal shapes, or a [R, 1] column or [1, C] row vector over [R, C])");
     }
-    if (out != full) {
-      return Fail("out", "shape ", ShapeText(out), " does not match the broadcast shape ", ShapeText(full),
-                  " of inputs ", ShapeText(in), " and ", ShapeText(other));
+    if (!Equal(out, full)) {
+      return Fail("out", "shape ", DimsText(out), " does not match the broadcast shape ", DimsText(full),
+                  " of inputs ", DimsText(in), " and ", DimsText(other));
     }
     return absl::OkStatus();
   }
@@ -277,32 +292,37 @@ absl::Status CommandChecker::Math(const pb::MathCmd& cmd) const {
     const int rank = static_cast<int>(in.size());
     const int axis = cmd.axis() == -1 ? rank - 1 : cmd.axis();
     if (axis < 0 || axis >= rank) {
-      return Fail("axis", cmd.axis(), " is not an axis of inputs[0] ", ShapeText(in), " (want -1 or 0..",
+      return Fail("axis", cmd.axis(), " is not an axis of inputs[0] ", DimsText(in), " (want -1 or 0..",
                   rank - 1, ")");
     }
-    Shape kept = in;
+    // out is `in` with that axis set to 1 (kept) or removed.
+    const size_t a = static_cast<size_t>(axis);
+    bool kept_ok = out.size() == in.size();
+    for (size_t j = 0; kept_ok && j < in.size(); ++j) kept_ok = out[j] == (j == a ? 1 : in[j]);
+    bool removed_ok = in.size() >= 2 && out.size() + 1 == in.size();
+    for (size_t j = 0; removed_ok && j < out.size(); ++j) removed_ok = out[j] == in[j < a ? j : j + 1];
+    if (kept_ok || removed_ok) return absl::OkStatus();
+    Shape kept(in.begin(), in.end());
     kept[axis] = 1;
-    Shape removed = in;
+    Shape removed(in.begin(), in.end());
     removed.erase(removed.begin() + axis);
-    if (out == kept || (!removed.empty() && out == removed)) return absl::OkStatus();
-    return Fail("out", "shape ", ShapeText(out), " is not inputs[0] ", ShapeText(in), " reduced over axis ",
+    return Fail("out", "shape ", DimsText(out), " is not inputs[0] ", DimsText(in), " reduced over axis ",
                 axis, " (want ", ShapeText(kept),
                 removed.empty() ? std::string() : absl::StrCat(" or ", ShapeText(removed)), ")");
   }
   if (op == pb::TRANSPOSE) {
     if (in.size() != 2) {
-      return Fail("inputs[0]", "TRANSPOSE takes a rank-2 input (got shape ", ShapeText(in), ")");
+      return Fail("inputs[0]", "TRANSPOSE takes a rank-2 input (got shape ", DimsText(in), ")");
     }
-    const Shape want = {in[1], in[0]};
-    if (out != want) {
-      return Fail("out", "shape ", ShapeText(out), " is not the transpose ", ShapeText(want),
-                  " of inputs[0] ", ShapeText(in));
+    if (!Equal(out, {in[1], in[0]})) {
+      return Fail("out", "shape ", DimsText(out), " is not the transpose ", ShapeText({in[1], in[0]}),
+                  " of inputs[0] ", DimsText(in));
     }
     return absl::OkStatus();
   }
   // EXP, SCALE, COPY.
-  if (out != in) {
-    return Fail("out", "shape ", ShapeText(out), " does not match inputs[0] ", ShapeText(in), " (",
+  if (!Equal(out, in)) {
+    return Fail("out", "shape ", DimsText(out), " does not match inputs[0] ", DimsText(in), " (",
                 OpText(op), " keeps the shape)");
   }
   return absl::OkStatus();
@@ -331,22 +351,22 @@ absl::Status CommandChecker::SoftmaxPv(const pb::SoftmaxPvCmd& cmd) const {
   }
   if (absl::Status s = Rank2(cmd.s(), "s", "[R, T]"); !s.ok()) return s;
   if (absl::Status s = Rank2(cmd.v(), "v", "[T, D]"); !s.ok()) return s;
-  const Shape s = ShapeOf(cmd.s());
-  const Shape v = ShapeOf(cmd.v());
+  const Dims s = DimsOf(cmd.s());
+  const Dims v = DimsOf(cmd.v());
   if (v[0] != s[1]) {
-    return Fail("v", "shape ", ShapeText(v), " does not match s's T = ", s[1], " (s is ", ShapeText(s), ")");
+    return Fail("v", "shape ", DimsText(v), " does not match s's T = ", s[1], " (s is ", DimsText(s), ")");
   }
   for (const auto& acc : {accs[0], accs[1]}) {
-    const Shape shape = ShapeOf(*acc.t);
-    if (shape != Shape{s[0], 1} && shape != Shape{s[0]}) {
-      return Fail(acc.role, "shape ", ShapeText(shape), " is not [R, 1] or [R] with R = ", s[0],
-                  " (s is ", ShapeText(s), ")");
+    const Dims shape = DimsOf(*acc.t);
+    if (!Equal(shape, {s[0], 1}) && !Equal(shape, {s[0]})) {
+      return Fail(acc.role, "shape ", DimsText(shape), " is not [R, 1] or [R] with R = ", s[0],
+                  " (s is ", DimsText(s), ")");
     }
   }
-  const Shape o = ShapeOf(cmd.acc_o());
-  if (o != Shape{s[0], v[1]}) {
-    return Fail("acc_o", "shape ", ShapeText(o), " does not match [R, D] = ", ShapeText({s[0], v[1]}),
-                " (s is ", ShapeText(s), ", v is ", ShapeText(v), ")");
+  const Dims o = DimsOf(cmd.acc_o());
+  if (!Equal(o, {s[0], v[1]})) {
+    return Fail("acc_o", "shape ", DimsText(o), " does not match [R, D] = ", ShapeText({s[0], v[1]}),
+                " (s is ", DimsText(s), ", v is ", DimsText(v), ")");
   }
   if (!std::isfinite(cmd.scale()) || !(cmd.scale() > 0)) {
     return Fail("scale", cmd.scale(), " must be finite and > 0");
@@ -378,15 +398,15 @@ absl::Status CommandChecker::LseMerge(const pb::LseMergeCmd& cmd) const {
     }
   }
   if (absl::Status s = Rank2(cmd.acc_o(), "acc_o", "[R, D]"); !s.ok()) return s;
-  const Shape o = ShapeOf(cmd.acc_o());
+  const Dims o = DimsOf(cmd.acc_o());
   for (const auto& part : parts) {
-    const Shape shape = ShapeOf(*part.t);
-    if (part.vector && shape != Shape{o[0], 1} && shape != Shape{o[0]}) {
-      return Fail(part.role, "shape ", ShapeText(shape), " is not [R, 1] or [R] with R = ", o[0],
-                  " (acc_o is ", ShapeText(o), ")");
+    const Dims shape = DimsOf(*part.t);
+    if (part.vector && !Equal(shape, {o[0], 1}) && !Equal(shape, {o[0]})) {
+      return Fail(part.role, "shape ", DimsText(shape), " is not [R, 1] or [R] with R = ", o[0],
+                  " (acc_o is ", DimsText(o), ")");
     }
-    if (!part.vector && shape != o) {
-      return Fail(part.role, "shape ", ShapeText(shape), " does not match acc_o ", ShapeText(o));
+    if (!part.vector && !Equal(shape, o)) {
+      return Fail(part.role, "shape ", DimsText(shape), " does not match acc_o ", DimsText(o));
     }
   }
   return DependsOn(cmd.depends_on(), cmd.cmd_id());

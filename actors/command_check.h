@@ -67,6 +67,20 @@
 
 namespace ahbm::sim {
 
+// The role of a tensor or field in an error ("operand a", "inputs[1]", "epilogue[0] operand"),
+// kept as its parts: the text is built only when a check fails.
+struct CheckRole {
+  CheckRole(const char* name) : name(name) {}  // NOLINT: implicit from a literal
+  CheckRole(std::string_view name, int index, std::string_view suffix = {})
+      : name(name), index(index), suffix(suffix) {}
+
+  std::string Text() const;
+
+  std::string_view name;
+  int index = -1;  // -1: no "[index]"
+  std::string_view suffix;
+};
+
 class CommandChecker {
  public:
   // Checks commands issued by global PE `global_pe` (< the chip's PE count) of a validated chip.
@@ -91,7 +105,7 @@ class CommandChecker {
  private:
   // The checks return InvalidArgument "<role>: <reason>"; Check() puts "<pe>: <kind> cmd <id>: "
   // before it.
-  absl::Status Tensor(const pb::TensorRef& tensor, const std::string& role) const;
+  absl::Status Tensor(const pb::TensorRef& tensor, const CheckRole& role) const;
   absl::Status GemmShapes(const pb::TensorRef& a, const pb::TensorRef& b,
                           const pb::TensorRef& out) const;
   absl::Status Epilogue(const pb::CompositeCmd& cmd) const;

@@ -79,22 +79,36 @@ void PePlanner::Replan(SimTime now) {
   std::vector<SimTime>& base = scratch_.base;
   std::vector<uint32_t>& pending = scratch_.pending;
   std::vector<uint8_t>& blocked = scratch_.blocked;
-  std::vector<uint32_t>& todo = scratch_.todo;
   std::vector<uint32_t>& first_edge = scratch_.first_edge;
   std::vector<uint32_t>& edges = scratch_.edges;
   std::vector<std::pair<uint32_t, uint32_t>>& pairs = scratch_.pairs;  // (dep, dependent)
   base.assign(n, now_);
   pending.assign(n, 0);
   blocked.assign(n, 0);
-  todo.clear();
   pairs.clear();
+  // Per engine, the ready unplanned ops: `waiting` by ready time (a min-heap of (base, op)),
+  // `eligible` by key (a min-heap) once their ready edge is at or before a decision time on
+  // that engine. Decision times on one engine only grow, so an eligible op stays eligible.
+  const auto later_base = [](const std::pair<SimTime, uint32_t>& x,
+                             const std::pair<SimTime, uint32_t>& y) { return x > y; };
+  const auto larger_key = [this](uint32_t x, uint32_t y) {
+    return ops_[y].spec.key < ops_[x].spec.key;
+  };
+  for (int e = 0; e < kNumPlannedEngines; ++e) {
+    scratch_.waiting[e].clear();
+    scratch_.eligible[e].clear();
+  }
+  const auto make_ready = [&](uint32_t i) {
+    auto& waiting = scratch_.waiting[static_cast<int>(ops_[i].spec.engine)];
+    waiting.emplace_back(base[i], i);
+    std::push_heap(waiting.begin(), waiting.end(), later_base);
+  };
   for (size_t i = 0; i < n; ++i) {
     Op& o = ops_[i];
     // Uncommitted timings are re-decided. Reset here, in id order: every dependency (a lower
     // id) has been reset before an op reads it.
     if (!o.committed) o.timing.reset();
     if (o.timing) continue;
-    todo.push_back(static_cast<uint32_t>(i));
     while (o.first_live_dep < o.spec.deps.size() && o.spec.deps[o.first_live_dep] < first_id_) {
       ++o.first_live_dep;  // retired: ended at or before now, for good
     }
@@ -116,6 +130,7 @@ void PePlanner::Replan(SimTime now) {
         pairs.emplace_back(static_cast<uint32_t>(dep - first_id_), static_cast<uint32_t>(i));
       }
     }
+    if (!blocked[i] && pending[i] == 0) make_ready(static_cast<uint32_t>(i));
   }
   first_edge.assign(n + 1, 0);
   for (const auto& [dep, dependent] : pairs) ++first_edge[dep + 1];
@@ -126,37 +141,37 @@ void PePlanner::Replan(SimTime now) {
     fill.assign(first_edge.begin(), first_edge.end() - 1);
     for (const auto& [dep, dependent] : pairs) edges[fill[dep]++] = dependent;
   }
-  const auto ready = [&](uint32_t i) { return !blocked[i] && pending[i] == 0; };
   while (true) {
-    // The next decision: the engine whose next start is earliest (Rule 2), and on it the
-    // ready op with the smallest key (Rule 1).
-    int chosen = -1;
+    // The next decision: the engine whose next start is earliest (Rule 2; ties to the lower
+    // engine), and on it the ready op with the smallest key among those ready by then (Rule 1).
+    // start = the first edge at or after max(earliest ready time, engine free); with eligible
+    // ops waiting the engine is the later one (they were ready before its last op ended).
+    int chosen_engine = -1;
     SimTime chosen_start;
-    int chosen_engine = 0;
     for (int e = 0; e < kNumPlannedEngines; ++e) {
-      std::optional<SimTime> earliest;
-      for (uint32_t i : todo) {
-        const Op& o = ops_[i];
-        if (o.timing || static_cast<int>(o.spec.engine) != e || !ready(i)) continue;
-        earliest = std::min(earliest.value_or(base[i]), base[i]);
-      }
-      if (!earliest) continue;
+      const auto& waiting = scratch_.waiting[e];
+      const bool any_eligible = !scratch_.eligible[e].empty();
+      if (!any_eligible && waiting.empty()) continue;
+      const SimTime free = engines[e].last_end.value_or(SimTime());
       const SimTime start =
-          clock_.NextEdge(std::max(*earliest, engines[e].last_end.value_or(SimTime())));
-      if (chosen >= 0 && start >= chosen_start) continue;
-      int best = -1;
-      for (uint32_t i : todo) {
-        const Op& o = ops_[i];
-        if (o.timing || static_cast<int>(o.spec.engine) != e || !ready(i)) continue;
-        if (clock_.NextEdge(base[i]) > start) continue;
-        if (best < 0 || o.spec.key < ops_[best].spec.key) best = static_cast<int>(i);
-      }
-      AHBM_CHECK(best >= 0) << "no ready op at the decision time";
-      chosen = best;
-      chosen_start = start;
+          clock_.NextEdge(any_eligible ? free : std::max(waiting.front().first, free));
+      if (chosen_engine >= 0 && start >= chosen_start) continue;
       chosen_engine = e;
+      chosen_start = start;
     }
-    if (chosen < 0) break;
+    if (chosen_engine < 0) break;
+    auto& waiting = scratch_.waiting[chosen_engine];
+    auto& eligible = scratch_.eligible[chosen_engine];
+    while (!waiting.empty() && clock_.NextEdge(waiting.front().first) <= chosen_start) {
+      eligible.push_back(waiting.front().second);
+      std::push_heap(eligible.begin(), eligible.end(), larger_key);
+      std::pop_heap(waiting.begin(), waiting.end(), later_base);
+      waiting.pop_back();
+    }
+    AHBM_CHECK(!eligible.empty()) << "no ready op at the decision time";
+    std::pop_heap(eligible.begin(), eligible.end(), larger_key);
+    const uint32_t chosen = eligible.back();
+    eligible.pop_back();
     Op& op = ops_[chosen];
     std::optional<SimTime>& last = engines[chosen_engine].last_end;
     const bool idle = !last || chosen_start > *last;
@@ -166,11 +181,7 @@ void PePlanner::Replan(SimTime now) {
     for (uint32_t e = first_edge[chosen]; e < first_edge[chosen + 1]; ++e) {
       const uint32_t d = edges[e];
       base[d] = std::max(base[d], op.timing->end);
-      --pending[d];
-    }
-    // Drop planned ops from the scan list now and then (keeps each scan O(unplanned)).
-    if (todo.size() > 64) {
-      std::erase_if(todo, [&](uint32_t i) { return ops_[i].timing.has_value(); });
+      if (--pending[d] == 0 && !blocked[d]) make_ready(d);
     }
   }
   by_start_.clear();

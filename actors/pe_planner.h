@@ -22,6 +22,7 @@
 
 #include <array>
 #include <compare>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -29,9 +30,46 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "actors/time.h"
 
 namespace ahbm::sim {
+
+// A FIFO in one vector: pop_front advances a head and drops the dead prefix once it is half
+// the buffer (amortised O(1)), so a steady stream of pushes and pops reuses one allocation
+// instead of a std::deque's block per few elements. push_back may move the elements.
+template <class T>
+class VectorFifo {
+ public:
+  bool empty() const { return head_ == items_.size(); }
+  size_t size() const { return items_.size() - head_; }
+  T& operator[](size_t i) { return items_[head_ + i]; }
+  const T& operator[](size_t i) const { return items_[head_ + i]; }
+  T& front() { return items_[head_]; }
+  const T& front() const { return items_[head_]; }
+  typename std::vector<T>::const_iterator begin() const { return items_.begin() + head_; }
+  typename std::vector<T>::const_iterator end() const { return items_.end(); }
+  template <class... Args>
+  T& emplace_back(Args&&... args) {
+    return items_.emplace_back(std::forward<Args>(args)...);
+  }
+  void push_back(T item) { items_.push_back(std::move(item)); }
+  void pop_front() {
+    ++head_;
+    if (head_ == items_.size()) {
+      items_.clear();
+      head_ = 0;
+    } else if (head_ >= kMinDrop && 2 * head_ >= items_.size()) {
+      items_.erase(items_.begin(), items_.begin() + static_cast<std::ptrdiff_t>(head_));
+      head_ = 0;
+    }
+  }
+
+ private:
+  static constexpr size_t kMinDrop = 32;
+  std::vector<T> items_;
+  size_t head_ = 0;  // items_[0 .. head_) are popped
+};
 
 enum class EngineKind : uint8_t { kGemm = 0, kMath = 1 };
 inline constexpr int kNumPlannedEngines = 2;
@@ -43,13 +81,16 @@ struct PriorityKey {
 };
 
 using OpId = uint64_t;
+// Dependencies: a tile op has at most 4 inside its plan; more (a command's dependencies)
+// spill to the heap.
+using OpDeps = absl::InlinedVector<OpId, 4>;
 
 struct OpSpec {
   EngineKind engine = EngineKind::kGemm;
   PriorityKey key;
   Cycles busy;
   Cycles fill_if_idle;
-  std::vector<OpId> deps;       // ops added earlier
+  OpDeps deps;                  // ops added earlier
   bool waits_external = false;  // also waits for SetExternalReady()
 };
 
@@ -101,11 +142,13 @@ class PePlanner {
   void Retire(SimTime now);
 
   ClockDomain clock_;
-  std::deque<Op> ops_;  // ops_[i] has id first_id_ + i
+  // ops_[i] has id first_id_ + i. A deque, not a VectorFifo: a vector's growth slack on
+  // ~140-byte ops, kept at each PE's peak, raised opt2's peak memory at S = 131072 by 9%.
+  std::deque<Op> ops_;
   // Timings of retired ops not yet released: retired_[i] is op retired_first_ + i (ops retire
   // in id order, so the retired ids form one range; released slots are empty and dropped from
   // the front).
-  std::deque<std::optional<OpTiming>> retired_;
+  VectorFifo<std::optional<OpTiming>> retired_;
   OpId retired_first_ = 0;
   // An input changed (Add, SetExternalReady) since the last full re-plan. Without one, a
   // re-plan only commits and retires: by Rule 4 the plan of the uncommitted ops is the one the
@@ -118,11 +161,12 @@ class PePlanner {
     std::vector<SimTime> base;
     std::vector<uint32_t> pending;
     std::vector<uint8_t> blocked;
-    std::vector<uint32_t> todo;
     std::vector<uint32_t> first_edge;
     std::vector<uint32_t> edges;
     std::vector<uint32_t> fill;
     std::vector<std::pair<uint32_t, uint32_t>> pairs;
+    std::array<std::vector<std::pair<SimTime, uint32_t>>, kNumPlannedEngines> waiting;
+    std::array<std::vector<uint32_t>, kNumPlannedEngines> eligible;
   } scratch_;
   OpId first_id_ = 0;
   SimTime now_;

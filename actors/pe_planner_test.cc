@@ -16,14 +16,14 @@ ClockDomain Clock() { return *ClockDomain::FromPeriod(SimTime(kPeriodPs)); }
 
 OpSpec Gemm(uint64_t seq, uint32_t tile, uint64_t busy, std::vector<OpId> deps = {},
             bool external = false) {
-  return OpSpec{EngineKind::kGemm, {seq, tile}, Cycles(busy), Cycles(16), std::move(deps),
-                external};
+  return OpSpec{EngineKind::kGemm, {seq, tile}, Cycles(busy), Cycles(16),
+                OpDeps(deps.begin(), deps.end()), external};
 }
 
 OpSpec Math(uint64_t seq, uint32_t tile, uint64_t busy, std::vector<OpId> deps = {},
             bool external = false) {
-  return OpSpec{EngineKind::kMath, {seq, tile}, Cycles(busy), Cycles(0), std::move(deps),
-                external};
+  return OpSpec{EngineKind::kMath, {seq, tile}, Cycles(busy), Cycles(0),
+                OpDeps(deps.begin(), deps.end()), external};
 }
 
 TEST(PePlannerTest, FirstOpPaysFillAndBackToBackOpsDoNot) {
@@ -160,7 +160,7 @@ std::vector<Input> RandomScenario(uint64_t seed) {
                        {pick(20), static_cast<uint32_t>(pick(4))},
                        Cycles(1 + pick(50)),
                        Cycles(gemm ? 16 : 0),
-                       deps,
+                       OpDeps(deps.begin(), deps.end()),
                        external};
       ++ops;
     }
@@ -227,6 +227,28 @@ TEST(PePlannerTest, ClosedFormEqualsPerTileSimulation) {
     ASSERT_EQ(closed, per_tile) << "seed " << seed;
     ASSERT_GT(closed.size(), 30u);
   }
+}
+
+// VectorFifo keeps FIFO order and indexes from the front across its compactions.
+TEST(VectorFifoTest, FifoOrderAcrossCompactions) {
+  VectorFifo<uint64_t> fifo;
+  uint64_t next_in = 0, next_out = 0;
+  for (int round = 0; round < 50; ++round) {
+    for (int i = 0; i < 7; ++i) fifo.push_back(next_in++);
+    for (int i = 0; i < 5; ++i) {
+      ASSERT_EQ(fifo.front(), next_out);
+      fifo.pop_front();
+      ++next_out;
+    }
+    ASSERT_EQ(fifo.size(), next_in - next_out);
+    for (size_t i = 0; i < fifo.size(); ++i) ASSERT_EQ(fifo[i], next_out + i);
+    ASSERT_EQ(*fifo.begin(), next_out);
+  }
+  while (!fifo.empty()) {
+    ASSERT_EQ(fifo.front(), next_out++);
+    fifo.pop_front();
+  }
+  EXPECT_EQ(next_out, next_in);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <limits>
 #include <utility>
 
+#include "absl/container/inlined_vector.h"
 #include "base/check.h"
 
 namespace ahbm::sim {
@@ -93,9 +94,9 @@ void PlanGemmInto(const GemmComposite& composite, const pb::Scheduler& scheduler
 
   const bool load_a = c.a_home == TensorHome::kHbm;
   // Index of kLoadA(mi, ki) at [mi * k_tiles + ki], filled during the first n-tile.
-  std::vector<uint32_t> a_load(load_a ? plan.m_tiles * static_cast<size_t>(plan.k_tiles) : 0);
+  absl::InlinedVector<uint32_t, 16> a_load(load_a ? plan.m_tiles * size_t{plan.k_tiles} : 0);
   // Index of kGemm(mi, ki - 1, ni) while walking ki, per mi.
-  std::vector<uint32_t> prev_gemm(plan.m_tiles);
+  absl::InlinedVector<uint32_t, 16> prev_gemm(plan.m_tiles);
   // Every op below, counted up front: one allocation instead of a regrowth per doubling.
   {
     const size_t m = plan.m_tiles, k = plan.k_tiles, n = plan.n_tiles;
@@ -237,7 +238,8 @@ void PlanSoftmaxPv(const SoftmaxPvShape& shape, const pb::Scheduler& scheduler,
   TileOp merge;
   merge.kind = TileOpKind::kSoftmaxMerge;
   merge.tile = {.m = shape.rows, .k = shape.keys, .n = 0};
-  merge.math_stages = SoftmaxMergeStages(shape.rows, shape.keys, shape.d);
+  const std::vector<MathOpShape> stages = SoftmaxMergeStages(shape.rows, shape.keys, shape.d);
+  merge.math_stages.assign(stages.begin(), stages.end());
   merge.cycles = MathFusedCycles(math, merge.math_stages);
   plan.ops.insert(plan.ops.begin(), std::move(merge));
   plan.epilogue_cycles = plan.ops[0].cycles;
@@ -264,7 +266,8 @@ TilePlan PlanLseMerge(uint64_t rows, uint64_t d, const pb::MathEngine& math) {
   TileOp merge;
   merge.kind = TileOpKind::kLseMerge;
   merge.tile = {.m = rows, .k = 0, .n = d};
-  merge.math_stages = LseMergeStages(rows, d);
+  const std::vector<MathOpShape> stages = LseMergeStages(rows, d);
+  merge.math_stages.assign(stages.begin(), stages.end());
   merge.cycles = MathSingleStartupCycles(math, merge.math_stages);
   TilePlan plan;
   plan.epilogue_cycles = merge.cycles;

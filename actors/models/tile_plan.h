@@ -51,6 +51,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "actors/models/gemm_model.h"
 #include "actors/models/math_model.h"
 #include "actors/time.h"
@@ -79,7 +80,7 @@ struct GemmComposite {
   TensorHome a_home = TensorHome::kTcm;
   TensorHome b_home = TensorHome::kHbm;
   TensorHome out_home = TensorHome::kTcm;
-  std::vector<pb::MathOp> epilogue;  // fused, each stage over the whole output tile
+  absl::InlinedVector<pb::MathOp, 4> epilogue;  // fused, each stage over the whole output tile
 };
 
 enum class TileOpKind {
@@ -95,6 +96,11 @@ enum class TileOpKind {
 // "LoadB", "LoadA", "Gemm", "Epilogue", "WriteOut".
 const char* TileOpKindName(TileOpKind kind);
 
+// Inline capacities cover every op PlanGemm makes (at most 4 dependencies; a MATH command or a
+// one- or two-stage epilogue), so a plan's ops allocate nothing of their own.
+using TileDeps = absl::InlinedVector<uint32_t, 4>;
+using MathStages = absl::InlinedVector<MathOpShape, 2>;
+
 // One node of the plan. Tile coordinates and extents of an axis the op does not span are 0.
 struct TileOp {
   uint32_t index = 0;  // position in TilePlan::ops
@@ -107,8 +113,8 @@ struct TileOp {
   Bytes bytes;                           // loads, kWriteOut: bytes moved; others 0
   Cycles cycles;                         // kGemm: GemmTileCycles; kEpilogue: fused MATH cycles
   uint64_t flops = 0;                    // kGemm: 2*m*k*n
-  std::vector<MathOpShape> math_stages;  // kEpilogue: one per stage, elements = m_t*n_t
-  std::vector<uint32_t> deps;            // indices of earlier ops, ascending
+  MathStages math_stages;                // kEpilogue: one per stage, elements = m_t*n_t
+  TileDeps deps;                         // indices of earlier ops, ascending
 
   friend bool operator==(const TileOp&, const TileOp&) = default;
 };

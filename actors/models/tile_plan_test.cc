@@ -212,7 +212,7 @@ TEST_F(TilePlanTest, DecodePv) {
   EXPECT_EQ(Kinds(plan),
             (std::vector<Kind>{Kind::kLoadB, Kind::kGemm, Kind::kLoadB, Kind::kGemm, Kind::kLoadB,
                                Kind::kGemm, Kind::kLoadB, Kind::kGemm, Kind::kWriteOut}));
-  EXPECT_EQ(plan.ops.back().deps, (std::vector<uint32_t>{plan.ops.back().index - 1}));
+  EXPECT_EQ(plan.ops.back().deps, (TileDeps{plan.ops.back().index - 1}));
 
   GemmEngineStats stats;
   EXPECT_EQ(ServeGemmsBackToBack(plan, &stats),
@@ -290,8 +290,7 @@ TEST_F(TilePlanTest, EdgeTiles) {
         break;
       case Kind::kEpilogue:
         EXPECT_EQ(op.tile, (GemmTileShape{.m = m_t, .k = 0, .n = n_t}));
-        EXPECT_EQ(op.math_stages,
-                  (std::vector<MathOpShape>{{.op = pb::SCALE, .elements = m_t * n_t}}));
+        EXPECT_EQ(op.math_stages, (MathStages{{.op = pb::SCALE, .elements = m_t * n_t}}));
         break;
       case Kind::kWriteOut:
         EXPECT_EQ(op.tile, (GemmTileShape{.m = m_t, .k = 0, .n = n_t}));
@@ -371,7 +370,7 @@ TEST_F(TilePlanTest, DependencyStructure) {
         const uint64_t elements = op.tile.m * op.tile.n;
         const std::vector<MathOpShape> stages = {{.op = pb::SCALE, .elements = elements},
                                                  {.op = pb::EXP, .elements = elements}};
-        EXPECT_EQ(op.math_stages, stages);
+        EXPECT_EQ(op.math_stages, MathStages(stages.begin(), stages.end()));
         EXPECT_EQ(op.cycles,
                   MathOpCycles(pe_.math(), stages[0]) + MathOpCycles(pe_.math(), stages[1]));
         break;
@@ -381,7 +380,7 @@ TEST_F(TilePlanTest, DependencyStructure) {
         EXPECT_EQ(op.home, TensorHome::kHbm);
         break;
     }
-    EXPECT_EQ(op.deps, want) << TileOpKindName(op.kind);
+    EXPECT_EQ(op.deps, TileDeps(want.begin(), want.end())) << TileOpKindName(op.kind);
   }
 
   // Order: GEMMs in (ni, ki, mi) order; each B piece right before the GEMMs that use it; each A

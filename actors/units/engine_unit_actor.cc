@@ -12,24 +12,31 @@
 
 namespace ahbm::sim {
 
+void RecordEngineStats(UnitContext& ctx, UnitId unit, const EngineStats& work) {
+  pb::UnitStats& stats = ctx.stats.At(unit);
+  stats.set_work_ps(stats.work_ps() + work.work_ps);
+  stats.set_ops(stats.ops() + work.ops);
+  stats.set_busy_ps(stats.busy_ps() + work.busy_ps);
+  stats.set_flops(stats.flops() + work.flops);
+}
+
 caf::behavior EngineUnitBehavior(caf::event_based_actor*, UnitContext* ctx, UnitId self_id) {
   return {
       [ctx, self_id](const std::shared_ptr<const pb::EngineWork>& work) {
         AHBM_CHECK(work->ops_size() > 0) << "empty EngineWork for cmd " << work->cmd_id();
-        pb::UnitStats& stats = ctx->stats.At(self_id);
-        uint64_t start = UINT64_MAX, end = 0, flops = 0, busy = 0, work_ps = 0;
+        EngineStats sum;
+        uint64_t start = UINT64_MAX, end = 0;
         for (const pb::EngineOp& op : work->ops()) {
           start = std::min(start, op.start_ps());
           end = std::max(end, op.end_ps());
-          flops += op.flops();
-          busy += op.end_ps() - op.start_ps();
-          work_ps += op.work_ps();
+          ++sum.ops;
+          sum.flops += op.flops();
+          sum.busy_ps += op.end_ps() - op.start_ps();
+          sum.work_ps += op.work_ps();
         }
-        stats.set_work_ps(stats.work_ps() + work_ps);
-        stats.set_ops(stats.ops() + work->ops_size());
-        stats.set_busy_ps(stats.busy_ps() + busy);
-        stats.set_flops(stats.flops() + flops);
-        if (ctx->op_log == nullptr) return;
+        RecordEngineStats(*ctx, self_id, sum);
+        AHBM_CHECK(ctx->op_log != nullptr) << "EngineWork for cmd " << work->cmd_id()
+                                           << " without an op log";
         const std::string name = ctx->Name(self_id);
         pb::OpRecord rec;
         rec.set_unit(self_id);
@@ -39,7 +46,7 @@ caf::behavior EngineUnitBehavior(caf::event_based_actor*, UnitContext* ctx, Unit
         rec.set_issue_ps(work->issue_ps());
         rec.set_start_ps(start);
         rec.set_end_ps(end);
-        rec.set_flops(flops);
+        rec.set_flops(sum.flops);
         rec.set_label(work->label().empty() ? absl::StrCat(work->ops_size(), " tiles")
                                             : work->label());
         ctx->op_log->AddOp(rec);

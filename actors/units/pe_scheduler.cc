@@ -3,13 +3,20 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "actors/pb_message.h"
 #include "actors/tensor_ref.h"
+#include "actors/units/engine_unit_actor.h"
 #include "base/check.h"
+#include "google/protobuf/arena.h"
 
 namespace ahbm::sim {
 namespace {
+
+std::span<const uint64_t> Ids(const google::protobuf::RepeatedField<uint64_t>& ids) {
+  return {ids.data(), static_cast<size_t>(ids.size())};
+}
 
 TensorHome HomeOf(const pb::TensorRef& ref) {
   return ref.space() == pb::HBM ? TensorHome::kHbm : TensorHome::kTcm;
@@ -65,8 +72,72 @@ PeScheduler::PeScheduler(UnitContext* ctx, UnitId self, uint32_t pe)
 
 // ---- intake ----
 
-PeScheduler::Cmd* PeScheduler::Accept(Kind kind, uint64_t cmd_id, const std::string& op_name,
-                                      absl::Status check, std::vector<uint64_t> depends_on) {
+std::string PeScheduler::OpName(const Cmd& c) {
+  switch (c.kind) {
+    case Kind::kComposite:
+      return "composite_gemm";
+    case Kind::kSoftmaxPv:
+      return "softmax_pv";
+    case Kind::kDot:
+      return "dot";
+    case Kind::kMath:
+      return absl::StrCat("math_", pb::MathOp_Name(c.math->op()));
+    case Kind::kDma:
+      return c.dma->dst().space() == pb::HBM   ? "dma_store"
+             : c.dma->src().space() == pb::HBM ? "dma_load"
+                                               : "dma_copy";
+    case Kind::kLseMerge:
+      return "lse_merge";
+  }
+  return "?";
+}
+
+void PeScheduler::Cmd::Reset(std::vector<std::vector<TileOp>>& free_plans) {
+  Cmd fresh;
+  const auto keep = [](auto& from, auto& to) {
+    from.clear();
+    to = std::move(from);
+  };
+  if (plan.ops.capacity() > 0 && free_plans.size() < kMaxFreePlans) {
+    plan.ops.clear();
+    free_plans.push_back(std::move(plan.ops));
+  }
+  keep(depends_on, fresh.depends_on);
+  keep(planner_op, fresh.planner_op);
+  fresh.piece_waiters = std::move(piece_waiters);  // AddPlannerOps clears each one
+  keep(ops, fresh.ops);
+  keep(op_pos, fresh.op_pos);
+  keep(pending_writes, fresh.pending_writes);
+  keep(dma_waiters, fresh.dma_waiters);
+  *this = std::move(fresh);
+}
+
+PeScheduler::Cmd& PeScheduler::NewCmd(Kind kind, uint64_t cmd_id) {
+  std::unique_ptr<Cmd> c;
+  if (free_cmds_.empty()) {
+    c = std::make_unique<Cmd>();
+  } else {
+    c = std::move(free_cmds_.back());
+    free_cmds_.pop_back();
+  }
+  c->kind = kind;
+  Cmd& live = *c;
+  cmds_[cmd_id] = std::move(c);
+  return live;
+}
+
+void PeScheduler::ReleaseCmd(Cmd& c) {
+  auto it = cmds_.find(c.cmd_id);
+  AHBM_CHECK(it != cmds_.end() && it->second.get() == &c) << "cmd " << c.cmd_id << " is not live";
+  std::unique_ptr<Cmd> owned = std::move(it->second);
+  cmds_.erase(it);
+  owned->Reset(free_plan_ops_);
+  if (free_cmds_.size() < kMaxFreeCmds) free_cmds_.push_back(std::move(owned));
+}
+
+PeScheduler::Cmd* PeScheduler::Accept(Kind kind, uint64_t cmd_id,
+                                      absl::FunctionRef<std::string()> op_name,
+                                      absl::Status check, std::span<const uint64_t> depends_on) {
   const UnitId requester = engine_->current_src();
   if (!check.ok()) {
     Fail(requester, cmd_id, std::string(check.message()));
@@ -74,33 +145,31 @@ PeScheduler::Cmd* PeScheduler::Accept(Kind kind, uint64_t cmd_id, const std::str
   }
   if (cmds_.contains(cmd_id) || done_.contains(cmd_id)) {
     Fail(requester, cmd_id,
-         absl::StrCat(checker_.pe_name(), ": ", op_name, " cmd ", cmd_id,
+         absl::StrCat(checker_.pe_name(), ": ", op_name(), " cmd ", cmd_id,
                       ": cmd_id already used on this PE"));
     return nullptr;
   }
   for (uint64_t dep : depends_on) {
     if (!cmds_.contains(dep) && !done_.contains(dep)) {
       Fail(requester, cmd_id,
-           absl::StrCat(checker_.pe_name(), ": ", op_name, " cmd ", cmd_id,
+           absl::StrCat(checker_.pe_name(), ": ", op_name(), " cmd ", cmd_id,
                         ": depends_on: cmd ", dep, " was never issued on this PE"));
       return nullptr;
     }
   }
-  Cmd& c = cmds_[cmd_id];
-  c.kind = kind;
+  Cmd& c = NewCmd(kind, cmd_id);
   c.cmd_id = cmd_id;
   c.seq = next_seq_++;
   c.requester = requester;
   c.issue = engine_->now();
-  c.op_name = op_name;
-  c.depends_on = std::move(depends_on);
+  c.depends_on.assign(depends_on.begin(), depends_on.end());
   live_.push_back(&c);  // seq ascends: live_ stays in issue order
   return &c;
 }
 
 void PeScheduler::OnComposite(std::shared_ptr<const pb::CompositeCmd> cmd) {
-  Cmd* c = Accept(Kind::kComposite, cmd->cmd_id(), "composite_gemm", checker_.Check(*cmd),
-                  {cmd->depends_on().begin(), cmd->depends_on().end()});
+  Cmd* c = Accept(Kind::kComposite, cmd->cmd_id(), [] { return std::string("composite_gemm"); },
+                  checker_.Check(*cmd), Ids(cmd->depends_on()));
   if (c == nullptr) return;
   c->composite = std::move(cmd);
   waiting_.push_back(c->cmd_id);
@@ -108,25 +177,25 @@ void PeScheduler::OnComposite(std::shared_ptr<const pb::CompositeCmd> cmd) {
 }
 
 void PeScheduler::OnSoftmaxPv(std::shared_ptr<const pb::SoftmaxPvCmd> cmd) {
-  Cmd* c = Accept(Kind::kSoftmaxPv, cmd->cmd_id(), "softmax_pv", checker_.Check(*cmd),
-                  {cmd->depends_on().begin(), cmd->depends_on().end()});
+  Cmd* c = Accept(Kind::kSoftmaxPv, cmd->cmd_id(), [] { return std::string("softmax_pv"); },
+                  checker_.Check(*cmd), Ids(cmd->depends_on()));
   if (c == nullptr) return;
-  c->acc_key = absl::StrCat(cmd->acc_o().pe(), "@", cmd->acc_o().addr());
+  const std::pair<uint32_t, uint64_t> acc(cmd->acc_o().pe(), cmd->acc_o().addr());
   // The serial chain: the previous call on this accumulator, if it is still live.
-  if (auto it = last_on_acc_.find(c->acc_key); it != last_on_acc_.end() && cmds_.contains(it->second)) {
+  if (auto it = last_on_acc_.find(acc); it != last_on_acc_.end() && cmds_.contains(it->second)) {
     if (std::find(c->depends_on.begin(), c->depends_on.end(), it->second) == c->depends_on.end()) {
       c->depends_on.push_back(it->second);
     }
   }
-  last_on_acc_[c->acc_key] = c->cmd_id;
+  last_on_acc_[acc] = c->cmd_id;
   c->softmax_pv = std::move(cmd);
   waiting_.push_back(c->cmd_id);
   Step();
 }
 
 void PeScheduler::OnLseMerge(std::shared_ptr<const pb::LseMergeCmd> cmd) {
-  Cmd* c = Accept(Kind::kLseMerge, cmd->cmd_id(), "lse_merge", checker_.Check(*cmd),
-                  {cmd->depends_on().begin(), cmd->depends_on().end()});
+  Cmd* c = Accept(Kind::kLseMerge, cmd->cmd_id(), [] { return std::string("lse_merge"); },
+                  checker_.Check(*cmd), Ids(cmd->depends_on()));
   if (c == nullptr) return;
   c->lse_merge = std::move(cmd);
   Admit(*c);
@@ -134,7 +203,8 @@ void PeScheduler::OnLseMerge(std::shared_ptr<const pb::LseMergeCmd> cmd) {
 }
 
 void PeScheduler::OnDot(std::shared_ptr<const pb::GemmCmd> cmd) {
-  Cmd* c = Accept(Kind::kDot, cmd->cmd_id(), "dot", checker_.Check(*cmd), {});
+  Cmd* c = Accept(Kind::kDot, cmd->cmd_id(), [] { return std::string("dot"); }, checker_.Check(*cmd),
+                  {});
   if (c == nullptr) return;
   c->dot = std::move(cmd);
   Admit(*c);
@@ -142,8 +212,9 @@ void PeScheduler::OnDot(std::shared_ptr<const pb::GemmCmd> cmd) {
 }
 
 void PeScheduler::OnMath(std::shared_ptr<const pb::MathCmd> cmd) {
-  Cmd* c = Accept(Kind::kMath, cmd->cmd_id(), absl::StrCat("math_", pb::MathOp_Name(cmd->op())),
-                  checker_.Check(*cmd), {});
+  Cmd* c = Accept(
+      Kind::kMath, cmd->cmd_id(), [&] { return absl::StrCat("math_", pb::MathOp_Name(cmd->op())); },
+      checker_.Check(*cmd), {});
   if (c == nullptr) return;
   c->math = std::move(cmd);
   Admit(*c);
@@ -153,8 +224,10 @@ void PeScheduler::OnMath(std::shared_ptr<const pb::MathCmd> cmd) {
 void PeScheduler::OnDma(std::shared_ptr<const pb::DmaCmd> cmd) {
   const bool store = cmd->dst().space() == pb::HBM;
   const bool load = cmd->src().space() == pb::HBM;
-  Cmd* c = Accept(Kind::kDma, cmd->cmd_id(),
-                  store ? "dma_store" : load ? "dma_load" : "dma_copy", checker_.Check(*cmd), {});
+  Cmd* c = Accept(
+      Kind::kDma, cmd->cmd_id(),
+      [&] { return std::string(store ? "dma_store" : load ? "dma_load" : "dma_copy"); },
+      checker_.Check(*cmd), {});
   if (c == nullptr) return;
   c->admitted = true;
   c->dma = cmd;
@@ -171,26 +244,26 @@ void PeScheduler::OnDma(std::shared_ptr<const pb::DmaCmd> cmd) {
 void PeScheduler::Admit(Cmd& c) {
   c.admitted = true;
   const pb::Scheduler& sched = config_.scheduler();
-  pb::TensorRef a, b, out;
-  if (c.kind != Kind::kLseMerge && !free_plan_ops_.empty()) {  // a finished command's buffer
-    c.plan.ops = std::move(free_plan_ops_.back());
+  // The command's own operands (its loads are pieces of a and b).
+  const pb::TensorRef* a = nullptr;
+  const pb::TensorRef* b = nullptr;
+  if (c.kind != Kind::kLseMerge && c.plan.ops.capacity() == 0 && !free_plan_ops_.empty()) {
+    c.plan.ops = std::move(free_plan_ops_.back());  // a finished command's buffer
     free_plan_ops_.pop_back();
   }
   switch (c.kind) {
     case Kind::kComposite: {
-      a = c.composite->a();
-      b = c.composite->b();
-      out = c.composite->out();
-      GemmComposite g = CompositeOf(a, b, out);
+      a = &c.composite->a();
+      b = &c.composite->b();
+      GemmComposite g = CompositeOf(*a, *b, c.composite->out());
       for (const pb::EpilogueStage& s : c.composite->epilogue()) g.epilogue.push_back(s.op());
       PlanGemm(g, sched, config_.gemm(), config_.math(), c.plan);
       break;
     }
     case Kind::kDot:
-      a = c.dot->a();
-      b = c.dot->b();
-      out = c.dot->out();
-      PlanGemm(CompositeOf(a, b, out), sched, config_.gemm(), config_.math(), c.plan);
+      a = &c.dot->a();
+      b = &c.dot->b();
+      PlanGemm(CompositeOf(*a, *b, c.dot->out()), sched, config_.gemm(), config_.math(), c.plan);
       break;
     case Kind::kSoftmaxPv: {
       const pb::SoftmaxPvCmd& s = *c.softmax_pv;
@@ -201,7 +274,7 @@ void PeScheduler::Admit(Cmd& c) {
       shape.v_element_bytes = Bytes(DTypeBytes(s.v().dtype()));
       shape.v_home = HomeOf(s.v());
       PlanSoftmaxPv(shape, sched, config_.gemm(), config_.math(), c.plan);
-      b = s.v();
+      b = &s.v();
       break;
     }
     case Kind::kMath: {
@@ -226,13 +299,14 @@ void PeScheduler::Admit(Cmd& c) {
   }
 
   // Dependencies on earlier commands.
-  std::vector<OpId> dep_ops;
+  std::vector<OpId>& dep_ops = dep_ops_;
+  dep_ops.clear();
   int unknown = 0;
   SimTime known;
   for (uint64_t dep : c.depends_on) {
     auto it = cmds_.find(dep);
     if (it == cmds_.end()) continue;  // completed: imposes nothing
-    Cmd& d = it->second;
+    const Cmd& d = *it->second;
     AHBM_CHECK(d.admitted) << "cmd " << c.cmd_id << " admitted before its dependency " << dep;
     dep_ops.insert(dep_ops.end(), d.ops.begin(), d.ops.end());
     if (DmaSettled(d)) {
@@ -247,31 +321,29 @@ void PeScheduler::Admit(Cmd& c) {
   if (unknown > 0) {
     for (uint64_t dep : c.depends_on) {
       auto it = cmds_.find(dep);
-      if (it == cmds_.end() || DmaSettled(it->second)) continue;
-      it->second.dma_waiters.insert(it->second.dma_waiters.end(), c.ops.begin(), c.ops.end());
+      if (it == cmds_.end() || DmaSettled(*it->second)) continue;
+      it->second->dma_waiters.insert(it->second->dma_waiters.end(), c.ops.begin(), c.ops.end());
     }
   }
 
   // Operand loads, all at once, in plan order, as one DmaBatch.
-  batch_ = std::make_shared<pb::DmaBatch>();
+  batching_ = true;
   for (const TileOp& op : c.plan.ops) {
     if (op.home != TensorHome::kHbm) continue;
     if (op.kind == TileOpKind::kLoadB) {
       const uint64_t k0 = uint64_t{op.ki} * sched.tile_k();
       const uint64_t n0 = uint64_t{op.ni} * sched.tile_n();
-      pb::DmaCmd dma;
-      *dma.mutable_src() = Piece(b, k0, op.tile.k, n0, op.tile.n);
-      *dma.mutable_dst() = Staging(b, op.tile.k, op.tile.n);
+      pb::DmaCmd& dma = BatchSlot(c, op.index);
+      Piece(*b, k0, op.tile.k, n0, op.tile.n, *dma.mutable_src());
+      Staging(*b, op.tile.k, op.tile.n, *dma.mutable_dst());
       c.hbm_read_bytes += op.bytes.value();
-      SendDma(c, std::move(dma), op.index, false);
     } else if (op.kind == TileOpKind::kLoadA) {
       const uint64_t m0 = uint64_t{op.mi} * sched.tile_m();
       const uint64_t k0 = uint64_t{op.ki} * sched.tile_k();
-      pb::DmaCmd dma;
-      *dma.mutable_src() = Piece(a, m0, op.tile.m, k0, op.tile.k);
-      *dma.mutable_dst() = Staging(a, op.tile.m, op.tile.k);
+      pb::DmaCmd& dma = BatchSlot(c, op.index);
+      Piece(*a, m0, op.tile.m, k0, op.tile.k, *dma.mutable_src());
+      Staging(*a, op.tile.m, op.tile.k, *dma.mutable_dst());
       c.hbm_read_bytes += op.bytes.value();
-      SendDma(c, std::move(dma), op.index, false);
     } else if (op.kind == TileOpKind::kWriteOut) {
       c.pending_writes.push_back(op.index);
     }
@@ -283,7 +355,8 @@ void PeScheduler::AddPlannerOps(Cmd& c, const std::vector<OpId>& extra_deps, int
                                 SimTime external_ready) {
   const size_t n = c.plan.ops.size();
   c.planner_op.assign(n, std::nullopt);
-  c.piece_waiters.assign(n, {});
+  c.piece_waiters.resize(n);
+  for (std::vector<OpId>& waiters : c.piece_waiters) waiters.clear();
   const auto planned = [](const TileOp& op) {
     return op.kind == TileOpKind::kGemm || op.kind == TileOpKind::kEpilogue ||
            op.kind == TileOpKind::kSoftmaxMerge || op.kind == TileOpKind::kLseMerge;
@@ -300,9 +373,9 @@ void PeScheduler::AddPlannerOps(Cmd& c, const std::vector<OpId>& extra_deps, int
     spec.key = PriorityKey{c.seq, op.index};
     spec.busy = op.cycles;
     spec.fill_if_idle = gemm ? Cycles(config_.gemm().fill_drain_cycles()) : Cycles(0);
-    spec.deps = extra_deps;
+    spec.deps.assign(extra_deps.begin(), extra_deps.end());
     int external = extra_external;
-    std::vector<uint32_t> hbm_pieces;
+    absl::InlinedVector<uint32_t, 4> hbm_pieces;  // at most the op's own deps
     for (uint32_t dep : op.deps) {
       const TileOp& d = c.plan.ops[dep];
       if (c.planner_op[dep]) {
@@ -313,7 +386,6 @@ void PeScheduler::AddPlannerOps(Cmd& c, const std::vector<OpId>& extra_deps, int
         ++external;
       }
     }
-    std::sort(spec.deps.begin(), spec.deps.end());
     const SimTime now = engine_->now();
     // Settled dependencies whose DMA parts end in the future make one input known at once.
     const bool known_only = external == 0 && external_ready > now;
@@ -324,42 +396,55 @@ void PeScheduler::AddPlannerOps(Cmd& c, const std::vector<OpId>& extra_deps, int
     c.op_pos.push_back(static_cast<uint32_t>(&op - c.plan.ops.data()));
     for (uint32_t piece : hbm_pieces) c.piece_waiters[piece].push_back(id);
     if (external > 0) {
-      external_[id] = ExternalInput{external, std::max(now, external_ready)};
+      AddExternal(id, ExternalInput{external, std::max(now, external_ready)});
     } else if (known_only) {
       planner_.SetExternalReady(id, external_ready);
     }
   }
 }
 
-void PeScheduler::SendDma(Cmd& c, pb::DmaCmd dma, uint32_t tile_index, bool whole_command) {
+uint64_t PeScheduler::NewDma(Cmd& c, uint32_t tile_index, bool whole_command) {
   const uint64_t id = next_dma_id_++;
-  dma.set_cmd_id(id);
   if (dma_pieces_.empty()) dma_pieces_first_ = id;
   while (dma_pieces_first_ + dma_pieces_.size() < id) dma_pieces_.emplace_back();  // batch ids
   dma_pieces_.push_back(DmaPiece{c.cmd_id, tile_index, whole_command});
   ++c.dmas_in_flight;
-  if (batch_ != nullptr) {  // an admission's operand loads: one DmaBatch (FlushBatch)
-    *batch_->add_cmds() = std::move(dma);
-    return;
+  return id;
+}
+
+pb::DmaCmd& PeScheduler::BatchSlot(Cmd& c, uint32_t tile_index) {
+  AHBM_CHECK(batching_) << "operand load outside an admission";
+  if (batch_ == nullptr) {
+    // The batch and its pieces on one arena, owned by the message's shared_ptr (aliasing).
+    auto arena = std::make_shared<google::protobuf::Arena>();
+    pb::DmaBatch* batch = google::protobuf::Arena::CreateMessage<pb::DmaBatch>(arena.get());
+    batch_ = std::shared_ptr<pb::DmaBatch>(std::move(arena), batch);
   }
+  pb::DmaCmd& dma = *batch_->add_cmds();
+  dma.set_cmd_id(NewDma(c, tile_index, /*whole_command=*/false));
+  return dma;
+}
+
+void PeScheduler::SendDma(Cmd& c, pb::DmaCmd dma, uint32_t tile_index, bool whole_command) {
+  dma.set_cmd_id(NewDma(c, tile_index, whole_command));
   ++dma_replies_pending_;
   engine_->Send(self_, SimTime(0), dma_unit_,
                 std::shared_ptr<const pb::DmaCmd>(std::make_shared<pb::DmaCmd>(std::move(dma))));
 }
 
 void PeScheduler::FlushBatch() {
+  batching_ = false;
   std::shared_ptr<pb::DmaBatch> batch = std::move(batch_);
   batch_.reset();
-  if (batch == nullptr || batch->cmds_size() == 0) return;
+  if (batch == nullptr) return;
   batch->set_batch_id(next_dma_id_++);
   ++dma_replies_pending_;
   engine_->Send(self_, SimTime(0), dma_unit_, std::shared_ptr<const pb::DmaBatch>(std::move(batch)));
 }
 
-pb::TensorRef PeScheduler::Piece(const pb::TensorRef& ref, uint64_t r0, uint64_t rows,
-                                 uint64_t c0, uint64_t cols) const {
+void PeScheduler::Piece(const pb::TensorRef& ref, uint64_t r0, uint64_t rows, uint64_t c0,
+                        uint64_t cols, pb::TensorRef& piece) const {
   const auto [s0, s1] = Strides2(ref);
-  pb::TensorRef piece;
   piece.set_space(ref.space());
   piece.set_pe(ref.pe());
   piece.set_dtype(ref.dtype());
@@ -368,30 +453,42 @@ pb::TensorRef PeScheduler::Piece(const pb::TensorRef& ref, uint64_t r0, uint64_t
   piece.add_shape(cols);
   piece.add_strides(s0);
   piece.add_strides(s1);
-  return piece;
 }
 
 // The scheduler's own tile buffer for a piece: in this PE's TCM, dense. Its address is not
 // modelled (composite tile buffers are the scheduler's, outside the kernel's arenas).
-pb::TensorRef PeScheduler::Staging(const pb::TensorRef& like, uint64_t rows, uint64_t cols) const {
-  pb::TensorRef t;
+void PeScheduler::Staging(const pb::TensorRef& like, uint64_t rows, uint64_t cols,
+                          pb::TensorRef& t) const {
   t.set_space(pb::TCM);
   t.set_pe(pe_);
   t.set_dtype(like.dtype());
   t.add_shape(rows);
   t.add_shape(cols);
-  return t;
 }
 
 // ---- external inputs ----
 
+void PeScheduler::AddExternal(OpId op, ExternalInput input) {
+  if (external_.empty()) external_first_ = op;
+  AHBM_CHECK(op >= external_first_ + external_.size()) << "external input of op " << op
+                                                       << " added out of order";
+  while (external_first_ + external_.size() < op) external_.emplace_back();
+  external_.push_back(input);
+}
+
 void PeScheduler::ResolveExternal(OpId op, SimTime ready) {
-  auto it = external_.find(op);
-  AHBM_CHECK(it != external_.end()) << "op " << op << " has no pending external input";
-  it->second.ready = std::max(it->second.ready, ready);
-  if (--it->second.unknown > 0) return;
-  planner_.SetExternalReady(op, std::max(it->second.ready, engine_->now()));
-  external_.erase(it);
+  const bool known = op >= external_first_ && op - external_first_ < external_.size() &&
+                     external_[op - external_first_].has_value();
+  AHBM_CHECK(known) << "op " << op << " has no pending external input";
+  std::optional<ExternalInput>& slot = external_[op - external_first_];
+  slot->ready = std::max(slot->ready, ready);
+  if (--slot->unknown > 0) return;
+  planner_.SetExternalReady(op, std::max(slot->ready, engine_->now()));
+  slot.reset();
+  while (!external_.empty() && !external_.front().has_value()) {
+    external_.pop_front();
+    ++external_first_;
+  }
 }
 
 void PeScheduler::NoteDmaEnd(Cmd& c, SimTime end) {
@@ -430,7 +527,7 @@ PeScheduler::DmaPiece PeScheduler::TakePiece(uint64_t dma_id) {
 
 void PeScheduler::PieceDone(const pb::Completion& done) {
   const DmaPiece piece = TakePiece(done.cmd_id());
-  Cmd& c = cmds_.at(piece.cmd_id);
+  Cmd& c = *cmds_.at(piece.cmd_id);
   --c.dmas_in_flight;
   c.dma_start = std::min(c.dma_start, SimTime(done.start_ps()));
   const SimTime end(done.end_ps());
@@ -446,18 +543,11 @@ void PeScheduler::OnDmaError(const pb::DmaError& error) {
   // Checked commands plan cleanly; only a CPU load/store can still be refused here.
   AHBM_CHECK(piece.whole_command) << "DMA piece of checked cmd " << piece.cmd_id
                                   << " refused: " << error.message();
-  const Cmd& c = cmds_.at(piece.cmd_id);
+  Cmd& c = *cmds_.at(piece.cmd_id);
   Fail(c.requester, c.cmd_id, error.message());
   std::erase(live_, &c);
-  RecyclePlan(cmds_.at(piece.cmd_id));
-  cmds_.erase(piece.cmd_id);
+  ReleaseCmd(c);
   if (dma_replies_pending_ == 0) Step();
-}
-
-void PeScheduler::RecyclePlan(Cmd& c) {
-  if (c.plan.ops.capacity() == 0 || free_plan_ops_.size() >= kMaxFreePlans) return;
-  c.plan.ops.clear();
-  free_plan_ops_.push_back(std::move(c.plan.ops));
 }
 
 // ---- stepping ----
@@ -483,17 +573,15 @@ void PeScheduler::Step() {
       if (!c->admitted) continue;
       IssueWriteOuts(*c);
       if (TryComplete(*c)) {
-        const uint64_t id = c->cmd_id;
-        RecyclePlan(*c);
+        ReleaseCmd(*c);
         c = nullptr;
-        cmds_.erase(id);
         any_completed = true;
       }
     }
     if (any_completed) std::erase(live_, nullptr);
     // Admission in issue order.
     while (!waiting_.empty() && inflight_ < config_.scheduler().max_inflight_composites()) {
-      Cmd& c = cmds_.at(waiting_.front());
+      Cmd& c = *cmds_.at(waiting_.front());
       waiting_.pop_front();
       ++inflight_;
       Admit(c);
@@ -519,9 +607,9 @@ void PeScheduler::IssueWriteOuts(Cmd& c) {
       continue;
     }
     pb::DmaCmd dma;
-    *dma.mutable_src() = Staging(out, w.tile.m, w.tile.n);
-    *dma.mutable_dst() =
-        Piece(out, uint64_t{w.mi} * sched.tile_m(), w.tile.m, uint64_t{w.ni} * sched.tile_n(), w.tile.n);
+    Staging(out, w.tile.m, w.tile.n, *dma.mutable_src());
+    Piece(out, uint64_t{w.mi} * sched.tile_m(), w.tile.m, uint64_t{w.ni} * sched.tile_n(), w.tile.n,
+          *dma.mutable_dst());
     c.hbm_write_bytes += w.bytes.value();
     SendDma(c, std::move(dma), index, false);
   }
@@ -546,7 +634,7 @@ bool PeScheduler::TryComplete(Cmd& c) {
   SimTime end = std::max(c.dma_end, c.ops_end);
   if (start == SimTime::Max()) start = c.issue;
   ApplyData(c);
-  SendEngineWork(c);
+  ReportEngineWork(c);
   Reply(c, start, end);
   if (c.kind == Kind::kComposite || c.kind == Kind::kSoftmaxPv) --inflight_;
   done_.insert(c.cmd_id);
@@ -578,7 +666,7 @@ void PeScheduler::ApplyData(const Cmd& c) {
       break;
   }
   if (!status.ok()) {
-    ctx_->errors.push_back(absl::StrCat(checker_.pe_name(), ": ", c.op_name, " cmd ", c.cmd_id,
+    ctx_->errors.push_back(absl::StrCat(checker_.pe_name(), ": ", OpName(c), " cmd ", c.cmd_id,
                                         ": data: ", std::string(status.message())));
   }
 }
@@ -594,9 +682,9 @@ void PeScheduler::PostWake() {
     if (!c.admitted) continue;
     if (c.dmas_in_flight == 0) consider(c.dma_end);
     bool all_planned = true;
-    SimTime end;
-    for (OpId op : c.ops) {
-      const std::optional<OpTiming> t = planner_.timing(op);
+    SimTime end = c.ops_end;  // the final ops' (TryComplete folded them)
+    for (size_t i = c.ops_final; i < c.ops.size(); ++i) {
+      const std::optional<OpTiming> t = planner_.timing(c.ops[i]);
       if (!t) {
         all_planned = false;
         continue;
@@ -620,14 +708,32 @@ void PeScheduler::PostWake() {
 
 // ---- outputs ----
 
-void PeScheduler::SendEngineWork(const Cmd& c) {
+void PeScheduler::ReportEngineWork(const Cmd& c) {
+  if (ctx_->op_log == nullptr) {
+    // No records to write: the engine units' stats, without a message.
+    EngineStats gemm, math;
+    for (uint32_t pos : c.op_pos) {
+      const TileOp& op = c.plan.ops[pos];
+      const std::optional<OpTiming> t = planner_.timing(*c.planner_op[op.index]);
+      AHBM_CHECK(t.has_value()) << "completed op without timing";
+      EngineStats& s = op.kind == TileOpKind::kGemm ? gemm : math;
+      ++s.ops;
+      s.busy_ps += (t->end - t->start).value();
+      s.work_ps += clock_.ToTime(op.cycles).value();
+      s.flops += op.flops;
+    }
+    if (gemm.ops > 0) RecordEngineStats(*ctx_, gemm_unit_, gemm);
+    if (math.ops > 0) RecordEngineStats(*ctx_, math_unit_, math);
+    return;
+  }
   pb::EngineWork gemm, math;
+  const std::string op_name = OpName(c);
   for (pb::EngineWork* w : {&gemm, &math}) {
     w->set_cmd_id(c.cmd_id);
-    if (ctx_->op_log != nullptr) w->set_op(c.op_name);  // read only by op-log records
+    w->set_op(op_name);
     w->set_issue_ps(c.issue.value());
   }
-  const bool want_what = ctx_->op_log != nullptr && ctx_->per_tile_detail;
+  const bool want_what = ctx_->per_tile_detail;
   // The planner ops in plan order (op_pos ascends), not a walk over every tile op.
   for (uint32_t pos : c.op_pos) {
     const TileOp& op = c.plan.ops[pos];
@@ -637,7 +743,7 @@ void PeScheduler::SendEngineWork(const Cmd& c) {
     pb::EngineOp* e = (is_gemm ? gemm : math).add_ops();
     e->set_tile_index(op.index);
     // Read only by the engine unit's per-tile op-log records.
-    if (want_what) e->set_what(c.kind == Kind::kMath ? c.op_name : TileWhat(op));
+    if (want_what) e->set_what(c.kind == Kind::kMath ? op_name : TileWhat(op));
     e->set_start_ps(t->start.value());
     e->set_end_ps(t->end.value());
     e->set_flops(op.flops);
@@ -677,7 +783,7 @@ void PeScheduler::Reply(const Cmd& c, SimTime start, SimTime end) {
   pb::OpRecord rec;
   rec.set_unit(self_);
   rec.set_unit_name(ctx_->Name(self_));
-  rec.set_op(c.op_name);
+  rec.set_op(OpName(c));
   rec.set_cmd_id(c.cmd_id);
   rec.set_issue_ps(c.issue.value());
   rec.set_start_ps(start.value());

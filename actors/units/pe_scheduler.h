@@ -13,9 +13,10 @@
 //       or CommandError{cmd_id, message} at once when the command is invalid (CommandChecker) —
 //       nothing of an invalid command runs.
 // - out DmaCmd to the PE's DMA unit; in Completion / DmaError from it (same instant).
-// - out EngineWork to the PE's GEMM and MATH units when a command completes (what ran there;
-//       EngineWork.op only with an op log, EngineOp.what only when it keeps per-tile detail:
-//       their only readers are op-log records).
+// - out EngineWork to the PE's GEMM and MATH units when a command completes (what ran there),
+//       only with an op log: the units write its records in event order. Without one the
+//       scheduler adds the units' stats itself (RecordEngineStats) and sends nothing.
+//       EngineOp.what only with per-tile detail (its only reader is the per-tile record).
 // - self: a versioned wake-up (sched_wake_atom, version).
 //
 // Contract:
@@ -48,16 +49,17 @@
 #define AHBMSIM_ACTORS_UNITS_PE_SCHEDULER_H_
 
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "absl/container/node_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "actors/command_check.h"
 #include "actors/models/tile_plan.h"
 #include "actors/pe_planner.h"
@@ -96,7 +98,6 @@ class PeScheduler {
     uint64_t seq = 0;
     UnitId requester = 0;
     SimTime issue;
-    std::string op_name;
     std::vector<uint64_t> depends_on;
     std::shared_ptr<const pb::CompositeCmd> composite;
     std::shared_ptr<const pb::SoftmaxPvCmd> softmax_pv;
@@ -122,7 +123,10 @@ class PeScheduler {
     std::vector<OpId> dma_waiters;  // ops of later commands waiting for this one's DMA parts
     uint64_t hbm_read_bytes = 0;
     uint64_t hbm_write_bytes = 0;
-    std::string acc_key;  // softmax_pv: the accumulator
+
+    // Back to a fresh command, keeping the buffers' capacity (commands are reused); the plan
+    // buffer goes to `free_plans` (up to kMaxFreePlans of them).
+    void Reset(std::vector<std::vector<TileOp>>& free_plans);
   };
   struct ExternalInput {
     int unknown = 0;
@@ -134,20 +138,28 @@ class PeScheduler {
     bool whole_command = false;  // a CPU load/store: the command itself
   };
 
-  // Shared front end: checks, numbering, queueing. Returns null after replying CommandError.
-  Cmd* Accept(Kind kind, uint64_t cmd_id, const std::string& op_name, absl::Status check,
-              std::vector<uint64_t> depends_on);
+  // Shared front end: checks, numbering, queueing. Returns null after replying CommandError
+  // (`op_name` is called only for its text).
+  Cmd* Accept(Kind kind, uint64_t cmd_id, absl::FunctionRef<std::string()> op_name,
+              absl::Status check, std::span<const uint64_t> depends_on);
+  // A command from the pool (or a new one), registered as live under `cmd_id`.
+  Cmd& NewCmd(Kind kind, uint64_t cmd_id);
+  // Unregisters a finished command and returns it to the pool (or frees it: the pool keeps
+  // at most kMaxFreeCmds, so a burst of live commands does not stay allocated).
+  void ReleaseCmd(Cmd& c);
+  // "composite_gemm", "math_EXP", "dma_load", ...: for op-log records and error texts only.
+  static std::string OpName(const Cmd& c);
   void Admit(Cmd& c);
   void AddPlannerOps(Cmd& c, const std::vector<OpId>& extra_deps, int extra_external,
                      SimTime external_ready);
-  // Sends one DMA, or adds it to the open batch (see Admit).
+  // Numbers a DMA of `c` and records it in flight; returns its id.
+  uint64_t NewDma(Cmd& c, uint32_t tile_index, bool whole_command);
+  // Sends one DMA on its own.
   void SendDma(Cmd& c, pb::DmaCmd dma, uint32_t tile_index, bool whole_command);
+  // A new operand load of `c` in the open batch (see Admit), numbered; the caller fills it.
+  pb::DmaCmd& BatchSlot(Cmd& c, uint32_t tile_index);
   void FlushBatch();
-  // Keeps a finished command's plan.ops buffer (cleared) for the next Admit, up to
-  // kMaxFreePlans of them.
-  void RecyclePlan(Cmd& c);
   void PieceDone(const pb::Completion& done);
-  void AddExternalWait(OpId op, int count);
   void ResolveExternal(OpId op, SimTime ready);
   void NoteDmaEnd(Cmd& c, SimTime end);
   bool DmaSettled(const Cmd& c) const { return c.dmas_in_flight == 0 && c.pending_writes.empty(); }
@@ -155,13 +167,16 @@ class PeScheduler {
   bool TryComplete(Cmd& c);
   void IssueWriteOuts(Cmd& c);
   void PostWake();
-  void SendEngineWork(const Cmd& c);
+  // What ran on the GEMM and MATH engines for `c`: EngineWork to their units with an op log,
+  // else their stats directly.
+  void ReportEngineWork(const Cmd& c);
   void ApplyData(const Cmd& c);  // data mode: the command's values, at its completion
   void Reply(const Cmd& c, SimTime start, SimTime end);
   void Fail(UnitId requester, uint64_t cmd_id, const std::string& message);
-  pb::TensorRef Piece(const pb::TensorRef& ref, uint64_t r0, uint64_t rows, uint64_t c0,
-                      uint64_t cols) const;
-  pb::TensorRef Staging(const pb::TensorRef& like, uint64_t rows, uint64_t cols) const;
+  // Fill `piece` / `t` in place (in the message that carries them).
+  void Piece(const pb::TensorRef& ref, uint64_t r0, uint64_t rows, uint64_t c0, uint64_t cols,
+             pb::TensorRef& piece) const;
+  void Staging(const pb::TensorRef& like, uint64_t rows, uint64_t cols, pb::TensorRef& t) const;
 
   UnitContext* ctx_;
   Engine* engine_;
@@ -173,26 +188,42 @@ class PeScheduler {
   ClockDomain clock_;
   PePlanner planner_;
 
-  // Live commands by cmd_id (lookups only; stable nodes, so live_ can point into it).
-  absl::node_hash_map<uint64_t, Cmd> cmds_;
+  // Live commands by cmd_id (lookups only, never iterated; heap objects, so live_ can point
+  // at them); finished ones wait in free_cmds_ for reuse with their buffers.
+  absl::flat_hash_map<uint64_t, std::unique_ptr<Cmd>> cmds_;
+  static constexpr size_t kMaxFreeCmds = 2;
+  std::vector<std::unique_ptr<Cmd>> free_cmds_;
   std::vector<Cmd*> live_;                   // the same commands in issue (seq) order: iterated
   // Completed cmd_ids (membership only, never iterated: a hash set is deterministic here).
   absl::flat_hash_set<uint64_t> done_;
-  std::deque<uint64_t> waiting_;             // composites / softmax_pv not yet admitted
+  VectorFifo<uint64_t> waiting_;             // composites / softmax_pv not yet admitted
   uint32_t inflight_ = 0;                    // admitted composites / softmax_pv not completed
   uint64_t next_seq_ = 0;
-  std::map<OpId, ExternalInput> external_;   // planner ops with external inputs not all known
+  // Planner ops with external inputs not all known, by id: external_[i] is op
+  // external_first_ + i (ops are added in id order; resolved slots are empty, dropped from
+  // the front).
+  VectorFifo<std::optional<ExternalInput>> external_;
+  OpId external_first_ = 0;
+  void AddExternal(OpId op, ExternalInput input);
   // DMAs in flight by id: dma_pieces_[i] is DMA id dma_pieces_first_ + i (ids ascend; batch ids
   // and answered DMAs are empty slots, dropped from the front).
-  std::deque<std::optional<DmaPiece>> dma_pieces_;
+  VectorFifo<std::optional<DmaPiece>> dma_pieces_;
   uint64_t dma_pieces_first_ = 1;
   DmaPiece TakePiece(uint64_t dma_id);  // removes an in-flight DMA's entry (CHECKs it exists)
   uint64_t next_dma_id_ = 1;
   int dma_replies_pending_ = 0;
-  std::shared_ptr<pb::DmaBatch> batch_;  // open while Admit sends a command's operand loads
-  std::map<std::string, uint64_t> last_on_acc_;  // softmax_pv chain: acc -> last cmd_id
+  // Admit's operand loads: while `batching_`, SendDma adds to `batch_` (made, on an arena of
+  // its own, at the first load; FlushBatch sends it).
+  bool batching_ = false;
+  std::shared_ptr<pb::DmaBatch> batch_;
+  // softmax_pv chain: accumulator (acc_o's PE, address) -> last cmd_id on it.
+  std::map<std::pair<uint32_t, uint64_t>, uint64_t> last_on_acc_;
+  std::vector<OpId> dep_ops_;  // Admit's scratch: the planner ops of a command's dependencies
+  // Plan buffers of finished commands, for any command's next plan: TileOp buffers are large
+  // enough (~150 bytes an op) that allocating one per plan is a slow-path malloc, and a
+  // command object is reused only once as many of its kind have finished.
   static constexpr size_t kMaxFreePlans = 4;
-  std::vector<std::vector<TileOp>> free_plan_ops_;  // cleared op buffers of completed commands
+  std::vector<std::vector<TileOp>> free_plan_ops_;
   uint64_t wake_version_ = 0;
   std::optional<SimTime> wake_at_;
 };

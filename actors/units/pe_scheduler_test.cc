@@ -71,9 +71,10 @@ struct SimRun {
 };
 
 SimRun RunOn(const pb::Chip& chip, CpuProgram program, bool per_tile_events = false,
-          std::string profile = "zero") {
+          std::string profile = "zero", bool op_log = true) {
   ChipSimOptions options;
   options.cubes = {0};
+  options.keep_op_log = op_log;
   options.per_tile_events = per_tile_events;
   options.per_tile_detail = true;
   options.issue_cost_profile = std::move(profile);
@@ -552,6 +553,30 @@ TEST_F(SchedulerTest, UncontendedDecodeCompositeCostsAtMostTenEvents) {
   // (25 with one request and one reply per channel for the K tile's 8 channels).
   EXPECT_EQ(run.sim->events(), 9u);
   EXPECT_LE(run.sim->events(), 10u);
+}
+
+// Without an op log the scheduler keeps the engine units' stats itself: no EngineWork events,
+// the same report otherwise.
+TEST_F(SchedulerTest, WithoutOpLogNoEngineWorkSameStats) {
+  const uint64_t m = 4 * tile_m_, k = 8 * tile_k_, n = 4 * tile_n_;
+  const auto program = [&] {
+    ProgramBuilder p;
+    p.Composite(Tcm(0, 0, pb::BF16, {m, k}), Tcm(0, 1 << 20, pb::BF16, {k, n}),
+                Tcm(0, 2 << 20, pb::FP32, {m, n}), {pb::SCALE});
+    return p.Build();
+  };
+  SimRun logged = RunOn(chip_, program());
+  SimRun unlogged = RunOn(chip_, program(), /*per_tile_events=*/false, "zero", /*op_log=*/false);
+  ASSERT_TRUE(logged.status.ok()) << logged.status;
+  ASSERT_TRUE(unlogged.status.ok()) << unlogged.status;
+  EXPECT_EQ(logged.sim->events(), 6u);
+  EXPECT_EQ(unlogged.sim->events(), 4u);  // cpu start, composite, wake-up, Completion
+  pb::Report with = logged.sim->BuildReport();
+  pb::Report without = unlogged.sim->BuildReport();
+  EXPECT_GT(with.units_size(), 0);
+  with.set_events(0);
+  without.set_events(0);
+  EXPECT_EQ(with.SerializeAsString(), without.SerializeAsString());
 }
 
 }  // namespace
