@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "actors/units/pe_cpu_actor.h"
+#include "actors/units/command_stream.h"
 #include "proto/commands.pb.h"
 
 namespace ahbm::sim::inject {
