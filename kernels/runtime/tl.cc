@@ -216,9 +216,9 @@ Call Tl::LseMerge(const Accumulator& acc, const Accumulator& in, const Accumulat
   return Call(rt_, inst_, std::move(inv));
 }
 
-Call Tl::Math(pb::MathOp op, std::vector<Tensor> inputs, std::vector<uint64_t> out_shape,
-              std::optional<Tensor> out, int axis, float scalar) {
-  Tensor dst = out ? *out : Alloc(std::move(out_shape), pb::FP32, Arena::kScratch);
+Call Tl::Math(pb::MathOp op, std::initializer_list<const Tensor*> inputs,
+              std::vector<uint64_t> out_shape, std::optional<Tensor> out, int axis, float scalar) {
+  Tensor dst = out ? std::move(*out) : Alloc(std::move(out_shape), pb::FP32, Arena::kScratch);
   auto cmd = std::allocate_shared<pb::MathCmd>(internal::PoolAllocator<pb::MathCmd>());
   const uint64_t id = rt_->NextCmdId(pe_);
   cmd->set_cmd_id(id);
@@ -226,9 +226,9 @@ Call Tl::Math(pb::MathOp op, std::vector<Tensor> inputs, std::vector<uint64_t> o
   cmd->set_axis(axis);
   cmd->set_scalar(scalar);
   auto inv = NewInvocation(Invocation::Kind::kCommand);
-  for (const Tensor& in : inputs) {
-    *cmd->add_inputs() = in.ref();
-    for (uint64_t dep : PendingOf(rt_, pe_, {&in})) inv->wait_for.push_back(dep);
+  for (const Tensor* in : inputs) {
+    *cmd->add_inputs() = in->ref();
+    for (uint64_t dep : PendingOf(rt_, pe_, {in})) inv->wait_for.push_back(dep);
   }
   // Write after write: an output still being produced (e.g. O by a composite) is waited for.
   for (uint64_t dep : PendingOf(rt_, pe_, {&dst})) inv->wait_for.push_back(dep);
@@ -259,34 +259,34 @@ std::vector<uint64_t> Broadcast(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 Call Tl::Max(const Tensor& x, int axis, std::optional<Tensor> out) {
-  return Math(pb::REDUCE_MAX, {x}, Reduced(x, axis), std::move(out), axis);
+  return Math(pb::REDUCE_MAX, {&x}, Reduced(x, axis), std::move(out), axis);
 }
 Call Tl::Sum(const Tensor& x, int axis, std::optional<Tensor> out) {
-  return Math(pb::REDUCE_SUM, {x}, Reduced(x, axis), std::move(out), axis);
+  return Math(pb::REDUCE_SUM, {&x}, Reduced(x, axis), std::move(out), axis);
 }
 Call Tl::Exp(const Tensor& x, std::optional<Tensor> out) {
-  return Math(pb::EXP, {x}, x.shape(), std::move(out));
+  return Math(pb::EXP, {&x}, x.shape(), std::move(out));
 }
 Call Tl::Scale(const Tensor& x, float s, std::optional<Tensor> out) {
-  return Math(pb::SCALE, {x}, x.shape(), std::move(out), -1, s);
+  return Math(pb::SCALE, {&x}, x.shape(), std::move(out), -1, s);
 }
 Call Tl::Maximum(const Tensor& a, const Tensor& b, std::optional<Tensor> out) {
-  return Math(pb::MAXIMUM, {a, b}, Broadcast(a, b), std::move(out));
+  return Math(pb::MAXIMUM, {&a, &b}, Broadcast(a, b), std::move(out));
 }
 Call Tl::Add(const Tensor& a, const Tensor& b, std::optional<Tensor> out) {
-  return Math(pb::ADD, {a, b}, Broadcast(a, b), std::move(out));
+  return Math(pb::ADD, {&a, &b}, Broadcast(a, b), std::move(out));
 }
 Call Tl::Sub(const Tensor& a, const Tensor& b, std::optional<Tensor> out) {
-  return Math(pb::SUB, {a, b}, Broadcast(a, b), std::move(out));
+  return Math(pb::SUB, {&a, &b}, Broadcast(a, b), std::move(out));
 }
 Call Tl::Mul(const Tensor& a, const Tensor& b, std::optional<Tensor> out) {
-  return Math(pb::MUL, {a, b}, Broadcast(a, b), std::move(out));
+  return Math(pb::MUL, {&a, &b}, Broadcast(a, b), std::move(out));
 }
 Call Tl::Div(const Tensor& a, const Tensor& b, std::optional<Tensor> out) {
-  return Math(pb::DIV, {a, b}, Broadcast(a, b), std::move(out));
+  return Math(pb::DIV, {&a, &b}, Broadcast(a, b), std::move(out));
 }
 Call Tl::Copy(const Tensor& x, std::optional<Tensor> out) {
-  return Math(pb::COPY, {x}, x.shape(), std::move(out));
+  return Math(pb::COPY, {&x}, x.shape(), std::move(out));
 }
 Call Tl::Fill(std::vector<uint64_t> shape, float value, pb::DType dtype, Arena arena) {
   return Math(pb::FILL, {}, {}, Alloc(std::move(shape), dtype, arena), -1, value);
@@ -298,7 +298,7 @@ Call Tl::Transpose(const Tensor& x, std::optional<Tensor> out) {
   if (x.rank() != 2) {
     throw KernelError(absl::StrCat(rt_->PeName(pe_), ": transpose of a rank-", x.rank(), " tensor"));
   }
-  return Math(pb::TRANSPOSE, {x}, {x.dim(1), x.dim(0)}, std::move(out));
+  return Math(pb::TRANSPOSE, {&x}, {x.dim(1), x.dim(0)}, std::move(out));
 }
 
 Call Tl::Send(const Peer& to, const Tensor& x) {

@@ -20,6 +20,7 @@
 #define AHBMSIM_KERNELS_RUNTIME_TL_H_
 
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <utility>
@@ -113,8 +114,9 @@ class Tl {
   Instance* instance() const { return inst_; }
 
  private:
-  Call Math(pb::MathOp op, std::vector<Tensor> inputs, std::vector<uint64_t> out_shape,
-            std::optional<Tensor> out, int axis = -1, float scalar = 0);
+  Call Math(pb::MathOp op, std::initializer_list<const Tensor*> inputs,
+            std::vector<uint64_t> out_shape, std::optional<Tensor> out, int axis = -1,
+            float scalar = 0);
   Call Gemm(const Tensor& a, const Tensor& b, std::vector<Epilogue> epilogue,
             std::optional<Tensor> out, bool composite);
   Call Receive(const Peer& from, std::vector<uint64_t> shape, pb::DType dtype, Arena arena,
