@@ -219,7 +219,7 @@ void PeCpu::SendCommand(const CpuCommand& command, SimTime at) {
   std::visit([&](const auto& c) { ctx_.engine->Send(unit_, at - t, scheduler_, c); }, command);
 }
 
-void PeCpu::BeginWait(CpuInstance& inst, uint64_t handle, SimTime from, bool logged) {
+void PeCpu::Wait(CpuInstance& inst, uint64_t handle, SimTime from, bool logged) {
   inst.state_ = CpuInstance::State::kWaiting;
   inst.waiting_on_ = handle;
   inst.wait_from_ = from;
@@ -239,18 +239,12 @@ void PeCpu::BeginWait(CpuInstance& inst, uint64_t handle, SimTime from, bool log
   }
 }
 
-void PeCpu::Wait(CpuInstance& inst, uint64_t handle, SimTime from, bool logged) {
-  BeginWait(inst, handle, from, logged);
-}
-
 void PeCpu::WaitAll(CpuInstance& inst, SimTime from) {
-  BeginWait(inst, 0, from, /*logged=*/true);
+  Wait(inst, /*handle=*/0, from);
   inst.waiting_all_ = true;
 }
 
-void PeCpu::WaitEvent(CpuInstance& inst, SimTime from) {
-  BeginWait(inst, 0, from, /*logged=*/true);
-}
+void PeCpu::WaitEvent(CpuInstance& inst, SimTime from) { Wait(inst, /*handle=*/0, from); }
 
 void PeCpu::Wake(CpuInstance& inst, SimTime end) {
   const bool real = end > inst.wait_from_;

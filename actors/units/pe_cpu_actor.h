@@ -119,14 +119,11 @@ class PeCpu {
 
   // Instances, in creation order; they outlive the CPU's events. Before the first event.
   void AddInstance(CpuInstance* inst) { instances_.push_back(inst); }
-  const std::vector<CpuInstance*>& instances() const { return instances_; }
   // Spawns the CPU actor (unit kPeCpu of the PE) and sends its start event at time 0.
   void Start();
 
   uint32_t pe() const { return pe_; }
   UnitId unit() const { return unit_; }
-  UnitId scheduler() const { return scheduler_; }
-  UnitContext& context() { return ctx_; }
   const pb::IssueCostProfile& profile() const { return profile_; }
   SimTime now() const { return ctx_.engine->now(); }
   // max(cpu, now): when a wait that begins now starts.
@@ -184,7 +181,6 @@ class PeCpu {
   HandleState* Slot(uint64_t h);
   const HandleState* Find(uint64_t h) const;
   void Resume(CpuInstance& inst);
-  void BeginWait(CpuInstance& inst, uint64_t handle, SimTime from, bool logged);
 
   UnitContext& ctx_;
   CpuRuntime* runtime_;
