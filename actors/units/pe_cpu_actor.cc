@@ -326,7 +326,7 @@ void PeCpu::Resume(CpuInstance& inst) {
     inst.state_ = CpuInstance::State::kDone;
     return;
   }
-  AHBM_CHECK(inst.state_ == CpuInstance::State::kWaiting || inst.state_ == CpuInstance::State::kDone)
+  AHBM_CHECK(inst.state_ == CpuInstance::State::kWaiting)
       << "pe " << pe_ << ": an instance stopped without waiting";
 }
 
