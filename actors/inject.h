@@ -1,6 +1,7 @@
 // Command streams for PE CPUs without kernels (tests, benchmarks): tensor helpers and a
 // ProgramBuilder that numbers commands, plus canned streams such as
-// "DMA 1 MiB, then composite GEMM (M, K, N) x count" (issue "simulation core", item 6).
+// "DMA 1 MiB, then composite GEMM (M, K, N) x count". ChipSim::SetProgram runs one on a PE's
+// CPU (actors/units/command_stream.h).
 #ifndef AHBMSIM_ACTORS_INJECT_H_
 #define AHBMSIM_ACTORS_INJECT_H_
 

@@ -37,11 +37,11 @@
 #ifndef AHBMSIM_ACTORS_UNITS_PE_CPU_ACTOR_H_
 #define AHBMSIM_ACTORS_UNITS_PE_CPU_ACTOR_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <memory>
-#include <optional>
 #include <span>
 #include <string>
 #include <variant>
