@@ -108,7 +108,8 @@ ChipSim::~ChipSim() {
 
 absl::Status ChipSim::SetProgram(uint32_t pe, CpuProgram program) {
   if (absl::Status s = ClaimCpu(pe); !s.ok()) return s;
-  StartPeCpuActor(*ctx_, pe, std::move(program));
+  streams_.push_back(std::make_unique<CommandStream>(*ctx_, pe, std::move(program)));
+  streams_.back()->Start();
   return absl::OkStatus();
 }
 

@@ -37,7 +37,7 @@
 #include "actors/units/hbm_channel_actor.h"
 #include "caf/actor.hpp"
 #include "actors/observe/op_log.h"
-#include "actors/units/pe_cpu_actor.h"
+#include "actors/units/command_stream.h"
 #include "actors/units/unit_context.h"
 #include "proto/report.pb.h"
 #include "proto/topology.pb.h"
@@ -97,6 +97,7 @@ class ChipSim {
   std::set<uint32_t> programmed_;
   SimTime latency_;
   bool ran_ = false;
+  std::vector<std::unique_ptr<CommandStream>> streams_;  // SetProgram's, with their CPUs
 };
 
 }  // namespace ahbm::sim

@@ -1,13 +1,14 @@
 // Command streams for PE CPUs without kernels (tests, benchmarks): tensor helpers and a
 // ProgramBuilder that numbers commands, plus canned streams such as
-// "DMA 1 MiB, then composite GEMM (M, K, N) x count" (issue "simulation core", item 6).
+// "DMA 1 MiB, then composite GEMM (M, K, N) x count". ChipSim::SetProgram runs one on a PE's
+// CPU (actors/units/command_stream.h).
 #ifndef AHBMSIM_ACTORS_INJECT_H_
 #define AHBMSIM_ACTORS_INJECT_H_
 
 #include <cstdint>
 #include <vector>
 
-#include "actors/units/pe_cpu_actor.h"
+#include "actors/units/command_stream.h"
 #include "proto/commands.pb.h"
 
 namespace ahbm::sim::inject {

@@ -3,15 +3,17 @@
 #include <algorithm>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "actors/pb_message.h"
 #include "base/check.h"
+#include "caf/atom.hpp"
+#include "caf/event_based_actor.hpp"
 #include "proto/trace.pb.h"
 
 namespace ahbm::sim {
 namespace {
 
 using cpu_start_atom = caf::atom_constant<caf::atom("cpustart")>;
+using cpu_check_atom = caf::atom_constant<caf::atom("cpucheck")>;
 
 template <class... Fs>
 struct Overloaded : Fs... {
@@ -20,113 +22,62 @@ struct Overloaded : Fs... {
 template <class... Fs>
 Overloaded(Fs...) -> Overloaded<Fs...>;
 
-std::vector<uint64_t> OwnDeps(const CpuCommand& command) {
-  return std::visit(
-      Overloaded{
-          [](const std::shared_ptr<const pb::CompositeCmd>& c) {
-            return std::vector<uint64_t>(c->depends_on().begin(), c->depends_on().end());
-          },
-          [](const std::shared_ptr<const pb::SoftmaxPvCmd>& c) {
-            return std::vector<uint64_t>(c->depends_on().begin(), c->depends_on().end());
-          },
-          [](const std::shared_ptr<const pb::LseMergeCmd>& c) {
-            return std::vector<uint64_t>(c->depends_on().begin(), c->depends_on().end());
-          },
-          [](const auto&) { return std::vector<uint64_t>(); },
-      },
-      command);
-}
-
+// The command into its IssueRecord field; its own depends_on after the auto-waited handles.
 void FillIssue(const CpuCommand& command, pb::IssueRecord& rec) {
   std::visit(Overloaded{
                  [&](const std::shared_ptr<const pb::DmaCmd>& c) { *rec.mutable_dma() = *c; },
-                 [&](const std::shared_ptr<const pb::CompositeCmd>& c) { *rec.mutable_composite() = *c; },
-                 [&](const std::shared_ptr<const pb::SoftmaxPvCmd>& c) { *rec.mutable_softmax_pv() = *c; },
+                 [&](const std::shared_ptr<const pb::CompositeCmd>& c) {
+                   *rec.mutable_composite() = *c;
+                   for (uint64_t d : c->depends_on()) rec.add_depends_on(d);
+                 },
+                 [&](const std::shared_ptr<const pb::SoftmaxPvCmd>& c) {
+                   *rec.mutable_softmax_pv() = *c;
+                   for (uint64_t d : c->depends_on()) rec.add_depends_on(d);
+                 },
                  [&](const std::shared_ptr<const pb::GemmCmd>& c) { *rec.mutable_gemm() = *c; },
                  [&](const std::shared_ptr<const pb::MathCmd>& c) { *rec.mutable_math() = *c; },
-                 [&](const std::shared_ptr<const pb::LseMergeCmd>& c) { *rec.mutable_lse_merge() = *c; },
+                 [&](const std::shared_ptr<const pb::LseMergeCmd>& c) {
+                   *rec.mutable_lse_merge() = *c;
+                   for (uint64_t d : c->depends_on()) rec.add_depends_on(d);
+                 },
              },
              command);
 }
 
-void Resume(PeCpuActor* self);
-
-// Runs steps until the CPU blocks, stalls or the program ends.
-void Resume(PeCpuActor* self) {
-  PeCpuState& st = self->state;
-  UnitContext* ctx = st.ctx;
-  Engine* engine = ctx->engine;
-  const SimTime now = engine->now();
-  while (!st.failed && !st.blocked_on && !st.stall_from && st.pc < st.program.size()) {
-    const CpuStep& step = st.program[st.pc];
-    for (uint64_t handle : step.wait_for) {
-      if (st.completed.contains(handle)) continue;
-      st.stall_from = std::max(st.cpu, now);
-      st.stalled_on = handle;
-      ctx->cpu_waiting[st.pe] = absl::StrCat("cmd ", handle, " (auto-wait)");
-      return;
-    }
-    const SimTime issue =
-        st.clock->NextEdge(std::max(st.cpu, now)) +
-        st.clock->ToTime(Cycles(IssueCycles(st.profile, step.command)));
-    pb::UnitStats& stats = ctx->stats.At(st.self);
-    stats.set_ops(stats.ops() + 1);
-    stats.set_busy_ps(stats.busy_ps() + (issue - st.clock->NextEdge(std::max(st.cpu, now))).value());
-    st.cpu = issue;
-    const uint64_t id = CommandId(step.command);
-    std::visit([&](const auto& c) { engine->Send(st.self, issue - now, st.scheduler, c); },
-               step.command);
-    if (ctx->op_log != nullptr) {
-      pb::IssueRecord rec;
-      rec.set_pe(st.pe);
-      rec.set_cmd_id(id);
-      rec.set_issue_ps(issue.value());
-      std::vector<uint64_t> deps = step.wait_for;
-      for (uint64_t d : OwnDeps(step.command)) deps.push_back(d);
-      for (uint64_t d : deps) rec.add_depends_on(d);
-      rec.set_blocking(IsBlocking(step.command));
-      FillIssue(step.command, rec);
-      ctx->op_log->AddIssue(std::move(rec));
-    }
-    ++st.pc;
-    if (IsBlocking(step.command)) {
-      st.blocked_on = id;
-      ctx->cpu_waiting[st.pe] = absl::StrCat("cmd ", id, " (blocking)");
-    }
-  }
-  if (st.pc == st.program.size() && !st.blocked_on && !st.stall_from) {
-    ctx->cpu_waiting.erase(st.pe);
-    st.done = true;
-    st.finished = std::max(st.finished, st.cpu);
-  }
+ClockDomain PeClock(const pb::Chip& chip) {
+  absl::StatusOr<ClockDomain> clock = ClockDomain::FromMHz(chip.sip().cube().pe().clock_mhz());
+  AHBM_CHECK(clock.ok()) << clock.status().message();
+  return *clock;
 }
 
-void OnCompletion(PeCpuActor* self, const pb::Completion& done) {
-  PeCpuState& st = self->state;
-  const SimTime now = st.ctx->engine->now();
-  st.completed[done.cmd_id()] = SimTime(done.end_ps());
-  st.finished = std::max(st.finished, now);
-  const SimTime resume = st.clock->ToTime(Cycles(st.profile.resume_after_wait_cycles()));
-  if (st.blocked_on && *st.blocked_on == done.cmd_id()) {
-    st.blocked_on.reset();
-    st.cpu = std::max(st.cpu, now) + resume;
-  } else if (st.stalled_on && *st.stalled_on == done.cmd_id()) {
-    if (st.ctx->op_log != nullptr) {
-      pb::StallRecord rec;
-      rec.set_pe(st.pe);
-      rec.set_waits_on(absl::StrCat("cmd ", done.cmd_id()));
-      rec.set_cmd_id(done.cmd_id());
-      rec.set_from_ps(st.stall_from->value());
-      rec.set_to_ps(now.value());
-      st.ctx->op_log->AddStall(std::move(rec));
-    }
-    st.stall_from.reset();
-    st.stalled_on.reset();
-    st.cpu = std::max(st.cpu, now) + resume;
-  } else {
-    return;
-  }
-  Resume(self);
+const pb::IssueCostProfile& ProfileOf(const UnitContext& ctx) {
+  const pb::IssueCostProfile* profile = FindIssueCostProfile(ctx.chip, ctx.issue_cost_profile);
+  AHBM_CHECK(profile != nullptr) << "no issue cost profile '" << ctx.issue_cost_profile << "'";
+  return *profile;
+}
+
+// The CPU actor: every handler forwards to its PeCpu.
+caf::behavior PeCpuBehavior(caf::event_based_actor*, PeCpu* cpu) {
+  return {
+      [cpu](cpu_start_atom) { cpu->RunReady(); },
+      [cpu](cpu_check_atom) { cpu->OnCheck(); },
+      [cpu](const std::shared_ptr<const pb::Completion>& m) {
+        cpu->Complete(m->cmd_id(), SimTime(m->end_ps()));
+      },
+      [cpu](const std::shared_ptr<const pb::CommandError>& m) { cpu->OnCommandError(*m); },
+      [cpu](const std::shared_ptr<const pb::IpcqAccepted>& m) {
+        AHBM_CHECK(cpu->runtime() != nullptr) << "IpcqAccepted on a stream CPU";
+        cpu->runtime()->OnIpcqAccepted(*cpu, *m);
+      },
+      [cpu](const std::shared_ptr<const pb::IpcqArrival>& m) {
+        AHBM_CHECK(cpu->runtime() != nullptr) << "IpcqArrival on a stream CPU";
+        cpu->runtime()->OnIpcqArrival(*cpu, *m);
+      },
+      [cpu](const std::shared_ptr<const pb::NocDelivered>& m) {
+        AHBM_CHECK(cpu->runtime() != nullptr) << "NocDelivered on a stream CPU";
+        cpu->runtime()->OnNocDelivered(*cpu, *m);
+      },
+  };
 }
 
 }  // namespace
@@ -169,36 +120,229 @@ const pb::IssueCostProfile* FindIssueCostProfile(const pb::Chip& chip, const std
   return nullptr;
 }
 
-caf::behavior PeCpuBehavior(PeCpuActor* self, UnitContext* ctx, UnitId self_id, uint32_t pe,
-                            CpuProgram program) {
-  PeCpuState& st = self->state;
-  st.ctx = ctx;
-  st.self = self_id;
-  st.pe = pe;
-  st.scheduler = ctx->index.PeUnit(topology::UnitKind::kPeScheduler, ctx->index.PeOf(pe)).value();
-  const pb::IssueCostProfile* profile = FindIssueCostProfile(ctx->chip, ctx->issue_cost_profile);
-  AHBM_CHECK(profile != nullptr) << "no issue cost profile '" << ctx->issue_cost_profile << "'";
-  st.profile = *profile;
-  st.clock = *ClockDomain::FromMHz(ctx->chip.sip().cube().pe().clock_mhz());
-  st.program = std::move(program);
-  ctx->cpu_waiting[pe] = "its start";
-  return {
-      [self](cpu_start_atom) { Resume(self); },
-      [self](const std::shared_ptr<const pb::Completion>& done) { OnCompletion(self, *done); },
-      [self](const std::shared_ptr<const pb::CommandError>& error) {
-        PeCpuState& st = self->state;
-        st.failed = true;
-        st.ctx->errors.push_back(error->message());
-        st.ctx->cpu_waiting.erase(st.pe);
-      },
-  };
+PeCpu::PeCpu(UnitContext& ctx, uint32_t pe, CpuRuntime* runtime)
+    : ctx_(ctx),
+      runtime_(runtime),
+      pe_(pe),
+      unit_(ctx.index.PeUnit(topology::UnitKind::kPeCpu, ctx.index.PeOf(pe)).value()),
+      scheduler_(ctx.index.PeUnit(topology::UnitKind::kPeScheduler, ctx.index.PeOf(pe)).value()),
+      profile_(ProfileOf(ctx)),
+      clock_(PeClock(ctx.chip)),
+      stats_(&ctx.stats.At(unit_)) {}
+
+void PeCpu::Start() {
+  Engine& engine = *ctx_.engine;
+  engine.Register(unit_, ctx_.Name(unit_), engine.system().spawn(PeCpuBehavior, this));
+  engine.Send(unit_, SimTime(0), unit_, cpu_start_atom::value);
 }
 
-void StartPeCpuActor(UnitContext& ctx, uint32_t pe, CpuProgram program) {
-  const UnitId id = ctx.index.PeUnit(topology::UnitKind::kPeCpu, ctx.index.PeOf(pe)).value();
-  ctx.engine->Register(id, ctx.Name(id),
-                       ctx.engine->system().spawn(PeCpuBehavior, &ctx, id, pe, std::move(program)));
-  ctx.engine->Send(id, SimTime(0), id, cpu_start_atom::value);
+PeCpu::HandleState* PeCpu::Slot(uint64_t h) {
+  if (h >= next_id_) return &other_[h];
+  if (h >= handles_.size()) handles_.resize(h + 1);
+  return &handles_[h];
+}
+
+const PeCpu::HandleState* PeCpu::Find(uint64_t h) const {
+  if (h < handles_.size()) return &handles_[h];
+  if (h < next_id_ || other_.empty()) return nullptr;
+  auto it = other_.find(h);
+  return it == other_.end() ? nullptr : &it->second;
+}
+
+bool PeCpu::IsDone(uint64_t h) const {
+  const HandleState* s = Find(h);
+  return s != nullptr && s->done;
+}
+
+SimTime PeCpu::DoneAt(uint64_t h) const {
+  const HandleState* s = Find(h);
+  AHBM_CHECK(s != nullptr && s->done) << "handle " << h << " is not done";
+  return s->end;
+}
+
+uint64_t PeCpu::FirstPending(std::span<const uint64_t> handles) const {
+  for (uint64_t h : handles) {
+    if (!IsDone(h)) return h;
+  }
+  return 0;
+}
+
+void PeCpu::AddOutstanding(CpuInstance& inst, uint64_t handle) {
+  HandleState* slot = Slot(handle);
+  if (slot->owner == &inst) return;
+  slot->owner = &inst;
+  ++inst.outstanding_;
+}
+
+uint64_t PeCpu::FirstOutstanding(const CpuInstance& inst) const {
+  for (uint64_t h = 0; h < handles_.size(); ++h) {
+    if (handles_[h].owner == &inst) return h;
+  }
+  for (const auto& [h, s] : other_) {
+    if (s.owner == &inst) return h;
+  }
+  return 0;
+}
+
+SimTime PeCpu::Charge(uint32_t cycles) {
+  const SimTime start = clock_.NextEdge(ready());
+  const SimTime issue = start + clock_.ToTime(Cycles(cycles));
+  stats_->set_ops(stats_->ops() + 1);
+  stats_->set_busy_ps(stats_->busy_ps() + (issue - start).value());
+  cpu_ = issue;
+  return issue;
+}
+
+SimTime PeCpu::IssueCommand(CpuInstance& inst, const CpuCommand& command,
+                            std::span<const uint64_t> wait_for,
+                            std::span<const uint64_t> recv_depends_on) {
+  const SimTime issue = Charge(IssueCycles(profile_, command));
+  const uint64_t id = CommandId(command);
+  if (observe::OpLog* log = ctx_.op_log) {
+    pb::IssueRecord rec;
+    rec.set_pe(pe_);
+    rec.set_request_id(inst.request_id());
+    rec.set_cmd_id(id);
+    rec.set_issue_ps(issue.value());
+    rec.set_blocking(IsBlocking(command));
+    for (uint64_t d : wait_for) rec.add_depends_on(d);
+    for (uint64_t d : recv_depends_on) rec.add_recv_depends_on(d);
+    FillIssue(command, rec);
+    log->AddIssue(std::move(rec));
+  }
+  AddOutstanding(inst, id);
+  return issue;
+}
+
+void PeCpu::SendCommand(const CpuCommand& command, SimTime at) {
+  const SimTime t = now();
+  std::visit([&](const auto& c) { ctx_.engine->Send(unit_, at - t, scheduler_, c); }, command);
+}
+
+void PeCpu::Wait(CpuInstance& inst, uint64_t handle, SimTime from, bool logged) {
+  inst.state_ = CpuInstance::State::kWaiting;
+  inst.waiting_on_ = handle;
+  inst.wait_from_ = from;
+  inst.logged_ = logged;
+  // The CPU ran ahead of the event clock: whether this wait is real is known only at `from`;
+  // do not hand the CPU to another instance before then.
+  const SimTime t = now();
+  if (from <= t) return;
+  for (CpuInstance* other : instances_) {
+    if (other != &inst && (other->state_ == CpuInstance::State::kReady ||
+                           other->state_ == CpuInstance::State::kNew)) {
+      hold_until_ = from;
+      holder_ = &inst;
+      ctx_.engine->Send(unit_, from - t, unit_, cpu_check_atom::value);
+      return;
+    }
+  }
+}
+
+void PeCpu::WaitAll(CpuInstance& inst, SimTime from) {
+  Wait(inst, /*handle=*/0, from);
+  inst.waiting_all_ = true;
+}
+
+void PeCpu::WaitEvent(CpuInstance& inst, SimTime from) { Wait(inst, /*handle=*/0, from); }
+
+void PeCpu::Wake(CpuInstance& inst, SimTime end) {
+  const bool real = end > inst.wait_from_;
+  if (real && inst.logged_) {
+    if (observe::OpLog* log = ctx_.op_log) {
+      pb::StallRecord rec;
+      rec.set_pe(pe_);
+      rec.set_request_id(inst.request_id());
+      rec.set_waits_on(inst.WaitText());
+      rec.set_cmd_id(inst.waiting_on_);
+      rec.set_from_ps(inst.wait_from_.value());
+      rec.set_to_ps(end.value());
+      log->AddStall(std::move(rec));
+    }
+  }
+  inst.state_ = CpuInstance::State::kReady;
+  inst.waiting_on_ = 0;
+  inst.waiting_all_ = false;
+  inst.real_wait_cost_ = real && inst.real_wait_cost_;
+  inst.wait_from_ = std::max(end, inst.wait_from_);
+}
+
+void PeCpu::Complete(uint64_t handle, SimTime end) {
+  HandleState* slot = Slot(handle);
+  slot->done = true;
+  slot->end = end;
+  if (slot->owner != nullptr) {
+    --slot->owner->outstanding_;
+    slot->owner = nullptr;
+  }
+  if (runtime_ != nullptr) runtime_->OnDone(*this, handle, end);
+  for (CpuInstance* inst : instances_) {
+    if (inst->state_ != CpuInstance::State::kWaiting) continue;
+    if ((handle != 0 && inst->waiting_on_ == handle) ||
+        (inst->waiting_all_ && inst->outstanding_ == 0)) {
+      Wake(*inst, end);
+    }
+  }
+  RunReady();
+}
+
+void PeCpu::RunReady() {
+  if (running_) return;
+  running_ = true;
+  while (true) {
+    CpuInstance* next = nullptr;
+    if (holder_ != nullptr) {
+      if (holder_->state_ == CpuInstance::State::kReady) {
+        next = holder_;
+      } else if (now() < hold_until_) {
+        break;
+      }
+      holder_ = nullptr;
+    }
+    if (next == nullptr) {
+      for (CpuInstance* inst : instances_) {
+        if (inst->state_ != CpuInstance::State::kReady && inst->state_ != CpuInstance::State::kNew) {
+          continue;
+        }
+        if (next == nullptr || inst->request_id() < next->request_id()) next = inst;
+      }
+    }
+    if (next == nullptr) break;
+    Resume(*next);
+  }
+  running_ = false;
+}
+
+void PeCpu::Resume(CpuInstance& inst) {
+  if (inst.state_ != CpuInstance::State::kNew) {
+    cpu_ = std::max(cpu_, inst.wait_from_);
+    if (inst.real_wait_cost_) {
+      cpu_ = clock_.NextEdge(ready()) + clock_.ToTime(Cycles(profile_.resume_after_wait_cycles()));
+    }
+  }
+  inst.real_wait_cost_ = true;
+  inst.state_ = CpuInstance::State::kReady;
+  if (inst.Run(*this)) {
+    inst.state_ = CpuInstance::State::kDone;
+    return;
+  }
+  AHBM_CHECK(inst.state_ == CpuInstance::State::kWaiting)
+      << "pe " << pe_ << ": an instance stopped without waiting";
+}
+
+void PeCpu::OnCheck() {
+  if (now() >= hold_until_) holder_ = nullptr;
+  RunReady();
+}
+
+void PeCpu::OnCommandError(const pb::CommandError& error) {
+  ctx_.errors.push_back(error.message());
+  HandleState* slot = Slot(error.cmd_id());
+  CpuInstance* inst = slot->owner;
+  if (inst == nullptr) return;
+  slot->owner = nullptr;
+  --inst->outstanding_;
+  inst->state_ = CpuInstance::State::kDone;  // stopped: it does not run again
 }
 
 }  // namespace ahbm::sim

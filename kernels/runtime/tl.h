@@ -19,67 +19,23 @@
 #ifndef AHBMSIM_KERNELS_RUNTIME_TL_H_
 #define AHBMSIM_KERNELS_RUNTIME_TL_H_
 
-#include <coroutine>
 #include <cstdint>
-#include <memory>
+#include <initializer_list>
 #include <optional>
-#include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "kernels/runtime/call.h"
+#include "kernels/runtime/peer.h"
+#include "kernels/runtime/scratch_scope.h"
+#include "kernels/runtime/tensor.h"
 #include "proto/commands.pb.h"
-#include "topology/mesh.h"
 
 namespace ahbm::kernels {
 
 class KernelRuntime;
-struct Instance;
-struct Invocation;
-
-// Thrown inside a kernel to stop it; the message is one line naming the PE and the reason.
-class KernelError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-enum class Arena : uint8_t { kScratch, kPersistent };
-
-// A tensor in a PE's TCM or HBM and, while it is being produced, the command producing it.
-class Tensor {
- public:
-  Tensor() = default;
-  Tensor(pb::TensorRef ref, uint64_t producer) : ref_(std::move(ref)), producer_(producer) {}
-
-  const pb::TensorRef& ref() const { return ref_; }
-  std::vector<uint64_t> shape() const { return {ref_.shape().begin(), ref_.shape().end()}; }
-  uint64_t dim(int i) const { return ref_.shape(i); }
-  int rank() const { return ref_.shape_size(); }
-  pb::DType dtype() const { return ref_.dtype(); }
-  uint64_t elements() const;
-  uint64_t bytes() const;
-  bool in_hbm() const { return ref_.space() == pb::HBM; }
-  // The command that writes this tensor (0: none). It may already have completed.
-  uint64_t producer() const { return producer_; }
-
-  // The same bytes under another dense shape (element count conserved). Throws KernelError for
-  // a strided tensor or a count mismatch.
-  Tensor View(std::vector<uint64_t> shape) const;
-  // Rows [row, row + rows) of a rank-2 tensor (a strided view when it is itself strided).
-  Tensor Rows(uint64_t row, uint64_t rows) const;
-  // Columns [col, col + cols) of a rank-2 tensor: a strided view (row stride kept).
-  Tensor Cols(uint64_t col, uint64_t cols) const;
-
- private:
-  pb::TensorRef ref_;
-  uint64_t producer_ = 0;
-};
-
-// softmax_pv's persistent (m, l, O) accumulator (ADR rev2 §3), fp32 in TCM.
-struct Accumulator {
-  Tensor m;  // [R, 1]
-  Tensor l;  // [R, 1]
-  Tensor o;  // [R, d]
-};
+class Instance;
 
 // A composite epilogue stage (DESIGN §4b: `scale` is one).
 struct Epilogue {
@@ -88,56 +44,6 @@ struct Epilogue {
   std::optional<Tensor> operand;
   static Epilogue Scale(float s) { return Epilogue{pb::SCALE, s, std::nullopt}; }
   static Epilogue With(pb::MathOp op, Tensor operand) { return Epilogue{op, 0, std::move(operand)}; }
-};
-
-// The other end of a send / recv.
-class Peer {
- public:
-  // The PE-mesh neighbour inside this CUBE, over its IPCQ queue pair.
-  static Peer Ipcq(topology::Dir dir) { return Peer(Kind::kIpcq, dir, 0); }
-  // Any PE of another CUBE (any SIP), over the CUBE NOC (and UCIe), routed X-Y.
-  static Peer Pe(uint32_t global_pe) { return Peer(Kind::kPe, topology::Dir::kNorth, global_pe); }
-
-  enum class Kind : uint8_t { kIpcq, kPe };
-  Kind kind() const { return kind_; }
-  topology::Dir dir() const { return dir_; }
-  uint32_t pe() const { return pe_; }
-
- private:
-  Peer(Kind kind, topology::Dir dir, uint32_t pe) : kind_(kind), dir_(dir), pe_(pe) {}
-  Kind kind_;
-  topology::Dir dir_;
-  uint32_t pe_;
-};
-
-// The awaitable every hardware-reaching call returns.
-class Call {
- public:
-  Call(KernelRuntime* runtime, Instance* instance, std::shared_ptr<Invocation> invocation);
-  bool await_ready() const noexcept { return false; }
-  bool await_suspend(std::coroutine_handle<> handle);
-  Tensor await_resume();
-
- private:
-  KernelRuntime* runtime_;
-  Instance* instance_;
-  std::shared_ptr<Invocation> invocation_;
-};
-
-class Tl;
-
-// ADR-0063 scratch_scope: on leaving, the scratch arena returns to where it was; leaving while
-// a command still writes into the released part is an error naming that command.
-class ScratchScope {
- public:
-  explicit ScratchScope(Tl* tl);
-  ~ScratchScope();
-  ScratchScope(const ScratchScope&) = delete;
-  ScratchScope& operator=(const ScratchScope&) = delete;
-
- private:
-  Tl* tl_;
-  uint64_t mark_;
 };
 
 class Tl {
@@ -208,8 +114,9 @@ class Tl {
   Instance* instance() const { return inst_; }
 
  private:
-  Call Math(pb::MathOp op, std::vector<Tensor> inputs, std::vector<uint64_t> out_shape,
-            std::optional<Tensor> out, int axis = -1, float scalar = 0);
+  Call Math(pb::MathOp op, std::initializer_list<const Tensor*> inputs,
+            std::vector<uint64_t> out_shape, std::optional<Tensor> out, int axis = -1,
+            float scalar = 0);
   Call Gemm(const Tensor& a, const Tensor& b, std::vector<Epilogue> epilogue,
             std::optional<Tensor> out, bool composite);
   Call Receive(const Peer& from, std::vector<uint64_t> shape, pb::DType dtype, Arena arena,

@@ -1,0 +1,63 @@
+#include "kernels/runtime/instance.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/check.h"
+#include "kernels/runtime/runtime.h"
+
+namespace ahbm::kernels {
+
+Instance::Instance(KernelRuntime* runtime_in, uint32_t pe_in, uint32_t request_id, KernelFn fn_in)
+    : CpuInstance(request_id),
+      pe(pe_in),
+      runtime(runtime_in),
+      tl(std::make_unique<Tl>(runtime_in, this, pe_in)),
+      fn(std::move(fn_in)) {
+  task.emplace(fn(*tl));
+}
+
+bool Instance::Run(sim::PeCpu&) {
+  waiting_what = WaitWhat();
+  try {
+    if (pending && !runtime->TryIssue(*this)) return false;  // waits again
+  } catch (const KernelError& e) {
+    error = e.what();
+    pending.reset();
+  }
+  const std::coroutine_handle<> h = started ? resume : std::coroutine_handle<>(task->handle());
+  started = true;
+  h.resume();
+  if (task->done()) {
+    waiting_what = WaitWhat();
+    runtime->Finish(*this);
+    return true;
+  }
+  AHBM_CHECK(waiting()) << runtime->PeName(pe) << ": kernel suspended outside a tl call";
+  return false;
+}
+
+std::string Instance::WaitText() const {
+  const WaitWhat& w = waiting_what;
+  using K = WaitWhat::Kind;
+  switch (w.kind) {
+    case K::kNone:
+      return "";
+    case K::kAutoWait:
+      return absl::StrCat("cmd ", w.id, " (auto-wait before ", CallName(*w.call), ")");
+    case K::kWait:
+      return absl::StrCat("cmd ", w.id, " (wait)");
+    case K::kAll:
+      return absl::StrCat("all commands (wait; ", w.count, " pending, first cmd ", w.id, ")");
+    case K::kCmd:
+      return absl::StrCat("cmd ", w.id, " (", CallName(*w.call), ")");
+    case K::kSend:
+      return absl::StrCat("send to pe ", w.count, " (IPCQ ", topology::DirName(w.peer.dir()),
+                          " queue has no credit)");
+    case K::kRecv:
+      return absl::StrCat("recv ", w.id, " from ", runtime->DescribePeer(pe, w.peer));
+  }
+  return "";
+}
+
+}  // namespace ahbm::kernels

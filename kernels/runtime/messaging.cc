@@ -1,0 +1,346 @@
+// KernelRuntime's messaging (runtime.h's contract): IPCQ and NOC sends, receive posts, the
+// matching of arrived messages to receives per channel, and IPCQ demultiplexing staging.
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "actors/pb_message.h"
+#include "base/check.h"
+#include "kernels/runtime/runtime.h"
+#include "proto/trace.pb.h"
+
+namespace ahbm::kernels {
+
+// ---- calls ----
+
+bool KernelRuntime::IssueSend(Instance& inst, Cpu& cpu, const Invocation& inv) {
+  const SimTime now = Now();
+  const SimTime issue = cpu.core.Charge(cpu.core.profile().send_cycles());
+  sim::Engine& engine = *sim_->context().engine;
+  const uint64_t id = next_message_++;
+  const Peer& peer = *inv.peer;
+  if (store_ != nullptr) {
+    absl::StatusOr<std::vector<float>> values = store_->Read(inv.payload.ref());
+    if (!values.ok()) Fail(inst, absl::StrCat("send payload: ", std::string(values.status().message())));
+    payloads_[id] = std::vector<uint8_t>();
+    std::vector<uint8_t>& bytes = payloads_[id];
+    bytes.resize(values->size() * sizeof(float));
+    std::memcpy(bytes.data(), values->data(), bytes.size());
+  }
+  if (peer.kind() == Peer::Kind::kIpcq) {
+    const topology::PeId me = index().PeOf(inst.pe);
+    const uint32_t dst = index().GlobalPe(
+        topology::PeId{me.sip, me.cube, *index().pe_mesh().Neighbour(me.pe, peer.dir())});
+    const sim::UnitId queue = index().IpcqUnit(me, peer.dir()).value();
+    // The sender's credit count: bytes sent on the queue minus bytes the receiver has popped
+    // (pops already issued count, as credit on its way back: IpcqModel::WouldBlock).
+    int64_t& unpopped = ipcq_unpopped_[queue];
+    unpopped += static_cast<int64_t>(inv.payload.bytes());
+    const bool blocks = unpopped > static_cast<int64_t>(ipcq_queue_bytes_);
+    auto send = std::allocate_shared<pb::IpcqSend>(internal::PoolAllocator<pb::IpcqSend>());
+    send->set_message_id(id);
+    send->set_src_pe(inst.pe);
+    send->set_dst_pe(dst);
+    send->set_bytes(inv.payload.bytes());
+    send->set_request_id(inst.request_id());
+    *send->mutable_payload() = inv.payload.ref();
+    engine.Send(cpu.core.unit(), issue - now, queue, std::shared_ptr<const pb::IpcqSend>(send));
+    RecordSend(inst, "send_ipcq", id, dst, inv.payload.bytes(), issue);
+    if (!blocks) return true;
+    inst.waiting_send = true;
+    inst.waiting_message = id;
+    inst.waiting_what = {Instance::WaitWhat::Kind::kSend, 0, dst, nullptr, peer};
+    cpu.core.WaitEvent(inst, issue);
+    return false;
+  }
+  if (peer.pe() >= index().num_pes() ||
+      index().PeOf(peer.pe()).cube_id() == index().PeOf(inst.pe).cube_id()) {
+    Fail(inst, absl::StrCat("NOC send to pe ", peer.pe(), ": not a PE of another CUBE"));
+  }
+  auto send = std::allocate_shared<pb::NocSend>(internal::PoolAllocator<pb::NocSend>());
+  send->set_message_id(id);
+  send->set_src_pe(inst.pe);
+  send->set_dst_pe(peer.pe());
+  send->set_bytes(inv.payload.bytes());
+  send->set_request_id(inst.request_id());
+  *send->mutable_payload() = inv.payload.ref();
+  engine.Send(cpu.core.unit(), issue - now, index().NocRouterUnit(index().PeOf(inst.pe).cube_id()).value(),
+              std::shared_ptr<const pb::NocSend>(send));
+  RecordSend(inst, "send_noc", id, peer.pe(), inv.payload.bytes(), issue);
+  return true;
+}
+
+bool KernelRuntime::PostRecv(Instance& inst, Cpu& cpu, const Invocation& inv) {
+  const SimTime issue = cpu.core.Charge(cpu.core.profile().recv_cycles());
+  const uint64_t key = ChannelKey(inst.pe, *inv.peer);
+  PostedRecv post;
+  post.handle = inv.cmd_id;
+  post.inst = &inst;
+  post.posted = issue;
+  post.dst = inv.result;
+  cpu.channels[key].recvs.push_back(post);
+  if (cpu.receive.size() <= inv.cmd_id) cpu.receive.resize(inv.cmd_id + 1, 0);
+  cpu.receive[inv.cmd_id] = 1;
+  cpu.core.AddOutstanding(inst, inv.cmd_id);
+  NoteWrite(cpu, inv, inv.cmd_id);
+  PumpChannel(cpu, key);
+  if (!inv.blocking || cpu.core.IsDone(inv.cmd_id)) return true;
+  inst.waiting_what = {Instance::WaitWhat::Kind::kRecv, inv.cmd_id, 0, nullptr, *inv.peer};
+  cpu.core.Wait(inst, inv.cmd_id, issue);
+  return false;
+}
+
+// ---- channels ----
+
+std::string KernelRuntime::DescribePeer(uint32_t pe, const Peer& peer) const {
+  if (peer.kind() == Peer::Kind::kIpcq) {
+    const topology::PeId me = index().PeOf(pe);
+    const std::optional<uint32_t> n = index().pe_mesh().Neighbour(me.pe, peer.dir());
+    if (!n) return absl::StrCat("no neighbour to the ", topology::DirName(peer.dir()));
+    const topology::PeId src{me.sip, me.cube, *n};
+    return absl::StrCat(PeName(index().GlobalPe(src)), " over IPCQ queue ",
+                        index().Name(index().IpcqUnit(src, topology::Opposite(peer.dir()))));
+  }
+  return absl::StrCat(PeName(peer.pe()), " over the NOC");
+}
+
+uint64_t KernelRuntime::ChannelKey(uint32_t pe, const Peer& from) const {
+  if (from.kind() == Peer::Kind::kIpcq) {
+    const topology::PeId me = index().PeOf(pe);
+    const std::optional<uint32_t> n = index().pe_mesh().Neighbour(me.pe, from.dir());
+    AHBM_CHECK(n.has_value()) << "recv from a missing neighbour";
+    const topology::PeId src{me.sip, me.cube, *n};
+    // The neighbour's queue towards me points the opposite way.
+    const sim::UnitId queue = index().IpcqUnit(src, topology::Opposite(from.dir())).value();
+    return kIpcqChannel | queue;
+  }
+  return from.pe();
+}
+
+void KernelRuntime::PopArrived(Cpu& cpu, Channel& ch, IncomingMessage& msg, SimTime at) {
+  if (msg.arrived_bytes <= msg.popped_bytes) return;
+  const SimTime now = Now();
+  // The queue's pops stay in time order (the model's rule; also FIFO: none before the previous).
+  at = std::max({now, at, ch.last_pop});
+  auto pop = std::allocate_shared<pb::IpcqPop>(internal::PoolAllocator<pb::IpcqPop>());
+  pop->set_message_id(msg.message_id);
+  sim_->context().engine->Send(cpu.core.unit(), at - now, msg.queue,
+                               std::shared_ptr<const pb::IpcqPop>(pop));
+  ipcq_unpopped_[msg.queue] -= static_cast<int64_t>(msg.arrived_bytes - msg.popped_bytes);
+  if (msg.popped_bytes == 0) msg.first_pop = at;
+  msg.popped_bytes = msg.arrived_bytes;
+  msg.last_pop = at;
+  ch.last_pop = at;
+}
+
+uint64_t KernelRuntime::Deliver(Cpu& cpu, const IncomingMessage& msg, const PostedRecv& recv,
+                                SimTime end, bool staged) {
+  const uint32_t pe = cpu.core.pe();
+  if (store_ != nullptr) {
+    auto it = payloads_.find(msg.message_id);
+    AHBM_CHECK(it != payloads_.end()) << "no payload for message " << msg.message_id;
+    std::vector<float> values(it->second.size() / sizeof(float));
+    std::memcpy(values.data(), it->second.data(), it->second.size());
+    if (values.size() != recv.dst.elements()) {
+      Instance& inst = *recv.inst;
+      if (inst.error.empty()) {
+        inst.error = absl::StrCat(PeName(pe), ": recv ", recv.handle, " of ",
+                                  recv.dst.elements(), " elements got a message of ",
+                                  values.size(), " from pe ", msg.src_pe);
+      }
+    } else if (absl::Status s = store_->Write(recv.dst.ref(), values); !s.ok()) {
+      recv.inst->error = std::string(s.message());
+    }
+    payloads_.erase(it);
+  }
+  if (observe::OpLog* log = sim_->context().op_log) {
+    pb::OpRecord rec;
+    rec.set_unit(cpu.core.unit());
+    rec.set_unit_name(sim_->context().Name(cpu.core.unit()));
+    rec.set_op(msg.queue != 0 ? "recv_ipcq" : "recv_noc");
+    rec.set_cmd_id(recv.handle);
+    rec.set_issue_ps(recv.posted.value());
+    rec.set_start_ps(std::min(recv.posted, end).value());
+    rec.set_end_ps(end.value());
+    rec.set_bytes_read(recv.dst.bytes());
+    rec.set_request_id(recv.inst->request_id());
+    rec.set_label(absl::StrCat("from pe ", msg.src_pe, " msg ", msg.message_id,
+                               staged ? " (staged)" : ""));
+    log->AddOp(std::move(rec));
+  }
+  return recv.handle;
+}
+
+void KernelRuntime::PumpChannel(Cpu& cpu, uint64_t key) {
+  Channel& ch = cpu.channels[key];
+  const bool ipcq = (key & kIpcqChannel) != 0;
+  // One step per pass; Complete() may resume kernels that post here again, so nothing is held
+  // across it.
+  while (true) {
+    // A receive (in post order) takes its request's oldest available message: staged (IPCQ)
+    // or delivered (NOC).
+    std::deque<IncomingMessage>& pool = ipcq ? ch.staged : ch.messages;
+    auto r = ch.recvs.begin();
+    auto m = pool.end();
+    for (; r != ch.recvs.end(); ++r) {
+      m = std::find_if(pool.begin(), pool.end(), [&](const IncomingMessage& x) {
+        return x.request_id == r->inst->request_id();
+      });
+      if (m != pool.end()) break;
+    }
+    if (r != ch.recvs.end()) {
+      // Staged (popped already) or delivered (NOC): no pop, no credit change.
+      const SimTime end = std::max({r->posted, m->last_arrival, m->last_pop});
+      const uint64_t handle = Deliver(cpu, *m, *r, end, ipcq);
+      if (ipcq) cpu.staged_bytes -= m->bytes;
+      pool.erase(m);
+      ch.recvs.erase(r);
+      cpu.core.Complete(handle, end);
+      continue;
+    }
+    if (!ipcq || ch.messages.empty()) return;
+    // IPCQ: the queue's head message.
+    IncomingMessage& head = ch.messages.front();
+    auto own = std::find_if(ch.recvs.begin(), ch.recvs.end(), [&](const PostedRecv& r) {
+      return r.inst->request_id() == head.request_id;
+    });
+    if (own != ch.recvs.end()) {
+      // Pop what has arrived (at the post if it lies ahead); later chunks pop on arrival.
+      PopArrived(cpu, ch, head, own->posted);
+      if (!head.complete) return;
+      const SimTime end = std::max({own->posted, head.last_arrival, head.last_pop});
+      const uint64_t handle = Deliver(cpu, head, *own, end, false);
+      if (head.staging) cpu.staged_bytes -= head.bytes;
+      ch.messages.pop_front();
+      ch.recvs.erase(own);
+      cpu.core.Complete(handle, end);
+      continue;
+    }
+    if (!head.staging) {
+      // Stage only for a waiting receive (of another request) and only what fits.
+      if (ch.recvs.empty() || cpu.staged_bytes + head.bytes > kDemuxStagingBytes) return;
+      head.staging = true;
+      head.stage_from = ch.recvs.front().posted;
+      head.stage_for = ch.recvs.front().inst->request_id();
+      cpu.staged_bytes += head.bytes;
+    }
+    PopArrived(cpu, ch, head, head.stage_from);
+    if (!head.complete) return;
+    if (observe::OpLog* log = sim_->context().op_log) {
+      pb::OpRecord rec;
+      rec.set_unit(cpu.core.unit());
+      rec.set_unit_name(sim_->context().Name(cpu.core.unit()));
+      rec.set_op("stage_ipcq");
+      rec.set_issue_ps(head.first_pop.value());
+      rec.set_start_ps(head.first_pop.value());
+      rec.set_end_ps(head.last_pop.value());
+      rec.set_bytes_written(head.bytes);
+      rec.set_request_id(head.request_id);
+      rec.set_label(absl::StrCat("from pe ", head.src_pe, " msg ", head.message_id,
+                                 " (request ", head.stage_for, " waits)"));
+      log->AddOp(std::move(rec));
+    }
+    ch.staged.push_back(std::move(head));
+    ch.messages.pop_front();
+  }
+}
+
+std::string KernelRuntime::HeadOfLine(const Instance& inst) const {
+  if (inst.waiting_on() == 0) return "";
+  const Cpu& cpu = CpuOf(inst.pe);
+  for (const auto& [key, ch] : cpu.channels) {
+    if (ch.messages.empty() || ch.messages.front().request_id == inst.request_id()) continue;
+    for (const PostedRecv& r : ch.recvs) {
+      if (r.inst != &inst || r.handle != inst.waiting_on()) continue;
+      const IncomingMessage& head = ch.messages.front();
+      return absl::StrCat(" behind request ", head.request_id, "'s message ", head.message_id,
+                          " (", head.bytes, " bytes) at the queue head; staging buffer ",
+                          cpu.staged_bytes, " of ", kDemuxStagingBytes, " bytes in use");
+    }
+  }
+  return "";
+}
+
+void KernelRuntime::RecordSend(const Instance& inst, const std::string& op, uint64_t message_id,
+                               uint32_t dst_pe, uint64_t bytes, SimTime issue) {
+  observe::OpLog* log = sim_->context().op_log;
+  if (log == nullptr) return;
+  const Cpu& cpu = CpuOf(inst.pe);
+  pb::IssueRecord issue_rec;
+  issue_rec.set_pe(inst.pe);
+  issue_rec.set_request_id(inst.request_id());
+  issue_rec.set_issue_ps(issue.value());
+  pb::LinkChunk* chunk = issue_rec.mutable_send();
+  chunk->set_message_id(message_id);
+  chunk->set_src_pe(inst.pe);
+  chunk->set_dst_pe(dst_pe);
+  chunk->set_bytes(bytes);
+  chunk->set_request_id(inst.request_id());
+  log->AddIssue(std::move(issue_rec));
+  pb::OpRecord rec;
+  rec.set_unit(cpu.core.unit());
+  rec.set_unit_name(sim_->context().Name(cpu.core.unit()));
+  rec.set_op(op);
+  rec.set_issue_ps(issue.value());
+  rec.set_start_ps(issue.value());
+  rec.set_end_ps(issue.value());
+  rec.set_bytes_written(bytes);
+  rec.set_request_id(inst.request_id());
+  rec.set_label(absl::StrCat("to pe ", dst_pe, " msg ", message_id));
+  log->AddOp(std::move(rec));
+}
+
+// ---- sim::CpuRuntime ----
+
+void KernelRuntime::OnIpcqAccepted(sim::PeCpu& core, const pb::IpcqAccepted& accepted) {
+  for (Instance* inst : CpuOf(core.pe()).instances) {
+    if (inst->waiting() && inst->waiting_send && inst->waiting_message == accepted.message_id()) {
+      inst->waiting_send = false;
+      core.Wake(*inst, SimTime(accepted.accepted_ps()));
+    }
+  }
+  core.RunReady();
+}
+
+void KernelRuntime::OnIpcqArrival(sim::PeCpu& core, const pb::IpcqArrival& arrival) {
+  Cpu& cpu = CpuOf(core.pe());
+  const uint64_t key = kIpcqChannel | arrival.queue_unit();
+  Channel& ch = cpu.channels[key];
+  IncomingMessage* msg = nullptr;
+  for (IncomingMessage& m : ch.messages) {
+    if (m.message_id == arrival.message_id()) msg = &m;
+  }
+  if (msg == nullptr) {
+    msg = &ch.messages.emplace_back();
+    msg->message_id = arrival.message_id();
+    msg->src_pe = arrival.src_pe();
+    msg->request_id = arrival.request_id();
+    msg->bytes = arrival.message_bytes();
+    msg->chunks = arrival.chunk_count();
+    msg->queue = arrival.queue_unit();
+  }
+  ++msg->arrived;
+  msg->arrived_bytes += arrival.bytes();
+  msg->last_arrival = Now();
+  msg->complete = msg->arrived == msg->chunks;
+  // A receive already posted for this (head) message, or staging, pops the new chunk at once.
+  PumpChannel(cpu, key);
+}
+
+void KernelRuntime::OnNocDelivered(sim::PeCpu& core, const pb::NocDelivered& delivered) {
+  Cpu& cpu = CpuOf(core.pe());
+  const uint64_t key = delivered.src_pe();
+  IncomingMessage& msg = cpu.channels[key].messages.emplace_back();
+  msg.message_id = delivered.message_id();
+  msg.src_pe = delivered.src_pe();
+  msg.request_id = delivered.request_id();
+  msg.bytes = delivered.bytes();
+  msg.chunks = 1;
+  msg.arrived = 1;
+  msg.complete = true;
+  msg.last_arrival = Now();
+  PumpChannel(cpu, key);
+}
+
+}  // namespace ahbm::kernels

@@ -1,0 +1,61 @@
+// The kernel runtime's view of messages on one PE (DESIGN §4; the rules are in runtime.h's
+// contract): what has arrived on each incoming channel, the receives posted on it, and the
+// IPCQ demultiplexing staging. Plain records; KernelRuntime's messaging part
+// (messaging.cc) moves them.
+#ifndef AHBMSIM_KERNELS_RUNTIME_MESSAGING_H_
+#define AHBMSIM_KERNELS_RUNTIME_MESSAGING_H_
+
+#include <cstdint>
+#include <deque>
+
+#include "actors/engine.h"
+#include "actors/time.h"
+#include "kernels/runtime/tensor.h"
+
+namespace ahbm::kernels {
+
+class Instance;
+
+// Per-PE TCM for IPCQ messages popped ahead of their request's receive (runtime.h).
+// 64 KiB holds the reduce's (m, l, O) messages (a few KiB each) of several requests.
+inline constexpr uint64_t kDemuxStagingBytes = 64 * 1024;
+
+// Channel keys: IPCQ queues (this bit | the sender's queue unit) above every NOC source PE.
+inline constexpr uint64_t kIpcqChannel = uint64_t{1} << 32;
+
+struct IncomingMessage {
+  uint64_t message_id = 0;
+  uint32_t src_pe = 0;
+  uint32_t request_id = 0;
+  uint64_t bytes = 0;        // the whole message
+  uint32_t chunks = 0;
+  uint32_t arrived = 0;
+  uint64_t arrived_bytes = 0;
+  uint64_t popped_bytes = 0;  // pops issued (IPCQ)
+  bool complete = false;     // every chunk arrived (IPCQ) / delivered (NOC)
+  sim::SimTime last_arrival;
+  sim::UnitId queue = 0;     // IPCQ: the sender's queue unit (pops go there)
+  bool staging = false;      // IPCQ: being popped into the staging buffer (bytes reserved)
+  sim::SimTime stage_from;   // the post of the receive that made it stage
+  uint32_t stage_for = 0;    // that receive's request
+  sim::SimTime first_pop, last_pop;
+};
+
+struct PostedRecv {
+  uint64_t handle = 0;
+  Instance* inst = nullptr;
+  sim::SimTime posted;       // cpu time of the post
+  Tensor dst;
+};
+
+// One incoming channel: an IPCQ queue from a neighbour, or NOC messages from one PE.
+struct Channel {
+  std::deque<IncomingMessage> messages;  // IPCQ: the queue, head first; NOC: delivered
+  std::deque<IncomingMessage> staged;    // IPCQ: popped into staging, oldest first
+  std::deque<PostedRecv> recvs;          // not yet matched, in post order
+  sim::SimTime last_pop;                 // IPCQ: pops never go back in time
+};
+
+}  // namespace ahbm::kernels
+
+#endif  // AHBMSIM_KERNELS_RUNTIME_MESSAGING_H_

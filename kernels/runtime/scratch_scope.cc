@@ -1,0 +1,12 @@
+#include "kernels/runtime/scratch_scope.h"
+
+#include "kernels/runtime/runtime.h"
+#include "kernels/runtime/tl.h"
+
+namespace ahbm::kernels {
+
+ScratchScope::ScratchScope(Tl* tl) : tl_(tl), mark_(tl->runtime()->ScratchTop(*tl->instance())) {}
+
+ScratchScope::~ScratchScope() { tl_->runtime()->LeaveScope(*tl_->instance(), mark_); }
+
+}  // namespace ahbm::kernels
