@@ -81,7 +81,7 @@ absl::StatusOr<std::unique_ptr<ChipSim>> ChipSim::Create(const pb::Chip& chip,
       for (topology::Dir dir : topology::kAllDirs) {
         if (!pe_mesh.Neighbour(p, dir)) continue;
         sim->ipcqs_.emplace(ctx.index.IpcqUnit(ctx.index.PeOf(pe), dir).value(),
-                            StartIpcqActor(*sim->engine_, chip, pe, dir));
+                            StartIpcqActor(*sim->engine_, chip, pe, dir).address());
       }
     }
   }
@@ -89,12 +89,12 @@ absl::StatusOr<std::unique_ptr<ChipSim>> ChipSim::Create(const pb::Chip& chip,
   sim->network_ = std::make_unique<LinkNetworkModel>(chip);
   for (uint32_t cube = 0; cube < num_cubes; ++cube) {
     const topology::CubeId id = ctx.index.CubeOf(cube);
-    sim->routers_.emplace_back(ctx.index.NocRouterUnit(id).value(),
-                               StartNocRouterActor(*sim->engine_, chip, id, sim->network_.get()));
+    const caf::actor router = StartNocRouterActor(*sim->engine_, chip, id, sim->network_.get());
+    sim->routers_.emplace_back(ctx.index.NocRouterUnit(id).value(), router.address());
   }
   for (uint32_t sip = 0; sip < ctx.index.sips(); ++sip) {
-    sim->ucies_.emplace_back(ctx.index.UcieUnit(sip).value(),
-                             StartUcieActor(*sim->engine_, chip, sip, sim->network_.get()));
+    const caf::actor ucie = StartUcieActor(*sim->engine_, chip, sip, sim->network_.get());
+    sim->ucies_.emplace_back(ctx.index.UcieUnit(sip).value(), ucie.address());
   }
   sim->options_ = std::move(options);
   return sim;
@@ -151,24 +151,24 @@ pb::Report ChipSim::BuildReport(uint64_t comm_critical_path_ps) const {
   report.set_events(engine_->events_processed());
   // Link units keep their own counters; copy them in (busy = link serialisation time).
   StatsBoard board = ctx.stats;
-  for (const auto& [id, actor] : ipcqs_) {
-    const IpcqActorState& st = IpcqStateOf(actor);
+  for (const auto& [id, addr] : ipcqs_) {
+    const IpcqActorState& st = IpcqStateOf(caf::actor_cast<caf::actor>(addr));
     if (st.sent_messages == 0) continue;
     pb::UnitStats& s = board.At(id);
     s.set_ops(st.sent_messages);
     s.set_bytes_written(st.stats().sent_bytes.value());
     s.set_busy_ps(st.stats().link_busy.value());
   }
-  for (const auto& [id, actor] : routers_) {
-    const NocRouterStats& st = NocRouterStateOf(actor).stats;
+  for (const auto& [id, addr] : routers_) {
+    const NocRouterStats& st = NocRouterStateOf(caf::actor_cast<caf::actor>(addr)).stats;
     if (st.injected_messages + st.forwarded_messages + st.delivered_messages == 0) continue;
     pb::UnitStats& s = board.At(id);
     s.set_ops(st.forwarded_messages);
     s.set_bytes_written(st.forwarded_bytes);
     s.set_bytes_read(st.delivered_bytes);
   }
-  for (const auto& [id, actor] : ucies_) {
-    const UcieStats& st = UcieStateOf(actor).stats;
+  for (const auto& [id, addr] : ucies_) {
+    const UcieStats& st = UcieStateOf(caf::actor_cast<caf::actor>(addr)).stats;
     if (st.forwarded_messages == 0) continue;
     pb::UnitStats& s = board.At(id);
     s.set_ops(st.forwarded_messages);

@@ -35,6 +35,7 @@
 #include "actors/engine.h"
 #include "actors/models/link_network_model.h"
 #include "caf/actor.hpp"
+#include "caf/actor_addr.hpp"
 #include "actors/observe/op_log.h"
 #include "actors/units/pe_cpu_actor.h"
 #include "actors/units/unit_context.h"
@@ -89,8 +90,10 @@ class ChipSim {
   std::unique_ptr<observe::OpLog> op_log_;
   std::unique_ptr<UnitContext> ctx_;
   std::unique_ptr<LinkNetworkModel> network_;
-  std::map<UnitId, caf::actor> ipcqs_;  // by queue unit: stats, credit
-  std::vector<std::pair<UnitId, caf::actor>> routers_, ucies_;  // for their stats
+  // Link units by id, for their stats: weak handles, so that Engine::Shutdown() can drop the
+  // last strong one (a unit nobody holds needs no exit message).
+  std::map<UnitId, caf::actor_addr> ipcqs_;
+  std::vector<std::pair<UnitId, caf::actor_addr>> routers_, ucies_;
   std::set<uint32_t> cubes_;
   std::set<uint32_t> programmed_;
   SimTime latency_;

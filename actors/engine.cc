@@ -172,19 +172,26 @@ void Engine::Shutdown() {
   ids.reserve(units_.size());
   for (const auto& [id, unit] : units_) ids.push_back(id);
   std::sort(ids.begin(), ids.end());
+  // A unit only the engine holds is cleaned up by CAF as soon as that handle goes (an
+  // unreachable actor terminates at once, no message needed); one still held elsewhere (a test
+  // reading its state) gets an exit message.
+  std::vector<caf::actor> held;
   for (UnitId id : ids) {
-    caf::anon_send_exit(units_.at(id).handle, caf::exit_reason::user_shutdown);
+    Unit& unit = units_.at(id);
+    unit.actor = nullptr;
+    if (id < dense_units_.size()) dense_units_[id].actor = nullptr;
+    caf::actor handle = std::move(unit.handle);
+    if (caf::actor_cast<caf::actor_control_block*>(handle)->strong_refs > 1) {
+      held.push_back(std::move(handle));
+    }
+  }
+  for (const caf::actor& handle : held) {
+    caf::anon_send_exit(handle, caf::exit_reason::user_shutdown);
   }
   RunCoordinator();
   AHBM_CHECK(system_->registry().running() == 0)
       << system_->registry().running()
       << " actor(s) still running at shutdown: spawned in Engine::system() but never registered?";
-  for (UnitId id : ids) {
-    Unit& unit = units_.at(id);
-    unit.handle = nullptr;
-    unit.actor = nullptr;
-    if (id < dense_units_.size()) dense_units_[id].actor = nullptr;
-  }
   shut_down_ = true;
 }
 

@@ -20,9 +20,10 @@
 //   before Shutdown() (e.g. its handler threw or quit), a message no handler of the unit
 //   matches, a CAF timer started by a handler, an actor spawned in system() and still alive
 //   but not registered at Shutdown().
-// - Shutdown() (also run by the destructor) discards pending events, sends every registered
-//   unit an exit message in ascending unit-id order and runs the coordinator until they are
-//   gone, so ~actor_system (which waits for every actor) returns.
+// - Shutdown() (also run by the destructor) discards pending events and drops the engine's
+//   handles in ascending unit-id order: a unit nobody else holds strongly terminates there and
+//   then (CAF cleans up an unreachable actor); every other unit gets an exit message, and the
+//   coordinator runs until all are gone, so ~actor_system (which waits for every actor) returns.
 //
 // Messages: any copyable C++ type CAF 0.17 accepts in a message, i.e. one with an `inspect`
 // overload found by ADL or whitelisted by CAF_ALLOW_UNSAFE_MESSAGE_TYPE. Protobuf commands
