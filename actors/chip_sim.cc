@@ -29,7 +29,9 @@ absl::StatusOr<std::unique_ptr<ChipSim>> ChipSim::Create(const pb::Chip& chip,
     return absl::InvalidArgumentError(
         absl::StrCat("issue_cost_profile: the chip has no profile named '", profile, "'"));
   }
-  sim->engine_ = std::make_unique<Engine>();
+  // Units are named by the chip index, and only when a diagnostic prints one.
+  sim->engine_ = std::make_unique<Engine>(
+      [index = topology::ChipIndex(chip)](UnitId id) { return index.Name(topology::UnitId(id)); });
   sim->op_log_ = std::make_unique<observe::OpLog>(options.op_log_stream, options.keep_op_log);
   sim->ctx_ = std::make_unique<UnitContext>(sim->engine_.get(), chip);
   UnitContext& ctx = *sim->ctx_;

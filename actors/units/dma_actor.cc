@@ -112,10 +112,10 @@ uint64_t SpanUnion::Add(uint64_t start, uint64_t end) {
   return added;
 }
 
-caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, pb::Chip chip,
+caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, const pb::Chip* chip,
                           uint32_t pe, UnitContext* ctx) {
-  self->state.model.emplace(chip, pe);
-  self->state.index.emplace(chip);
+  self->state.model.emplace(*chip, pe);
+  self->state.index.emplace(*chip);
   return {
       [self, engine, self_id, ctx](const std::shared_ptr<const pb::DmaCmd>& cmd) {
         DmaActorState& st = self->state;
@@ -238,14 +238,14 @@ caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, pb::Ch
 void StartDmaActor(Engine& engine, UnitId id, std::string name, const pb::Chip& chip,
                    uint32_t pe) {
   engine.Register(id, std::move(name),
-                  engine.system().spawn(DmaBehavior, &engine, id, chip, pe,
+                  engine.system().spawn(DmaBehavior, &engine, id, &chip, pe,
                                         static_cast<UnitContext*>(nullptr)));
 }
 
 void StartDmaActor(UnitContext& ctx, uint32_t pe) {
   const UnitId id = ctx.index.PeUnit(topology::UnitKind::kDma, ctx.index.PeOf(pe)).value();
-  ctx.engine->Register(id, ctx.Name(id),
-                       ctx.engine->system().spawn(DmaBehavior, ctx.engine, id, ctx.chip, pe, &ctx));
+  ctx.engine->Register(id, ctx.engine->system().spawn(DmaBehavior, ctx.engine, id, &ctx.chip, pe,
+                                                      &ctx));
 }
 
 }  // namespace ahbm::sim

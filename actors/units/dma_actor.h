@@ -99,12 +99,14 @@ struct DmaActorState {
 using DmaActor = caf::stateful_actor<DmaActorState>;
 
 // The behavior of the DMA of global PE `pe`, unit `self_id`; spawn with
-// `engine.system().spawn(DmaBehavior, &engine, self_id, chip, pe, ctx)`. `chip` must be
-// validated; ctx (stats and op log) may be null.
-caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, pb::Chip chip,
+// `engine.system().spawn(DmaBehavior, &engine, self_id, &chip, pe, ctx)`. `chip` must be
+// validated and live until the actor has initialized (the next Run); ctx (stats and op log) may
+// be null.
+caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, const pb::Chip* chip,
                           uint32_t pe, UnitContext* ctx);
 
-// Spawns the DMA actor of global PE `pe` and registers it as unit `id` named `name`.
+// Spawns the DMA actor of global PE `pe` and registers it as unit `id` named `name` (`chip`
+// lives until the next Run).
 void StartDmaActor(Engine& engine, UnitId id, std::string name, const pb::Chip& chip,
                    uint32_t pe);
 // The DMA of global PE `pe` of ctx's chip, with stats and op log.

@@ -10,8 +10,8 @@
 namespace ahbm::sim {
 
 caf::behavior HbmChannelBehavior(HbmChannelActor* self, Engine* engine, UnitId self_id,
-                                 pb::HbmChannel config, StatsBoard* stats) {
-  self->state.model.emplace(config);
+                                 const pb::HbmChannel* config, StatsBoard* stats) {
+  self->state.model.emplace(*config);
   return {[self, engine, self_id, stats](const std::shared_ptr<const pb::HbmRequest>& req) {
     const HbmOp op = req->write() ? HbmOp::kWrite : HbmOp::kRead;
     const SimTime now = engine->now();
@@ -56,15 +56,15 @@ caf::behavior HbmChannelBehavior(HbmChannelActor* self, Engine* engine, UnitId s
 void StartHbmChannelActor(Engine& engine, UnitId id, std::string name,
                           const pb::HbmChannel& config) {
   engine.Register(id, std::move(name),
-                  engine.system().spawn(HbmChannelBehavior, &engine, id, config,
+                  engine.system().spawn(HbmChannelBehavior, &engine, id, &config,
                                         static_cast<StatsBoard*>(nullptr)));
 }
 
 void StartHbmChannelActor(UnitContext& ctx, uint32_t cube, uint32_t channel) {
   const UnitId id = ctx.index.HbmChannelUnit(ctx.index.CubeOf(cube), channel).value();
-  ctx.engine->Register(id, ctx.Name(id),
-                       ctx.engine->system().spawn(HbmChannelBehavior, ctx.engine, id,
-                                                  ctx.chip.sip().cube().hbm_channel(), &ctx.stats));
+  ctx.engine->Register(id, ctx.engine->system().spawn(HbmChannelBehavior, ctx.engine, id,
+                                                      &ctx.chip.sip().cube().hbm_channel(),
+                                                      &ctx.stats));
 }
 
 }  // namespace ahbm::sim

@@ -41,12 +41,13 @@ struct HbmChannelActorState {
 using HbmChannelActor = caf::stateful_actor<HbmChannelActorState>;
 
 // The behavior of unit `self_id`; spawn with
-// `engine.system().spawn(HbmChannelBehavior, &engine, self_id, config, stats)` (stats may be
-// null).
+// `engine.system().spawn(HbmChannelBehavior, &engine, self_id, &config, stats)` (stats may be
+// null; `config` lives until the actor has initialized, at the next Run).
 caf::behavior HbmChannelBehavior(HbmChannelActor* self, Engine* engine, UnitId self_id,
-                                 pb::HbmChannel config, StatsBoard* stats);
+                                 const pb::HbmChannel* config, StatsBoard* stats);
 
-// Spawns the channel actor in engine.system() and registers it as unit `id` named `name`.
+// Spawns the channel actor in engine.system() and registers it as unit `id` named `name`
+// (`config` lives until the next Run).
 void StartHbmChannelActor(Engine& engine, UnitId id, std::string name,
                           const pb::HbmChannel& config);
 // The same for channel `channel` (CUBE-local index) of global CUBE `cube` of ctx's chip, with

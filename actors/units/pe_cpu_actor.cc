@@ -196,7 +196,7 @@ caf::behavior PeCpuBehavior(PeCpuActor* self, UnitContext* ctx, UnitId self_id, 
 
 void StartPeCpuActor(UnitContext& ctx, uint32_t pe, CpuProgram program) {
   const UnitId id = ctx.index.PeUnit(topology::UnitKind::kPeCpu, ctx.index.PeOf(pe)).value();
-  ctx.engine->Register(id, ctx.Name(id),
+  ctx.engine->Register(id,
                        ctx.engine->system().spawn(PeCpuBehavior, &ctx, id, pe, std::move(program)));
   ctx.engine->Send(id, SimTime(0), id, cpu_start_atom::value);
 }
