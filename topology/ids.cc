@@ -132,7 +132,8 @@ std::string ChipIndex::Name(UnitId id) const {
     }
     case UnitKind::kHbmChannel: {
       const CubeId cube = CubeOf(offset / channels_per_cube());
-      return absl::StrCat("sip", cube.sip, ".cube", cube.cube, ".hbm", offset % channels_per_cube());
+      return absl::StrCat("sip", cube.sip, ".cube", cube.cube, ".hbm",
+                          offset % channels_per_cube());
     }
     case UnitKind::kNocRouter: {
       const CubeId cube = CubeOf(offset);
