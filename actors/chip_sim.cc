@@ -29,7 +29,9 @@ absl::StatusOr<std::unique_ptr<ChipSim>> ChipSim::Create(const pb::Chip& chip,
     return absl::InvalidArgumentError(
         absl::StrCat("issue_cost_profile: the chip has no profile named '", profile, "'"));
   }
-  sim->engine_ = std::make_unique<Engine>();
+  // Units are named by the chip index, and only when a diagnostic prints one.
+  sim->engine_ = std::make_unique<Engine>(
+      [index = topology::ChipIndex(chip)](UnitId id) { return index.Name(topology::UnitId(id)); });
   sim->op_log_ = std::make_unique<observe::OpLog>(options.op_log_stream, options.keep_op_log);
   sim->ctx_ = std::make_unique<UnitContext>(sim->engine_.get(), chip);
   UnitContext& ctx = *sim->ctx_;
@@ -83,7 +85,7 @@ absl::StatusOr<std::unique_ptr<ChipSim>> ChipSim::Create(const pb::Chip& chip,
       for (topology::Dir dir : topology::kAllDirs) {
         if (!pe_mesh.Neighbour(p, dir)) continue;
         sim->ipcqs_.emplace(ctx.index.IpcqUnit(ctx.index.PeOf(pe), dir).value(),
-                            StartIpcqActor(*sim->engine_, chip, pe, dir));
+                            StartIpcqActor(*sim->engine_, chip, pe, dir).address());
       }
     }
   }
@@ -91,12 +93,12 @@ absl::StatusOr<std::unique_ptr<ChipSim>> ChipSim::Create(const pb::Chip& chip,
   sim->network_ = std::make_unique<LinkNetworkModel>(chip);
   for (uint32_t cube = 0; cube < num_cubes; ++cube) {
     const topology::CubeId id = ctx.index.CubeOf(cube);
-    sim->routers_.emplace_back(ctx.index.NocRouterUnit(id).value(),
-                               StartNocRouterActor(*sim->engine_, chip, id, sim->network_.get()));
+    const caf::actor router = StartNocRouterActor(*sim->engine_, chip, id, sim->network_.get());
+    sim->routers_.emplace_back(ctx.index.NocRouterUnit(id).value(), router.address());
   }
   for (uint32_t sip = 0; sip < ctx.index.sips(); ++sip) {
-    sim->ucies_.emplace_back(ctx.index.UcieUnit(sip).value(),
-                             StartUcieActor(*sim->engine_, chip, sip, sim->network_.get()));
+    const caf::actor ucie = StartUcieActor(*sim->engine_, chip, sip, sim->network_.get());
+    sim->ucies_.emplace_back(ctx.index.UcieUnit(sip).value(), ucie.address());
   }
   sim->options_ = std::move(options);
   return sim;
@@ -152,32 +154,34 @@ pb::Report ChipSim::BuildReport(uint64_t comm_critical_path_ps) const {
   report.set_issue_cost_profile(ctx.issue_cost_profile);
   report.set_latency_ps(latency_.value());
   report.set_events(engine_->events_processed());
-  // Link units keep their own counters; copy them in (busy = link serialisation time).
-  StatsBoard board = ctx.stats;
-  for (const auto& [id, actor] : ipcqs_) {
-    const IpcqActorState& st = IpcqStateOf(actor);
+  // Link units keep their own counters; they replace the board's (busy = link serialisation
+  // time).
+  std::map<UnitId, pb::UnitStats> links;
+  const auto link = [&](UnitId id) -> pb::UnitStats& { return links[id] = ctx.stats.Get(id); };
+  for (const auto& [id, addr] : ipcqs_) {
+    const IpcqActorState& st = IpcqStateOf(caf::actor_cast<caf::actor>(addr));
     if (st.sent_messages == 0) continue;
-    pb::UnitStats& s = board.At(id);
+    pb::UnitStats& s = link(id);
     s.set_ops(st.sent_messages);
     s.set_bytes_written(st.stats().sent_bytes.value());
     s.set_busy_ps(st.stats().link_busy.value());
   }
-  for (const auto& [id, actor] : routers_) {
-    const NocRouterStats& st = NocRouterStateOf(actor).stats;
+  for (const auto& [id, addr] : routers_) {
+    const NocRouterStats& st = NocRouterStateOf(caf::actor_cast<caf::actor>(addr)).stats;
     if (st.injected_messages + st.forwarded_messages + st.delivered_messages == 0) continue;
-    pb::UnitStats& s = board.At(id);
+    pb::UnitStats& s = link(id);
     s.set_ops(st.forwarded_messages);
     s.set_bytes_written(st.forwarded_bytes);
     s.set_bytes_read(st.delivered_bytes);
   }
-  for (const auto& [id, actor] : ucies_) {
-    const UcieStats& st = UcieStateOf(actor).stats;
+  for (const auto& [id, addr] : ucies_) {
+    const UcieStats& st = UcieStateOf(caf::actor_cast<caf::actor>(addr)).stats;
     if (st.forwarded_messages == 0) continue;
-    pb::UnitStats& s = board.At(id);
+    pb::UnitStats& s = link(id);
     s.set_ops(st.forwarded_messages);
     s.set_bytes_written(st.forwarded_bytes);
   }
-  for (pb::UnitStats& s : board.Used(latency_)) *report.add_units() = std::move(s);
+  ctx.stats.AppendUsed(latency_, links, report.mutable_units());
 
   const pb::Cube& cube = ctx.chip.sip().cube();
   const double channel_bytes_per_ps =
@@ -186,11 +190,10 @@ pb::Report ChipSim::BuildReport(uint64_t comm_critical_path_ps) const {
   const double peak_flops_per_ps = 2.0 * cube.pe().gemm().array_rows() *
                                    cube.pe().gemm().array_cols() * cube.pe().clock_mhz() / 1e6;
   std::vector<observe::PeResourceUse> pes;
-  std::map<uint32_t, const pb::UnitStats*> by_unit;
+  std::vector<const pb::UnitStats*> by_unit(ctx.index.num_units(), nullptr);
   for (const pb::UnitStats& s : report.units()) by_unit[s.unit()] = &s;
-  const auto stat = [&](UnitKind kind, uint32_t pe) -> const pb::UnitStats* {
-    auto it = by_unit.find(ctx.index.PeUnit(kind, ctx.index.PeOf(pe)).value());
-    return it == by_unit.end() ? nullptr : it->second;
+  const auto stat = [&](UnitKind kind, uint32_t pe) {
+    return by_unit[ctx.index.PeUnit(kind, ctx.index.PeOf(pe)).value()];
   };
   for (uint32_t pe = 0; pe < ctx.index.num_pes(); ++pe) {
     const pb::UnitStats* cpu = stat(UnitKind::kPeCpu, pe);

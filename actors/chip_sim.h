@@ -36,6 +36,7 @@
 #include "actors/models/link_network_model.h"
 #include "actors/units/hbm_channel_actor.h"
 #include "caf/actor.hpp"
+#include "caf/actor_addr.hpp"
 #include "actors/observe/op_log.h"
 #include "actors/units/command_stream.h"
 #include "actors/units/unit_context.h"
@@ -91,8 +92,10 @@ class ChipSim {
   std::unique_ptr<UnitContext> ctx_;
   std::unique_ptr<HbmChannelTable> hbm_channels_;
   std::unique_ptr<LinkNetworkModel> network_;
-  std::map<UnitId, caf::actor> ipcqs_;  // by queue unit: stats, credit
-  std::vector<std::pair<UnitId, caf::actor>> routers_, ucies_;  // for their stats
+  // Link units by id, for their stats: weak handles, so that Engine::Shutdown() can drop the
+  // last strong one (a unit nobody holds needs no exit message).
+  std::map<UnitId, caf::actor_addr> ipcqs_;
+  std::vector<std::pair<UnitId, caf::actor_addr>> routers_, ucies_;
   std::set<uint32_t> cubes_;
   std::set<uint32_t> programmed_;
   SimTime latency_;

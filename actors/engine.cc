@@ -1,6 +1,7 @@
 #include "actors/engine.h"
 
 #include <algorithm>
+#include <typeinfo>
 
 #include "base/check.h"
 #include "caf/atom.hpp"
@@ -27,7 +28,7 @@ class DeliveryUnit : public caf::execution_unit {
 
 }  // namespace
 
-Engine::Engine() {
+Engine::Engine(Namer namer) : namer_(std::move(namer)) {
   // CAF 0.17 keys carry no "caf." prefix; the policy value is an atom.
   config_.set("scheduler.policy", caf::atom("testing"));
   system_ = std::make_unique<caf::actor_system>(config_);
@@ -39,25 +40,31 @@ Engine::Engine() {
 
 Engine::~Engine() { Shutdown(); }
 
+void Engine::Register(UnitId id, caf::actor actor) {
+  AHBM_CHECK(namer_ != nullptr) << "unit " << id << " registered without a name, and no namer";
+  Register(id, std::string(), std::move(actor));
+}
+
 void Engine::Register(UnitId id, std::string name, caf::actor actor) {
   AHBM_CHECK(!shutting_down_) << "Register after Shutdown";
-  AHBM_CHECK(actor) << "unit " << id << " (" << name << "): invalid actor handle";
+  const UnitName label{this, id, std::move(name)};
+  AHBM_CHECK(actor) << "unit " << id << " (" << label << "): invalid actor handle";
   AHBM_CHECK(&actor->home_system() == system_.get())
-      << "unit " << id << " (" << name << ") was spawned in another actor system";
+      << "unit " << id << " (" << label << ") was spawned in another actor system";
   auto* raw = caf::actor_cast<caf::abstract_actor*>(actor);
-  auto* scheduled = dynamic_cast<caf::scheduled_actor*>(raw);
-  AHBM_CHECK(scheduled != nullptr) << "unit " << id << " (" << name << ") is not event-based";
+  caf::scheduled_actor* scheduled = AsScheduled(raw);
+  AHBM_CHECK(scheduled != nullptr) << "unit " << id << " (" << label << ") is not event-based";
   auto [it, inserted] = units_.try_emplace(id);
   AHBM_CHECK(inserted) << "unit id " << id << " registered twice (" << it->second.name << ", "
-                       << name << ")";
+                       << label << ")";
   // Runs before the actor's own initialization, which may install a handler of its own.
   scheduled->set_default_handler(
-      [id, name](caf::scheduled_actor*, caf::message_view& msg) -> caf::result<caf::message> {
-        AHBM_CHECK(false) << "unit " << id << " (" << name << ") has no handler for message "
-                          << msg.content().stringify();
+      [this, id](caf::scheduled_actor*, caf::message_view& msg) -> caf::result<caf::message> {
+        AHBM_CHECK(false) << "unit " << id << " (" << this->name(id)
+                          << ") has no handler for message " << msg.content().stringify();
         return caf::message{};
       });
-  it->second.name = std::move(name);
+  it->second.name = std::move(label);
   it->second.handle = std::move(actor);
   it->second.actor = scheduled;
   if (id < kDenseIds) {
@@ -74,10 +81,20 @@ void Engine::Register(UnitId id, std::string name, caf::actor actor) {
   });
 }
 
-const std::string& Engine::name(UnitId id) const {
+caf::scheduled_actor* Engine::AsScheduled(caf::abstract_actor* actor) {
+  const std::type_info& type = typeid(*actor);
+  for (const auto& [known, scheduled] : scheduled_types_) {
+    if (*known == type) return scheduled ? static_cast<caf::scheduled_actor*>(actor) : nullptr;
+  }
+  auto* scheduled = dynamic_cast<caf::scheduled_actor*>(actor);
+  scheduled_types_.emplace_back(&type, scheduled != nullptr);
+  return scheduled;
+}
+
+std::string Engine::name(UnitId id) const {
   auto it = units_.find(id);
   AHBM_CHECK(it != units_.end()) << "unknown unit " << id;
-  return it->second.name;
+  return it->second.name.str();
 }
 
 Engine::DenseUnit* Engine::FindUnit(UnitId id) {
@@ -189,19 +206,26 @@ void Engine::Shutdown() {
   ids.reserve(units_.size());
   for (const auto& [id, unit] : units_) ids.push_back(id);
   std::sort(ids.begin(), ids.end());
+  // A unit only the engine holds is cleaned up by CAF as soon as that handle goes (an
+  // unreachable actor terminates at once, no message needed); one still held elsewhere (a test
+  // reading its state) gets an exit message.
+  std::vector<caf::actor> held;
   for (UnitId id : ids) {
-    caf::anon_send_exit(units_.at(id).handle, caf::exit_reason::user_shutdown);
+    Unit& unit = units_.at(id);
+    unit.actor = nullptr;
+    if (id < dense_units_.size()) dense_units_[id].actor = nullptr;
+    caf::actor handle = std::move(unit.handle);
+    if (caf::actor_cast<caf::actor_control_block*>(handle)->strong_refs > 1) {
+      held.push_back(std::move(handle));
+    }
+  }
+  for (const caf::actor& handle : held) {
+    caf::anon_send_exit(handle, caf::exit_reason::user_shutdown);
   }
   RunCoordinator();
   AHBM_CHECK(system_->registry().running() == 0)
       << system_->registry().running()
       << " actor(s) still running at shutdown: spawned in Engine::system() but never registered?";
-  for (UnitId id : ids) {
-    Unit& unit = units_.at(id);
-    unit.handle = nullptr;
-    unit.actor = nullptr;
-    if (id < dense_units_.size()) dense_units_[id].actor = nullptr;
-  }
   shut_down_ = true;
 }
 

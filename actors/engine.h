@@ -22,9 +22,10 @@
 //   before Shutdown() (e.g. its handler threw or quit), a message no handler of the unit
 //   matches, a CAF timer started by a handler, an actor spawned in system() and still alive
 //   but not registered at Shutdown().
-// - Shutdown() (also run by the destructor) discards pending events, sends every registered
-//   unit an exit message in ascending unit-id order and runs the coordinator until they are
-//   gone, so ~actor_system (which waits for every actor) returns.
+// - Shutdown() (also run by the destructor) discards pending events and drops the engine's
+//   handles in ascending unit-id order: a unit nobody else holds strongly terminates there and
+//   then (CAF cleans up an unreachable actor); every other unit gets an exit message, and the
+//   coordinator runs until all are gone, so ~actor_system (which waits for every actor) returns.
 //
 // Messages: any copyable C++ type CAF 0.17 accepts in a message, i.e. one with an `inspect`
 // overload found by ADL or whitelisted by CAF_ALLOW_UNSAFE_MESSAGE_TYPE. Protobuf commands
@@ -37,8 +38,11 @@
 #define AHBMSIM_ACTORS_ENGINE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <ostream>
 #include <string>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
@@ -66,7 +70,11 @@ using UnitId = uint32_t;
 
 class Engine {
  public:
-  Engine();
+  // Names the units registered without a name of their own (e.g. ChipIndex::Name); called only
+  // when a diagnostic prints a unit.
+  using Namer = std::function<std::string(UnitId)>;
+
+  explicit Engine(Namer namer = nullptr);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -78,6 +86,8 @@ class Engine {
   // default handler that fails on unmatched messages (an actor may install its own during its
   // initialization, which runs later, at the next Run/RunUntil).
   void Register(UnitId id, std::string name, caf::actor actor);
+  // The same, named by the engine's namer (which must exist).
+  void Register(UnitId id, caf::actor actor);
 
   // Delivers the message made of `xs` to unit `dst` at now() + delay, keyed (time, src, next
   // sequence number of src). `src` is the sending unit's id (a driver outside any actor may use
@@ -102,8 +112,8 @@ class Engine {
   UnitId current_src() const { return current_src_; }
   // Events waiting in the heap.
   size_t pending_events() const { return heap_.size(); }
-  // The name `id` was registered with.
-  const std::string& name(UnitId id) const;
+  // The name `id` was registered with, or the namer's.
+  std::string name(UnitId id) const;
 
   // See the contract. Idempotent; Send/Run after Shutdown() are errors.
   void Shutdown();
@@ -121,8 +131,18 @@ class Engine {
     UnitId src() const { return static_cast<UnitId>(key >> 32); }
   };
   static constexpr size_t kHeapArity = 4;
+  // How diagnostics print a unit: its own name, else the namer's (built only when printed).
+  struct UnitName {
+    const Engine* engine = nullptr;
+    UnitId id = 0;
+    std::string own;  // empty: the namer's
+    std::string str() const {
+      return own.empty() && engine->namer_ != nullptr ? engine->namer_(id) : own;
+    }
+    friend std::ostream& operator<<(std::ostream& os, const UnitName& n) { return os << n.str(); }
+  };
   struct Unit {
-    std::string name;
+    UnitName name;
     caf::actor handle;
     caf::scheduled_actor* actor = nullptr;
     bool terminated = false;
@@ -132,7 +152,11 @@ class Engine {
   void DeliverNext();
   Event PopMin();  // removes and returns the event with the smallest key (heap not empty)
   void RunCoordinator();
+  // dynamic_cast<caf::scheduled_actor*>, answered once per actor type (the cast was half of
+  // Register's cost).
+  caf::scheduled_actor* AsScheduled(caf::abstract_actor* actor);
 
+  Namer namer_;
   caf::actor_system_config config_;
   std::unique_ptr<caf::actor_system> system_;
   caf::scheduler::test_coordinator* coordinator_ = nullptr;
@@ -159,6 +183,9 @@ class Engine {
   SimTime now_;
   UnitId current_src_ = 0;
   uint64_t events_processed_ = 0;
+  // Actor types seen by Register, and whether they are event-based (a handful; searched
+  // linearly, never iterated into results).
+  std::vector<std::pair<const std::type_info*, bool>> scheduled_types_;
   bool running_ = false;
   bool shutting_down_ = false;
   bool shut_down_ = false;

@@ -174,7 +174,7 @@ TEST(EngineTest, ShutdownWithPendingEventsIsClean) {
     engine.Send(kDriver, SimTime(20), 7, Token{2});
     engine.RunUntil(SimTime(15));
     EXPECT_EQ(engine.pending_events(), 1u);
-  }  // ~Engine: exit messages, coordinator drained, ~actor_system returns.
+  }  // ~Engine: the unit ends with its handle, ~actor_system returns.
   EXPECT_EQ(log.size(), 1u);
 }
 
@@ -267,6 +267,21 @@ std::vector<size_t> Identity() {
   return order;
 }
 
+// A unit whose handle is still held elsewhere gets an exit message (the others end when the
+// engine drops its handle); Shutdown fails its "still running" check if one is left.
+TEST(EngineTest, ShutdownEndsUnitsHeldElsewhere) {
+  Log log;
+  Engine engine;
+  Add(engine, 1, Recorder, &engine, UnitId{1}, &log);
+  caf::actor held = engine.system().spawn(Recorder, &engine, UnitId{2}, &log);
+  engine.Register(2, "held", held);
+  engine.Send(kDriver, SimTime(1), 2, Token{7});
+  engine.Run();
+  engine.Shutdown();
+  EXPECT_EQ(engine.system().registry().running(), 0u);
+  EXPECT_THAT(log, testing::ElementsAre(Delivery{1, 2, kDriver, 7}));
+}
+
 TEST(EngineDeterminismTest, MatchesPlainHeapReference) {
   const Log log = RunWorkloadOnEngine(Identity());
   EXPECT_GT(log.size(), 2000u);
@@ -335,6 +350,19 @@ TEST(EngineDeathTest, UnhandledMessage) {
         engine.Run();
       },
       "unit 7 \\(unit7\\) has no handler for message");
+}
+
+TEST(EngineDeathTest, UnhandledMessageNamesAUnitRegisteredWithoutANameByTheNamer) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        Log log;
+        Engine engine([](UnitId id) { return "named" + std::to_string(id); });
+        engine.Register(7, engine.system().spawn(Recorder, &engine, UnitId{7}, &log));
+        engine.Send(kDriver, SimTime(1), 7, std::string("hello"));
+        engine.Run();
+      },
+      "unit 7 \\(named7\\) has no handler for message");
 }
 
 TEST(EngineDeathTest, UnitTerminatingDuringSimulation) {

@@ -26,3 +26,5 @@ run decode bench/decode_bench '^Decode/opt2/zero/s:1024/' \
   events events_per_s sim_ns_per_s latency_ns
 run engine bench/engine_bench '^BM_CompositeGemmStream/per_tile:0/' \
   events events_per_s sim_ns_per_s
+run engine_fixed bench/engine_bench '^BM_ChipSimCreateShutdown/' \
+  actors events create_ms run_ms teardown_ms

@@ -4,12 +4,16 @@
 //     plain C++ heap;
 // (b) a composite-GEMM stream on one CUBE of the full-scale chip: every PE runs
 //     "DMA 1 MiB, then composite GEMM (32, 256, 256) x 64" (actors/inject.h), with the closed
-//     form (default) and with per-tile stepping.
+//     form (default) and with per-tile stepping;
+// (c) the fixed cost of a full-chip simulation (BM_ChipSimCreateShutdown): ChipSim::Create of
+//     every CUBE, an empty program on every PE CPU, Run (the actors initialize, every CPU
+//     starts and finishes: one event per PE) and teardown, all timed.
 // Counters: events (deliveries of one run), events_per_s (deliveries per wall second),
-// sim_ns_per_s (simulated ns per wall second). Only event delivery is timed; engine setup and
-// shutdown are not. BM_PingFanIn_CafVsHeap runs the two ping engines alternately in each
-// iteration and reports both rates and caf_to_heap, their ratio in the same run (issue 10's
-// acceptance: >= 0.2). See bench/README.md for running and comparing commits.
+// sim_ns_per_s (simulated ns per wall second). In (a) and (b) only event delivery is timed,
+// engine setup and shutdown are not; (c) has its own counters. BM_PingFanIn_CafVsHeap runs the
+// two ping engines alternately in each iteration and reports both rates and caf_to_heap, their
+// ratio in the same run (issue 10's acceptance: >= 0.2). See bench/README.md for running and
+// comparing commits.
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -155,6 +159,57 @@ BENCHMARK(BM_CompositeGemmStream)
     ->Arg(1)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
+
+// (c) Counters: actors (of the simulation), create_ms (Create + SetProgram), run_ms,
+// teardown_ms (~ChipSim), each per iteration; the benchmark's time is their sum.
+void BM_ChipSimCreateShutdown(benchmark::State& state) {
+  using Clock = std::chrono::steady_clock;
+  absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile("topology/chip_4sip.textproto");
+  if (!chip.ok()) {
+    state.SkipWithError(std::string(chip.status().message()).c_str());
+    return;
+  }
+  double create_s = 0, run_s = 0, teardown_s = 0;
+  uint64_t events = 0;
+  size_t actors = 0;
+  for (auto _ : state) {
+    const Clock::time_point t0 = Clock::now();
+    auto created = sim::ChipSim::Create(*chip, sim::ChipSimOptions{});
+    if (!created.ok()) {
+      state.SkipWithError("ChipSim::Create failed");
+      return;
+    }
+    std::unique_ptr<sim::ChipSim> s = std::move(*created);
+    for (uint32_t pe = 0; pe < s->context().index.num_pes(); ++pe) {
+      if (!s->SetProgram(pe, sim::CpuProgram{}).ok()) {
+        state.SkipWithError("SetProgram failed");
+        return;
+      }
+    }
+    const Clock::time_point t1 = Clock::now();
+    actors = s->engine().system().registry().running();
+    if (!s->Run().ok()) {
+      state.SkipWithError("run failed");
+      return;
+    }
+    events = s->events();
+    const Clock::time_point t2 = Clock::now();
+    s.reset();
+    const Clock::time_point t3 = Clock::now();
+    create_s += std::chrono::duration<double>(t1 - t0).count();
+    run_s += std::chrono::duration<double>(t2 - t1).count();
+    teardown_s += std::chrono::duration<double>(t3 - t2).count();
+  }
+  const auto per_iteration_ms = [&](double seconds) {
+    return benchmark::Counter(seconds * 1e3 / static_cast<double>(state.iterations()));
+  };
+  state.counters["actors"] = benchmark::Counter(static_cast<double>(actors));
+  state.counters["events"] = benchmark::Counter(static_cast<double>(events));
+  state.counters["create_ms"] = per_iteration_ms(create_s);
+  state.counters["run_ms"] = per_iteration_ms(run_s);
+  state.counters["teardown_ms"] = per_iteration_ms(teardown_s);
+}
+BENCHMARK(BM_ChipSimCreateShutdown)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace ahbm::bench

@@ -35,6 +35,27 @@ ChipIndex::ChipIndex(const pb::Chip& chip)
       pe_mesh_(chip.sip().cube().pe_mesh().rows(), chip.sip().cube().pe_mesh().cols()),
       channels_per_pe_(chip.sip().cube().pe().hbm_channels()) {
   AHBM_CHECK(sips_ > 0 && channels_per_pe_ > 0) << "ChipIndex needs a validated chip";
+  const auto count = [this](UnitKind kind) -> uint32_t {
+    switch (kind) {
+      case UnitKind::kPeCpu:
+      case UnitKind::kPeScheduler:
+      case UnitKind::kDma:
+      case UnitKind::kGemm:
+      case UnitKind::kMath:
+        return num_pes();
+      case UnitKind::kIpcq:
+        return num_pes() * static_cast<uint32_t>(kAllDirs.size());
+      case UnitKind::kHbmChannel:
+        return num_cubes() * channels_per_cube();
+      case UnitKind::kNocRouter:
+        return num_cubes();
+      case UnitKind::kUcie:
+        return sips_;
+    }
+    return 0;
+  };
+  base_[0] = 0;
+  for (int k = 0; k < kNumUnitKinds; ++k) base_[k + 1] = base_[k] + count(static_cast<UnitKind>(k));
 }
 
 uint32_t ChipIndex::GlobalCube(CubeId id) const {
@@ -57,36 +78,6 @@ PeId ChipIndex::PeOf(uint32_t global_pe) const {
   AHBM_CHECK(global_pe < num_pes()) << "pe " << global_pe;
   const CubeId cube = CubeOf(global_pe / pes_per_cube());
   return PeId{cube.sip, cube.cube, global_pe % pes_per_cube()};
-}
-
-uint32_t ChipIndex::KindCount(UnitKind kind) const {
-  switch (kind) {
-    case UnitKind::kPeCpu:
-    case UnitKind::kPeScheduler:
-    case UnitKind::kDma:
-    case UnitKind::kGemm:
-    case UnitKind::kMath:
-      return num_pes();
-    case UnitKind::kIpcq:
-      return num_pes() * static_cast<uint32_t>(kAllDirs.size());
-    case UnitKind::kHbmChannel:
-      return num_cubes() * channels_per_cube();
-    case UnitKind::kNocRouter:
-      return num_cubes();
-    case UnitKind::kUcie:
-      return sips_;
-  }
-  return 0;
-}
-
-uint32_t ChipIndex::KindBase(UnitKind kind) const {
-  uint32_t base = 0;
-  for (int k = 0; k < static_cast<int>(kind); ++k) base += KindCount(static_cast<UnitKind>(k));
-  return base;
-}
-
-uint32_t ChipIndex::num_units() const {
-  return KindBase(UnitKind::kUcie) + KindCount(UnitKind::kUcie);
 }
 
 UnitId ChipIndex::PeUnit(UnitKind kind, PeId pe) const {
@@ -116,40 +107,38 @@ UnitId ChipIndex::UcieUnit(uint32_t sip) const {
 
 UnitKind ChipIndex::KindOf(UnitId id) const {
   AHBM_CHECK(id.value() < num_units()) << "unit " << id.value();
-  for (int k = kNumUnitKinds - 1; k >= 0; --k) {
-    const auto kind = static_cast<UnitKind>(k);
-    if (id.value() >= KindBase(kind)) return kind;
-  }
-  return UnitKind::kPeCpu;
+  int k = kNumUnitKinds - 1;
+  while (id.value() < base_[k]) --k;
+  return static_cast<UnitKind>(k);
 }
 
 std::string ChipIndex::Name(UnitId id) const {
   const UnitKind kind = KindOf(id);
   const uint32_t offset = id.value() - KindBase(kind);
-  const auto pe_name = [this](uint32_t global_pe) {
-    const PeId pe = PeOf(global_pe);
-    return absl::StrCat("sip", pe.sip, ".cube", pe.cube, ".pe", pe.pe);
-  };
-  const auto cube_name = [this](uint32_t global_cube) {
-    const CubeId cube = CubeOf(global_cube);
-    return absl::StrCat("sip", cube.sip, ".cube", cube.cube);
-  };
   switch (kind) {
     case UnitKind::kPeCpu:
-      return absl::StrCat(pe_name(offset), ".cpu");
     case UnitKind::kPeScheduler:
     case UnitKind::kDma:
     case UnitKind::kGemm:
-    case UnitKind::kMath:
-      return absl::StrCat(pe_name(offset), ".", UnitKindName(kind));
-    case UnitKind::kIpcq:
-      return absl::StrCat(pe_name(offset / kAllDirs.size()), ".ipcq.",
+    case UnitKind::kMath: {
+      const PeId pe = PeOf(offset);
+      return absl::StrCat("sip", pe.sip, ".cube", pe.cube, ".pe", pe.pe, ".",
+                          kind == UnitKind::kPeCpu ? "cpu" : UnitKindName(kind));
+    }
+    case UnitKind::kIpcq: {
+      const PeId pe = PeOf(offset / kAllDirs.size());
+      return absl::StrCat("sip", pe.sip, ".cube", pe.cube, ".pe", pe.pe, ".ipcq.",
                           DirName(kAllDirs[offset % kAllDirs.size()]));
-    case UnitKind::kHbmChannel:
-      return absl::StrCat(cube_name(offset / channels_per_cube()), ".hbm",
+    }
+    case UnitKind::kHbmChannel: {
+      const CubeId cube = CubeOf(offset / channels_per_cube());
+      return absl::StrCat("sip", cube.sip, ".cube", cube.cube, ".hbm",
                           offset % channels_per_cube());
-    case UnitKind::kNocRouter:
-      return absl::StrCat(cube_name(offset), ".noc");
+    }
+    case UnitKind::kNocRouter: {
+      const CubeId cube = CubeOf(offset);
+      return absl::StrCat("sip", cube.sip, ".cube", cube.cube, ".noc");
+    }
     case UnitKind::kUcie:
       return absl::StrCat("sip", offset, ".ucie");
   }

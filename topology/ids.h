@@ -11,6 +11,7 @@
 #ifndef AHBM_TOPOLOGY_IDS_H_
 #define AHBM_TOPOLOGY_IDS_H_
 
+#include <array>
 #include <compare>
 #include <cstdint>
 #include <string>
@@ -60,7 +61,7 @@ struct PeId {
   friend auto operator<=>(const PeId&, const PeId&) = default;
 };
 
-// Numbering of a validated chip. Cheap to copy.
+// Numbering of a validated chip. Cheap to copy; every lookup is O(1).
 class ChipIndex {
  public:
   explicit ChipIndex(const pb::Chip& chip);
@@ -81,7 +82,7 @@ class ChipIndex {
   PeId PeOf(uint32_t global_pe) const;
 
   // Unit ids.
-  uint32_t num_units() const;
+  uint32_t num_units() const { return base_[kNumUnitKinds]; }
   UnitId PeUnit(UnitKind kind, PeId pe) const;  // kPeCpu, kPeScheduler, kDma, kGemm, kMath
   UnitId IpcqUnit(PeId pe, Dir dir) const;
   // `channel` is the index inside the CUBE, 0..channels_per_cube()-1.
@@ -99,13 +100,13 @@ class ChipIndex {
   uint32_t FirstChannelOfPe(uint32_t pe) const { return pe * channels_per_pe_; }
 
  private:
-  uint32_t KindCount(UnitKind kind) const;
-  uint32_t KindBase(UnitKind kind) const;
+  uint32_t KindBase(UnitKind kind) const { return base_[static_cast<int>(kind)]; }
 
   uint32_t sips_;
   Mesh cube_mesh_;
   Mesh pe_mesh_;
   uint32_t channels_per_pe_;
+  std::array<uint32_t, kNumUnitKinds + 1> base_;  // first id of each kind; [kNumUnitKinds]: all
 };
 
 }  // namespace ahbm::topology

@@ -117,11 +117,11 @@ uint64_t SpanUnion::Add(uint64_t start, uint64_t end) {
   return added;
 }
 
-caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, pb::Chip chip,
+caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, const pb::Chip* chip,
                           uint32_t pe, HbmChannelTable* channels, UnitContext* ctx) {
   AHBM_CHECK(channels != nullptr) << "DMA unit " << self_id << " without HBM channels";
-  self->state.model.emplace(chip, pe);
-  self->state.index.emplace(chip);
+  self->state.model.emplace(*chip, pe);
+  self->state.index.emplace(*chip);
   self->state.channels = channels;
   return {
       [self, engine, self_id, ctx](const std::shared_ptr<const pb::DmaCmd>& cmd) {
@@ -206,15 +206,14 @@ caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, pb::Ch
 void StartDmaActor(Engine& engine, UnitId id, std::string name, const pb::Chip& chip,
                    uint32_t pe, HbmChannelTable& channels) {
   engine.Register(id, std::move(name),
-                  engine.system().spawn(DmaBehavior, &engine, id, chip, pe, &channels,
+                  engine.system().spawn(DmaBehavior, &engine, id, &chip, pe, &channels,
                                         static_cast<UnitContext*>(nullptr)));
 }
 
 void StartDmaActor(UnitContext& ctx, uint32_t pe) {
   const UnitId id = ctx.index.PeUnit(topology::UnitKind::kDma, ctx.index.PeOf(pe)).value();
-  ctx.engine->Register(id, ctx.Name(id),
-                       ctx.engine->system().spawn(DmaBehavior, ctx.engine, id, ctx.chip, pe,
-                                                  ctx.hbm_channels, &ctx));
+  ctx.engine->Register(id, ctx.engine->system().spawn(DmaBehavior, ctx.engine, id, &ctx.chip, pe,
+                                                      ctx.hbm_channels, &ctx));
 }
 
 }  // namespace ahbm::sim

@@ -82,13 +82,14 @@ struct DmaActorState {
 using DmaActor = caf::stateful_actor<DmaActorState>;
 
 // The behavior of the DMA of global PE `pe`, unit `self_id`; spawn with
-// `engine.system().spawn(DmaBehavior, &engine, self_id, chip, pe, channels, ctx)`. `chip` must
-// be validated; `channels` holds the servers of the PE's CUBE; ctx (stats and op log) may be
-// null.
-caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, pb::Chip chip,
+// `engine.system().spawn(DmaBehavior, &engine, self_id, &chip, pe, channels, ctx)`. `chip` must
+// be validated and live until the actor has initialized (the next Run); `channels` holds the
+// servers of the PE's CUBE; ctx (stats and op log) may be null.
+caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, const pb::Chip* chip,
                           uint32_t pe, HbmChannelTable* channels, UnitContext* ctx);
 
-// Spawns the DMA actor of global PE `pe` and registers it as unit `id` named `name`.
+// Spawns the DMA actor of global PE `pe` and registers it as unit `id` named `name` (`chip`
+// lives until the next Run).
 void StartDmaActor(Engine& engine, UnitId id, std::string name, const pb::Chip& chip,
                    uint32_t pe, HbmChannelTable& channels);
 // The DMA of global PE `pe` of ctx's chip, with ctx.hbm_channels, stats and op log.

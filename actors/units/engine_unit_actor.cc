@@ -71,7 +71,7 @@ void StartEngineUnitActor(UnitContext& ctx, topology::UnitKind kind, uint32_t pe
   AHBM_CHECK(kind == topology::UnitKind::kGemm || kind == topology::UnitKind::kMath)
       << "not an engine unit: " << topology::UnitKindName(kind);
   const UnitId id = ctx.index.PeUnit(kind, ctx.index.PeOf(pe)).value();
-  ctx.engine->Register(id, ctx.Name(id), ctx.engine->system().spawn(EngineUnitBehavior, &ctx, id));
+  ctx.engine->Register(id, ctx.engine->system().spawn(EngineUnitBehavior, &ctx, id));
 }
 
 }  // namespace ahbm::sim

@@ -74,8 +74,7 @@ void StartHbmChannelActor(UnitContext& ctx, uint32_t cube, uint32_t channel) {
   const UnitId id = ctx.index.HbmChannelUnit(ctx.index.CubeOf(cube), channel).value();
   HbmChannelServer* server =
       &ctx.hbm_channels->Add(id, ctx.chip.sip().cube().hbm_channel(), &ctx.stats);
-  ctx.engine->Register(id, ctx.Name(id),
-                       ctx.engine->system().spawn(HbmChannelBehavior, ctx.engine, server));
+  ctx.engine->Register(id, ctx.engine->system().spawn(HbmChannelBehavior, ctx.engine, server));
 }
 
 }  // namespace ahbm::sim

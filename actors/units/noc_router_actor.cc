@@ -46,12 +46,13 @@ void SendHop(NocRouterActorState& st, Engine* engine, UnitId self_id, const pb::
 
 }  // namespace
 
-caf::behavior NocRouterBehavior(NocRouterActor* self, Engine* engine, UnitId self_id, pb::Chip chip,
-                                CubeId cube, LinkNetworkModel* net) {
+caf::behavior NocRouterBehavior(NocRouterActor* self, Engine* engine, UnitId self_id,
+                                const topology::ChipIndex& index, CubeId cube,
+                                LinkNetworkModel* net) {
   NocRouterActorState& init = self->state;
   AHBM_CHECK(net != nullptr) << "NOC router of " << cube << " needs the chip's LinkNetworkModel";
   init.net = net;
-  init.index.emplace(chip);
+  init.index.emplace(index);
   init.cube = cube;
   init.unit_name = init.index->Name(topology::UnitId(self_id));
   return {
@@ -137,7 +138,7 @@ caf::actor StartNocRouterActor(Engine& engine, const pb::Chip& chip, CubeId cube
                                LinkNetworkModel* net) {
   const topology::ChipIndex index(chip);
   const UnitId id = index.NocRouterUnit(cube).value();
-  caf::actor actor = engine.system().spawn(NocRouterBehavior, &engine, id, chip, cube, net);
+  caf::actor actor = engine.system().spawn(NocRouterBehavior, &engine, id, index, cube, net);
   engine.Register(id, index.Name(topology::UnitId(id)), actor);
   return actor;
 }

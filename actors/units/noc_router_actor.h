@@ -79,10 +79,11 @@ struct NocRouterActorState {
 using NocRouterActor = caf::stateful_actor<NocRouterActorState>;
 
 // The behavior of the router of CUBE `cube`, unit `self_id`; spawn with
-// `engine.system().spawn(NocRouterBehavior, &engine, self_id, chip, cube, net)`. `chip` must be
-// validated and `net` built from the same chip.
-caf::behavior NocRouterBehavior(NocRouterActor* self, Engine* engine, UnitId self_id, pb::Chip chip,
-                                topology::CubeId cube, LinkNetworkModel* net);
+// `engine.system().spawn(NocRouterBehavior, &engine, self_id, topology::ChipIndex(chip), cube,
+// net)`. `chip` must be validated and `net` built from the same chip.
+caf::behavior NocRouterBehavior(NocRouterActor* self, Engine* engine, UnitId self_id,
+                                const topology::ChipIndex& index, topology::CubeId cube,
+                                LinkNetworkModel* net);
 
 // Spawns the router of `cube`, registers it as unit ChipIndex::NocRouterUnit(cube) under its
 // ChipIndex name, and returns its handle.

@@ -132,7 +132,7 @@ PeCpu::PeCpu(UnitContext& ctx, uint32_t pe, CpuRuntime* runtime)
 
 void PeCpu::Start() {
   Engine& engine = *ctx_.engine;
-  engine.Register(unit_, ctx_.Name(unit_), engine.system().spawn(PeCpuBehavior, this));
+  engine.Register(unit_, engine.system().spawn(PeCpuBehavior, this));
   engine.Send(unit_, SimTime(0), unit_, cpu_start_atom::value);
 }
 

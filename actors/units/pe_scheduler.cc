@@ -826,8 +826,7 @@ caf::behavior PeSchedulerBehavior(PeSchedulerActor* self, UnitContext* ctx, Unit
 void StartPeSchedulerActor(UnitContext& ctx, uint32_t pe) {
   const UnitId id =
       ctx.index.PeUnit(topology::UnitKind::kPeScheduler, ctx.index.PeOf(pe)).value();
-  ctx.engine->Register(id, ctx.Name(id),
-                       ctx.engine->system().spawn(PeSchedulerBehavior, &ctx, id, pe));
+  ctx.engine->Register(id, ctx.engine->system().spawn(PeSchedulerBehavior, &ctx, id, pe));
 }
 
 }  // namespace ahbm::sim

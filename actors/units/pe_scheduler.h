@@ -183,7 +183,7 @@ class PeScheduler {
   UnitId self_;
   uint32_t pe_;
   UnitId dma_unit_, gemm_unit_, math_unit_;
-  pb::Pe config_;
+  const pb::Pe& config_;  // in ctx_->chip, which outlives every unit
   CommandChecker checker_;
   ClockDomain clock_;
   PePlanner planner_;

@@ -12,12 +12,12 @@
 
 namespace ahbm::sim {
 
-caf::behavior UcieBehavior(UcieActor* self, Engine* engine, UnitId self_id, pb::Chip chip,
-                           uint32_t sip, LinkNetworkModel* net) {
+caf::behavior UcieBehavior(UcieActor* self, Engine* engine, UnitId self_id,
+                           const topology::ChipIndex& index, uint32_t sip, LinkNetworkModel* net) {
   UcieActorState& init = self->state;
   AHBM_CHECK(net != nullptr) << "UCIe actor of sip " << sip << " needs the chip's LinkNetworkModel";
   init.net = net;
-  init.index.emplace(chip);
+  init.index.emplace(index);
   init.sip = sip;
   init.unit_name = init.index->Name(topology::UnitId(self_id));
   return {[self, engine, self_id](const std::shared_ptr<const pb::NocHop>& in) {
@@ -45,7 +45,7 @@ caf::actor StartUcieActor(Engine& engine, const pb::Chip& chip, uint32_t sip,
                           LinkNetworkModel* net) {
   const topology::ChipIndex index(chip);
   const UnitId id = index.UcieUnit(sip).value();
-  caf::actor actor = engine.system().spawn(UcieBehavior, &engine, id, chip, sip, net);
+  caf::actor actor = engine.system().spawn(UcieBehavior, &engine, id, index, sip, net);
   engine.Register(id, index.Name(topology::UnitId(id)), actor);
   return actor;
 }

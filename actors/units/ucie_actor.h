@@ -51,10 +51,10 @@ struct UcieActorState {
 using UcieActor = caf::stateful_actor<UcieActorState>;
 
 // The behavior of the UCIe actor of SIP `sip`, unit `self_id`; spawn with
-// `engine.system().spawn(UcieBehavior, &engine, self_id, chip, sip, net)`. `chip` must be
-// validated and `net` built from the same chip.
-caf::behavior UcieBehavior(UcieActor* self, Engine* engine, UnitId self_id, pb::Chip chip,
-                           uint32_t sip, LinkNetworkModel* net);
+// `engine.system().spawn(UcieBehavior, &engine, self_id, topology::ChipIndex(chip), sip, net)`.
+// `chip` must be validated and `net` built from the same chip.
+caf::behavior UcieBehavior(UcieActor* self, Engine* engine, UnitId self_id,
+                           const topology::ChipIndex& index, uint32_t sip, LinkNetworkModel* net);
 
 // Spawns the UCIe actor of `sip`, registers it as unit ChipIndex::UcieUnit(sip) under its
 // ChipIndex name, and returns its handle.

@@ -40,22 +40,35 @@ class StatsBoard {
     if (!named_[unit]) [[unlikely]] Name(unit, s);
     return s;
   }
-  // Units that did any work (ops > 0), ascending id, utilisation = busy / latency.
-  std::vector<pb::UnitStats> Used(SimTime latency) const {
-    std::vector<pb::UnitStats> used;
-    for (const pb::UnitStats& s : units_) {
-      if (s.ops() == 0) continue;
-      pb::UnitStats& u = used.emplace_back(s);
-      u.set_utilisation(latency.value() == 0 ? 0.0
-                                             : static_cast<double>(s.busy_ps()) /
-                                                   static_cast<double>(latency.value()));
+  // The counters of `unit` as they are (named only once At() touched them).
+  const pb::UnitStats& Get(UnitId unit) const {
+    AHBM_CHECK(unit < units_.size()) << "unit " << unit << " outside the chip";
+    return units_[unit];
+  }
+  // Appends to `out` every unit that did any work (ops > 0), ascending id, named, utilisation =
+  // busy / latency; an entry of `replaced` stands in for the board's counters of its unit.
+  void AppendUsed(SimTime latency, const std::map<UnitId, pb::UnitStats>& replaced,
+                  google::protobuf::RepeatedPtrField<pb::UnitStats>* out) const {
+    auto next = replaced.begin();
+    for (UnitId unit = 0; unit < units_.size(); ++unit) {
+      const pb::UnitStats* s = &units_[unit];
+      if (next != replaced.end() && next->first == unit) s = &(next++)->second;
+      if (s->ops() == 0) continue;
+      pb::UnitStats* u = out->Add();
+      *u = *s;
+      if (!named_[unit]) Fill(unit, *u);
+      u->set_utilisation(latency.value() == 0 ? 0.0
+                                              : static_cast<double>(s->busy_ps()) /
+                                                    static_cast<double>(latency.value()));
     }
-    return used;
   }
 
  private:
   void Name(UnitId unit, pb::UnitStats& s) {
     named_[unit] = 1;
+    Fill(unit, s);
+  }
+  void Fill(UnitId unit, pb::UnitStats& s) const {
     s.set_unit(unit);
     s.set_unit_name(index_.Name(topology::UnitId(unit)));
     s.set_kind(topology::UnitKindName(index_.KindOf(topology::UnitId(unit))));
