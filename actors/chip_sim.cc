@@ -154,6 +154,8 @@ pb::Report ChipSim::BuildReport(uint64_t comm_critical_path_ps) const {
   report.set_issue_cost_profile(ctx.issue_cost_profile);
   report.set_latency_ps(latency_.value());
   report.set_events(engine_->events_processed());
+  AHBM_CHECK(!engine_->shut_down()) << "BuildReport after the engine's Shutdown: the link units "
+                                       "whose counters it reads are gone";
   // Link units keep their own counters; they replace the board's (busy = link serialisation
   // time).
   std::map<UnitId, pb::UnitStats> links;

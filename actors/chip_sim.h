@@ -78,7 +78,8 @@ class ChipSim {
   // After Run(): the op log's records, moved out (cheaper than a copy for big runs).
   std::vector<pb::TraceRecord> TakeOpLogRecords() { return op_log_->TakeRecords(); }
   // `comm_critical_path_ps`: the workload's communication critical path (the kernels know
-  // their static message schedule), added to the roofline (DESIGN §2).
+  // their static message schedule), added to the roofline (DESIGN §2). After Run(), before the
+  // engine's Shutdown() (it reads the link units' counters).
   pb::Report BuildReport(uint64_t comm_critical_path_ps = 0) const;
   UnitContext& context() { return *ctx_; }
   Engine& engine() { return *engine_; }

@@ -117,6 +117,7 @@ class Engine {
 
   // See the contract. Idempotent; Send/Run after Shutdown() are errors.
   void Shutdown();
+  bool shut_down() const { return shut_down_; }
 
  private:
   // The key (time_ps, src_id, src_seq) packed into one integer that compares the same way:

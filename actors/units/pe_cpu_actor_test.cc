@@ -81,6 +81,7 @@ CpuRun RunScripts(std::vector<std::unique_ptr<Script>> scripts) {
   for (const auto& s : scripts) cpu.AddInstance(s.get());
   cpu.Start();
   EXPECT_TRUE(run.sim->Run().ok());
+  const pb::Report report = run.sim->BuildReport();  // reads the link units: before Shutdown
   run.sim->engine().Shutdown();  // before `cpu` and the scripts go
   for (const pb::TraceRecord& r : run.sim->op_log().records()) {
     if (r.has_issue()) run.issues.push_back(r.issue());
@@ -89,7 +90,6 @@ CpuRun RunScripts(std::vector<std::unique_ptr<Script>> scripts) {
       run.end_ps[r.op().cmd_id()] = r.op().end_ps();
     }
   }
-  const pb::Report report = run.sim->BuildReport();
   for (const pb::UnitStats& s : report.units()) {
     if (s.unit() == cpu.unit()) run.cpu_stats = s;
   }
