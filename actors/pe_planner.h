@@ -167,6 +167,7 @@ class PePlanner {
     std::vector<std::pair<uint32_t, uint32_t>> pairs;
     std::array<std::vector<std::pair<SimTime, uint32_t>>, kNumPlannedEngines> waiting;
     std::array<std::vector<uint32_t>, kNumPlannedEngines> eligible;
+    std::vector<Op*> at;  // at[i] = &ops_[i]
   } scratch_;
   OpId first_id_ = 0;
   SimTime now_;
