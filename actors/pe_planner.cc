@@ -145,6 +145,7 @@ void PePlanner::Replan(SimTime now) {
     fill.assign(first_edge.begin(), first_edge.end() - 1);
     for (const auto& [dep, dependent] : pairs) edges[fill[dep]++] = dependent;
   }
+  by_start_.clear();
   while (true) {
     // The next decision: the engine whose next start is earliest (Rule 2; ties to the lower
     // engine), and on it the ready op with the smallest key among those ready by then (Rule 1).
@@ -182,18 +183,19 @@ void PePlanner::Replan(SimTime now) {
     const Cycles cycles = op.spec.busy + (idle ? op.spec.fill_if_idle : Cycles(0));
     op.timing = OpTiming{chosen_start, chosen_start + clock_.ToTime(cycles)};
     last = op.timing->end;
+    // Decisions come in start order: a later one starts no earlier (every engine's next
+    // start only grows, and ops made ready now are ready after this one's end).
+    AHBM_CHECK(by_start_.empty() || by_start_.back().first <= chosen_start)
+        << "decision at " << chosen_start << " after one at " << by_start_.back().first;
+    by_start_.emplace_back(chosen_start, first_id_ + chosen);
     for (uint32_t e = first_edge[chosen]; e < first_edge[chosen + 1]; ++e) {
       const uint32_t d = edges[e];
       base[d] = std::max(base[d], op.timing->end);
       if (--pending[d] == 0 && !blocked[d]) make_ready(d);
     }
   }
-  by_start_.clear();
-  for (size_t i = 0; i < n; ++i) {
-    const Op& o = *at[i];
-    if (!o.committed && o.timing) by_start_.emplace_back(o.timing->start, first_id_ + i);
-  }
-  std::sort(by_start_.begin(), by_start_.end(), std::greater<>());
+  // Commit pops from the back (equal starts commit together, in any order).
+  std::reverse(by_start_.begin(), by_start_.end());
 }
 
 std::optional<OpTiming> PePlanner::timing(OpId id) const {

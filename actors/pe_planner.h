@@ -155,7 +155,7 @@ class PePlanner {
   // last re-plan made (same committed prefix, same inputs).
   bool dirty_ = false;
   // The planned, uncommitted ops as (start, id), latest start first (Commit pops from the
-  // back); rebuilt by each full re-plan.
+  // back); each full re-plan lists them as it decides them (in start order) and reverses.
   std::vector<std::pair<SimTime, OpId>> by_start_;
   struct Scratch {  // Replan's working buffers, kept to avoid allocating per re-plan
     std::vector<SimTime> base;
