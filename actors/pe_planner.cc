@@ -82,6 +82,10 @@ void PePlanner::Replan(SimTime now) {
   std::vector<uint32_t>& first_edge = scratch_.first_edge;
   std::vector<uint32_t>& edges = scratch_.edges;
   std::vector<std::pair<uint32_t, uint32_t>>& pairs = scratch_.pairs;  // (dep, dependent)
+  // The ops by position, once: a deque's operator[] costs more than the loops below.
+  std::vector<Op*>& at = scratch_.at;
+  at.clear();
+  for (Op& o : ops_) at.push_back(&o);
   base.assign(n, now_);
   pending.assign(n, 0);
   blocked.assign(n, 0);
@@ -91,20 +95,20 @@ void PePlanner::Replan(SimTime now) {
   // that engine. Decision times on one engine only grow, so an eligible op stays eligible.
   const auto later_base = [](const std::pair<SimTime, uint32_t>& x,
                              const std::pair<SimTime, uint32_t>& y) { return x > y; };
-  const auto larger_key = [this](uint32_t x, uint32_t y) {
-    return ops_[y].spec.key < ops_[x].spec.key;
+  const auto larger_key = [&at](uint32_t x, uint32_t y) {
+    return at[y]->spec.key < at[x]->spec.key;
   };
   for (int e = 0; e < kNumPlannedEngines; ++e) {
     scratch_.waiting[e].clear();
     scratch_.eligible[e].clear();
   }
   const auto make_ready = [&](uint32_t i) {
-    auto& waiting = scratch_.waiting[static_cast<int>(ops_[i].spec.engine)];
+    auto& waiting = scratch_.waiting[static_cast<int>(at[i]->spec.engine)];
     waiting.emplace_back(base[i], i);
     std::push_heap(waiting.begin(), waiting.end(), later_base);
   };
   for (size_t i = 0; i < n; ++i) {
-    Op& o = ops_[i];
+    Op& o = *at[i];
     // Uncommitted timings are re-decided. Reset here, in id order: every dependency (a lower
     // id) has been reset before an op reads it.
     if (!o.committed) o.timing.reset();
@@ -141,6 +145,7 @@ void PePlanner::Replan(SimTime now) {
     fill.assign(first_edge.begin(), first_edge.end() - 1);
     for (const auto& [dep, dependent] : pairs) edges[fill[dep]++] = dependent;
   }
+  by_start_.clear();
   while (true) {
     // The next decision: the engine whose next start is earliest (Rule 2; ties to the lower
     // engine), and on it the ready op with the smallest key among those ready by then (Rule 1).
@@ -172,24 +177,25 @@ void PePlanner::Replan(SimTime now) {
     std::pop_heap(eligible.begin(), eligible.end(), larger_key);
     const uint32_t chosen = eligible.back();
     eligible.pop_back();
-    Op& op = ops_[chosen];
+    Op& op = *at[chosen];
     std::optional<SimTime>& last = engines[chosen_engine].last_end;
     const bool idle = !last || chosen_start > *last;
     const Cycles cycles = op.spec.busy + (idle ? op.spec.fill_if_idle : Cycles(0));
     op.timing = OpTiming{chosen_start, chosen_start + clock_.ToTime(cycles)};
     last = op.timing->end;
+    // Decisions come in start order: a later one starts no earlier (every engine's next
+    // start only grows, and ops made ready now are ready after this one's end).
+    AHBM_CHECK(by_start_.empty() || by_start_.back().first <= chosen_start)
+        << "decision at " << chosen_start << " after one at " << by_start_.back().first;
+    by_start_.emplace_back(chosen_start, first_id_ + chosen);
     for (uint32_t e = first_edge[chosen]; e < first_edge[chosen + 1]; ++e) {
       const uint32_t d = edges[e];
       base[d] = std::max(base[d], op.timing->end);
       if (--pending[d] == 0 && !blocked[d]) make_ready(d);
     }
   }
-  by_start_.clear();
-  for (size_t i = 0; i < n; ++i) {
-    const Op& o = ops_[i];
-    if (!o.committed && o.timing) by_start_.emplace_back(o.timing->start, first_id_ + i);
-  }
-  std::sort(by_start_.begin(), by_start_.end(), std::greater<>());
+  // Commit pops from the back (equal starts commit together, in any order).
+  std::reverse(by_start_.begin(), by_start_.end());
 }
 
 std::optional<OpTiming> PePlanner::timing(OpId id) const {

@@ -155,7 +155,7 @@ class PePlanner {
   // last re-plan made (same committed prefix, same inputs).
   bool dirty_ = false;
   // The planned, uncommitted ops as (start, id), latest start first (Commit pops from the
-  // back); rebuilt by each full re-plan.
+  // back); each full re-plan lists them as it decides them (in start order) and reverses.
   std::vector<std::pair<SimTime, OpId>> by_start_;
   struct Scratch {  // Replan's working buffers, kept to avoid allocating per re-plan
     std::vector<SimTime> base;
@@ -167,6 +167,7 @@ class PePlanner {
     std::vector<std::pair<uint32_t, uint32_t>> pairs;
     std::array<std::vector<std::pair<SimTime, uint32_t>>, kNumPlannedEngines> waiting;
     std::array<std::vector<uint32_t>, kNumPlannedEngines> eligible;
+    std::vector<Op*> at;  // at[i] = &ops_[i]
   } scratch_;
   OpId first_id_ = 0;
   SimTime now_;
