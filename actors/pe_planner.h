@@ -32,44 +32,9 @@
 
 #include "absl/container/inlined_vector.h"
 #include "actors/time.h"
+#include "base/vector_fifo.h"
 
 namespace ahbm::sim {
-
-// A FIFO in one vector: pop_front advances a head and drops the dead prefix once it is half
-// the buffer (amortised O(1)), so a steady stream of pushes and pops reuses one allocation
-// instead of a std::deque's block per few elements. push_back may move the elements.
-template <class T>
-class VectorFifo {
- public:
-  bool empty() const { return head_ == items_.size(); }
-  size_t size() const { return items_.size() - head_; }
-  T& operator[](size_t i) { return items_[head_ + i]; }
-  const T& operator[](size_t i) const { return items_[head_ + i]; }
-  T& front() { return items_[head_]; }
-  const T& front() const { return items_[head_]; }
-  typename std::vector<T>::const_iterator begin() const { return items_.begin() + head_; }
-  typename std::vector<T>::const_iterator end() const { return items_.end(); }
-  template <class... Args>
-  T& emplace_back(Args&&... args) {
-    return items_.emplace_back(std::forward<Args>(args)...);
-  }
-  void push_back(T item) { items_.push_back(std::move(item)); }
-  void pop_front() {
-    ++head_;
-    if (head_ == items_.size()) {
-      items_.clear();
-      head_ = 0;
-    } else if (head_ >= kMinDrop && 2 * head_ >= items_.size()) {
-      items_.erase(items_.begin(), items_.begin() + static_cast<std::ptrdiff_t>(head_));
-      head_ = 0;
-    }
-  }
-
- private:
-  static constexpr size_t kMinDrop = 32;
-  std::vector<T> items_;
-  size_t head_ = 0;  // items_[0 .. head_) are popped
-};
 
 enum class EngineKind : uint8_t { kGemm = 0, kMath = 1 };
 inline constexpr int kNumPlannedEngines = 2;

@@ -59,6 +59,7 @@
 #include <vector>
 
 #include "actors/time.h"
+#include "base/vector_fifo.h"
 #include "proto/topology.pb.h"
 
 namespace ahbm::sim {
@@ -93,42 +94,6 @@ struct IpcqStats {
   Bytes sent_bytes;
   SimTime link_busy;
   SimTime credit_stall;
-};
-
-// A FIFO over a std::vector and a head index: unlike std::deque (whose default constructor
-// allocates a map and a 512-byte block), it allocates nothing while empty. pop_front keeps the
-// storage; the vector is cleared when the FIFO empties and compacted when the popped prefix is
-// at least half of it. push_back may invalidate references to the elements, as does pop_front.
-template <typename T>
-class Fifo {
- public:
-  bool empty() const { return head_ == items_.size(); }
-  size_t size() const { return items_.size() - head_; }
-  T& front() { return items_[head_]; }
-  const T& front() const { return items_[head_]; }
-  T& back() { return items_.back(); }
-  const T& back() const { return items_.back(); }
-  void push_back(T item) { items_.push_back(std::move(item)); }
-  void pop_front() {
-    ++head_;
-    if (head_ == items_.size()) {
-      items_.clear();
-      head_ = 0;
-    } else if (head_ >= 16 && 2 * head_ >= items_.size()) {
-      items_.erase(items_.begin(), items_.begin() + static_cast<std::ptrdiff_t>(head_));
-      head_ = 0;
-    }
-  }
-  auto begin() { return items_.begin() + static_cast<std::ptrdiff_t>(head_); }
-  auto end() { return items_.end(); }
-  auto begin() const { return items_.begin() + static_cast<std::ptrdiff_t>(head_); }
-  auto end() const { return items_.end(); }
-  auto rbegin() { return std::make_reverse_iterator(end()); }
-  auto rend() { return std::make_reverse_iterator(begin()); }
-
- private:
-  std::vector<T> items_;
-  size_t head_ = 0;
 };
 
 class IpcqModel {
@@ -173,7 +138,7 @@ class IpcqModel {
     uint64_t id = 0;
     uint32_t chunks = 0;
     uint32_t popped_chunks = 0;
-    Fifo<IpcqChunk> unpopped;  // scheduled chunks not yet popped, in order
+    VectorFifo<IpcqChunk> unpopped;  // scheduled chunks not yet popped, in order
   };
   struct CreditReturn {
     SimTime at;
@@ -190,10 +155,10 @@ class IpcqModel {
   uint64_t bytes_per_cycle_;
   Cycles latency_;
 
-  Fifo<Message> messages_;  // FIFO; the front is the next one the receiver pops
-  Fifo<Chunk> blocked_;          // FIFO; chunks waiting on credit
+  VectorFifo<Message> messages_;  // FIFO; the front is the next one the receiver pops
+  VectorFifo<Chunk> blocked_;          // FIFO; chunks waiting on credit
   Bytes blocked_bytes_;
-  Fifo<CreditReturn> returns_;  // credit on its way back, by time, not yet counted
+  VectorFifo<CreditReturn> returns_;  // credit on its way back, by time, not yet counted
   Bytes returns_bytes_;               // Σ returns_
   Bytes credit_;                      // credit counted: start + absorbed returns - departures
   SimTime link_free_;

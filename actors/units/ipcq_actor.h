@@ -73,7 +73,7 @@ struct IpcqActorState {
   uint32_t pe = 0;                       // global index of the sending PE
   std::optional<uint32_t> neighbour;     // global index of the receiving PE; none at the mesh edge
   std::map<uint64_t, Message> messages;  // by message_id
-  Fifo<uint64_t> fifo;                   // message ids, oldest (the receiver's head) first
+  VectorFifo<uint64_t> fifo;                   // message ids, oldest (the receiver's head) first
   uint64_t sent_messages = 0;            // IpcqSends accepted
 
   const IpcqStats& stats() const { return model->stats(); }
