@@ -34,7 +34,7 @@ Engine::Engine(Namer namer) : namer_(std::move(namer)) {
   system_ = std::make_unique<caf::actor_system>(config_);
   coordinator_ = dynamic_cast<caf::scheduler::test_coordinator*>(&system_->scheduler());
   AHBM_CHECK(coordinator_ != nullptr) << "scheduler.policy=testing did not give a test_coordinator";
-  unit_context_ = std::make_unique<DeliveryUnit>(system_.get(), coordinator_);
+  delivery_unit_ = std::make_unique<DeliveryUnit>(system_.get(), coordinator_);
   RunCoordinator();
 }
 
@@ -168,7 +168,7 @@ void Engine::DeliverNext() {
                                << unit.unit->name << ")";
   now_ = SimTime(event.time_ps());
   current_src_ = event.src();
-  unit.actor->activate(unit_context_.get(), *event.element);
+  unit.actor->activate(delivery_unit_.get(), *event.element);
   if (coordinator_->has_job()) RunCoordinator();
   AHBM_CHECK(!coordinator_->has_pending_timeout())
       << "unit " << event.dst << " (" << unit.unit->name

@@ -54,10 +54,10 @@
 #include "caf/actor_system_config.hpp"
 #include "caf/mailbox_element.hpp"
 #include "caf/message_id.hpp"
-#include "caf/scheduled_actor.hpp"
 
 namespace caf {
 class execution_unit;
+class scheduled_actor;
 namespace scheduler {
 class test_coordinator;
 }  // namespace scheduler
@@ -161,7 +161,7 @@ class Engine {
   caf::actor_system_config config_;
   std::unique_ptr<caf::actor_system> system_;
   caf::scheduler::test_coordinator* coordinator_ = nullptr;
-  std::unique_ptr<caf::execution_unit> unit_context_;  // what delivery runs handlers on
+  std::unique_ptr<caf::execution_unit> delivery_unit_;  // what delivery runs handlers on
 
   // Dense lookups for the hot path: ids below kDenseIds index vectors, larger ids (tests,
   // drivers with ids of their own) fall back to the hash maps.

@@ -434,8 +434,7 @@ void PeScheduler::SendDma(Cmd& c, pb::DmaCmd dma, uint32_t tile_index, bool whol
 
 void PeScheduler::FlushBatch() {
   batching_ = false;
-  std::shared_ptr<pb::DmaBatch> batch = std::move(batch_);
-  batch_.reset();
+  std::shared_ptr<pb::DmaBatch> batch = std::move(batch_);  // leaves batch_ null
   if (batch == nullptr) return;
   batch->set_batch_id(next_dma_id_++);
   ++dma_replies_pending_;
