@@ -69,7 +69,7 @@ void Engine::Register(UnitId id, std::string name, caf::actor actor) {
   it->second.actor = scheduled;
   if (id < kDenseIds) {
     if (dense_units_.size() <= id) dense_units_.resize(id + 1);
-    dense_units_[id] = DenseUnit{scheduled, &it->second, false};
+    dense_units_[id] = DenseUnit{scheduled, &it->second, nullptr, false};
   }
   // Attached last: CAF calls the functor at once if the actor is already gone.
   raw->attach_functor([this, id](const caf::error& reason) {
@@ -105,7 +105,8 @@ Engine::DenseUnit* Engine::FindUnit(UnitId id) {
   if (id < kDenseIds) return nullptr;
   auto it = units_.find(id);
   if (it == units_.end()) return nullptr;
-  sparse_unit_ = DenseUnit{it->second.actor, &it->second, it->second.terminated};
+  sparse_unit_ =
+      DenseUnit{it->second.actor, &it->second, it->second.timer, it->second.terminated};
   return &sparse_unit_;
 }
 
@@ -115,7 +116,21 @@ uint64_t& Engine::NextSeq(UnitId src) {
   return dense_seq_[src];
 }
 
-void Engine::Push(UnitId src, SimTime delay, UnitId dst, caf::mailbox_element_ptr element) {
+void Engine::SetTimerHandler(UnitId id, TimerHandler* handler) {
+  auto it = units_.find(id);
+  AHBM_CHECK(it != units_.end()) << "timer handler for unknown unit " << id;
+  AHBM_CHECK(handler != nullptr && it->second.timer == nullptr)
+      << "unit " << id << " (" << it->second.name << "): timer handler null or set twice";
+  it->second.timer = handler;
+  if (id < dense_units_.size()) dense_units_[id].timer = handler;
+}
+
+void Engine::SetTimer(UnitId unit, SimTime delay, uint64_t arg) {
+  Push(unit, delay, unit, nullptr, arg);
+}
+
+void Engine::Push(UnitId src, SimTime delay, UnitId dst, caf::mailbox_element_ptr element,
+                  uint64_t timer_arg) {
   AHBM_CHECK(!shutting_down_) << "Send after Shutdown (unit " << src << " -> " << dst << ")";
   uint64_t& seq = NextSeq(src);
   AHBM_CHECK(seq <= UINT32_MAX) << "unit " << src << " sent 2^32 events";
@@ -130,7 +145,7 @@ void Engine::Push(UnitId src, SimTime delay, UnitId dst, caf::mailbox_element_pt
     heap_[hole] = std::move(heap_[parent]);
     hole = parent;
   }
-  heap_[hole] = Event{key, dst, std::move(element)};
+  heap_[hole] = Event{key, dst, std::move(element), timer_arg};
 }
 
 Engine::Event Engine::PopMin() {
@@ -168,7 +183,13 @@ void Engine::DeliverNext() {
                                << unit.unit->name << ")";
   now_ = SimTime(event.time_ps());
   current_src_ = event.src();
-  unit.actor->activate(delivery_unit_.get(), *event.element);
+  if (event.element != nullptr) {
+    unit.actor->activate(delivery_unit_.get(), *event.element);
+  } else {
+    AHBM_CHECK(unit.timer != nullptr)
+        << "wake-up of unit " << event.dst << " (" << unit.unit->name << "), which has no timer handler";
+    unit.timer->OnTimer(event.timer_arg);
+  }
   if (coordinator_->has_job()) RunCoordinator();
   AHBM_CHECK(!coordinator_->has_pending_timeout())
       << "unit " << event.dst << " (" << unit.unit->name

@@ -11,6 +11,9 @@
 //   src_id that were delivered before it existed. Nothing else - registration or spawn order,
 //   CAF scheduling, memory addresses, hash order - affects the order.
 // - Send() is the only way simulated units talk; zero-delay sends go through the heap too.
+// - A unit's own wake-up (SetTimer) is an event of that unit keyed like a Send to itself, but
+//   runs its TimerHandler directly: no CAF message is built or matched. It is counted as an
+//   event like any other. Only what a unit tells itself may go this way.
 // - Delivering an event sets now() to its time and hands its pre-built CAF mailbox element
 //   straight to the destination actor (scheduled_actor::activate: the actor's behavior runs on
 //   this thread, no mailbox round trip), then runs CAF's single-threaded test_coordinator until
@@ -99,6 +102,21 @@ class Engine {
          caf::make_mailbox_element(nullptr, caf::make_message_id(), {}, std::forward<Ts>(xs)...));
   }
 
+  // What a unit's own wake-ups run (SetTimer). Implemented by the unit's state object.
+  class TimerHandler {
+   public:
+    virtual void OnTimer(uint64_t arg) = 0;
+
+   protected:
+    ~TimerHandler() = default;
+  };
+  // Makes `handler` run the wake-ups of registered unit `id` (once per unit; the handler must
+  // live as long as the unit).
+  void SetTimerHandler(UnitId id, TimerHandler* handler);
+  // Calls the TimerHandler of `unit` with `arg` at now() + delay, keyed (time, unit, next
+  // sequence number of unit): the slot a Send from `unit` to itself would take.
+  void SetTimer(UnitId unit, SimTime delay, uint64_t arg);
+
   // Delivers events until the heap is empty. now() stays at the last event's time.
   void Run();
   // Delivers every event with time <= limit, then sets now() to limit (limit >= now()).
@@ -127,7 +145,8 @@ class Engine {
   struct Event {
     Key key;
     UnitId dst;
-    caf::mailbox_element_ptr element;
+    caf::mailbox_element_ptr element;  // null: a wake-up of dst with timer_arg
+    uint64_t timer_arg = 0;
     uint64_t time_ps() const { return static_cast<uint64_t>(key >> 64); }
     UnitId src() const { return static_cast<UnitId>(key >> 32); }
   };
@@ -146,10 +165,13 @@ class Engine {
     UnitName name;
     caf::actor handle;
     caf::scheduled_actor* actor = nullptr;
+    TimerHandler* timer = nullptr;
     bool terminated = false;
   };
 
-  void Push(UnitId src, SimTime delay, UnitId dst, caf::mailbox_element_ptr element);
+  // Keys the event (time, src, next src_seq) and adds it to the heap.
+  void Push(UnitId src, SimTime delay, UnitId dst, caf::mailbox_element_ptr element,
+            uint64_t timer_arg = 0);
   void DeliverNext();
   Event PopMin();  // removes and returns the event with the smallest key (heap not empty)
   void RunCoordinator();
@@ -170,6 +192,7 @@ class Engine {
   struct DenseUnit {
     caf::scheduled_actor* actor = nullptr;
     Unit* unit = nullptr;  // null: no unit with this id
+    TimerHandler* timer = nullptr;
     bool terminated = false;
   };
   DenseUnit* FindUnit(UnitId id);

@@ -127,6 +127,50 @@ TEST(EngineTest, ZeroDelaySendsGoThroughTheHeapAfterTheCurrentEvent) {
                                         Delivery{10, 100, 30, 1}, Delivery{10, 100, 60, 60}));
 }
 
+// A unit that wakes itself: on Token{n} it sets timers after 5 and 0 ps and sends Token{n}
+// to `peer` after 5 ps, so a wake-up and a message of the same unit share one instant.
+class Waker : public Engine::TimerHandler {
+ public:
+  Waker(Engine* engine, UnitId self, UnitId peer, Log* log)
+      : engine_(engine), self_(self), peer_(peer), log_(log) {}
+  void OnTimer(uint64_t arg) override {
+    log_->push_back({engine_->now().value(), self_, engine_->current_src(), 1000 + arg});
+  }
+  void OnToken(const Token& t) {
+    engine_->SetTimer(self_, SimTime(5), t.value);
+    engine_->Send(self_, SimTime(5), peer_, Token{t.value});
+    engine_->SetTimer(self_, SimTime(0), t.value + 1);
+  }
+
+ private:
+  Engine* engine_;
+  UnitId self_, peer_;
+  Log* log_;
+};
+
+caf::behavior WakerBehavior(caf::event_based_actor*, Engine* engine, Waker* waker, UnitId self) {
+  engine->SetTimerHandler(self, waker);
+  return {[waker](const Token& t) { waker->OnToken(t); }};
+}
+
+TEST(EngineTest, TimersAreEventsOfTheirUnitKeyedLikeASendToItself) {
+  Log log;
+  Engine engine;
+  Add(engine, 100, Recorder, &engine, UnitId{100}, &log);
+  Waker waker(&engine, 50, 100, &log);
+  Add(engine, 50, WakerBehavior, &engine, &waker, UnitId{50});
+  engine.Send(60, SimTime(15), 100, Token{60});
+  engine.Send(40, SimTime(15), 100, Token{40});
+  engine.Send(kDriver, SimTime(10), 50, Token{7});
+  engine.Run();
+  // At 10: the kick, then the zero-delay wake-up (seq 2 of unit 50). At 15: src 40, then unit
+  // 50's wake-up (seq 0) and its Token (seq 1) in the order set, then src 60.
+  EXPECT_THAT(log, testing::ElementsAre(Delivery{10, 50, 50, 1008}, Delivery{15, 100, 40, 40},
+                                        Delivery{15, 50, 50, 1007}, Delivery{15, 100, 50, 7},
+                                        Delivery{15, 100, 60, 60}));
+  EXPECT_EQ(engine.events_processed(), 6u);  // timers count as events
+}
+
 TEST(EngineTest, PingPongSeesExactDeliveryTimes) {
   const ClockDomain ping_clock = ClockDomain::FromMHz(1000).value();
   const ClockDomain pong_clock = ClockDomain::FromMHz(800).value();
@@ -375,6 +419,19 @@ TEST(EngineDeathTest, UnitTerminatingDuringSimulation) {
         engine.Run();
       },
       "unit 7 \\(unit7\\) terminated during simulation");
+}
+
+TEST(EngineDeathTest, TimerOfAUnitWithoutTimerHandler) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        Log log;
+        Engine engine;
+        Add(engine, 7, Recorder, &engine, UnitId{7}, &log);
+        engine.SetTimer(7, SimTime(1), 0);
+        engine.Run();
+      },
+      "wake-up of unit 7 \\(unit7\\), which has no timer handler");
 }
 
 TEST(EngineDeathTest, DuplicateUnitId) {

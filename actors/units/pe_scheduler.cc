@@ -551,7 +551,7 @@ void PeScheduler::OnDmaError(const pb::DmaError& error) {
 
 // ---- stepping ----
 
-void PeScheduler::OnWake(uint64_t version) {
+void PeScheduler::OnTimer(uint64_t version) {
   if (version != wake_version_) return;  // stale
   wake_at_.reset();
   Step();
@@ -702,7 +702,7 @@ void PeScheduler::PostWake() {
   if (!next || (wake_at_ && *wake_at_ == *next)) return;
   wake_at_ = next;
   ++wake_version_;
-  engine_->Send(self_, *next - now, self_, sched_wake_atom::value, wake_version_);
+  engine_->SetTimer(self_, *next - now, wake_version_);
 }
 
 // ---- outputs ----
@@ -808,17 +808,19 @@ caf::behavior PeSchedulerBehavior(PeSchedulerActor* self, UnitContext* ctx, Unit
                                   uint32_t pe) {
   self->state.scheduler = std::make_unique<PeScheduler>(ctx, self_id, pe);
   PeScheduler* s = self->state.scheduler.get();
+  ctx->engine->SetTimerHandler(self_id, s);
+  // CAF tries the handlers in order: the most frequent messages first (MATH commands, then
+  // composites and their DMA batches in decode).
   return {
+      [s](const std::shared_ptr<const pb::MathCmd>& cmd) { s->OnMath(cmd); },
       [s](const std::shared_ptr<const pb::CompositeCmd>& cmd) { s->OnComposite(cmd); },
+      [s](const std::shared_ptr<const pb::DmaBatchDone>& done) { s->OnDmaBatchDone(*done); },
       [s](const std::shared_ptr<const pb::SoftmaxPvCmd>& cmd) { s->OnSoftmaxPv(cmd); },
       [s](const std::shared_ptr<const pb::LseMergeCmd>& cmd) { s->OnLseMerge(cmd); },
       [s](const std::shared_ptr<const pb::GemmCmd>& cmd) { s->OnDot(cmd); },
-      [s](const std::shared_ptr<const pb::MathCmd>& cmd) { s->OnMath(cmd); },
       [s](const std::shared_ptr<const pb::DmaCmd>& cmd) { s->OnDma(cmd); },
       [s](const std::shared_ptr<const pb::Completion>& done) { s->OnDmaDone(*done); },
       [s](const std::shared_ptr<const pb::DmaError>& error) { s->OnDmaError(*error); },
-      [s](const std::shared_ptr<const pb::DmaBatchDone>& done) { s->OnDmaBatchDone(*done); },
-      [s](sched_wake_atom, uint64_t version) { s->OnWake(version); },
   };
 }
 

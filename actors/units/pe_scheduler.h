@@ -17,7 +17,7 @@
 //       only with an op log: the units write its records in event order. Without one the
 //       scheduler adds the units' stats itself (RecordEngineStats) and sends nothing.
 //       EngineOp.what only with per-tile detail (its only reader is the per-tile record).
-// - self: a versioned wake-up (sched_wake_atom, version).
+// - self: a versioned wake-up (Engine::SetTimer with the version; OnTimer).
 //
 // Contract:
 // - Issue order: commands get issue_seq 0, 1, ... in arrival order; every tile op of a command
@@ -61,11 +61,11 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/functional/function_ref.h"
 #include "actors/command_check.h"
+#include "actors/engine.h"
 #include "actors/models/tile_plan.h"
 #include "actors/pe_planner.h"
 #include "actors/time.h"
 #include "actors/units/unit_context.h"
-#include "caf/atom.hpp"
 #include "caf/behavior.hpp"
 #include "caf/event_based_actor.hpp"
 #include "caf/stateful_actor.hpp"
@@ -73,9 +73,7 @@
 
 namespace ahbm::sim {
 
-using sched_wake_atom = caf::atom_constant<caf::atom("schedwake")>;
-
-class PeScheduler {
+class PeScheduler : public Engine::TimerHandler {
  public:
   PeScheduler(UnitContext* ctx, UnitId self, uint32_t pe);
 
@@ -88,7 +86,8 @@ class PeScheduler {
   void OnDmaDone(const pb::Completion& done);
   void OnDmaError(const pb::DmaError& error);
   void OnDmaBatchDone(const pb::DmaBatchDone& done);
-  void OnWake(uint64_t version);
+  // The wake-up posted with `version` (stale unless it is the latest).
+  void OnTimer(uint64_t version) override;
 
  private:
   enum class Kind { kComposite, kSoftmaxPv, kDot, kMath, kDma, kLseMerge };
