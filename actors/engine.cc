@@ -1,6 +1,7 @@
 #include "actors/engine.h"
 
 #include <algorithm>
+#include <type_traits>
 #include <typeinfo>
 
 #include "base/check.h"
@@ -126,11 +127,20 @@ void Engine::SetTimerHandler(UnitId id, TimerHandler* handler) {
 }
 
 void Engine::SetTimer(UnitId unit, SimTime delay, uint64_t arg) {
-  Push(unit, delay, unit, nullptr, arg);
+  Event event{};
+  event.is_timer = true;
+  event.timer_arg = arg;
+  PushEvent(unit, delay, unit, event);
 }
 
-void Engine::Push(UnitId src, SimTime delay, UnitId dst, caf::mailbox_element_ptr element,
-                  uint64_t timer_arg) {
+void Engine::Push(UnitId src, SimTime delay, UnitId dst, caf::mailbox_element_ptr element) {
+  Event event{};
+  event.message = element.release();
+  PushEvent(src, delay, dst, event);
+}
+
+void Engine::PushEvent(UnitId src, SimTime delay, UnitId dst, Event event) {
+  static_assert(std::is_trivially_copyable_v<Event> && sizeof(Event) == 32);
   AHBM_CHECK(!shutting_down_) << "Send after Shutdown (unit " << src << " -> " << dst << ")";
   uint64_t& seq = NextSeq(src);
   AHBM_CHECK(seq <= UINT32_MAX) << "unit " << src << " sent 2^32 events";
@@ -142,32 +152,40 @@ void Engine::Push(UnitId src, SimTime delay, UnitId dst, caf::mailbox_element_pt
   while (hole > 0) {
     const size_t parent = (hole - 1) / kHeapArity;
     if (heap_[parent].key < key) break;
-    heap_[hole] = std::move(heap_[parent]);
+    heap_[hole] = heap_[parent];
     hole = parent;
   }
-  heap_[hole] = Event{key, dst, std::move(element), timer_arg};
+  event.key = key;
+  event.dst = dst;
+  heap_[hole] = event;
 }
 
 Engine::Event Engine::PopMin() {
-  Event top = std::move(heap_.front());
-  Event last = std::move(heap_.back());
+  const Event top = heap_.front();
+  const Event last = heap_.back();
   heap_.pop_back();
   const size_t n = heap_.size();
   if (n == 0) return top;
+  Event* const h = heap_.data();
   size_t hole = 0;
+  // Sift the hole down to where `last` belongs.
   while (true) {
     const size_t first = hole * kHeapArity + 1;
     if (first >= n) break;
-    const size_t end = std::min(first + kHeapArity, n);
     size_t best = first;
+    Key best_key = h[first].key;
+    const size_t end = std::min(first + kHeapArity, n);
     for (size_t c = first + 1; c < end; ++c) {
-      if (heap_[c].key < heap_[best].key) best = c;
+      if (h[c].key < best_key) {
+        best = c;
+        best_key = h[c].key;
+      }
     }
-    if (last.key < heap_[best].key) break;
-    heap_[hole] = std::move(heap_[best]);
+    if (last.key < best_key) break;
+    h[hole] = h[best];
     hole = best;
   }
-  heap_[hole] = std::move(last);
+  h[hole] = last;
   return top;
 }
 
@@ -183,8 +201,9 @@ void Engine::DeliverNext() {
                                << unit.unit->name << ")";
   now_ = SimTime(event.time_ps());
   current_src_ = event.src();
-  if (event.element != nullptr) {
-    unit.actor->activate(delivery_unit_.get(), *event.element);
+  if (!event.is_timer) {
+    caf::mailbox_element_ptr element(event.message);
+    unit.actor->activate(delivery_unit_.get(), *element);
   } else {
     AHBM_CHECK(unit.timer != nullptr)
         << "wake-up of unit " << event.dst << " (" << unit.unit->name << "), which has no timer handler";
@@ -222,6 +241,9 @@ void Engine::Shutdown() {
   if (shut_down_) return;
   AHBM_CHECK(!running_) << "Shutdown from inside a handler";
   shutting_down_ = true;
+  for (const Event& event : heap_) {
+    if (!event.is_timer) caf::mailbox_element_ptr discarded(event.message);
+  }
   heap_.clear();
   std::vector<UnitId> ids;
   ids.reserve(units_.size());

@@ -142,11 +142,16 @@ class Engine {
   // time_ps in the high 64 bits, src_id in the next 32, src_seq in the low 32 (a sender's
   // 2^32-nd send fails a CHECK).
   using Key = unsigned __int128;
+  // Trivially copyable, so the heap moves it as 32 plain bytes: a message (the mailbox element
+  // it owns, released from its unique_ptr) or a wake-up of dst (timer_arg).
   struct Event {
     Key key;
     UnitId dst;
-    caf::mailbox_element_ptr element;  // null: a wake-up of dst with timer_arg
-    uint64_t timer_arg = 0;
+    bool is_timer;
+    union {
+      caf::mailbox_element* message;
+      uint64_t timer_arg;
+    };
     uint64_t time_ps() const { return static_cast<uint64_t>(key >> 64); }
     UnitId src() const { return static_cast<UnitId>(key >> 32); }
   };
@@ -169,9 +174,9 @@ class Engine {
     bool terminated = false;
   };
 
-  // Keys the event (time, src, next src_seq) and adds it to the heap.
-  void Push(UnitId src, SimTime delay, UnitId dst, caf::mailbox_element_ptr element,
-            uint64_t timer_arg = 0);
+  void Push(UnitId src, SimTime delay, UnitId dst, caf::mailbox_element_ptr element);
+  // Keys `event` (time, src, next src_seq), addresses it to dst and adds it to the heap.
+  void PushEvent(UnitId src, SimTime delay, UnitId dst, Event event);
   void DeliverNext();
   Event PopMin();  // removes and returns the event with the smallest key (heap not empty)
   void RunCoordinator();

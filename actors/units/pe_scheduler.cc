@@ -763,7 +763,7 @@ void PeScheduler::ReportEngineWork(const Cmd& c) {
 
 void PeScheduler::Reply(const Cmd& c, SimTime start, SimTime end) {
   const SimTime now = engine_->now();
-  auto done = std::make_shared<pb::Completion>();
+  std::shared_ptr<pb::Completion> done = completions_.Make();
   done->set_cmd_id(c.cmd_id);
   done->set_unit(self_);
   done->set_start_ps(start.value());

@@ -62,6 +62,7 @@
 #include "absl/functional/function_ref.h"
 #include "actors/command_check.h"
 #include "actors/engine.h"
+#include "actors/message_pool.h"
 #include "actors/models/tile_plan.h"
 #include "actors/pe_planner.h"
 #include "actors/time.h"
@@ -215,6 +216,7 @@ class PeScheduler : public Engine::TimerHandler {
   // its own, at the first load; FlushBatch sends it).
   bool batching_ = false;
   std::shared_ptr<pb::DmaBatch> batch_;
+  MessagePool<pb::Completion> completions_;  // Reply's
   // softmax_pv chain: accumulator (acc_o's PE, address) -> last cmd_id on it.
   std::map<std::pair<uint32_t, uint64_t>, uint64_t> last_on_acc_;
   std::vector<OpId> dep_ops_;  // Admit's scratch: the planner ops of a command's dependencies
