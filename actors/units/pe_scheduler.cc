@@ -93,23 +93,39 @@ std::string PeScheduler::OpName(const Cmd& c) {
 }
 
 void PeScheduler::Cmd::Reset(std::vector<std::vector<TileOp>>& free_plans) {
-  Cmd fresh;
-  const auto keep = [](auto& from, auto& to) {
-    from.clear();
-    to = std::move(from);
-  };
+  // Field by field (a fresh Cmd moved in costs more): the buffers keep their capacity.
   if (plan.ops.capacity() > 0 && free_plans.size() < kMaxFreePlans) {
     plan.ops.clear();
     free_plans.push_back(std::move(plan.ops));
   }
-  keep(depends_on, fresh.depends_on);
-  keep(planner_op, fresh.planner_op);
-  fresh.piece_waiters = std::move(piece_waiters);  // AddPlannerOps clears each one
-  keep(ops, fresh.ops);
-  keep(op_pos, fresh.op_pos);
-  keep(pending_writes, fresh.pending_writes);
-  keep(dma_waiters, fresh.dma_waiters);
-  *this = std::move(fresh);
+  plan = TilePlan{};  // frees a plan buffer the free list had no room for
+  kind = Kind::kComposite;
+  cmd_id = 0;
+  seq = 0;
+  requester = 0;
+  issue = SimTime();
+  depends_on.clear();
+  composite.reset();
+  softmax_pv.reset();
+  dot.reset();
+  math.reset();
+  lse_merge.reset();
+  dma.reset();
+  admitted = false;
+  planner_op.clear();
+  // piece_waiters keeps its inner buffers: AddPlannerOps clears each one.
+  ops.clear();
+  op_pos.clear();
+  ops_final = 0;
+  ops_start = SimTime::Max();
+  ops_end = SimTime();
+  pending_writes.clear();
+  dmas_in_flight = 0;
+  dma_start = SimTime::Max();
+  dma_end = SimTime();
+  dma_waiters.clear();
+  hbm_read_bytes = 0;
+  hbm_write_bytes = 0;
 }
 
 PeScheduler::Cmd& PeScheduler::NewCmd(Kind kind, uint64_t cmd_id) {

@@ -125,7 +125,8 @@ class PeScheduler : public Engine::TimerHandler {
     uint64_t hbm_write_bytes = 0;
 
     // Back to a fresh command, keeping the buffers' capacity (commands are reused); the plan
-    // buffer goes to `free_plans` (up to kMaxFreePlans of them).
+    // buffer goes to `free_plans` (up to kMaxFreePlans of them). Resets field by field: a new
+    // field needs its line there.
     void Reset(std::vector<std::vector<TileOp>>& free_plans);
   };
   struct ExternalInput {
