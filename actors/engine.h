@@ -34,6 +34,10 @@
 // overload found by ADL or whitelisted by CAF_ALLOW_UNSAFE_MESSAGE_TYPE. Protobuf commands
 // travel as std::shared_ptr<const T>; include "actors/pb_message.h" for that.
 //
+// Handlers never answer (simulated replies are Sends). A hot handler may return NoReply
+// (caf::delegated<void>: "no response here"), which spares CAF building a response promise
+// for each message; a handler returning void behaves the same, at that cost.
+//
 // Actors reach the engine explicitly: the spawning code passes `Engine*` and the unit's id as
 // spawn arguments and the behavior captures them (or keeps them in a stateful_actor's state);
 // there is no global "current engine". Handlers read now() and current_src() from it.
@@ -55,6 +59,7 @@
 #include "caf/actor.hpp"
 #include "caf/actor_system.hpp"
 #include "caf/actor_system_config.hpp"
+#include "caf/delegated.hpp"
 #include "caf/mailbox_element.hpp"
 #include "caf/message_id.hpp"
 
@@ -70,6 +75,9 @@ namespace ahbm::sim {
 
 // Stable id of a simulated unit (the ids of topology/ids.h).
 using UnitId = uint32_t;
+
+// What a hot handler returns (see the contract).
+using NoReply = caf::delegated<void>;
 
 class Engine {
  public:

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "actors/engine.h"
 #include "actors/pb_message.h"
 #include "base/check.h"
 #include "caf/atom.hpp"
@@ -61,8 +62,9 @@ caf::behavior PeCpuBehavior(caf::event_based_actor*, PeCpu* cpu) {
   return {
       [cpu](cpu_start_atom) { cpu->RunReady(); },
       [cpu](cpu_check_atom) { cpu->OnCheck(); },
-      [cpu](const std::shared_ptr<const pb::Completion>& m) {
+      [cpu](const std::shared_ptr<const pb::Completion>& m) -> NoReply {
         cpu->Complete(m->cmd_id(), SimTime(m->end_ps()));
+        return {};
       },
       [cpu](const std::shared_ptr<const pb::CommandError>& m) { cpu->OnCommandError(*m); },
       [cpu](const std::shared_ptr<const pb::IpcqAccepted>& m) {

@@ -828,15 +828,42 @@ caf::behavior PeSchedulerBehavior(PeSchedulerActor* self, UnitContext* ctx, Unit
   // CAF tries the handlers in order: the most frequent messages first (MATH commands, then
   // composites and their DMA batches in decode).
   return {
-      [s](const std::shared_ptr<const pb::MathCmd>& cmd) { s->OnMath(cmd); },
-      [s](const std::shared_ptr<const pb::CompositeCmd>& cmd) { s->OnComposite(cmd); },
-      [s](const std::shared_ptr<const pb::DmaBatchDone>& done) { s->OnDmaBatchDone(*done); },
-      [s](const std::shared_ptr<const pb::SoftmaxPvCmd>& cmd) { s->OnSoftmaxPv(cmd); },
-      [s](const std::shared_ptr<const pb::LseMergeCmd>& cmd) { s->OnLseMerge(cmd); },
-      [s](const std::shared_ptr<const pb::GemmCmd>& cmd) { s->OnDot(cmd); },
-      [s](const std::shared_ptr<const pb::DmaCmd>& cmd) { s->OnDma(cmd); },
-      [s](const std::shared_ptr<const pb::Completion>& done) { s->OnDmaDone(*done); },
-      [s](const std::shared_ptr<const pb::DmaError>& error) { s->OnDmaError(*error); },
+      [s](const std::shared_ptr<const pb::MathCmd>& cmd) -> NoReply {
+        s->OnMath(cmd);
+        return {};
+      },
+      [s](const std::shared_ptr<const pb::CompositeCmd>& cmd) -> NoReply {
+        s->OnComposite(cmd);
+        return {};
+      },
+      [s](const std::shared_ptr<const pb::DmaBatchDone>& done) -> NoReply {
+        s->OnDmaBatchDone(*done);
+        return {};
+      },
+      [s](const std::shared_ptr<const pb::SoftmaxPvCmd>& cmd) -> NoReply {
+        s->OnSoftmaxPv(cmd);
+        return {};
+      },
+      [s](const std::shared_ptr<const pb::LseMergeCmd>& cmd) -> NoReply {
+        s->OnLseMerge(cmd);
+        return {};
+      },
+      [s](const std::shared_ptr<const pb::GemmCmd>& cmd) -> NoReply {
+        s->OnDot(cmd);
+        return {};
+      },
+      [s](const std::shared_ptr<const pb::DmaCmd>& cmd) -> NoReply {
+        s->OnDma(cmd);
+        return {};
+      },
+      [s](const std::shared_ptr<const pb::Completion>& done) -> NoReply {
+        s->OnDmaDone(*done);
+        return {};
+      },
+      [s](const std::shared_ptr<const pb::DmaError>& error) -> NoReply {
+        s->OnDmaError(*error);
+        return {};
+      },
   };
 }
 
