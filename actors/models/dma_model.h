@@ -169,13 +169,20 @@ class DmaModel {
   const DmaStats& stats() const { return stats_; }
 
  private:
+  // An HBM tensor as planning reads it: shape and strides are views (of an HbmTensor or of a
+  // DmaCmd's TensorRef), so a command is planned without copying them.
+  struct TensorView {
+    uint32_t owner_pe = 0;
+    uint64_t base = 0;
+    uint64_t element_bytes = 0;
+    std::span<const uint64_t> shape;
+    std::span<const uint64_t> strides;  // empty = dense
+  };
+
   // PlanHbm; with `cmd` non-null, its CmdText is put before the reason in error messages (the
   // text is built only on an error).
-  absl::StatusOr<DmaPlan> PlanHbmWithContext(const HbmTensor& tensor, DmaKind kind,
+  absl::StatusOr<DmaPlan> PlanHbmWithContext(const TensorView& tensor, DmaKind kind,
                                              const pb::DmaCmd* cmd) const;
-  // Adds chunks [first, last] of a region (chunk index from local address 0) to `per_channel`
-  // (indexed by channel within the owner's channels).
-  void AddChunks(uint64_t first, uint64_t last, std::vector<uint64_t>& per_channel) const;
 
   topology::ChipIndex index_;
   uint32_t pe_;
