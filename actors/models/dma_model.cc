@@ -5,9 +5,13 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <numeric>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/check.h"
@@ -35,12 +39,95 @@ absl::Status Invalid(const topology::ChipIndex& index, uint32_t issuer, const Ar
   return absl::InvalidArgumentError(absl::StrCat("DMA of ", PeName(index, issuer), ": ", args...));
 }
 
-// One dim of a tensor, in elements.
-struct Dim {
-  uint64_t size;
-  uint64_t stride;
+// Room for this many dims / channels per PE before the planner's buffers use the heap.
+constexpr size_t kInlineDims = 4;
+constexpr size_t kInlineChannels = 16;
+using ChannelCounts = absl::InlinedVector<uint64_t, kInlineChannels>;
+
+// Charges runs of one tensor, in traversal order, to the chunks they touch (the contract's
+// chunks and merge rule), counting chunks per channel of the owner.
+class RunCharger {
+ public:
+  // `per_channel` is indexed by channel within the owner's channels.
+  RunCharger(uint64_t chunk_bytes, uint64_t interleave_bytes, uint64_t run_bytes,
+             ChannelCounts& per_channel)
+      : chunk_bytes_(chunk_bytes),
+        chunks_per_block_(interleave_bytes / chunk_bytes),
+        run_bytes_(run_bytes),
+        stripe_bytes_(interleave_bytes * per_channel.size()),
+        per_channel_(per_channel) {}
+
+  // The run starting at local address `addr`, after the runs charged so far.
+  void Run(uint64_t addr) {
+    uint64_t first = addr / chunk_bytes_;
+    const uint64_t last = LastChunk(addr);
+    if (has_previous_ && previous_last_chunk_ == first) ++first;
+    if (first <= last) AddChunks(first, last);
+    has_previous_ = true;
+    previous_last_chunk_ = last;
+  }
+
+  // `count` (> 0) runs at addr, addr + step, addr + 2 step, ...: the same charge as `count`
+  // calls of Run. The address map repeats every stripe (interleave_bytes * channels), so run
+  // i > 0, charged by its own and run i - 1's addresses, charges what run i + period does once
+  // period * step is whole stripes: one period is walked and repeated, not every run.
+  void Row(uint64_t addr, uint64_t count, uint64_t step) {
+    Run(addr);
+    const uint64_t period = stripe_bytes_ / std::gcd(step % stripe_bytes_, stripe_bytes_);
+    const uint64_t periods = (count - 1) / period;
+    uint64_t i = 1;
+    if (periods >= 2) {
+      const ChannelCounts before = per_channel_;
+      for (; i <= period; ++i) Run(addr + i * step);
+      for (size_t c = 0; c < per_channel_.size(); ++c) {
+        per_channel_[c] += (per_channel_[c] - before[c]) * (periods - 1);
+      }
+      i = periods * period + 1;
+      previous_last_chunk_ = LastChunk(addr + (i - 1) * step);
+    }
+    for (; i < count; ++i) Run(addr + i * step);
+  }
+
+ private:
+  uint64_t LastChunk(uint64_t addr) const { return (addr + run_bytes_ - 1) / chunk_bytes_; }
+
+  // Adds chunks [first, last] of the region (chunk index from local address 0).
+  void AddChunks(uint64_t first, uint64_t last) {
+    const uint64_t per_block = chunks_per_block_;
+    const uint64_t n = per_channel_.size();
+    const uint64_t b0 = first / per_block;
+    const uint64_t b1 = last / per_block;
+    if (b0 == b1) {
+      per_channel_[b0 % n] += last - first + 1;
+      return;
+    }
+    per_channel_[b0 % n] += per_block - first % per_block;
+    per_channel_[b1 % n] += last % per_block + 1;
+    const uint64_t middle = b1 - b0 - 1;
+    if (const uint64_t rounds = middle / n; rounds > 0) {
+      for (uint64_t& count : per_channel_) count += rounds * per_block;
+    }
+    for (uint64_t i = 0; i < middle % n; ++i) per_channel_[(b0 + 1 + i) % n] += per_block;
+  }
+
+  const uint64_t chunk_bytes_;
+  const uint64_t chunks_per_block_;
+  const uint64_t run_bytes_;
+  const uint64_t stripe_bytes_;
+  ChannelCounts& per_channel_;
+  bool has_previous_ = false;
+  uint64_t previous_last_chunk_ = 0;
 };
 
+// ShapeText of a view.
+std::string DimsText(std::span<const uint64_t> dims) {
+  return ShapeText(Shape(dims.begin(), dims.end()));
+}
+
+// A repeated field's elements as a span.
+std::span<const uint64_t> SpanOf(const google::protobuf::RepeatedField<uint64_t>& field) {
+  return {field.data(), static_cast<size_t>(field.size())};
+}
 
 u128 Elements(const pb::TensorRef& ref) {
   u128 n = 1;
@@ -94,45 +181,29 @@ uint32_t DmaModel::ChannelOf(uint32_t owner_pe, Addr addr) const {
          static_cast<uint32_t>((addr.value() / interleave_bytes_) % index_.channels_per_pe());
 }
 
-void DmaModel::AddChunks(uint64_t first, uint64_t last, std::vector<uint64_t>& per_channel) const {
-  const uint64_t per_block = interleave_bytes_ / chunk_bytes_.value();
-  const uint64_t n = per_channel.size();
-  const uint64_t b0 = first / per_block;
-  const uint64_t b1 = last / per_block;
-  if (b0 == b1) {
-    per_channel[b0 % n] += last - first + 1;
-    return;
-  }
-  per_channel[b0 % n] += per_block - first % per_block;
-  per_channel[b1 % n] += last % per_block + 1;
-  const uint64_t middle = b1 - b0 - 1;
-  if (const uint64_t rounds = middle / n; rounds > 0) {
-    for (uint64_t& count : per_channel) count += rounds * per_block;
-  }
-  for (uint64_t i = 0; i < middle % n; ++i) per_channel[(b0 + 1 + i) % n] += per_block;
-}
-
 absl::StatusOr<DmaPlan> DmaModel::PlanHbm(const HbmTensor& tensor, DmaKind kind) const {
-  return PlanHbmWithContext(tensor, kind, /*cmd=*/nullptr);
+  return PlanHbmWithContext(TensorView{tensor.owner_pe, tensor.base.value(),
+                                       tensor.element_bytes.value(), tensor.shape, tensor.strides},
+                            kind, /*cmd=*/nullptr);
 }
 
-absl::StatusOr<DmaPlan> DmaModel::PlanHbmWithContext(const HbmTensor& tensor, DmaKind kind,
+absl::StatusOr<DmaPlan> DmaModel::PlanHbmWithContext(const TensorView& tensor, DmaKind kind,
                                                      const pb::DmaCmd* cmd) const {
   AHBM_CHECK(kind != DmaKind::kTcmCopy) << "PlanHbm called for a TCM copy";
-  const uint64_t base = tensor.base.value();
-  const uint64_t elem = tensor.element_bytes.value();
+  const uint64_t base = tensor.base;
+  const uint64_t elem = tensor.element_bytes;
   // Error paths only: no string work for a DMA that plans cleanly.
   const auto where = [&] {
     return absl::StrCat(cmd != nullptr ? CmdText(*cmd) : std::string(), cmd != nullptr ? ": " : "",
                         "HBM address ", Hex(base), " of pe ", tensor.owner_pe);
   };
   if (!tensor.strides.empty() && tensor.strides.size() != tensor.shape.size()) {
-    return Invalid(index_, pe_, where(), ": strides ", ShapeText(tensor.strides), " has ",
-                   tensor.strides.size(), " entries but shape ", ShapeText(tensor.shape), " has ",
+    return Invalid(index_, pe_, where(), ": strides ", DimsText(tensor.strides), " has ",
+                   tensor.strides.size(), " entries but shape ", DimsText(tensor.shape), " has ",
                    tensor.shape.size());
   }
   if (elem == 0 || std::find(tensor.shape.begin(), tensor.shape.end(), 0) != tensor.shape.end()) {
-    return Invalid(index_, pe_, where(), ": zero-sized request (shape ", ShapeText(tensor.shape),
+    return Invalid(index_, pe_, where(), ": zero-sized request (shape ", DimsText(tensor.shape),
                    ", element ", elem, " B)");
   }
   if (tensor.owner_pe >= index_.num_pes()) {
@@ -149,7 +220,7 @@ absl::StatusOr<DmaPlan> DmaModel::PlanHbmWithContext(const HbmTensor& tensor, Dm
   // Dims in elements, row-major, with dense strides filled in. Anything that overflows 64 bits
   // lies outside the region, so `end` saturates at 2^64.
   const u128 kBeyond = u128{1} << 64;
-  std::vector<Dim> dims(tensor.shape.size());
+  absl::InlinedVector<Dim, kInlineDims> dims(tensor.shape.size());
   u128 dense = 1;
   u128 last_element = 0;
   for (size_t i = dims.size(); i-- > 0;) {
@@ -157,7 +228,7 @@ absl::StatusOr<DmaPlan> DmaModel::PlanHbmWithContext(const HbmTensor& tensor, Dm
     dims[i].stride = tensor.strides.empty() ? static_cast<uint64_t>(std::min(dense, kBeyond - 1))
                                             : tensor.strides[i];
     if (dims[i].stride == 0 && dims[i].size > 1) {
-      return Invalid(index_, pe_, where(), ": dim ", i, " of shape ", ShapeText(tensor.shape),
+      return Invalid(index_, pe_, where(), ": dim ", i, " of shape ", DimsText(tensor.shape),
                      " has stride 0 (a broadcast), which is not a DMA transfer");
     }
     dense = std::min(dense * dims[i].size, kBeyond);
@@ -168,53 +239,24 @@ absl::StatusOr<DmaPlan> DmaModel::PlanHbmWithContext(const HbmTensor& tensor, Dm
   if (end > region_bytes_.value()) {
     const std::string end_text =
         end == kBeyond ? std::string("beyond 2^64") : Hex(static_cast<uint64_t>(end));
-    return Invalid(index_, pe_, where(), ": the tensor (shape ", ShapeText(tensor.shape),
+    return Invalid(index_, pe_, where(), ": the tensor (shape ", DimsText(tensor.shape),
                    ", strides ",
-                   tensor.strides.empty() ? std::string("dense") : ShapeText(tensor.strides),
+                   tensor.strides.empty() ? std::string("dense") : DimsText(tensor.strides),
                    ", element ", elem, " B) spans [", Hex(base), ", ", end_text,
                    "), outside the PE's HBM region [0x0, ", Hex(region_bytes_.value()), ")");
   }
 
   // Runs: drop size-1 dims, merge the innermost contiguous dims.
-  std::erase_if(dims, [](const Dim& d) { return d.size == 1; });
+  dims.erase(std::remove_if(dims.begin(), dims.end(), [](const Dim& d) { return d.size == 1; }),
+             dims.end());
   uint64_t run_elements = 1;
   while (!dims.empty() && dims.back().stride == run_elements) {
     run_elements *= dims.back().size;
     dims.pop_back();
   }
   const uint64_t run_bytes = run_elements * elem;
-  const uint64_t chunk = chunk_bytes_.value();
-
-  // Walk the runs in row-major order, charging the chunks each touches.
-  std::vector<uint64_t> per_channel(index_.channels_per_pe(), 0);
-  std::vector<uint64_t> idx(dims.size(), 0);
-  uint64_t addr = base;
-  uint64_t runs = 0;
-  bool has_previous = false;
-  uint64_t previous_last_chunk = 0;
-  while (true) {
-    ++runs;
-    uint64_t first = addr / chunk;
-    const uint64_t last = (addr + run_bytes - 1) / chunk;
-    if (has_previous && previous_last_chunk == first) ++first;
-    if (first <= last) AddChunks(first, last, per_channel);
-    has_previous = true;
-    previous_last_chunk = last;
-
-    // Advance the row-major index over the outer dims; stop when every dim has wrapped.
-    bool advanced = false;
-    for (size_t d = dims.size(); d-- > 0;) {
-      const uint64_t step = dims[d].stride * elem;
-      if (++idx[d] < dims[d].size) {
-        addr += step;
-        advanced = true;
-        break;
-      }
-      addr -= step * (dims[d].size - 1);
-      idx[d] = 0;
-    }
-    if (!advanced) break;
-  }
+  for (Dim& d : dims) d.stride *= elem;  // now in bytes
+  Charges charges = ChargesOf(base, run_bytes, dims, index_.FirstChannelOfPe(owner.pe));
 
   DmaPlan plan;
   plan.kind = kind;
@@ -222,17 +264,70 @@ absl::StatusOr<DmaPlan> DmaModel::PlanHbmWithContext(const HbmTensor& tensor, Dm
   plan.owner_pe = tensor.owner_pe;
   plan.cube = issuer.cube_id();
   plan.remote = tensor.owner_pe != pe_;
-  plan.runs = runs;
+  plan.runs = charges.runs;
   plan.run_bytes = Bytes(run_bytes);
-  plan.useful_bytes = Bytes(run_bytes) * runs;
-  const uint32_t first_channel = index_.FirstChannelOfPe(owner.pe);
+  plan.useful_bytes = Bytes(run_bytes) * charges.runs;
+  plan.charged_bytes = charges.charged_bytes;
+  plan.channels = std::move(charges.channels);
+  return plan;
+}
+
+DmaModel::Charges DmaModel::ChargesOf(uint64_t base, uint64_t run_bytes,
+                                      std::span<const Dim> outer, uint32_t first_channel) const {
+  if (outer.size() > 2) return WalkCharges(base, run_bytes, outer, first_channel);
+  ChargesKey key;
+  key.first_channel = first_channel;
+  key.base_in_stripe = base % (interleave_bytes_ * index_.channels_per_pe());
+  key.run_bytes = run_bytes;
+  for (size_t i = 0; i < outer.size(); ++i) {
+    key.outer_sizes[2 - outer.size() + i] = outer[i].size;
+    key.outer_strides_bytes[2 - outer.size() + i] = outer[i].stride;
+  }
+  if (auto it = charges_cache_.find(key); it != charges_cache_.end()) return it->second;
+  if (charges_cache_.size() >= kMaxCachedCharges) charges_cache_.clear();
+  return charges_cache_.emplace(key, WalkCharges(base, run_bytes, outer, first_channel))
+      .first->second;
+}
+
+DmaModel::Charges DmaModel::WalkCharges(uint64_t base, uint64_t run_bytes,
+                                        std::span<const Dim> outer,
+                                        uint32_t first_channel) const {
+  // Row by row along the innermost outer dim (none: one row of one run), the rows row-major.
+  ChannelCounts per_channel(index_.channels_per_pe(), 0);
+  RunCharger charger(chunk_bytes_.value(), interleave_bytes_, run_bytes, per_channel);
+  const Dim row = outer.empty() ? Dim{1, 0} : outer.back();
+  const std::span<const Dim> rows = outer.first(outer.empty() ? 0 : outer.size() - 1);
+  absl::InlinedVector<uint64_t, kInlineDims> idx(rows.size(), 0);
+  Charges charges;
+  uint64_t addr = base;
+  while (true) {
+    charger.Row(addr, row.size, row.stride);
+    charges.runs += row.size;
+
+    // Advance the row-major index over the rows' dims; stop when every one has wrapped.
+    bool advanced = false;
+    for (size_t d = rows.size(); d-- > 0;) {
+      if (++idx[d] < rows[d].size) {
+        addr += rows[d].stride;
+        advanced = true;
+        break;
+      }
+      addr -= rows[d].stride * (rows[d].size - 1);
+      idx[d] = 0;
+    }
+    if (!advanced) break;
+  }
+
+  const uint64_t chunk = chunk_bytes_.value();
+  charges.channels.reserve(per_channel.size() -
+                           std::count(per_channel.begin(), per_channel.end(), 0));
   for (uint32_t i = 0; i < per_channel.size(); ++i) {
     if (per_channel[i] == 0) continue;
-    plan.channels.push_back(
+    charges.channels.push_back(
         DmaChannelShare{first_channel + i, per_channel[i], Bytes(per_channel[i] * chunk)});
-    plan.charged_bytes += Bytes(per_channel[i] * chunk);
+    charges.charged_bytes += Bytes(per_channel[i] * chunk);
   }
-  return plan;
+  return charges;
 }
 
 absl::StatusOr<DmaPlan> DmaModel::PlanTcmCopy(Bytes bytes) const {
@@ -272,11 +367,7 @@ absl::StatusOr<DmaPlan> DmaModel::Plan(const pb::DmaCmd& cmd) const {
     }
   }
   const auto hbm_tensor = [elem](const pb::TensorRef& ref) {
-    return HbmTensor{ref.pe(),
-                     Addr(ref.addr()),
-                     Bytes(elem),
-                     {ref.shape().begin(), ref.shape().end()},
-                     {ref.strides().begin(), ref.strides().end()}};
+    return TensorView{ref.pe(), ref.addr(), elem, SpanOf(ref.shape()), SpanOf(ref.strides())};
   };
   if (src.space() == pb::HBM && dst.space() == pb::TCM) {
     return PlanHbmWithContext(hbm_tensor(src), DmaKind::kHbmRead, &cmd);

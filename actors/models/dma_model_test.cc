@@ -1,7 +1,10 @@
 #include "actors/models/dma_model.h"
 
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <ostream>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -628,6 +631,153 @@ INSTANTIATE_TEST_SUITE_P(
                    Cmd(Ref(pb::HBM, 9, 0, pb::BF16, {64}), Ref(pb::TCM, 1, 0, pb::BF16, {64})),
                    "another CUBE"}),
     [](const ::testing::TestParamInfo<BadCmdCase>& info) { return info.param.name; });
+
+// --- The plan against a literal walk of the contract ------------------------------------------
+
+// The chunks the contract charges `t`, per CUBE-local channel, walked element by element in
+// row-major order: each element a run of its own (back-to-back pieces of one run charge that
+// run's chunks under the merge rule), each chunk's channel from ChannelOf.
+std::map<uint32_t, uint64_t> ChunksByWalk(const DmaModel& dma, const HbmTensor& t) {
+  const uint64_t chunk = dma.chunk_bytes().value();
+  const uint64_t elem = t.element_bytes.value();
+  const size_t rank = t.shape.size();
+  std::vector<uint64_t> strides = t.strides;
+  if (strides.empty()) {
+    strides.assign(rank, 1);
+    for (size_t d = rank; d-- > 1;) strides[d - 1] = strides[d] * t.shape[d];
+  }
+  std::map<uint32_t, uint64_t> chunks;
+  std::optional<uint64_t> previous_last;
+  std::vector<uint64_t> idx(rank, 0);
+  while (true) {
+    uint64_t offset = 0;
+    for (size_t d = 0; d < rank; ++d) offset += idx[d] * strides[d];
+    const uint64_t addr = t.base.value() + offset * elem;
+    const uint64_t first = addr / chunk;
+    const uint64_t last = (addr + elem - 1) / chunk;
+    for (uint64_t c = first; c <= last; ++c) {
+      if (c == first && previous_last == c) continue;
+      ++chunks[dma.ChannelOf(t.owner_pe, Addr(c * chunk))];
+    }
+    previous_last = last;
+    size_t d = rank;
+    while (d > 0 && ++idx[d - 1] == t.shape[d - 1]) idx[--d] = 0;
+    if (d == 0) break;
+  }
+  return chunks;
+}
+
+// A plan's chunks per CUBE-local channel; checks each share's bytes.
+std::map<uint32_t, uint64_t> ChunksOf(const DmaPlan& plan, uint64_t chunk_bytes) {
+  std::map<uint32_t, uint64_t> chunks;
+  for (const DmaChannelShare& share : plan.channels) {
+    EXPECT_EQ(share.bytes, Bytes(share.chunks * chunk_bytes));
+    chunks[share.channel] = share.chunks;
+  }
+  return chunks;
+}
+
+// A random strided tensor of at most ~20k elements in `owner_pe`'s region: dense or not, dims
+// of size 1, contiguous inner dims, rows whose stride repeats the channel map after a few
+// rows or only after many, bases and strides off the chunk grid.
+HbmTensor RandomTensor(std::mt19937_64& rng, uint32_t owner_pe) {
+  const auto uniform = [&rng](uint64_t lo, uint64_t hi) {
+    return std::uniform_int_distribution<uint64_t>(lo, hi)(rng);
+  };
+  HbmTensor t;
+  t.owner_pe = owner_pe;
+  t.element_bytes = Bytes(uint64_t{1} << uniform(0, 2));
+  t.base = Addr(uniform(0, 1) ? uniform(0, 1 << 20) : uniform(0, 1 << 12) * 256);
+  const size_t rank = uniform(0, 4);
+  uint64_t elements = 1;
+  for (size_t d = 0; d < rank; ++d) {
+    const uint64_t room = std::max<uint64_t>(1, 20000 / elements);
+    t.shape.push_back(uniform(0, 3) == 0 ? 1 : std::min<uint64_t>(uniform(1, room), 300));
+    elements *= t.shape.back();
+  }
+  if (uniform(0, 3) == 0) return t;  // dense
+  uint64_t inner = 1;  // the elements the dims inside span, for a contiguous stride
+  t.strides.assign(rank, 0);
+  for (size_t d = rank; d-- > 0;) {
+    switch (uniform(0, 3)) {
+      case 0:  // contiguous with the dims inside
+        t.strides[d] = inner;
+        break;
+      case 1:  // whole chunks apart
+        t.strides[d] = uniform(1, 64) * 256 / t.element_bytes.value();
+        break;
+      case 2:  // a few elements
+        t.strides[d] = uniform(1, 40);
+        break;
+      default:  // anywhere
+        t.strides[d] = uniform(1, 5000);
+    }
+    inner = t.strides[d] * t.shape[d];
+  }
+  return t;
+}
+
+struct ChunkingCase {
+  std::string name;
+  uint64_t chunk_bytes;
+  uint64_t interleave_bytes;
+  uint32_t channels_per_pe;
+};
+void PrintTo(const ChunkingCase& c, std::ostream* os) { *os << c.name; }
+
+class PlanMatchesWalkTest : public ::testing::TestWithParam<ChunkingCase> {};
+
+TEST_P(PlanMatchesWalkTest, OnRandomTensors) {
+  const ChunkingCase& c = GetParam();
+  pb::Chip chip = Load(kShipped);
+  pb::Cube& cube = *chip.mutable_sip()->mutable_cube();
+  cube.mutable_pe()->mutable_dma()->set_chunk_bytes(c.chunk_bytes);
+  cube.mutable_hbm_channel()->set_interleave_bytes(c.interleave_bytes);
+  cube.mutable_pe()->set_hbm_channels(c.channels_per_pe);
+  cube.set_hbm_pseudo_channels(c.channels_per_pe * cube.pes());
+  // 2^22 stripes per PE region.
+  cube.set_hbm_bytes(uint64_t{cube.pes()} * c.interleave_bytes * c.channels_per_pe << 22);
+  const uint32_t issuer = 2;
+  const DmaModel dma(chip, issuer);
+  std::mt19937_64 rng(20240610);
+  std::uniform_int_distribution<uint64_t> stripes(1, 1000);
+  for (int n = 0; n < 3000; ++n) {
+    const HbmTensor t = RandomTensor(rng, /*owner_pe=*/n % 4);
+    SCOPED_TRACE(testing::Message() << "tensor " << n << ": pe " << t.owner_pe << " base "
+                                    << t.base.value() << " element " << t.element_bytes.value()
+                                    << " shape " << ::testing::PrintToString(t.shape)
+                                    << " strides " << ::testing::PrintToString(t.strides));
+    const DmaPlan plan = MustPlan(dma, t);
+    ASSERT_EQ(ChunksOf(plan, c.chunk_bytes), ChunksByWalk(dma, t));
+    uint64_t elements = 1;
+    for (uint64_t d : t.shape) elements *= d;
+    EXPECT_EQ(plan.useful_bytes, t.element_bytes * elements);
+
+    // Whole stripes further on the charges repeat (the plan cache's premise): the model that
+    // planned `t` plans it as a new model does.
+    HbmTensor later = t;
+    later.base = Addr(t.base.value() + stripes(rng) * c.interleave_bytes * c.channels_per_pe);
+    const DmaPlan later_plan = MustPlan(dma, later);
+    EXPECT_EQ(later_plan, MustPlan(DmaModel(chip, issuer), later));
+    ASSERT_EQ(ChunksOf(later_plan, c.chunk_bytes), ChunksByWalk(dma, later));
+
+    // A DmaCmd of the same tensor plans the same.
+    if (t.element_bytes == Bytes(1)) continue;
+    const pb::DType dtype = t.element_bytes == Bytes(2) ? pb::BF16 : pb::FP32;
+    const absl::StatusOr<DmaPlan> from_cmd =
+        dma.Plan(Cmd(Ref(pb::HBM, t.owner_pe, t.base.value(), dtype, t.shape, t.strides),
+                     Ref(pb::TCM, issuer, 0, dtype, {elements})));
+    ASSERT_TRUE(from_cmd.ok()) << from_cmd.status();
+    EXPECT_EQ(*from_cmd, plan);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Chunkings, PlanMatchesWalkTest,
+    ::testing::Values(ChunkingCase{"Shipped", 256, 256, 8},
+                      ChunkingCase{"FourChunksPerBlock", 64, 256, 8},
+                      ChunkingCase{"ThreeChannels", 128, 1024, 3}),
+    [](const ::testing::TestParamInfo<ChunkingCase>& info) { return info.param.name; });
 
 }  // namespace
 }  // namespace ahbm::sim

@@ -78,11 +78,14 @@ Served ServeShares(DmaActorState& st, const DmaPlan& plan, SimTime now) {
   Served served;
   served.end = now;
   for (const DmaChannelShare& share : plan.channels) {
-    const UnitId channel = st.index->HbmChannelUnit(plan.cube, share.channel).value();
-    const HbmGrant grant = st.channels->At(channel).Serve(now, share.bytes, op);
+    HbmChannelServer*& server = st.cube_channels[share.channel];
+    if (server == nullptr) {
+      server = &st.channels->At(st.index->HbmChannelUnit(plan.cube, share.channel).value());
+    }
+    const HbmGrant grant = server->Serve(now, share.bytes, op);
     served.start = std::min(served.start, grant.start);
     served.end = std::max(served.end, grant.done + extra);
-    served.last_channel = std::max(served.last_channel, channel);
+    served.last_channel = std::max(served.last_channel, server->unit());
   }
   return served;
 }
@@ -100,18 +103,24 @@ bool InFlight(DmaActorState& st, uint64_t cmd_id, SimTime now) {
 
 uint64_t SpanUnion::Add(uint64_t start, uint64_t end) {
   if (end <= start) return 0;
+  // Merge every span that overlaps or touches [start, end): those from the first ending at or
+  // after `start` up to the last starting at or before `end`.
+  const auto first = std::lower_bound(spans_.begin(), spans_.end(), start,
+                                      [](const Span& s, uint64_t t) { return s.end < t; });
+  auto last = first;
   uint64_t covered = 0;
-  // Merge every span that overlaps or touches [start, end).
-  auto it = spans_.upper_bound(start);
-  if (it != spans_.begin() && std::prev(it)->second >= start) --it;
-  uint64_t lo = start, hi = end;
-  while (it != spans_.end() && it->first <= end) {
-    covered += std::min(it->second, end) - std::max(it->first, start);  // >= 0: they touch
-    lo = std::min(lo, it->first);
-    hi = std::max(hi, it->second);
-    it = spans_.erase(it);
+  Span merged{start, end};
+  for (; last != spans_.end() && last->start <= end; ++last) {
+    covered += std::min(last->end, end) - std::max(last->start, start);  // >= 0: they touch
+    merged.start = std::min(merged.start, last->start);
+    merged.end = std::max(merged.end, last->end);
   }
-  spans_[lo] = hi;
+  if (first == last) {
+    spans_.insert(first, merged);
+  } else {
+    *first = merged;
+    spans_.erase(first + 1, last);
+  }
   const uint64_t added = (end - start) - covered;
   total_ += added;
   return added;
@@ -123,6 +132,7 @@ caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, const 
   self->state.model.emplace(*chip, pe);
   self->state.index.emplace(*chip);
   self->state.channels = channels;
+  self->state.cube_channels.assign(self->state.index->channels_per_cube(), nullptr);
   return {
       [self, engine, self_id, ctx](const std::shared_ptr<const pb::DmaCmd>& cmd) {
         DmaActorState& st = self->state;

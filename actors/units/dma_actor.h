@@ -40,7 +40,6 @@
 #define AHBMSIM_ACTORS_UNITS_DMA_ACTOR_H_
 
 #include <cstdint>
-#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -66,7 +65,11 @@ class SpanUnion {
   uint64_t total() const { return total_; }
 
  private:
-  std::map<uint64_t, uint64_t> spans_;  // disjoint, start -> end
+  struct Span {
+    uint64_t start;
+    uint64_t end;
+  };
+  std::vector<Span> spans_;  // ascending, neither overlapping nor touching
   uint64_t total_ = 0;
 };
 
@@ -74,6 +77,9 @@ struct DmaActorState {
   std::optional<DmaModel> model;          // set by the behavior function (no default ctor)
   std::optional<topology::ChipIndex> index;
   HbmChannelTable* channels = nullptr;    // the simulation's channel servers
+  // The servers of the PE's CUBE by CUBE-local channel, each looked up in `channels` when it
+  // first serves this DMA (the channels may be added after the DMA actor starts).
+  std::vector<HbmChannelServer*> cube_channels;
   // End of every HBM command that may still be in flight (end > now), by cmd_id; pruned when
   // it grows (only for the duplicate-id check).
   absl::flat_hash_map<uint64_t, SimTime> in_flight;

@@ -386,7 +386,11 @@ TEST(SpanUnionTest, CountsEachInstantOnce) {
   EXPECT_EQ(u.Add(30, 40), 0u);
   EXPECT_EQ(u.Add(60, 70), 10u);   // touches the end
   EXPECT_EQ(u.Add(5, 5), 0u);      // empty
-  EXPECT_EQ(u.total(), 70u);
+  EXPECT_EQ(u.Add(80, 90), 10u);
+  EXPECT_EQ(u.Add(72, 75), 3u);    // between two spans
+  EXPECT_EQ(u.Add(75, 80), 5u);    // touches the one before and the one after
+  EXPECT_EQ(u.Add(0, 90), 2u);     // [70, 72) was the last gap
+  EXPECT_EQ(u.total(), 90u);
 }
 
 }  // namespace
