@@ -118,12 +118,13 @@ absl::Status CommandChecker::Tensor(const pb::TensorRef& t, const CheckRole& rol
   if (elem == 0) {
     return Fail(role, "dtype is ", DTypeText(t.dtype()), "; want BF16 (2 bytes) or FP32 (4 bytes)");
   }
-  // The proto's own fields (no copy: this runs for every operand of every command); Shape
-  // copies only for an error's text.
-  const auto& shape = t.shape();
-  const auto& strides = t.strides();
+  // The proto's own fields (no copy: this runs for every operand of every command), read
+  // through spans (RepeatedField's indexing is an out-of-line call); Shape copies only for an
+  // error's text.
+  const Dims shape = DimsOf(t);
+  const Dims strides(t.strides().data(), t.strides().size());
   if (shape.empty()) return Fail(role, "shape is empty (rank 0); a tensor needs rank >= 1");
-  for (int i = 0; i < shape.size(); ++i) {
+  for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == 0) {
       return Fail(role, "shape ", ShapeText(ShapeOf(t)), " has a zero dim (dim ", i,
                   "); an empty tensor is not a command operand");
@@ -139,7 +140,7 @@ absl::Status CommandChecker::Tensor(const pb::TensorRef& t, const CheckRole& rol
   u128 elements = 1;
   u128 dense = 1;
   u128 last = 0;
-  for (int i = shape.size(); i-- > 0;) {
+  for (size_t i = shape.size(); i-- > 0;) {
     const u128 stride = strides.empty() ? dense : u128{strides[i]};
     if (stride == 0 && shape[i] > 1) {
       return Fail(role, "dim ", i, " of shape ", ShapeText(ShapeOf(t)),

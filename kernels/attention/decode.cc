@@ -193,9 +193,9 @@ struct ReduceState {
 };
 
 // A receive: blocking, or posted (recv_async) for a fused merge to read while it is pending.
-Call ReceiveFrom(Tl& tl, const Peer& child, std::vector<uint64_t> shape, bool post) {
-  if (post) return tl.RecvAsync(child, std::move(shape));
-  return tl.Recv(child, std::move(shape));
+Call ReceiveFrom(Tl& tl, const Peer& child, ShapeArg shape, bool post) {
+  if (post) return tl.RecvAsync(child, shape);
+  return tl.Recv(child, shape);
 }
 
 // Receives a child's (m, l, O) — three messages in that order, or one packed message — and
@@ -229,10 +229,10 @@ Task<void> MergeFrom(Tl& tl, const DecodeShape& s, const Peer& child, ReduceStat
     const Accumulator acc{st.m, st.l, st.o};
     const Accumulator in{mb, lb, ob};
     const Tensor done = co_await tl.LseMerge(acc, in, acc);
-    st.m = Tensor(st.m.ref(), done.producer());
-    st.l = Tensor(st.l.ref(), done.producer());
+    st.m = st.m.WithProducer(done.producer());
+    st.l = st.l.WithProducer(done.producer());
     st.o = done;
-    if (s.packed_payload) st.pack = Tensor(st.pack.ref(), done.producer());
+    if (s.packed_payload) st.pack = st.pack.WithProducer(done.producer());
   } else if (s.packed_payload) {
     if (st.spare.rank() == 0) st.spare = tl.Alloc(PackedShape(s), pb::FP32, Arena::kPersistent);
     const Packed out = PackedViews(s, st.spare);
@@ -304,7 +304,7 @@ Task<void> DecodeRank(Tl& tl, DecodeShape shape, RankPlan plan) {
   st.pack = r.pack;
   if (shape.packed_payload) {
     const Tensor packed_m = PackedViews(shape, r.pack).m;
-    if (st.m.ref().addr() != packed_m.ref().addr()) {  // a sweep that swapped m an unexpected
+    if (st.m.addr() != packed_m.addr()) {  // a sweep that swapped m an unexpected
       co_await tl.Copy(st.m, packed_m);                // number of times: one copy, still right
       st.m = packed_m;
     }

@@ -9,8 +9,8 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "actors/units/pe_cpu_actor.h"
 #include "kernels/runtime/peer.h"
 #include "kernels/runtime/tensor.h"
@@ -20,6 +20,9 @@ namespace ahbm::kernels {
 class KernelRuntime;
 class Instance;
 
+// Command / receive handles of one call (a few at most).
+using Handles = absl::InlinedVector<uint64_t, 4>;
+
 // One call as the runtime sees it.
 struct Invocation {
   enum class Kind : uint8_t { kCommand, kSend, kRecv, kWait, kWaitAll };
@@ -27,11 +30,11 @@ struct Invocation {
   sim::CpuCommand command;       // kCommand
   uint64_t cmd_id = 0;           // kCommand: its id; kRecv: the receive's handle
   bool blocking = false;         // kRecv: recv (not recv_async)
-  std::vector<uint64_t> wait_for;  // pending inputs: auto-wait (not for composites)
+  Handles wait_for;              // pending inputs: auto-wait (not for composites)
   // kCommand, non-blocking scheduler commands (composite, ex_composite, lse_merge): inputs
   // still pending in a posted receive. Issued at once; handed to the scheduler when they have
   // completed (runtime.h); never in the scheduler command's depends_on.
-  std::vector<uint64_t> held_for_recv;
+  Handles held_for_recv;
   Tensor result;
   std::optional<Peer> peer;      // kSend, kRecv
   Tensor payload;                // kSend

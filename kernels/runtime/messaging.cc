@@ -21,7 +21,7 @@ bool KernelRuntime::IssueSend(Instance& inst, Cpu& cpu, const Invocation& inv) {
   const uint64_t id = next_message_++;
   const Peer& peer = *inv.peer;
   if (store_ != nullptr) {
-    absl::StatusOr<std::vector<float>> values = store_->Read(inv.payload.ref());
+    absl::StatusOr<std::vector<float>> values = store_->Read(inv.payload.ToRef());
     if (!values.ok()) Fail(inst, absl::StrCat("send payload: ", std::string(values.status().message())));
     payloads_[id] = std::vector<uint8_t>();
     std::vector<uint8_t>& bytes = payloads_[id];
@@ -44,7 +44,7 @@ bool KernelRuntime::IssueSend(Instance& inst, Cpu& cpu, const Invocation& inv) {
     send->set_dst_pe(dst);
     send->set_bytes(inv.payload.bytes());
     send->set_request_id(inst.request_id());
-    *send->mutable_payload() = inv.payload.ref();
+    inv.payload.WriteTo(*send->mutable_payload());
     engine.Send(cpu.core.unit(), issue - now, queue, std::shared_ptr<const pb::IpcqSend>(send));
     RecordSend(inst, "send_ipcq", id, dst, inv.payload.bytes(), issue);
     if (!blocks) return true;
@@ -64,7 +64,7 @@ bool KernelRuntime::IssueSend(Instance& inst, Cpu& cpu, const Invocation& inv) {
   send->set_dst_pe(peer.pe());
   send->set_bytes(inv.payload.bytes());
   send->set_request_id(inst.request_id());
-  *send->mutable_payload() = inv.payload.ref();
+  inv.payload.WriteTo(*send->mutable_payload());
   engine.Send(cpu.core.unit(), issue - now, index().NocRouterUnit(index().PeOf(inst.pe).cube_id()).value(),
               std::shared_ptr<const pb::NocSend>(send));
   RecordSend(inst, "send_noc", id, peer.pe(), inv.payload.bytes(), issue);
@@ -149,7 +149,7 @@ uint64_t KernelRuntime::Deliver(Cpu& cpu, const IncomingMessage& msg, const Post
                                   recv.dst.elements(), " elements got a message of ",
                                   values.size(), " from pe ", msg.src_pe);
       }
-    } else if (absl::Status s = store_->Write(recv.dst.ref(), values); !s.ok()) {
+    } else if (absl::Status s = store_->Write(recv.dst.ToRef(), values); !s.ok()) {
       recv.inst->error = std::string(s.message());
     }
     payloads_.erase(it);

@@ -164,8 +164,7 @@ void KernelRuntime::Finish(Instance& inst) {
 
 // ---- arenas ----
 
-Tensor KernelRuntime::Allocate(Instance& inst, std::vector<uint64_t> shape, pb::DType dtype,
-                               Arena arena) {
+Tensor KernelRuntime::Allocate(Instance& inst, ShapeArg shape, pb::DType dtype, Arena arena) {
   Cpu& cpu = CpuOf(inst.pe);
   const pb::Tcm& tcm = sim_->context().chip.sip().cube().pe().tcm();
   uint64_t bytes = sim::DTypeBytes(dtype);
@@ -181,13 +180,7 @@ Tensor KernelRuntime::Allocate(Instance& inst, std::vector<uint64_t> shape, pb::
                             limit - base, " bytes in use"));
   }
   top = at + bytes;
-  pb::TensorRef ref;
-  ref.set_space(pb::TCM);
-  ref.set_pe(inst.pe);
-  ref.set_addr(at);
-  ref.set_dtype(dtype);
-  for (uint64_t d : shape) ref.add_shape(d);
-  return Tensor(std::move(ref), 0);
+  return Tensor(pb::TCM, inst.pe, at, dtype, shape);
 }
 
 void KernelRuntime::LeaveScope(Instance& inst, uint64_t mark) {

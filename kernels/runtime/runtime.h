@@ -104,7 +104,7 @@ class KernelRuntime : public sim::CpuRuntime {
   uint64_t NextCmdId(uint32_t pe) { return CpuOf(pe).core.NextId(); }
   // Whether `handle` names a receive (recv / recv_async) posted on PE `pe`.
   bool IsReceive(uint32_t pe, uint64_t handle) const { return CpuOf(pe).IsReceive(handle); }
-  Tensor Allocate(Instance& inst, std::vector<uint64_t> shape, pb::DType dtype, Arena arena);
+  Tensor Allocate(Instance& inst, ShapeArg shape, pb::DType dtype, Arena arena);
   uint64_t ScratchTop(const Instance& inst) const { return inst.scratch_top; }
   void LeaveScope(Instance& inst, uint64_t mark);
   bool Done(uint32_t pe, uint64_t handle) const { return CpuOf(pe).core.IsDone(handle); }

@@ -106,6 +106,7 @@ TEST(RuntimeData, ElementwiseOps) {
                                 const Tensor xa = tl.Ref(0, {r, c});
                                 const Tensor ya = tl.Ref(65536, {r, c});
                                 const Tensor rowa = tl.Ref(131072, {1, c});
+                                const Tensor outh = tl.Ref(1 << 20, {r, c}, pb::FP32);
                                 Tensor x = co_await tl.Load(xa);
                                 Tensor y = co_await tl.Load(ya);
                                 Tensor row = co_await tl.Load(rowa);
@@ -115,7 +116,7 @@ TEST(RuntimeData, ElementwiseOps) {
                                 Tensor s = co_await tl.Scale(d, 0.5f);
                                 Tensor mx = co_await tl.Max(s);
                                 Tensor z = co_await tl.Sub(s, mx);   // column broadcast
-                                co_await tl.Store(Tensor(out, 0), z);
+                                co_await tl.Store(outh, z);
                               })
                   .ok());
   ASSERT_TRUE(h.runtime->Run().ok());
@@ -155,6 +156,7 @@ TEST(RuntimeData, CompositeAndDotGiveTheSameValuesButDifferentTiming) {
                                 [&](Tl& tl) -> Task<void> {
                                   const Tensor ah = tl.Ref(0, {m, k});
                                   const Tensor bh = tl.Ref(65536, {k, n});
+                                  const Tensor outh = tl.Ref(1 << 20, {m, n}, pb::FP32);
                                   const std::vector<uint64_t> small = {8, 128};
                                   Tensor x = co_await tl.Fill(small, 1.0f);
                                   Tensor at = co_await tl.Load(ah);
@@ -167,7 +169,7 @@ TEST(RuntimeData, CompositeAndDotGiveTheSameValuesButDifferentTiming) {
                                   gemm_id = o.producer();
                                   Tensor e = co_await tl.Exp(x);  // unrelated MATH work
                                   marker_id = e.producer();
-                                  co_await tl.Store(Tensor(out, 0), o);
+                                  co_await tl.Store(outh, o);
                                 })
                     .ok());
     const absl::Status status = h.runtime->Run();
@@ -205,12 +207,13 @@ TEST(RuntimeData, TransposeThenGemm) {
                               [&](Tl& tl) -> Task<void> {
                                 const Tensor ah = tl.Ref(0, {m, k});
                                 const Tensor bh = tl.Ref(65536, {n, k});
+                                const Tensor outh = tl.Ref(1 << 20, {m, n}, pb::FP32);
                                 Tensor at = co_await tl.Load(ah);
                                 Tensor btt = co_await tl.Load(bh);
                                 Tensor b16 = tl.Alloc({k, n}, pb::BF16);
                                 Tensor b = co_await tl.Transpose(btt, b16);
                                 Tensor o = co_await tl.Composite(at, b);
-                                co_await tl.Store(Tensor(out, 0), o);
+                                co_await tl.Store(outh, o);
                               })
                   .ok());
   const absl::Status status = h.runtime->Run();
@@ -992,7 +995,7 @@ TEST_F(RuntimeTiming, MergeOnAPendingRecvAsyncIssuesAtOnceAndStartsAtTheArrival)
                               [&](Tl& tl) -> Task<void> {
                                 const std::vector<uint64_t> shape = {n, 1};
                                 const Tensor x = tl.Alloc(shape, pb::FP32, Arena::kPersistent);
-                                EXPECT_TRUE(h.store->Write(x.ref(), in).ok());
+                                EXPECT_TRUE(h.store->Write(x.ToRef(), in).ok());
                                 const Tensor big = tl.Alloc({busy}, pb::FP32, Arena::kPersistent);
                                 co_await tl.Exp(big, big);  // delays the send
                                 co_await tl.Send(tl.PeerOf("E"), x);
@@ -1003,7 +1006,7 @@ TEST_F(RuntimeTiming, MergeOnAPendingRecvAsyncIssuesAtOnceAndStartsAtTheArrival)
                               [&](Tl& tl) -> Task<void> {
                                 const std::vector<uint64_t> shape = {n, 1};
                                 const Tensor mine = tl.Alloc(shape, pb::FP32, Arena::kPersistent);
-                                EXPECT_TRUE(h.store->Write(mine.ref(), acc).ok());
+                                EXPECT_TRUE(h.store->Write(mine.ToRef(), acc).ok());
                                 Tensor got = co_await tl.RecvAsync(tl.PeerOf("W"), shape);
                                 recv_id = got.producer();
                                 const Accumulator a = views(mine);
@@ -1106,7 +1109,7 @@ TEST_F(RuntimeTiming, AHeldCommandsDependentFollowsItToTheScheduler) {
                                 Tensor w = co_await tl.RecvAsync(tl.PeerOf("W"), shape);
                                 Tensor m1 = co_await tl.LseMerge(a, views(w), a);
                                 merge1 = m1.producer();
-                                a = Accumulator{Tensor(a.m.ref(), merge1), Tensor(a.l.ref(), merge1), m1};
+                                a = Accumulator{a.m.WithProducer(merge1), a.l.WithProducer(merge1), m1};
                                 Tensor s = co_await tl.RecvAsync(tl.PeerOf("S"), shape);
                                 Tensor m2 = co_await tl.LseMerge(a, views(s), a);
                                 merge2 = m2.producer();

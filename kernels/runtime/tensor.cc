@@ -6,57 +6,75 @@
 
 namespace ahbm::kernels {
 
-uint64_t Tensor::elements() const { return sim::ElementCount(ref_); }
-uint64_t Tensor::bytes() const { return elements() * sim::DTypeBytes(ref_.dtype()); }
+uint64_t Tensor::elements() const {
+  uint64_t n = 1;
+  for (uint64_t d : shape_) n *= d;
+  return n;
+}
 
-Tensor Tensor::View(std::vector<uint64_t> shape) const {
+uint64_t Tensor::bytes() const { return elements() * sim::DTypeBytes(dtype_); }
+
+Tensor Tensor::WithProducer(uint64_t producer) const {
+  Tensor t = *this;
+  t.producer_ = producer;
+  return t;
+}
+
+void Tensor::WriteTo(pb::TensorRef& ref) const {
+  ref.set_space(space_);
+  ref.set_pe(pe_);
+  ref.set_addr(addr_);
+  ref.set_dtype(dtype_);
+  ref.mutable_shape()->Assign(shape_.begin(), shape_.end());
+  ref.mutable_strides()->Assign(strides_.begin(), strides_.end());
+}
+
+pb::TensorRef Tensor::ToRef() const {
+  pb::TensorRef ref;
+  WriteTo(ref);
+  return ref;
+}
+
+Tensor Tensor::View(ShapeArg shape) const {
   uint64_t n = 1;
   for (uint64_t d : shape) n *= d;
-  if (ref_.strides_size() > 0) {
-    throw KernelError(absl::StrCat("view of a strided tensor (pe ", ref_.pe(), ")"));
+  if (!strides_.empty()) {
+    throw KernelError(absl::StrCat("view of a strided tensor (pe ", pe_, ")"));
   }
   if (n != elements()) {
     throw KernelError(absl::StrCat("view: ", elements(), " elements cannot be viewed as ",
-                                   absl::StrJoin(shape, "x"), " (pe ", ref_.pe(), ")"));
+                                   absl::StrJoin(shape, "x"), " (pe ", pe_, ")"));
   }
-  pb::TensorRef ref = ref_;
-  ref.clear_shape();
-  for (uint64_t d : shape) ref.add_shape(d);
-  return Tensor(std::move(ref), producer_);
+  Tensor t = *this;
+  t.shape_.assign(shape.begin(), shape.end());
+  return t;
 }
 
 Tensor Tensor::Rows(uint64_t row, uint64_t rows) const {
   if (rank() != 2 || row + rows > dim(0) || rows == 0) {
     throw KernelError(absl::StrCat("rows [", row, ", ", row + rows, ") of a tensor of shape ",
-                                   absl::StrJoin(shape(), "x"), " (pe ", ref_.pe(), ")"));
+                                   absl::StrJoin(shape_, "x"), " (pe ", pe_, ")"));
   }
-  const uint64_t s0 = ref_.strides_size() == 2 ? ref_.strides(0) : dim(1);
-  const uint64_t s1 = ref_.strides_size() == 2 ? ref_.strides(1) : 1;
-  pb::TensorRef ref = ref_;
-  ref.set_addr(ref_.addr() + row * s0 * sim::DTypeBytes(dtype()));
-  ref.set_shape(0, rows);
-  if (ref_.strides_size() == 2) {
-    ref.set_strides(0, s0);
-    ref.set_strides(1, s1);
-  }
-  return Tensor(std::move(ref), producer_);
+  const uint64_t row_stride = strides_.size() == 2 ? strides_[0] : dim(1);
+  Tensor t = *this;
+  t.addr_ = addr_ + row * row_stride * sim::DTypeBytes(dtype_);
+  t.shape_[0] = rows;
+  return t;
 }
 
 Tensor Tensor::Cols(uint64_t col, uint64_t cols) const {
   if (rank() != 2 || col + cols > dim(1) || cols == 0) {
     throw KernelError(absl::StrCat("columns [", col, ", ", col + cols, ") of a tensor of shape ",
-                                   absl::StrJoin(shape(), "x"), " (pe ", ref_.pe(), ")"));
+                                   absl::StrJoin(shape_, "x"), " (pe ", pe_, ")"));
   }
-  const uint64_t s0 = ref_.strides_size() == 2 ? ref_.strides(0) : dim(1);
-  const uint64_t s1 = ref_.strides_size() == 2 ? ref_.strides(1) : 1;
   if (col == 0 && cols == dim(1)) return *this;
-  pb::TensorRef ref = ref_;
-  ref.set_addr(ref_.addr() + col * s1 * sim::DTypeBytes(dtype()));
-  ref.set_shape(1, cols);
-  ref.clear_strides();
-  ref.add_strides(s0);
-  ref.add_strides(s1);
-  return Tensor(std::move(ref), producer_);
+  const uint64_t s0 = strides_.size() == 2 ? strides_[0] : dim(1);
+  const uint64_t s1 = strides_.size() == 2 ? strides_[1] : 1;
+  Tensor t = *this;
+  t.addr_ = addr_ + col * s1 * sim::DTypeBytes(dtype_);
+  t.shape_[1] = cols;
+  t.strides_ = {s0, s1};
+  return t;
 }
 
 }  // namespace ahbm::kernels

@@ -1,10 +1,12 @@
 #include "kernels/runtime/tl.h"
 
 #include <algorithm>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "google/protobuf/arena.h"
 #include "kernels/runtime/instance.h"
 #include "kernels/runtime/runtime.h"
 #include "kernels/runtime/task.h"
@@ -29,46 +31,50 @@ uint32_t Tl::program_id(int axis) const {
 
 uint32_t Tl::request_id() const { return inst_->request_id(); }
 
-Tensor Tl::Alloc(std::vector<uint64_t> shape, pb::DType dtype, Arena arena) {
-  return rt_->Allocate(*inst_, std::move(shape), dtype, arena);
+Tensor Tl::Alloc(ShapeArg shape, pb::DType dtype, Arena arena) {
+  return rt_->Allocate(*inst_, shape, dtype, arena);
 }
 
-Tensor Tl::Ref(uint64_t addr, std::vector<uint64_t> shape, pb::DType dtype,
+Tensor Tl::Ref(uint64_t addr, ShapeArg shape, pb::DType dtype,
                std::optional<uint32_t> owner) const {
-  pb::TensorRef ref;
-  ref.set_space(pb::HBM);
-  ref.set_pe(owner.value_or(pe_));
-  ref.set_addr(addr);
-  ref.set_dtype(dtype);
-  for (uint64_t d : shape) ref.add_shape(d);
-  return Tensor(std::move(ref), 0);
+  return Tensor(pb::HBM, owner.value_or(pe_), addr, dtype, shape);
 }
 
 namespace {
 
-// Pending producers of `tensors` on PE `pe` (auto-wait list / scheduler dependencies).
-std::vector<uint64_t> PendingOf(KernelRuntime* rt, uint32_t pe,
-                                std::initializer_list<const Tensor*> tensors) {
-  std::vector<uint64_t> out;
-  for (const Tensor* t : tensors) {
-    if (t == nullptr || t->producer() == 0 || rt->Done(pe, t->producer())) continue;
-    if (std::find(out.begin(), out.end(), t->producer()) == out.end()) out.push_back(t->producer());
+// Calls `f` with each pending producer of `tensors` on PE `pe`, once each, in order (auto-wait
+// list / scheduler dependencies).
+template <typename F>
+void ForEachPending(KernelRuntime* rt, uint32_t pe, std::initializer_list<const Tensor*> tensors,
+                    F f) {
+  for (auto it = tensors.begin(); it != tensors.end(); ++it) {
+    const uint64_t p = (*it)->producer();
+    if (p == 0 || rt->Done(pe, p)) continue;
+    if (std::any_of(tensors.begin(), it, [p](const Tensor* t) { return t->producer() == p; })) {
+      continue;
+    }
+    f(p);
   }
-  return out;
+}
+
+// Adds the pending producers of `tensors` to the auto-wait list `wait_for`.
+void WaitFor(KernelRuntime* rt, uint32_t pe, std::initializer_list<const Tensor*> tensors,
+             Handles& wait_for) {
+  ForEachPending(rt, pe, tensors, [&](uint64_t dep) { wait_for.push_back(dep); });
 }
 
 // Scheduler dependencies of a non-blocking command: pending producers of `tensors`, except
 // receives still in flight, which go to `held` (the runtime holds the command for them).
 template <typename C>
 void DependOn(KernelRuntime* rt, uint32_t pe, std::initializer_list<const Tensor*> tensors,
-              C& cmd, std::vector<uint64_t>& held) {
-  for (uint64_t dep : PendingOf(rt, pe, tensors)) {
+              C& cmd, Handles& held) {
+  ForEachPending(rt, pe, tensors, [&](uint64_t dep) {
     if (!rt->IsReceive(pe, dep)) {
       cmd.add_depends_on(dep);
     } else if (std::find(held.begin(), held.end(), dep) == held.end()) {
       held.push_back(dep);
     }
-  }
+  });
 }
 
 std::shared_ptr<Invocation> NewInvocation(Invocation::Kind kind) {
@@ -77,10 +83,45 @@ std::shared_ptr<Invocation> NewInvocation(Invocation::Kind kind) {
   return inv;
 }
 
+// A command message on its own protobuf arena, whose first block is part of this pooled
+// object: building the command (its TensorRefs, their dims) and destroying it allocate and free
+// nothing. A command larger than the block continues in blocks the arena allocates.
+template <typename C>
+struct ArenaCommand {
+  // The largest command, lse_merge with its nine TensorRefs, takes about 1.2 KiB.
+  static constexpr size_t kBlockBytes = 1536;
+
+  ArenaCommand()
+      : arena(block, sizeof(block)), cmd(google::protobuf::Arena::CreateMessage<C>(&arena)) {}
+
+  alignas(8) char block[kBlockBytes];
+  google::protobuf::Arena arena;
+  C* cmd;
+};
+
+// A call's command: its invocation takes it once built. The pointer shares the ownership of
+// the command's ArenaCommand.
+template <typename C>
+std::shared_ptr<C> NewCommand(uint64_t cmd_id) {
+  auto holder = std::allocate_shared<ArenaCommand<C>>(internal::PoolAllocator<ArenaCommand<C>>());
+  C* cmd = holder->cmd;
+  cmd->set_cmd_id(cmd_id);
+  return std::shared_ptr<C>(std::move(holder), cmd);
+}
+
+// The invocation issuing `cmd`.
+template <typename C>
+std::shared_ptr<Invocation> CommandInvocation(std::shared_ptr<C> cmd) {
+  auto inv = NewInvocation(Invocation::Kind::kCommand);
+  inv->cmd_id = cmd->cmd_id();
+  inv->command = std::shared_ptr<const C>(std::move(cmd));
+  return inv;
+}
+
 void MarkWrite(Invocation& inv, const Tensor& out) {
   if (out.in_hbm()) return;
-  inv.written_begin = out.ref().addr();
-  inv.written_end = out.ref().addr() + out.bytes();
+  inv.written_begin = out.addr();
+  inv.written_end = out.addr() + out.bytes();
 }
 
 }  // namespace
@@ -88,28 +129,22 @@ void MarkWrite(Invocation& inv, const Tensor& out) {
 Call Tl::Load(const Tensor& hbm, Arena arena) {
   if (!hbm.in_hbm()) throw KernelError(absl::StrCat(rt_->PeName(pe_), ": load of a TCM tensor"));
   Tensor dst = Alloc(hbm.shape(), hbm.dtype(), arena);
-  auto cmd = std::allocate_shared<pb::DmaCmd>(internal::PoolAllocator<pb::DmaCmd>());
-  cmd->set_cmd_id(rt_->NextCmdId(pe_));
-  *cmd->mutable_src() = hbm.ref();
-  *cmd->mutable_dst() = dst.ref();
-  auto inv = NewInvocation(Invocation::Kind::kCommand);
-  inv->cmd_id = cmd->cmd_id();
-  inv->command = std::shared_ptr<const pb::DmaCmd>(cmd);
-  inv->result = Tensor(dst.ref(), cmd->cmd_id());
+  auto cmd = NewCommand<pb::DmaCmd>(rt_->NextCmdId(pe_));
+  hbm.WriteTo(*cmd->mutable_src());
+  dst.WriteTo(*cmd->mutable_dst());
+  auto inv = CommandInvocation(std::move(cmd));
+  inv->result = dst.WithProducer(inv->cmd_id);
   MarkWrite(*inv, dst);
   return Call(rt_, inst_, std::move(inv));
 }
 
 Call Tl::Store(const Tensor& hbm_dst, const Tensor& src) {
-  auto cmd = std::allocate_shared<pb::DmaCmd>(internal::PoolAllocator<pb::DmaCmd>());
-  cmd->set_cmd_id(rt_->NextCmdId(pe_));
-  *cmd->mutable_src() = src.ref();
-  *cmd->mutable_dst() = hbm_dst.ref();
-  auto inv = NewInvocation(Invocation::Kind::kCommand);
-  inv->cmd_id = cmd->cmd_id();
-  inv->command = std::shared_ptr<const pb::DmaCmd>(cmd);
-  inv->wait_for = PendingOf(rt_, pe_, {&src});
-  inv->result = Tensor(hbm_dst.ref(), 0);
+  auto cmd = NewCommand<pb::DmaCmd>(rt_->NextCmdId(pe_));
+  src.WriteTo(*cmd->mutable_src());
+  hbm_dst.WriteTo(*cmd->mutable_dst());
+  auto inv = CommandInvocation(std::move(cmd));
+  inv->result = hbm_dst.WithProducer(0);
+  WaitFor(rt_, pe_, {&src}, inv->wait_for);
   return Call(rt_, inst_, std::move(inv));
 }
 
@@ -120,43 +155,36 @@ Call Tl::Gemm(const Tensor& a, const Tensor& b, std::vector<Epilogue> epilogue,
                                    " needs rank-2 operands (a is ", absl::StrJoin(a.shape(), "x"),
                                    ", b is ", absl::StrJoin(b.shape(), "x"), ")"));
   }
-  Tensor dst = out ? *out : Alloc({a.dim(0), b.dim(1)}, pb::FP32, Arena::kScratch);
+  const Tensor dst = out ? std::move(*out) : Alloc({a.dim(0), b.dim(1)}, pb::FP32, Arena::kScratch);
   const uint64_t id = rt_->NextCmdId(pe_);
   std::shared_ptr<Invocation> inv;
   if (composite) {
-    auto cmd = std::allocate_shared<pb::CompositeCmd>(internal::PoolAllocator<pb::CompositeCmd>());
-    cmd->set_cmd_id(id);
-    *cmd->mutable_a() = a.ref();
-    *cmd->mutable_b() = b.ref();
-    *cmd->mutable_out() = dst.ref();
-    std::vector<const Tensor*> inputs = {&a, &b, &dst};
+    auto cmd = NewCommand<pb::CompositeCmd>(id);
+    a.WriteTo(*cmd->mutable_a());
+    b.WriteTo(*cmd->mutable_b());
+    dst.WriteTo(*cmd->mutable_out());
     for (const Epilogue& e : epilogue) {
       pb::EpilogueStage* s = cmd->add_epilogue();
       s->set_op(e.op);
       s->set_scalar(e.scalar);
-      if (e.operand) *s->mutable_operand() = e.operand->ref();
+      if (e.operand) e.operand->WriteTo(*s->mutable_operand());
     }
-    std::vector<uint64_t> held;
-    for (const Tensor* t : inputs) DependOn(rt_, pe_, {t}, *cmd, held);
+    Handles held;
+    for (const Tensor* t : {&a, &b, &dst}) DependOn(rt_, pe_, {t}, *cmd, held);
     for (const Epilogue& e : epilogue) {
-      if (!e.operand) continue;
-      DependOn(rt_, pe_, {&*e.operand}, *cmd, held);
+      if (e.operand) DependOn(rt_, pe_, {&*e.operand}, *cmd, held);
     }
-    inv = NewInvocation(Invocation::Kind::kCommand);
-    inv->command = std::shared_ptr<const pb::CompositeCmd>(cmd);
+    inv = CommandInvocation(std::move(cmd));
     inv->held_for_recv = std::move(held);
   } else {
-    auto cmd = std::allocate_shared<pb::GemmCmd>(internal::PoolAllocator<pb::GemmCmd>());
-    cmd->set_cmd_id(id);
-    *cmd->mutable_a() = a.ref();
-    *cmd->mutable_b() = b.ref();
-    *cmd->mutable_out() = dst.ref();
-    inv = NewInvocation(Invocation::Kind::kCommand);
-    inv->command = std::shared_ptr<const pb::GemmCmd>(cmd);
-    inv->wait_for = PendingOf(rt_, pe_, {&a, &b, &dst});
+    auto cmd = NewCommand<pb::GemmCmd>(id);
+    a.WriteTo(*cmd->mutable_a());
+    b.WriteTo(*cmd->mutable_b());
+    dst.WriteTo(*cmd->mutable_out());
+    inv = CommandInvocation(std::move(cmd));
+    WaitFor(rt_, pe_, {&a, &b, &dst}, inv->wait_for);
   }
-  inv->cmd_id = id;
-  inv->result = Tensor(dst.ref(), id);
+  inv->result = dst.WithProducer(id);
   MarkWrite(*inv, dst);
   return Call(rt_, inst_, std::move(inv));
 }
@@ -171,79 +199,65 @@ Call Tl::Dot(const Tensor& a, const Tensor& b, std::optional<Tensor> out) {
 }
 
 Call Tl::ExComposite(const Tensor& s, const Tensor& v, const Accumulator& acc, float scale) {
-  auto cmd = std::allocate_shared<pb::SoftmaxPvCmd>(internal::PoolAllocator<pb::SoftmaxPvCmd>());
-  const uint64_t id = rt_->NextCmdId(pe_);
-  cmd->set_cmd_id(id);
-  *cmd->mutable_s() = s.ref();
-  *cmd->mutable_v() = v.ref();
-  *cmd->mutable_acc_m() = acc.m.ref();
-  *cmd->mutable_acc_l() = acc.l.ref();
-  *cmd->mutable_acc_o() = acc.o.ref();
+  auto cmd = NewCommand<pb::SoftmaxPvCmd>(rt_->NextCmdId(pe_));
+  s.WriteTo(*cmd->mutable_s());
+  v.WriteTo(*cmd->mutable_v());
+  acc.m.WriteTo(*cmd->mutable_acc_m());
+  acc.l.WriteTo(*cmd->mutable_acc_l());
+  acc.o.WriteTo(*cmd->mutable_acc_o());
   cmd->set_scale(scale);
-  std::vector<uint64_t> held;
+  Handles held;
   DependOn(rt_, pe_, {&s, &v, &acc.m, &acc.l}, *cmd, held);
-  auto inv = NewInvocation(Invocation::Kind::kCommand);
+  auto inv = CommandInvocation(std::move(cmd));
+  inv->result = acc.o.WithProducer(inv->cmd_id);
   inv->held_for_recv = std::move(held);
-  inv->cmd_id = id;
-  inv->command = std::shared_ptr<const pb::SoftmaxPvCmd>(cmd);
-  inv->result = Tensor(acc.o.ref(), id);
   MarkWrite(*inv, acc.o);
   return Call(rt_, inst_, std::move(inv));
 }
 
 Call Tl::LseMerge(const Accumulator& acc, const Accumulator& in, const Accumulator& out) {
-  auto cmd = std::allocate_shared<pb::LseMergeCmd>(internal::PoolAllocator<pb::LseMergeCmd>());
-  const uint64_t id = rt_->NextCmdId(pe_);
-  cmd->set_cmd_id(id);
-  *cmd->mutable_acc_m() = acc.m.ref();
-  *cmd->mutable_acc_l() = acc.l.ref();
-  *cmd->mutable_acc_o() = acc.o.ref();
-  *cmd->mutable_in_m() = in.m.ref();
-  *cmd->mutable_in_l() = in.l.ref();
-  *cmd->mutable_in_o() = in.o.ref();
-  *cmd->mutable_out_m() = out.m.ref();
-  *cmd->mutable_out_l() = out.l.ref();
-  *cmd->mutable_out_o() = out.o.ref();
-  std::vector<uint64_t> held;
+  auto cmd = NewCommand<pb::LseMergeCmd>(rt_->NextCmdId(pe_));
+  acc.m.WriteTo(*cmd->mutable_acc_m());
+  acc.l.WriteTo(*cmd->mutable_acc_l());
+  acc.o.WriteTo(*cmd->mutable_acc_o());
+  in.m.WriteTo(*cmd->mutable_in_m());
+  in.l.WriteTo(*cmd->mutable_in_l());
+  in.o.WriteTo(*cmd->mutable_in_o());
+  out.m.WriteTo(*cmd->mutable_out_m());
+  out.l.WriteTo(*cmd->mutable_out_l());
+  out.o.WriteTo(*cmd->mutable_out_o());
+  Handles held;
   DependOn(rt_, pe_, {&acc.m, &acc.l, &acc.o, &in.m, &in.l, &in.o, &out.m, &out.l, &out.o}, *cmd,
            held);
-  auto inv = NewInvocation(Invocation::Kind::kCommand);
+  auto inv = CommandInvocation(std::move(cmd));
+  inv->result = out.o.WithProducer(inv->cmd_id);
   inv->held_for_recv = std::move(held);
-  inv->cmd_id = id;
-  inv->command = std::shared_ptr<const pb::LseMergeCmd>(cmd);
-  inv->result = Tensor(out.o.ref(), id);
   MarkWrite(*inv, out.o);
   return Call(rt_, inst_, std::move(inv));
 }
 
-Call Tl::Math(pb::MathOp op, std::initializer_list<const Tensor*> inputs,
-              std::vector<uint64_t> out_shape, std::optional<Tensor> out, int axis, float scalar) {
-  Tensor dst = out ? std::move(*out) : Alloc(std::move(out_shape), pb::FP32, Arena::kScratch);
-  auto cmd = std::allocate_shared<pb::MathCmd>(internal::PoolAllocator<pb::MathCmd>());
-  const uint64_t id = rt_->NextCmdId(pe_);
-  cmd->set_cmd_id(id);
+Call Tl::Math(pb::MathOp op, std::initializer_list<const Tensor*> inputs, ShapeArg out_shape,
+              std::optional<Tensor> out, int axis, float scalar) {
+  const Tensor dst = out ? std::move(*out) : Alloc(out_shape, pb::FP32, Arena::kScratch);
+  auto cmd = NewCommand<pb::MathCmd>(rt_->NextCmdId(pe_));
   cmd->set_op(op);
   cmd->set_axis(axis);
   cmd->set_scalar(scalar);
-  auto inv = NewInvocation(Invocation::Kind::kCommand);
-  for (const Tensor* in : inputs) {
-    *cmd->add_inputs() = in->ref();
-    for (uint64_t dep : PendingOf(rt_, pe_, {in})) inv->wait_for.push_back(dep);
-  }
+  for (const Tensor* in : inputs) in->WriteTo(*cmd->add_inputs());
+  dst.WriteTo(*cmd->mutable_out());
+  auto inv = CommandInvocation(std::move(cmd));
+  inv->result = dst.WithProducer(inv->cmd_id);
+  for (const Tensor* in : inputs) WaitFor(rt_, pe_, {in}, inv->wait_for);
   // Write after write: an output still being produced (e.g. O by a composite) is waited for.
-  for (uint64_t dep : PendingOf(rt_, pe_, {&dst})) inv->wait_for.push_back(dep);
-  *cmd->mutable_out() = dst.ref();
-  inv->cmd_id = id;
-  inv->command = std::shared_ptr<const pb::MathCmd>(cmd);
-  inv->result = Tensor(dst.ref(), id);
+  WaitFor(rt_, pe_, {&dst}, inv->wait_for);
   MarkWrite(*inv, dst);
   return Call(rt_, inst_, std::move(inv));
 }
 
 namespace {
 
-std::vector<uint64_t> Reduced(const Tensor& x, int axis) {
-  std::vector<uint64_t> shape = x.shape();
+Dims Reduced(const Tensor& x, int axis) {
+  Dims shape = x.shape();
   const int a = axis < 0 ? x.rank() + axis : axis;
   if (a < 0 || a >= x.rank()) {
     throw KernelError(absl::StrCat("reduction axis ", axis, " of a rank-", x.rank(), " tensor"));
@@ -252,7 +266,7 @@ std::vector<uint64_t> Reduced(const Tensor& x, int axis) {
   return shape;
 }
 
-std::vector<uint64_t> Broadcast(const Tensor& a, const Tensor& b) {
+const Dims& Broadcast(const Tensor& a, const Tensor& b) {
   return a.elements() >= b.elements() ? a.shape() : b.shape();
 }
 
@@ -288,8 +302,8 @@ Call Tl::Div(const Tensor& a, const Tensor& b, std::optional<Tensor> out) {
 Call Tl::Copy(const Tensor& x, std::optional<Tensor> out) {
   return Math(pb::COPY, {&x}, x.shape(), std::move(out));
 }
-Call Tl::Fill(std::vector<uint64_t> shape, float value, pb::DType dtype, Arena arena) {
-  return Math(pb::FILL, {}, {}, Alloc(std::move(shape), dtype, arena), -1, value);
+Call Tl::Fill(ShapeArg shape, float value, pb::DType dtype, Arena arena) {
+  return Math(pb::FILL, {}, {}, Alloc(shape, dtype, arena), -1, value);
 }
 Call Tl::FillInto(const Tensor& out, float value) {
   return Math(pb::FILL, {}, {}, out, -1, value);
@@ -305,34 +319,33 @@ Call Tl::Send(const Peer& to, const Tensor& x) {
   auto inv = NewInvocation(Invocation::Kind::kSend);
   inv->peer = to;
   inv->payload = x;
-  inv->wait_for = PendingOf(rt_, pe_, {&x});
+  WaitFor(rt_, pe_, {&x}, inv->wait_for);
   return Call(rt_, inst_, std::move(inv));
 }
 
-Call Tl::Recv(const Peer& from, std::vector<uint64_t> shape, pb::DType dtype, Arena arena) {
-  return Receive(from, std::move(shape), dtype, arena, /*blocking=*/true);
+Call Tl::Recv(const Peer& from, ShapeArg shape, pb::DType dtype, Arena arena) {
+  return Receive(from, shape, dtype, arena, /*blocking=*/true);
 }
 
-Call Tl::Receive(const Peer& from, std::vector<uint64_t> shape, pb::DType dtype, Arena arena,
-                 bool blocking) {
-  Tensor dst = Alloc(std::move(shape), dtype, arena);
+Call Tl::Receive(const Peer& from, ShapeArg shape, pb::DType dtype, Arena arena, bool blocking) {
+  const Tensor dst = Alloc(shape, dtype, arena);
   auto inv = NewInvocation(Invocation::Kind::kRecv);
   inv->blocking = blocking;
   inv->peer = from;
   inv->cmd_id = rt_->NextCmdId(pe_);
-  inv->result = Tensor(dst.ref(), inv->cmd_id);
+  inv->result = dst.WithProducer(inv->cmd_id);
   MarkWrite(*inv, dst);
   return Call(rt_, inst_, std::move(inv));
 }
 
-Call Tl::RecvAsync(const Peer& from, std::vector<uint64_t> shape, pb::DType dtype, Arena arena) {
-  return Receive(from, std::move(shape), dtype, arena, /*blocking=*/false);
+Call Tl::RecvAsync(const Peer& from, ShapeArg shape, pb::DType dtype, Arena arena) {
+  return Receive(from, shape, dtype, arena, /*blocking=*/false);
 }
 
 Call Tl::Wait(const Tensor& x) {
   auto inv = NewInvocation(Invocation::Kind::kWait);
   inv->wait_id = x.producer();
-  inv->result = Tensor(x.ref(), 0);
+  inv->result = x.WithProducer(0);
   return Call(rt_, inst_, std::move(inv));
 }
 

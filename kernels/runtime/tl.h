@@ -56,9 +56,9 @@ class Tl {
   uint32_t request_id() const;
 
   // Memory without commands.
-  Tensor Alloc(std::vector<uint64_t> shape, pb::DType dtype = pb::FP32, Arena arena = Arena::kScratch);
+  Tensor Alloc(ShapeArg shape, pb::DType dtype = pb::FP32, Arena arena = Arena::kScratch);
   // An HBM operand of PE `owner` (default: this PE) at local address `addr` (ADR `tl.ref`).
-  Tensor Ref(uint64_t addr, std::vector<uint64_t> shape, pb::DType dtype = pb::BF16,
+  Tensor Ref(uint64_t addr, ShapeArg shape, pb::DType dtype = pb::BF16,
              std::optional<uint32_t> owner = std::nullopt) const;
   ScratchScope Scope() { return ScratchScope(this); }
 
@@ -90,16 +90,16 @@ class Tl {
   Call Mul(const Tensor& a, const Tensor& b, std::optional<Tensor> out = std::nullopt);
   Call Div(const Tensor& a, const Tensor& b, std::optional<Tensor> out = std::nullopt);
   Call Copy(const Tensor& x, std::optional<Tensor> out = std::nullopt);
-  Call Fill(std::vector<uint64_t> shape, float value, pb::DType dtype = pb::FP32,
+  Call Fill(ShapeArg shape, float value, pb::DType dtype = pb::FP32,
             Arena arena = Arena::kScratch);
   Call FillInto(const Tensor& out, float value);
   Call Transpose(const Tensor& x, std::optional<Tensor> out = std::nullopt);
 
   // Messages. Send's payload is read when the send issues.
   Call Send(const Peer& to, const Tensor& x);
-  Call Recv(const Peer& from, std::vector<uint64_t> shape, pb::DType dtype = pb::FP32,
+  Call Recv(const Peer& from, ShapeArg shape, pb::DType dtype = pb::FP32,
             Arena arena = Arena::kScratch);
-  Call RecvAsync(const Peer& from, std::vector<uint64_t> shape, pb::DType dtype = pb::FP32,
+  Call RecvAsync(const Peer& from, ShapeArg shape, pb::DType dtype = pb::FP32,
                  Arena arena = Arena::kScratch);
   // Waits for a pending tensor's producer; WaitAll for every command this kernel issued.
   Call Wait(const Tensor& x);
@@ -114,13 +114,11 @@ class Tl {
   Instance* instance() const { return inst_; }
 
  private:
-  Call Math(pb::MathOp op, std::initializer_list<const Tensor*> inputs,
-            std::vector<uint64_t> out_shape, std::optional<Tensor> out, int axis = -1,
-            float scalar = 0);
+  Call Math(pb::MathOp op, std::initializer_list<const Tensor*> inputs, ShapeArg out_shape,
+            std::optional<Tensor> out, int axis = -1, float scalar = 0);
   Call Gemm(const Tensor& a, const Tensor& b, std::vector<Epilogue> epilogue,
             std::optional<Tensor> out, bool composite);
-  Call Receive(const Peer& from, std::vector<uint64_t> shape, pb::DType dtype, Arena arena,
-               bool blocking);
+  Call Receive(const Peer& from, ShapeArg shape, pb::DType dtype, Arena arena, bool blocking);
 
   KernelRuntime* rt_;
   Instance* inst_;
