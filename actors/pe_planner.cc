@@ -23,12 +23,6 @@ PePlanner::Op& PePlanner::op(OpId id) {
   return ops_[id - first_id_];
 }
 
-const PePlanner::Op* PePlanner::Find(OpId id) const {
-  if (id < first_id_) return nullptr;  // retired: ended at or before now_
-  AHBM_CHECK(id < first_id_ + ops_.size()) << "unknown op " << id;
-  return &ops_[id - first_id_];
-}
-
 void PePlanner::SetExternalReady(OpId id, SimTime ready) {
   Op& o = op(id);
   AHBM_CHECK(o.spec.waits_external) << "op " << id << " waits on no external input";
@@ -125,8 +119,8 @@ void PePlanner::Replan(SimTime now) {
     }
     for (size_t k = o.first_live_dep; k < o.spec.deps.size(); ++k) {
       const OpId dep = o.spec.deps[k];
-      const Op* d = Find(dep);
-      if (d == nullptr) continue;  // retired: ended at or before now
+      if (dep < first_id_) continue;  // retired: ended at or before now
+      const Op* d = at[dep - first_id_];
       if (d->timing) {
         base[i] = std::max(base[i], d->timing->end);
       } else {

@@ -32,6 +32,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "actors/time.h"
+#include "base/check.h"
 #include "base/vector_fifo.h"
 
 namespace ahbm::sim {
@@ -102,7 +103,11 @@ class PePlanner {
   };
 
   Op& op(OpId id);
-  const Op* Find(OpId id) const;
+  const Op* Find(OpId id) const {  // inline: timing() and committed() are hot
+    if (id < first_id_) return nullptr;  // retired: ended at or before now_
+    AHBM_CHECK(id < first_id_ + ops_.size()) << "unknown op " << id;
+    return &ops_[id - first_id_];
+  }
   void Commit(SimTime now);
   void Retire(SimTime now);
 

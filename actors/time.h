@@ -34,7 +34,7 @@ class Quantity {
     return self();
   }
   constexpr Self& operator-=(Self other) {
-    AHBM_CHECK(n_ >= other.n_) << Self(n_) << " - " << other;
+    if (n_ < other.n_) [[unlikely]] Underflow(n_, other.n_);
     n_ -= other.n_;
     return self();
   }
@@ -45,6 +45,11 @@ class Quantity {
   friend constexpr auto operator<=>(const Quantity&, const Quantity&) = default;
 
  private:
+  // The failure path out of line, so that the subtraction itself inlines.
+  [[noreturn, gnu::cold, gnu::noinline]] static void Underflow(uint64_t a, uint64_t b) {
+    AHBM_CHECK(a >= b) << Self(a) << " - " << Self(b);
+    __builtin_unreachable();
+  }
   constexpr Self& self() { return static_cast<Self&>(*this); }
   uint64_t n_ = 0;
 };
