@@ -8,7 +8,6 @@
 #include <numeric>
 #include <span>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
@@ -38,6 +37,12 @@ template <typename... Args>
 absl::Status Invalid(const topology::ChipIndex& index, uint32_t issuer, const Args&... args) {
   return absl::InvalidArgumentError(absl::StrCat("DMA of ", PeName(index, issuer), ": ", args...));
 }
+
+// One dim of a tensor, in elements.
+struct Dim {
+  uint64_t size;
+  uint64_t stride;
+};
 
 // Room for this many dims / channels per PE before the planner's buffers use the heap.
 constexpr size_t kInlineDims = 4;
@@ -255,8 +260,36 @@ absl::StatusOr<DmaPlan> DmaModel::PlanHbmWithContext(const TensorView& tensor, D
     dims.pop_back();
   }
   const uint64_t run_bytes = run_elements * elem;
-  for (Dim& d : dims) d.stride *= elem;  // now in bytes
-  Charges charges = ChargesOf(base, run_bytes, dims, index_.FirstChannelOfPe(owner.pe));
+  const uint64_t chunk = chunk_bytes_.value();
+
+  // Walk the runs in row-major order, charging the chunks each touches: row by row along the
+  // innermost outer dim (a dense tensor is one row of one run).
+  ChannelCounts per_channel(index_.channels_per_pe(), 0);
+  RunCharger charger(chunk, interleave_bytes_, run_bytes, per_channel);
+  const Dim row = dims.empty() ? Dim{1, 0} : dims.back();
+  if (!dims.empty()) dims.pop_back();
+  const uint64_t row_step = row.stride * elem;
+  absl::InlinedVector<uint64_t, kInlineDims> idx(dims.size(), 0);
+  uint64_t addr = base;
+  uint64_t runs = 0;
+  while (true) {
+    charger.Row(addr, row.size, row_step);
+    runs += row.size;
+
+    // Advance the row-major index over the dims outside the row; stop when every one wrapped.
+    bool advanced = false;
+    for (size_t d = dims.size(); d-- > 0;) {
+      const uint64_t step = dims[d].stride * elem;
+      if (++idx[d] < dims[d].size) {
+        addr += step;
+        advanced = true;
+        break;
+      }
+      addr -= step * (dims[d].size - 1);
+      idx[d] = 0;
+    }
+    if (!advanced) break;
+  }
 
   DmaPlan plan;
   plan.kind = kind;
@@ -264,70 +297,18 @@ absl::StatusOr<DmaPlan> DmaModel::PlanHbmWithContext(const TensorView& tensor, D
   plan.owner_pe = tensor.owner_pe;
   plan.cube = issuer.cube_id();
   plan.remote = tensor.owner_pe != pe_;
-  plan.runs = charges.runs;
+  plan.runs = runs;
   plan.run_bytes = Bytes(run_bytes);
-  plan.useful_bytes = Bytes(run_bytes) * charges.runs;
-  plan.charged_bytes = charges.charged_bytes;
-  plan.channels = std::move(charges.channels);
-  return plan;
-}
-
-DmaModel::Charges DmaModel::ChargesOf(uint64_t base, uint64_t run_bytes,
-                                      std::span<const Dim> outer, uint32_t first_channel) const {
-  if (outer.size() > 2) return WalkCharges(base, run_bytes, outer, first_channel);
-  ChargesKey key;
-  key.first_channel = first_channel;
-  key.base_in_stripe = base % (interleave_bytes_ * index_.channels_per_pe());
-  key.run_bytes = run_bytes;
-  for (size_t i = 0; i < outer.size(); ++i) {
-    key.outer_sizes[2 - outer.size() + i] = outer[i].size;
-    key.outer_strides_bytes[2 - outer.size() + i] = outer[i].stride;
-  }
-  if (auto it = charges_cache_.find(key); it != charges_cache_.end()) return it->second;
-  if (charges_cache_.size() >= kMaxCachedCharges) charges_cache_.clear();
-  return charges_cache_.emplace(key, WalkCharges(base, run_bytes, outer, first_channel))
-      .first->second;
-}
-
-DmaModel::Charges DmaModel::WalkCharges(uint64_t base, uint64_t run_bytes,
-                                        std::span<const Dim> outer,
-                                        uint32_t first_channel) const {
-  // Row by row along the innermost outer dim (none: one row of one run), the rows row-major.
-  ChannelCounts per_channel(index_.channels_per_pe(), 0);
-  RunCharger charger(chunk_bytes_.value(), interleave_bytes_, run_bytes, per_channel);
-  const Dim row = outer.empty() ? Dim{1, 0} : outer.back();
-  const std::span<const Dim> rows = outer.first(outer.empty() ? 0 : outer.size() - 1);
-  absl::InlinedVector<uint64_t, kInlineDims> idx(rows.size(), 0);
-  Charges charges;
-  uint64_t addr = base;
-  while (true) {
-    charger.Row(addr, row.size, row.stride);
-    charges.runs += row.size;
-
-    // Advance the row-major index over the rows' dims; stop when every one has wrapped.
-    bool advanced = false;
-    for (size_t d = rows.size(); d-- > 0;) {
-      if (++idx[d] < rows[d].size) {
-        addr += rows[d].stride;
-        advanced = true;
-        break;
-      }
-      addr -= rows[d].stride * (rows[d].size - 1);
-      idx[d] = 0;
-    }
-    if (!advanced) break;
-  }
-
-  const uint64_t chunk = chunk_bytes_.value();
-  charges.channels.reserve(per_channel.size() -
-                           std::count(per_channel.begin(), per_channel.end(), 0));
+  plan.useful_bytes = Bytes(run_bytes) * runs;
+  const uint32_t first_channel = index_.FirstChannelOfPe(owner.pe);
+  plan.channels.reserve(per_channel.size() - std::count(per_channel.begin(), per_channel.end(), 0));
   for (uint32_t i = 0; i < per_channel.size(); ++i) {
     if (per_channel[i] == 0) continue;
-    charges.channels.push_back(
+    plan.channels.push_back(
         DmaChannelShare{first_channel + i, per_channel[i], Bytes(per_channel[i] * chunk)});
-    charges.charged_bytes += Bytes(per_channel[i] * chunk);
+    plan.charged_bytes += Bytes(per_channel[i] * chunk);
   }
-  return charges;
+  return plan;
 }
 
 absl::StatusOr<DmaPlan> DmaModel::PlanTcmCopy(Bytes bytes) const {

@@ -62,14 +62,11 @@
 #ifndef AHBMSIM_ACTORS_MODELS_DMA_MODEL_H_
 #define AHBMSIM_ACTORS_MODELS_DMA_MODEL_H_
 
-#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
-#include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "actors/models/hbm_channel_model.h"
 #include "actors/time.h"
@@ -182,53 +179,10 @@ class DmaModel {
     std::span<const uint64_t> strides;  // empty = dense
   };
 
-  // One dim of a tensor: its size and its stride (in elements, or in bytes where said).
-  struct Dim {
-    uint64_t size;
-    uint64_t stride;
-  };
-
-  // What a tensor's runs charge the owner's channels (the contract's walk).
-  struct Charges {
-    uint64_t runs = 0;
-    Bytes charged_bytes;
-    std::vector<DmaChannelShare> channels;  // as DmaPlan::channels
-  };
-
-  // All that Charges depend on, for runs enumerated by at most two dims: the walk sees
-  // addresses only modulo the stripe (interleave_bytes * channels_per_pe; the address map
-  // repeats every stripe). Missing outer dims are {1, 0}, outermost first.
-  struct ChargesKey {
-    uint32_t first_channel = 0;  // the owner's first CUBE-local channel
-    uint64_t base_in_stripe = 0;
-    uint64_t run_bytes = 0;
-    std::array<uint64_t, 2> outer_sizes = {1, 1};
-    std::array<uint64_t, 2> outer_strides_bytes = {0, 0};
-
-    friend bool operator==(const ChargesKey&, const ChargesKey&) = default;
-    template <typename H>
-    friend H AbslHashValue(H h, const ChargesKey& k) {
-      return H::combine(std::move(h), k.first_channel, k.base_in_stripe, k.run_bytes,
-                        k.outer_sizes, k.outer_strides_bytes);
-    }
-  };
-
-  // Remembered Charges, cleared when it holds this many (which entries it holds never changes
-  // a plan, only how fast it is made).
-  static constexpr size_t kMaxCachedCharges = 1024;
-
   // PlanHbm; with `cmd` non-null, its CmdText is put before the reason in error messages (the
   // text is built only on an error).
   absl::StatusOr<DmaPlan> PlanHbmWithContext(const TensorView& tensor, DmaKind kind,
                                              const pb::DmaCmd* cmd) const;
-  // The Charges of runs of `run_bytes` from local address `base`, enumerated row-major by
-  // `outer` (strides in bytes), of the owner whose channels start at `first_channel`: from
-  // the cache when at most two outer dims, else walked.
-  Charges ChargesOf(uint64_t base, uint64_t run_bytes, std::span<const Dim> outer,
-                    uint32_t first_channel) const;
-  // The same, always walked.
-  Charges WalkCharges(uint64_t base, uint64_t run_bytes, std::span<const Dim> outer,
-                      uint32_t first_channel) const;
 
   topology::ChipIndex index_;
   uint32_t pe_;
@@ -239,9 +193,6 @@ class DmaModel {
   Cycles remote_extra_;
   SimTime tcm_free_at_;
   DmaStats stats_;
-  // Planning is a pure function of the tensor; this only saves repeating a walk (and makes
-  // planning on one model from several threads unsafe: each DMA actor owns its model).
-  mutable absl::flat_hash_map<ChargesKey, Charges> charges_cache_;
 };
 
 }  // namespace ahbm::sim

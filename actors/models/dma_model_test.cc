@@ -667,16 +667,6 @@ std::map<uint32_t, uint64_t> ChunksByWalk(const DmaModel& dma, const HbmTensor& 
   return chunks;
 }
 
-// A plan's chunks per CUBE-local channel; checks each share's bytes.
-std::map<uint32_t, uint64_t> ChunksOf(const DmaPlan& plan, uint64_t chunk_bytes) {
-  std::map<uint32_t, uint64_t> chunks;
-  for (const DmaChannelShare& share : plan.channels) {
-    EXPECT_EQ(share.bytes, Bytes(share.chunks * chunk_bytes));
-    chunks[share.channel] = share.chunks;
-  }
-  return chunks;
-}
-
 // A random strided tensor of at most ~20k elements in `owner_pe`'s region: dense or not, dims
 // of size 1, contiguous inner dims, rows whose stride repeats the channel map after a few
 // rows or only after many, bases and strides off the chunk grid.
@@ -740,7 +730,6 @@ TEST_P(PlanMatchesWalkTest, OnRandomTensors) {
   const uint32_t issuer = 2;
   const DmaModel dma(chip, issuer);
   std::mt19937_64 rng(20240610);
-  std::uniform_int_distribution<uint64_t> stripes(1, 1000);
   for (int n = 0; n < 3000; ++n) {
     const HbmTensor t = RandomTensor(rng, /*owner_pe=*/n % 4);
     SCOPED_TRACE(testing::Message() << "tensor " << n << ": pe " << t.owner_pe << " base "
@@ -748,18 +737,15 @@ TEST_P(PlanMatchesWalkTest, OnRandomTensors) {
                                     << " shape " << ::testing::PrintToString(t.shape)
                                     << " strides " << ::testing::PrintToString(t.strides));
     const DmaPlan plan = MustPlan(dma, t);
-    ASSERT_EQ(ChunksOf(plan, c.chunk_bytes), ChunksByWalk(dma, t));
+    std::map<uint32_t, uint64_t> planned;
+    for (const DmaChannelShare& share : plan.channels) {
+      EXPECT_EQ(share.bytes, Bytes(share.chunks * c.chunk_bytes));
+      planned[share.channel] = share.chunks;
+    }
+    ASSERT_EQ(planned, ChunksByWalk(dma, t));
     uint64_t elements = 1;
     for (uint64_t d : t.shape) elements *= d;
     EXPECT_EQ(plan.useful_bytes, t.element_bytes * elements);
-
-    // Whole stripes further on the charges repeat (the plan cache's premise): the model that
-    // planned `t` plans it as a new model does.
-    HbmTensor later = t;
-    later.base = Addr(t.base.value() + stripes(rng) * c.interleave_bytes * c.channels_per_pe);
-    const DmaPlan later_plan = MustPlan(dma, later);
-    EXPECT_EQ(later_plan, MustPlan(DmaModel(chip, issuer), later));
-    ASSERT_EQ(ChunksOf(later_plan, c.chunk_bytes), ChunksByWalk(dma, later));
 
     // A DmaCmd of the same tensor plans the same.
     if (t.element_bytes == Bytes(1)) continue;

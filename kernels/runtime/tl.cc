@@ -1,12 +1,10 @@
 #include "kernels/runtime/tl.h"
 
 #include <algorithm>
-#include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "google/protobuf/arena.h"
 #include "kernels/runtime/instance.h"
 #include "kernels/runtime/runtime.h"
 #include "kernels/runtime/task.h"
@@ -83,30 +81,12 @@ std::shared_ptr<Invocation> NewInvocation(Invocation::Kind kind) {
   return inv;
 }
 
-// A command message on its own protobuf arena, whose first block is part of this pooled
-// object: building the command (its TensorRefs, their dims) and destroying it allocate and free
-// nothing. A command larger than the block continues in blocks the arena allocates.
-template <typename C>
-struct ArenaCommand {
-  // The largest command, lse_merge with its nine TensorRefs, takes about 1.2 KiB.
-  static constexpr size_t kBlockBytes = 1536;
-
-  ArenaCommand()
-      : arena(block, sizeof(block)), cmd(google::protobuf::Arena::CreateMessage<C>(&arena)) {}
-
-  alignas(8) char block[kBlockBytes];
-  google::protobuf::Arena arena;
-  C* cmd;
-};
-
-// A call's command: its invocation takes it once built. The pointer shares the ownership of
-// the command's ArenaCommand.
+// A call's command: its invocation takes it once built.
 template <typename C>
 std::shared_ptr<C> NewCommand(uint64_t cmd_id) {
-  auto holder = std::allocate_shared<ArenaCommand<C>>(internal::PoolAllocator<ArenaCommand<C>>());
-  C* cmd = holder->cmd;
+  auto cmd = std::allocate_shared<C>(internal::PoolAllocator<C>());
   cmd->set_cmd_id(cmd_id);
-  return std::shared_ptr<C>(std::move(holder), cmd);
+  return cmd;
 }
 
 // The invocation issuing `cmd`.
