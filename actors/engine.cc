@@ -206,7 +206,8 @@ void Engine::DeliverNext() {
     unit.actor->activate(delivery_unit_.get(), *element);
   } else {
     AHBM_CHECK(unit.timer != nullptr)
-        << "wake-up of unit " << event.dst << " (" << unit.unit->name << "), which has no timer handler";
+        << "wake-up of unit " << event.dst << " (" << unit.unit->name
+        << "), which has no timer handler";
     unit.timer->OnTimer(event.timer_arg);
   }
   if (coordinator_->has_job()) RunCoordinator();

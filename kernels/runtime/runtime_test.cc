@@ -1109,7 +1109,8 @@ TEST_F(RuntimeTiming, AHeldCommandsDependentFollowsItToTheScheduler) {
                                 Tensor w = co_await tl.RecvAsync(tl.PeerOf("W"), shape);
                                 Tensor m1 = co_await tl.LseMerge(a, views(w), a);
                                 merge1 = m1.producer();
-                                a = Accumulator{a.m.WithProducer(merge1), a.l.WithProducer(merge1), m1};
+                                a = Accumulator{a.m.WithProducer(merge1),
+                                                a.l.WithProducer(merge1), m1};
                                 Tensor s = co_await tl.RecvAsync(tl.PeerOf("S"), shape);
                                 Tensor m2 = co_await tl.LseMerge(a, views(s), a);
                                 merge2 = m2.producer();
