@@ -20,12 +20,8 @@ using u128 = unsigned __int128;
 
 constexpr u128 kBeyond = u128{1} << 64;
 
-// A tensor's shape in place (the proto's own field): the checks compare dims without copying;
-// Shape copies are made only for an error's text.
-using Dims = std::span<const uint64_t>;
-
-Dims DimsOf(const pb::TensorRef& t) { return Dims(t.shape().data(), t.shape().size()); }
-std::string DimsText(Dims dims) { return ShapeText(Shape(dims.begin(), dims.end())); }
+// A tensor's shape in place (the proto's own field): the checks compare dims without copying.
+using Dims = DimsView;
 bool Equal(Dims a, Dims b) { return std::ranges::equal(a, b); }
 bool Equal(Dims a, std::initializer_list<uint64_t> b) { return std::ranges::equal(a, b); }
 
@@ -121,8 +117,8 @@ absl::Status CommandChecker::Tensor(const pb::TensorRef& t, const CheckRole& rol
   // The proto's own fields (no copy: this runs for every operand of every command), read
   // through spans (RepeatedField's indexing is an out-of-line call); Shape copies only for an
   // error's text.
-  const Dims shape = DimsOf(t);
-  const Dims strides(t.strides().data(), t.strides().size());
+  const Dims shape = ShapeView(t);
+  const Dims strides = StridesView(t);
   if (shape.empty()) return Fail(role, "shape is empty (rank 0); a tensor needs rank >= 1");
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == 0) {
@@ -189,21 +185,21 @@ absl::Status CommandChecker::GemmShapes(const pb::TensorRef& a, const pb::Tensor
   if (absl::Status s = Rank2(a, "operand a", "[M, K]"); !s.ok()) return s;
   if (absl::Status s = Rank2(b, "operand b", "[K, N]"); !s.ok()) return s;
   if (absl::Status s = Rank2(out, "out", "[M, N]"); !s.ok()) return s;
-  const Dims sa = DimsOf(a);
-  const Dims sb = DimsOf(b);
+  const Dims sa = ShapeView(a);
+  const Dims sb = ShapeView(b);
   if (sb[0] != sa[1]) {
-    return Fail("operand b", "shape ", DimsText(sb), " does not match operand a's K = ", sa[1],
-                " (a is ", DimsText(sa), ")");
+    return Fail("operand b", "shape ", ShapeText(sb), " does not match operand a's K = ", sa[1],
+                " (a is ", ShapeText(sa), ")");
   }
-  if (!Equal(DimsOf(out), {sa[0], sb[1]})) {
-    return Fail("out", "shape ", DimsText(DimsOf(out)), " does not match [M, N] = ",
-                ShapeText({sa[0], sb[1]}), " (a is ", DimsText(sa), ", b is ", DimsText(sb), ")");
+  if (!Equal(ShapeView(out), {sa[0], sb[1]})) {
+    return Fail("out", "shape ", ShapeText(ShapeView(out)), " does not match [M, N] = ",
+                ShapeText({sa[0], sb[1]}), " (a is ", ShapeText(sa), ", b is ", ShapeText(sb), ")");
   }
   return absl::OkStatus();
 }
 
 absl::Status CommandChecker::Epilogue(const pb::CompositeCmd& cmd) const {
-  const Dims out = DimsOf(cmd.out());
+  const Dims out = ShapeView(cmd.out());
   for (int i = 0; i < cmd.epilogue_size(); ++i) {
     const pb::EpilogueStage& stage = cmd.epilogue(i);
     const CheckRole role("epilogue", i);
@@ -222,10 +218,10 @@ absl::Status CommandChecker::Epilogue(const pb::CompositeCmd& cmd) const {
     if (!stage.has_operand()) continue;
     const CheckRole operand_role("epilogue", i, " operand");
     if (absl::Status s = Tensor(stage.operand(), operand_role); !s.ok()) return s;
-    const Dims shape = DimsOf(stage.operand());
+    const Dims shape = ShapeView(stage.operand());
     if (!BroadcastsOver(shape, out)) {
       const Shape full(out.begin(), out.end());
-      return Fail(operand_role, "shape ", DimsText(shape), " does not broadcast over out ",
+      return Fail(operand_role, "shape ", ShapeText(shape), " does not broadcast over out ",
                   ShapeText(full), " (", BroadcastWant(full), ")");
     }
   }
@@ -267,25 +263,25 @@ absl::Status CommandChecker::Math(const pb::MathCmd& cmd) const {
   if (op == pb::SCALE && !std::isfinite(cmd.scalar())) {
     return Fail("scalar", "SCALE scalar ", cmd.scalar(), " is not finite");
   }
-  const Dims out = DimsOf(cmd.out());
+  const Dims out = ShapeView(cmd.out());
   if (op == pb::FILL) return absl::OkStatus();
-  const Dims in = DimsOf(cmd.inputs(0));
+  const Dims in = ShapeView(cmd.inputs(0));
 
   if (IsBinary(op)) {
-    const Dims other = DimsOf(cmd.inputs(1));
+    const Dims other = ShapeView(cmd.inputs(1));
     Dims full;
     if (BroadcastsOver(other, in)) {
       full = in;
     } else if (BroadcastsOver(in, other)) {
       full = other;
     } else {
-      return Fail("inputs[1]", "shape ", DimsText(other), " does not broadcast with inputs[0] ",
-                  DimsText(in),
+      return Fail("inputs[1]", "shape ", ShapeText(other), " does not broadcast with inputs[0] ",
+                  ShapeText(in),
                   " (want equal shapes, or a [R, 1] column or [1, C] row vector over [R, C])");
     }
     if (!Equal(out, full)) {
-      return Fail("out", "shape ", DimsText(out), " does not match the broadcast shape ", DimsText(full),
-                  " of inputs ", DimsText(in), " and ", DimsText(other));
+      return Fail("out", "shape ", ShapeText(out), " does not match the broadcast shape ", ShapeText(full),
+                  " of inputs ", ShapeText(in), " and ", ShapeText(other));
     }
     return absl::OkStatus();
   }
@@ -293,7 +289,7 @@ absl::Status CommandChecker::Math(const pb::MathCmd& cmd) const {
     const int rank = static_cast<int>(in.size());
     const int axis = cmd.axis() == -1 ? rank - 1 : cmd.axis();
     if (axis < 0 || axis >= rank) {
-      return Fail("axis", cmd.axis(), " is not an axis of inputs[0] ", DimsText(in), " (want -1 or 0..",
+      return Fail("axis", cmd.axis(), " is not an axis of inputs[0] ", ShapeText(in), " (want -1 or 0..",
                   rank - 1, ")");
     }
     // out is `in` with that axis set to 1 (kept) or removed.
@@ -307,23 +303,23 @@ absl::Status CommandChecker::Math(const pb::MathCmd& cmd) const {
     kept[axis] = 1;
     Shape removed(in.begin(), in.end());
     removed.erase(removed.begin() + axis);
-    return Fail("out", "shape ", DimsText(out), " is not inputs[0] ", DimsText(in), " reduced over axis ",
+    return Fail("out", "shape ", ShapeText(out), " is not inputs[0] ", ShapeText(in), " reduced over axis ",
                 axis, " (want ", ShapeText(kept),
                 removed.empty() ? std::string() : absl::StrCat(" or ", ShapeText(removed)), ")");
   }
   if (op == pb::TRANSPOSE) {
     if (in.size() != 2) {
-      return Fail("inputs[0]", "TRANSPOSE takes a rank-2 input (got shape ", DimsText(in), ")");
+      return Fail("inputs[0]", "TRANSPOSE takes a rank-2 input (got shape ", ShapeText(in), ")");
     }
     if (!Equal(out, {in[1], in[0]})) {
-      return Fail("out", "shape ", DimsText(out), " is not the transpose ", ShapeText({in[1], in[0]}),
-                  " of inputs[0] ", DimsText(in));
+      return Fail("out", "shape ", ShapeText(out), " is not the transpose ", ShapeText({in[1], in[0]}),
+                  " of inputs[0] ", ShapeText(in));
     }
     return absl::OkStatus();
   }
   // EXP, SCALE, COPY.
   if (!Equal(out, in)) {
-    return Fail("out", "shape ", DimsText(out), " does not match inputs[0] ", DimsText(in), " (",
+    return Fail("out", "shape ", ShapeText(out), " does not match inputs[0] ", ShapeText(in), " (",
                 OpText(op), " keeps the shape)");
   }
   return absl::OkStatus();
@@ -352,22 +348,22 @@ absl::Status CommandChecker::SoftmaxPv(const pb::SoftmaxPvCmd& cmd) const {
   }
   if (absl::Status s = Rank2(cmd.s(), "s", "[R, T]"); !s.ok()) return s;
   if (absl::Status s = Rank2(cmd.v(), "v", "[T, D]"); !s.ok()) return s;
-  const Dims s = DimsOf(cmd.s());
-  const Dims v = DimsOf(cmd.v());
+  const Dims s = ShapeView(cmd.s());
+  const Dims v = ShapeView(cmd.v());
   if (v[0] != s[1]) {
-    return Fail("v", "shape ", DimsText(v), " does not match s's T = ", s[1], " (s is ", DimsText(s), ")");
+    return Fail("v", "shape ", ShapeText(v), " does not match s's T = ", s[1], " (s is ", ShapeText(s), ")");
   }
   for (const auto& acc : {accs[0], accs[1]}) {
-    const Dims shape = DimsOf(*acc.t);
+    const Dims shape = ShapeView(*acc.t);
     if (!Equal(shape, {s[0], 1}) && !Equal(shape, {s[0]})) {
-      return Fail(acc.role, "shape ", DimsText(shape), " is not [R, 1] or [R] with R = ", s[0],
-                  " (s is ", DimsText(s), ")");
+      return Fail(acc.role, "shape ", ShapeText(shape), " is not [R, 1] or [R] with R = ", s[0],
+                  " (s is ", ShapeText(s), ")");
     }
   }
-  const Dims o = DimsOf(cmd.acc_o());
+  const Dims o = ShapeView(cmd.acc_o());
   if (!Equal(o, {s[0], v[1]})) {
-    return Fail("acc_o", "shape ", DimsText(o), " does not match [R, D] = ", ShapeText({s[0], v[1]}),
-                " (s is ", DimsText(s), ", v is ", DimsText(v), ")");
+    return Fail("acc_o", "shape ", ShapeText(o), " does not match [R, D] = ", ShapeText({s[0], v[1]}),
+                " (s is ", ShapeText(s), ", v is ", ShapeText(v), ")");
   }
   if (!std::isfinite(cmd.scale()) || !(cmd.scale() > 0)) {
     return Fail("scale", cmd.scale(), " must be finite and > 0");
@@ -399,15 +395,15 @@ absl::Status CommandChecker::LseMerge(const pb::LseMergeCmd& cmd) const {
     }
   }
   if (absl::Status s = Rank2(cmd.acc_o(), "acc_o", "[R, D]"); !s.ok()) return s;
-  const Dims o = DimsOf(cmd.acc_o());
+  const Dims o = ShapeView(cmd.acc_o());
   for (const auto& part : parts) {
-    const Dims shape = DimsOf(*part.t);
+    const Dims shape = ShapeView(*part.t);
     if (part.vector && !Equal(shape, {o[0], 1}) && !Equal(shape, {o[0]})) {
-      return Fail(part.role, "shape ", DimsText(shape), " is not [R, 1] or [R] with R = ", o[0],
-                  " (acc_o is ", DimsText(o), ")");
+      return Fail(part.role, "shape ", ShapeText(shape), " is not [R, 1] or [R] with R = ", o[0],
+                  " (acc_o is ", ShapeText(o), ")");
     }
     if (!part.vector && !Equal(shape, o)) {
-      return Fail(part.role, "shape ", DimsText(shape), " does not match acc_o ", DimsText(o));
+      return Fail(part.role, "shape ", ShapeText(shape), " does not match acc_o ", ShapeText(o));
     }
   }
   return DependsOn(cmd.depends_on(), cmd.cmd_id());

@@ -3,6 +3,7 @@
 #define AHBMSIM_ACTORS_TENSOR_REF_H_
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -24,15 +25,25 @@ inline uint64_t DTypeBytes(pb::DType dtype) {
   }
 }
 
-// The product of the shape (1 for rank 0). Callers that may see absurd shapes check first
-// (CommandChecker computes in 128 bits).
-inline uint64_t ElementCount(const pb::TensorRef& ref) {
-  uint64_t n = 1;
-  for (uint64_t d : ref.shape()) n *= d;
-  return n;
+using Shape = std::vector<uint64_t>;
+// A shape or strides in place: a TensorRef's own field, a Shape, a kernel tensor's inline dims.
+using DimsView = std::span<const uint64_t>;
+
+inline DimsView ShapeView(const pb::TensorRef& t) {
+  return DimsView(t.shape().data(), static_cast<size_t>(t.shape().size()));
+}
+inline DimsView StridesView(const pb::TensorRef& t) {
+  return DimsView(t.strides().data(), static_cast<size_t>(t.strides().size()));
 }
 
-using Shape = std::vector<uint64_t>;
+// The product of the shape (1 for rank 0). Callers that may see absurd shapes check first
+// (CommandChecker computes in 128 bits).
+inline uint64_t ElementCount(DimsView shape) {
+  uint64_t n = 1;
+  for (uint64_t d : shape) n *= d;
+  return n;
+}
+inline uint64_t ElementCount(const pb::TensorRef& ref) { return ElementCount(ShapeView(ref)); }
 
 inline Shape ShapeOf(const pb::TensorRef& t) { return Shape(t.shape().begin(), t.shape().end()); }
 inline Shape StridesOf(const pb::TensorRef& t) {
@@ -54,9 +65,10 @@ inline pb::TensorRef MakeTensorRef(pb::MemorySpace space, uint32_t pe, uint64_t 
 
 // Texts for error messages: "[2, 3]", "0x1f", an end address that may pass 2^64, enum names
 // or "unknown (7)" for a value the proto does not define.
-inline std::string ShapeText(const Shape& dims) {
+inline std::string ShapeText(DimsView dims) {
   return absl::StrCat("[", absl::StrJoin(dims, ", "), "]");
 }
+inline std::string ShapeText(const Shape& dims) { return ShapeText(DimsView(dims)); }
 inline std::string Hex(uint64_t value) { return absl::StrCat("0x", absl::Hex(value)); }
 inline std::string EndText(unsigned __int128 end) {
   return end >> 64 ? std::string("beyond 2^64") : Hex(static_cast<uint64_t>(end));

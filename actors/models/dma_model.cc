@@ -124,16 +124,6 @@ class RunCharger {
   uint64_t previous_last_chunk_ = 0;
 };
 
-// ShapeText of a view.
-std::string DimsText(std::span<const uint64_t> dims) {
-  return ShapeText(Shape(dims.begin(), dims.end()));
-}
-
-// A repeated field's elements as a span.
-std::span<const uint64_t> SpanOf(const google::protobuf::RepeatedField<uint64_t>& field) {
-  return {field.data(), static_cast<size_t>(field.size())};
-}
-
 u128 Elements(const pb::TensorRef& ref) {
   u128 n = 1;
   for (uint64_t d : ref.shape()) n *= d;
@@ -203,12 +193,12 @@ absl::StatusOr<DmaPlan> DmaModel::PlanHbmWithContext(const TensorView& tensor, D
                         "HBM address ", Hex(base), " of pe ", tensor.owner_pe);
   };
   if (!tensor.strides.empty() && tensor.strides.size() != tensor.shape.size()) {
-    return Invalid(index_, pe_, where(), ": strides ", DimsText(tensor.strides), " has ",
-                   tensor.strides.size(), " entries but shape ", DimsText(tensor.shape), " has ",
+    return Invalid(index_, pe_, where(), ": strides ", ShapeText(tensor.strides), " has ",
+                   tensor.strides.size(), " entries but shape ", ShapeText(tensor.shape), " has ",
                    tensor.shape.size());
   }
   if (elem == 0 || std::find(tensor.shape.begin(), tensor.shape.end(), 0) != tensor.shape.end()) {
-    return Invalid(index_, pe_, where(), ": zero-sized request (shape ", DimsText(tensor.shape),
+    return Invalid(index_, pe_, where(), ": zero-sized request (shape ", ShapeText(tensor.shape),
                    ", element ", elem, " B)");
   }
   if (tensor.owner_pe >= index_.num_pes()) {
@@ -233,7 +223,7 @@ absl::StatusOr<DmaPlan> DmaModel::PlanHbmWithContext(const TensorView& tensor, D
     dims[i].stride = tensor.strides.empty() ? static_cast<uint64_t>(std::min(dense, kBeyond - 1))
                                             : tensor.strides[i];
     if (dims[i].stride == 0 && dims[i].size > 1) {
-      return Invalid(index_, pe_, where(), ": dim ", i, " of shape ", DimsText(tensor.shape),
+      return Invalid(index_, pe_, where(), ": dim ", i, " of shape ", ShapeText(tensor.shape),
                      " has stride 0 (a broadcast), which is not a DMA transfer");
     }
     dense = std::min(dense * dims[i].size, kBeyond);
@@ -244,9 +234,9 @@ absl::StatusOr<DmaPlan> DmaModel::PlanHbmWithContext(const TensorView& tensor, D
   if (end > region_bytes_.value()) {
     const std::string end_text =
         end == kBeyond ? std::string("beyond 2^64") : Hex(static_cast<uint64_t>(end));
-    return Invalid(index_, pe_, where(), ": the tensor (shape ", DimsText(tensor.shape),
+    return Invalid(index_, pe_, where(), ": the tensor (shape ", ShapeText(tensor.shape),
                    ", strides ",
-                   tensor.strides.empty() ? std::string("dense") : DimsText(tensor.strides),
+                   tensor.strides.empty() ? std::string("dense") : ShapeText(tensor.strides),
                    ", element ", elem, " B) spans [", Hex(base), ", ", end_text,
                    "), outside the PE's HBM region [0x0, ", Hex(region_bytes_.value()), ")");
   }
@@ -348,7 +338,7 @@ absl::StatusOr<DmaPlan> DmaModel::Plan(const pb::DmaCmd& cmd) const {
     }
   }
   const auto hbm_tensor = [elem](const pb::TensorRef& ref) {
-    return TensorView{ref.pe(), ref.addr(), elem, SpanOf(ref.shape()), SpanOf(ref.strides())};
+    return TensorView{ref.pe(), ref.addr(), elem, ShapeView(ref), StridesView(ref)};
   };
   if (src.space() == pb::HBM && dst.space() == pb::TCM) {
     return PlanHbmWithContext(hbm_tensor(src), DmaKind::kHbmRead, &cmd);

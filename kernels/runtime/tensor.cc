@@ -6,11 +6,7 @@
 
 namespace ahbm::kernels {
 
-uint64_t Tensor::elements() const {
-  uint64_t n = 1;
-  for (uint64_t d : shape_) n *= d;
-  return n;
-}
+uint64_t Tensor::elements() const { return sim::ElementCount(shape_); }
 
 uint64_t Tensor::bytes() const { return elements() * sim::DTypeBytes(dtype_); }
 
@@ -36,8 +32,7 @@ pb::TensorRef Tensor::ToRef() const {
 }
 
 Tensor Tensor::View(ShapeArg shape) const {
-  uint64_t n = 1;
-  for (uint64_t d : shape) n *= d;
+  const uint64_t n = sim::ElementCount(shape);
   if (!strides_.empty()) {
     throw KernelError(absl::StrCat("view of a strided tensor (pe ", pe_, ")"));
   }
