@@ -1,6 +1,7 @@
 #include "actors/pe_planner.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "base/check.h"
 
@@ -13,9 +14,26 @@ OpId PePlanner::Add(OpSpec spec) {
   // Ascending, so the retired dependencies are a prefix (Replan skips it; dependency order
   // does not matter to the plan).
   std::sort(spec.deps.begin(), spec.deps.end());
-  ops_.push_back(Op{std::move(spec), std::nullopt, std::nullopt, false});
-  dirty_ = true;
+  // The earliest start known now: not before the last re-plan, nor before a dependency ends
+  // (or could start, if it is new too); unknown while an input or a dependency is.
+  std::optional<SimTime> earliest;
+  if (!spec.waits_external) {
+    earliest = now_;
+    for (auto dep = std::lower_bound(spec.deps.begin(), spec.deps.end(), first_id_);
+         dep != spec.deps.end() && earliest; ++dep) {
+      const Op& d = ops_[*dep - first_id_];
+      const std::optional<SimTime> after = d.timing ? d.timing->end : d.earliest;
+      earliest = after ? std::max(*earliest, *after) : after;
+    }
+  }
+  ops_.push_back(Op{std::move(spec), std::nullopt, std::nullopt, earliest});
+  NoteInput(ops_.back(), earliest);
   return id;
+}
+
+void PePlanner::NoteInput(Op& o, std::optional<SimTime> earliest) {
+  o.earliest = earliest;
+  if (earliest) dirty_from_ = std::min(dirty_from_.value_or(*earliest), *earliest);
 }
 
 PePlanner::Op& PePlanner::op(OpId id) {
@@ -30,7 +48,7 @@ void PePlanner::SetExternalReady(OpId id, SimTime ready) {
   AHBM_CHECK(ready >= now_) << "op " << id << " external input in the past: " << ready
                             << " < " << now_;
   o.external_ready = ready;
-  dirty_ = true;
+  NoteInput(o, ready);  // its dependencies may start it later still
 }
 
 void PePlanner::Commit(SimTime now) {
@@ -59,87 +77,105 @@ void PePlanner::Replan(SimTime now) {
   Commit(now);
   now_ = now;
   Retire(now);
-  if (!dirty_) return;
-  dirty_ = false;
-  std::array<EngineState, kNumPlannedEngines> engines = committed_engines_;
+  if (!dirty_from_) return;
+  const SimTime from = mode_ == Mode::kFull ? now_ : *dirty_from_;
+  dirty_from_.reset();
+  ReplanFrom(from);
+}
 
-  // Ready times of the ops to plan, kept incrementally: `base` is the latest known input,
+void PePlanner::ReplanFrom(SimTime from) {
+  ++plan_version_;
+  std::array<EngineState, kNumPlannedEngines> engines = committed_engines_;
+  // The planned decisions before `from` stand (see the contract): they keep their timings and
+  // hold their engines, as committed ops do.
+  std::vector<std::pair<SimTime, OpId>>& kept = scratch_.kept;
+  kept.clear();
+  while (!by_start_.empty() && by_start_.back().first < from) {
+    Op& o = op(by_start_.back().second);
+    o.kept = true;
+    std::optional<SimTime>& last = engines[static_cast<int>(o.spec.engine)].last_end;
+    last = std::max(last.value_or(SimTime()), o.timing->end);
+    kept.push_back(by_start_.back());
+    by_start_.pop_back();
+  }
+
+  // The ops to decide: uncommitted and not kept, in id order (a dependency before its
+  // dependents). Their ready times are kept incrementally: `base` is the latest known input,
   // `pending` counts dependencies not yet timed; an op is ready once pending == 0 (and its
   // external input is known). An op's ready time is max(now, its external input, its
-  // dependencies' ends); retired dependencies count as ended before now.
-  // Scratch buffers are members, reused from re-plan to re-plan (no allocation per re-plan);
-  // the dependents of op i are edges_[first_edge_[i] .. first_edge_[i + 1]) (CSR).
-  const size_t n = ops_.size();
-  std::vector<SimTime>& base = scratch_.base;
-  std::vector<uint32_t>& pending = scratch_.pending;
-  std::vector<uint8_t>& blocked = scratch_.blocked;
+  // dependencies' ends); retired dependencies count as ended before now. Scratch buffers are
+  // members, reused from re-plan to re-plan; the dependents of todo[i] are
+  // edges[first_edge[i] .. first_edge[i + 1]) (CSR), built only when there are any.
+  std::vector<Todo>& todo = scratch_.todo;
   std::vector<uint32_t>& first_edge = scratch_.first_edge;
   std::vector<uint32_t>& edges = scratch_.edges;
   std::vector<std::pair<uint32_t, uint32_t>>& pairs = scratch_.pairs;  // (dep, dependent)
-  // The ops by position, once: a deque's operator[] costs more than the loops below.
-  std::vector<Op*>& at = scratch_.at;
-  at.clear();
-  for (Op& o : ops_) at.push_back(&o);
-  base.assign(n, now_);
-  pending.assign(n, 0);
-  blocked.assign(n, 0);
+  todo.clear();
   pairs.clear();
   // Per engine, the ready unplanned ops: `waiting` by ready time (a min-heap of (base, op)),
   // `eligible` by key (a min-heap) once their ready edge is at or before a decision time on
   // that engine. Decision times on one engine only grow, so an eligible op stays eligible.
   const auto later_base = [](const std::pair<SimTime, uint32_t>& x,
                              const std::pair<SimTime, uint32_t>& y) { return x > y; };
-  const auto larger_key = [&at](uint32_t x, uint32_t y) {
-    return at[y]->spec.key < at[x]->spec.key;
+  // Equal keys (never from the scheduler) go to the older op, so a plan depends on the inputs
+  // only, not on the order the heap saw them in (Rule 4, and the incremental re-plan).
+  const auto larger_key = [&todo](uint32_t x, uint32_t y) {
+    return std::tie(todo[y].op->spec.key, y) < std::tie(todo[x].op->spec.key, x);
   };
   for (int e = 0; e < kNumPlannedEngines; ++e) {
     scratch_.waiting[e].clear();
     scratch_.eligible[e].clear();
   }
   const auto make_ready = [&](uint32_t i) {
-    auto& waiting = scratch_.waiting[static_cast<int>(at[i]->spec.engine)];
-    waiting.emplace_back(base[i], i);
+    auto& waiting = scratch_.waiting[static_cast<int>(todo[i].op->spec.engine)];
+    waiting.emplace_back(todo[i].base, i);
     std::push_heap(waiting.begin(), waiting.end(), later_base);
   };
-  for (size_t i = 0; i < n; ++i) {
-    Op& o = *at[i];
-    // Uncommitted timings are re-decided. Reset here, in id order: every dependency (a lower
-    // id) has been reset before an op reads it.
-    if (!o.committed) o.timing.reset();
-    if (o.timing) continue;
+  OpId id = first_id_;
+  for (Op& o : ops_) {
+    const OpId this_id = id++;
+    if (o.kept) {
+      o.kept = false;
+      continue;
+    }
+    if (o.committed) continue;
+    o.timing.reset();  // in id order: every dependency (a lower id) is reset before it is read
     while (o.first_live_dep < o.spec.deps.size() && o.spec.deps[o.first_live_dep] < first_id_) {
       ++o.first_live_dep;  // retired: ended at or before now, for good
     }
+    const auto slot = static_cast<uint32_t>(todo.size());
+    o.slot = slot;
+    Todo t{&o, this_id, now_};
     if (o.spec.waits_external) {
       if (o.external_ready) {
-        base[i] = std::max(base[i], *o.external_ready);
+        t.base = std::max(t.base, *o.external_ready);
       } else {
-        blocked[i] = 1;
+        t.blocked = true;
       }
     }
     for (size_t k = o.first_live_dep; k < o.spec.deps.size(); ++k) {
-      const OpId dep = o.spec.deps[k];
-      if (dep < first_id_) continue;  // retired: ended at or before now
-      const Op* d = at[dep - first_id_];
-      if (d->timing) {
-        base[i] = std::max(base[i], d->timing->end);
+      const Op& d = ops_[o.spec.deps[k] - first_id_];
+      if (d.timing) {
+        t.base = std::max(t.base, d.timing->end);
       } else {
-        ++pending[i];
-        pairs.emplace_back(static_cast<uint32_t>(dep - first_id_), static_cast<uint32_t>(i));
+        ++t.pending;
+        pairs.emplace_back(d.slot, slot);
       }
     }
-    if (!blocked[i] && pending[i] == 0) make_ready(static_cast<uint32_t>(i));
+    todo.push_back(t);
+    if (!t.blocked && t.pending == 0) make_ready(slot);
   }
-  first_edge.assign(n + 1, 0);
-  for (const auto& [dep, dependent] : pairs) ++first_edge[dep + 1];
-  for (size_t i = 0; i < n; ++i) first_edge[i + 1] += first_edge[i];
-  edges.resize(pairs.size());
-  {
+  if (!pairs.empty()) {
+    const size_t m = todo.size();
+    first_edge.assign(m + 1, 0);
+    for (const auto& [dep, dependent] : pairs) ++first_edge[dep + 1];
+    for (size_t i = 0; i < m; ++i) first_edge[i + 1] += first_edge[i];
+    edges.resize(pairs.size());
     std::vector<uint32_t>& fill = scratch_.fill;
     fill.assign(first_edge.begin(), first_edge.end() - 1);
     for (const auto& [dep, dependent] : pairs) edges[fill[dep]++] = dependent;
   }
-  by_start_.clear();
+  by_start_ = kept;  // the new decisions follow, none earlier
   while (true) {
     // The next decision: the engine whose next start is earliest (Rule 2; ties to the lower
     // engine), and on it the ready op with the smallest key among those ready by then (Rule 1).
@@ -171,7 +207,7 @@ void PePlanner::Replan(SimTime now) {
     std::pop_heap(eligible.begin(), eligible.end(), larger_key);
     const uint32_t chosen = eligible.back();
     eligible.pop_back();
-    Op& op = *at[chosen];
+    Op& op = *todo[chosen].op;
     std::optional<SimTime>& last = engines[chosen_engine].last_end;
     const bool idle = !last || chosen_start > *last;
     const Cycles cycles = op.spec.busy + (idle ? op.spec.fill_if_idle : Cycles(0));
@@ -181,20 +217,19 @@ void PePlanner::Replan(SimTime now) {
     // start only grows, and ops made ready now are ready after this one's end).
     AHBM_CHECK(by_start_.empty() || by_start_.back().first <= chosen_start)
         << "decision at " << chosen_start << " after one at " << by_start_.back().first;
-    by_start_.emplace_back(chosen_start, first_id_ + chosen);
+    by_start_.emplace_back(chosen_start, todo[chosen].id);
+    if (pairs.empty()) continue;
     for (uint32_t e = first_edge[chosen]; e < first_edge[chosen + 1]; ++e) {
-      const uint32_t d = edges[e];
-      base[d] = std::max(base[d], op.timing->end);
-      if (--pending[d] == 0 && !blocked[d]) make_ready(d);
+      Todo& d = todo[edges[e]];
+      d.base = std::max(d.base, op.timing->end);
+      if (--d.pending == 0 && !d.blocked) make_ready(edges[e]);
     }
   }
   // Commit pops from the back (equal starts commit together, in any order).
   std::reverse(by_start_.begin(), by_start_.end());
 }
 
-std::optional<OpTiming> PePlanner::timing(OpId id) const {
-  const Op* o = Find(id);
-  if (o != nullptr) return o->timing;
+std::optional<OpTiming> PePlanner::RetiredTiming(OpId id) const {
   AHBM_CHECK(id >= retired_first_ && id - retired_first_ < retired_.size() &&
              retired_[id - retired_first_].has_value())
       << "op " << id << " is retired and released";

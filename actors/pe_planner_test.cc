@@ -177,14 +177,23 @@ std::vector<Input> RandomScenario(uint64_t seed) {
   return inputs;
 }
 
-std::map<OpId, std::pair<uint64_t, uint64_t>> Simulate(const std::vector<Input>& inputs,
-                                                       bool per_tile) {
-  PePlanner planner(Clock());
+// Every op's timing after each re-plan ({0, 0}: none yet).
+using PlanTrace = std::vector<std::vector<std::pair<uint64_t, uint64_t>>>;
+
+std::map<OpId, std::pair<uint64_t, uint64_t>> Simulate(
+    const std::vector<Input>& inputs, bool per_tile,
+    PePlanner::Mode mode = PePlanner::Mode::kIncremental, PlanTrace* trace = nullptr) {
+  PePlanner planner(Clock(), mode);
   std::map<OpId, std::pair<uint64_t, uint64_t>> seen;
   std::vector<OpId> external_ops;
   OpId next_id = 0;
   const auto record = [&] {
+    if (trace != nullptr) trace->emplace_back();
     for (OpId id = 0; id < next_id; ++id) {
+      if (trace != nullptr) {
+        const auto t = planner.timing(id);
+        trace->back().emplace_back(t ? t->start.value() : 0, t ? t->end.value() : 0);
+      }
       if (planner.committed(id) && seen.count(id) != 0) continue;
       if (const auto t = planner.timing(id)) seen[id] = {t->start.value(), t->end.value()};
     }
@@ -227,6 +236,38 @@ TEST(PePlannerTest, ClosedFormEqualsPerTileSimulation) {
     ASSERT_EQ(closed, per_tile) << "seed " << seed;
     ASSERT_GT(closed.size(), 30u);
   }
+}
+
+// The incremental re-plan (decisions before the earliest instant an input can move are kept)
+// gives, after every re-plan, the plan of re-deciding every uncommitted op.
+TEST(PePlannerTest, IncrementalReplanEqualsFullReplan) {
+  for (uint64_t seed = 1; seed <= 300; ++seed) {
+    const std::vector<Input> inputs = RandomScenario(seed);
+    PlanTrace incremental, full;
+    Simulate(inputs, /*per_tile=*/false, PePlanner::Mode::kIncremental, &incremental);
+    Simulate(inputs, /*per_tile=*/false, PePlanner::Mode::kFull, &full);
+    ASSERT_EQ(incremental.size(), full.size()) << "seed " << seed;
+    for (size_t step = 0; step < full.size(); ++step) {
+      ASSERT_EQ(incremental[step], full[step]) << "seed " << seed << ", re-plan " << step;
+    }
+  }
+}
+
+// An op that waits on an unknown input moves no decision: the plan stands until the input.
+TEST(PePlannerTest, BlockedOpKeepsThePlanUntilItsInput) {
+  PePlanner planner(Clock());
+  const OpId a = planner.Add(Gemm(0, 0, 10));
+  const OpId b = planner.Add(Gemm(1, 0, 10));
+  planner.Replan(Cyc(0));
+  const OpId c = planner.Add(Gemm(0, 1, 10, {}, /*external=*/true));  // oldest key, blocked
+  planner.Replan(Cyc(0));
+  EXPECT_EQ(planner.timing(b)->start, Cyc(26));
+  EXPECT_FALSE(planner.timing(c).has_value());
+  planner.SetExternalReady(c, Cyc(20));  // ready before b's start: c goes first
+  planner.Replan(Cyc(0));
+  EXPECT_EQ(planner.timing(a)->start, Cyc(0));
+  EXPECT_EQ(planner.timing(c)->start, Cyc(26));
+  EXPECT_EQ(planner.timing(b)->start, Cyc(36));
 }
 
 // VectorFifo keeps FIFO order and indexes from the front across its compactions.
