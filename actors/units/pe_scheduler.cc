@@ -119,6 +119,8 @@ void PeScheduler::Cmd::Reset(std::vector<std::vector<TileOp>>& free_plans) {
   ops_final = 0;
   ops_start = SimTime::Max();
   ops_end = SimTime();
+  planned_end.reset();
+  planned_version = UINT64_MAX;
   pending_writes.clear();
   dmas_in_flight = 0;
   dma_start = SimTime::Max();
@@ -692,21 +694,19 @@ void PeScheduler::PostWake() {
   const auto consider = [&](SimTime t) {
     if (t > now) next = std::min(next.value_or(t), t);
   };
-  for (const Cmd* live : live_) {
-    const Cmd& c = *live;
+  for (Cmd* live : live_) {
+    Cmd& c = *live;
     if (!c.admitted) continue;
     if (c.dmas_in_flight == 0) consider(c.dma_end);
-    bool all_planned = true;
-    SimTime end = c.ops_end;  // the final ops' (TryComplete folded them)
-    for (size_t i = c.ops_final; i < c.ops.size(); ++i) {
-      const std::optional<OpTiming> t = planner_.timing(c.ops[i]);
-      if (!t) {
-        all_planned = false;
-        continue;
+    if (c.planned_version != planner_.plan_version()) {  // else no timing has changed
+      c.planned_version = planner_.plan_version();
+      c.planned_end = c.ops_end;  // the final ops' (TryComplete folded them)
+      for (size_t i = c.ops_final; i < c.ops.size() && c.planned_end; ++i) {
+        const std::optional<OpTiming> t = planner_.timing(c.ops[i]);
+        c.planned_end = t ? std::max(*c.planned_end, t->end) : std::optional<SimTime>();
       }
-      end = std::max(end, t->end);
     }
-    if (all_planned && c.dmas_in_flight == 0) consider(std::max(end, c.dma_end));
+    if (c.planned_end && c.dmas_in_flight == 0) consider(std::max(*c.planned_end, c.dma_end));
     for (uint32_t index : c.pending_writes) {
       const std::optional<OpTiming> t = planner_.timing(*c.planner_op[c.plan.ops[index].deps[0]]);
       if (t) consider(t->end);

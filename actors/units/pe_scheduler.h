@@ -116,6 +116,10 @@ class PeScheduler : public Engine::TimerHandler {
     size_t ops_final = 0;
     SimTime ops_start = SimTime::Max();
     SimTime ops_end;
+    // PostWake's: the latest end of its planner ops (nullopt: one is not planned yet), as of
+    // the planner's plan_version `planned_version`.
+    std::optional<SimTime> planned_end;
+    uint64_t planned_version = UINT64_MAX;
     std::vector<uint32_t> pending_writes;          // HBM write-outs not yet issued
     int dmas_in_flight = 0;                        // DMAs sent whose end is not yet known
     SimTime dma_start = SimTime::Max();
