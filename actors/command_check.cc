@@ -106,6 +106,29 @@ absl::Status CommandChecker::CheckTensor(const pb::TensorRef& tensor, std::strin
   return absl::InvalidArgumentError(absl::StrCat(pe_name_, ": ", status.message()));
 }
 
+namespace {
+
+// The fast path of Tensor's extent: the last element's offset when elements, the dense
+// strides and the offset all fit 64 bits and no dim of more than one element has stride 0;
+// false otherwise (the caller then works it out, or the error, in 128 bits).
+bool LastOffset64(DimsView shape, DimsView strides, u128& last_out) {
+  uint64_t elements = 1;
+  uint64_t last = 0;
+  bool overflow = false;
+  for (size_t i = shape.size(); i-- > 0;) {
+    const uint64_t stride = strides.empty() ? elements : strides[i];  // dense: the elements after
+    if (stride == 0 && shape[i] > 1) return false;
+    uint64_t step;
+    overflow |= __builtin_mul_overflow(shape[i] - 1, stride, &step);
+    overflow |= __builtin_add_overflow(last, step, &last);
+    overflow |= __builtin_mul_overflow(elements, shape[i], &elements);
+  }
+  last_out = last;
+  return !overflow;
+}
+
+}  // namespace
+
 absl::Status CommandChecker::Tensor(const pb::TensorRef& t, const CheckRole& role) const {
   if (t.space() != pb::HBM && t.space() != pb::TCM) {
     return Fail(role, "memory space is ", SpaceText(t.space()), "; want HBM or TCM");
@@ -131,24 +154,27 @@ absl::Status CommandChecker::Tensor(const pb::TensorRef& t, const CheckRole& rol
                 ShapeText(ShapeOf(t)), " has ", shape.size(), " (want none = dense, or one per dim)");
   }
 
-  // Elements and the last element's offset, in 128 bits, saturating at 2^64 (every product
-  // below is < 2^128: a factor <= 2^64 times a factor < 2^64).
-  u128 elements = 1;
-  u128 dense = 1;
+  // Elements and the last element's offset: in 64 bits while nothing overflows (every real
+  // operand), else again in 128 bits, saturating at 2^64 (every product there is < 2^128: a
+  // factor <= 2^64 times a factor < 2^64).
   u128 last = 0;
-  for (size_t i = shape.size(); i-- > 0;) {
-    const u128 stride = strides.empty() ? dense : u128{strides[i]};
-    if (stride == 0 && shape[i] > 1) {
-      return Fail(role, "dim ", i, " of shape ", ShapeText(ShapeOf(t)),
-                  " has stride 0 (a broadcast view), which is not supported; broadcast with a "
-                  "[1, N] row or [M, 1] column operand");
+  if (!LastOffset64(shape, strides, last)) {
+    u128 elements = 1;
+    u128 dense = 1;
+    for (size_t i = shape.size(); i-- > 0;) {
+      const u128 stride = strides.empty() ? dense : u128{strides[i]};
+      if (stride == 0 && shape[i] > 1) {
+        return Fail(role, "dim ", i, " of shape ", ShapeText(ShapeOf(t)),
+                    " has stride 0 (a broadcast view), which is not supported; broadcast with a "
+                    "[1, N] row or [M, 1] column operand");
+      }
+      elements = std::min(elements * shape[i], kBeyond);
+      dense = std::min(dense * shape[i], kBeyond);
+      last = std::min(last + u128{shape[i] - 1} * stride, kBeyond);
     }
-    elements = std::min(elements * shape[i], kBeyond);
-    dense = std::min(dense * shape[i], kBeyond);
-    last = std::min(last + u128{shape[i] - 1} * stride, kBeyond);
-  }
-  if (elements >= kBeyond) {
-    return Fail(role, "shape ", ShapeText(ShapeOf(t)), " holds 2^64 or more elements");
+    if (elements >= kBeyond) {
+      return Fail(role, "shape ", ShapeText(ShapeOf(t)), " holds 2^64 or more elements");
+    }
   }
   const u128 begin = t.addr();
   const u128 end = begin + (last + 1) * elem;
