@@ -127,92 +127,95 @@ void Engine::SetTimerHandler(UnitId id, TimerHandler* handler) {
 }
 
 void Engine::SetTimer(UnitId unit, SimTime delay, uint64_t arg) {
-  Event event{};
+  Event& event = PushEvent(unit, delay, unit);
   event.is_timer = true;
   event.timer_arg = arg;
-  PushEvent(unit, delay, unit, event);
 }
 
-void Engine::Push(UnitId src, SimTime delay, UnitId dst, caf::mailbox_element_ptr element) {
-  Event event{};
-  event.message = element.release();
-  PushEvent(src, delay, dst, event);
+void Engine::Push(UnitId src, SimTime delay, UnitId dst, caf::mailbox_element* element) {
+  PushEvent(src, delay, dst).message = element;
 }
 
-void Engine::PushEvent(UnitId src, SimTime delay, UnitId dst, Event event) {
+Engine::Event& Engine::PushEvent(UnitId src, SimTime delay, UnitId dst) {
   static_assert(std::is_trivially_copyable_v<Event> && sizeof(Event) == 32);
   AHBM_CHECK(!shutting_down_) << "Send after Shutdown (unit " << src << " -> " << dst << ")";
-  uint64_t& seq = NextSeq(src);
+  uint64_t& seq = src < dense_seq_.size() ? dense_seq_[src] : NextSeq(src);
   AHBM_CHECK(seq <= UINT32_MAX) << "unit " << src << " sent 2^32 events";
   const Key key = (Key{(now_ + delay).value()} << 64) | (Key{src} << 32) | seq++;
-  // 4-ary min-heap on key, sift-up with a hole (keys are unique, so the delivery order is
+  // Binary min-heap on key, sift-up with a hole (keys are unique, so the delivery order is
   // the key order whatever the heap's shape).
   size_t hole = heap_.size();
   heap_.emplace_back();
+  Event* const h = heap_.data();
   while (hole > 0) {
-    const size_t parent = (hole - 1) / kHeapArity;
-    if (heap_[parent].key < key) break;
-    heap_[hole] = heap_[parent];
+    const size_t parent = (hole - 1) / 2;
+    if (h[parent].key < key) break;
+    h[hole] = h[parent];
     hole = parent;
   }
+  Event& event = h[hole];
+  event = Event{};
   event.key = key;
   event.dst = dst;
-  heap_[hole] = event;
+  return event;
 }
 
 Engine::Event Engine::PopMin() {
-  const Event top = heap_.front();
-  const Event last = heap_.back();
-  heap_.pop_back();
-  const size_t n = heap_.size();
-  if (n == 0) return top;
   Event* const h = heap_.data();
+  const Event top = h[0];
+  const size_t n = heap_.size() - 1;  // size after the pop
+  const Event last = h[n];
+  heap_.pop_back();
+  // Floyd's pop: the hole goes down to a leaf along the smaller children (no comparison with
+  // `last`, which mostly belongs near the bottom), then `last` sifts up from there.
   size_t hole = 0;
-  // Sift the hole down to where `last` belongs.
-  while (true) {
-    const size_t first = hole * kHeapArity + 1;
-    if (first >= n) break;
-    size_t best = first;
-    Key best_key = h[first].key;
-    const size_t end = std::min(first + kHeapArity, n);
-    for (size_t c = first + 1; c < end; ++c) {
-      if (h[c].key < best_key) {
-        best = c;
-        best_key = h[c].key;
-      }
-    }
-    if (last.key < best_key) break;
-    h[hole] = h[best];
-    hole = best;
+  size_t c = 1;
+  while (c + 1 < n) {
+    c += h[c + 1].key < h[c].key;
+    h[hole] = h[c];
+    hole = c;
+    c = 2 * c + 1;
   }
-  h[hole] = last;
+  if (c < n) {
+    h[hole] = h[c];
+    hole = c;
+  }
+  while (hole > 0) {
+    const size_t parent = (hole - 1) / 2;
+    if (h[parent].key < last.key) break;
+    h[hole] = h[parent];
+    hole = parent;
+  }
+  if (n > 0) h[hole] = last;
   return top;
 }
 
 void Engine::RunCoordinator() { coordinator_->run(); }
 
 void Engine::DeliverNext() {
-  Event event = PopMin();
-  const DenseUnit* found = FindUnit(event.dst);
-  AHBM_CHECK(found != nullptr) << "event from unit " << event.src() << " to unknown unit "
-                               << event.dst << " at " << event.time_ps() << "ps";
-  const DenseUnit unit = *found;
-  AHBM_CHECK(!unit.terminated) << "event to terminated unit " << event.dst << " ("
-                               << unit.unit->name << ")";
+  const Event event = PopMin();
+  const DenseUnit* unit = event.dst < dense_units_.size() ? &dense_units_[event.dst] : nullptr;
+  if (unit == nullptr || unit->unit == nullptr || unit->terminated) {
+    unit = FindUnit(event.dst);
+    AHBM_CHECK(unit != nullptr) << "event from unit " << event.src() << " to unknown unit "
+                                << event.dst << " at " << event.time_ps() << "ps";
+    AHBM_CHECK(!unit->terminated) << "event to terminated unit " << event.dst << " ("
+                                  << unit->unit->name << ")";
+  }
   now_ = SimTime(event.time_ps());
   current_src_ = event.src();
   if (!event.is_timer) {
     caf::mailbox_element_ptr element(event.message);
-    unit.actor->activate(delivery_unit_.get(), *element);
+    unit->actor->activate(delivery_unit_.get(), *element);
   } else {
-    AHBM_CHECK(unit.timer != nullptr)
-        << "wake-up of unit " << event.dst << " (" << unit.unit->name
+    AHBM_CHECK(unit->timer != nullptr)
+        << "wake-up of unit " << event.dst << " (" << unit->unit->name
         << "), which has no timer handler";
-    unit.timer->OnTimer(event.timer_arg);
+    unit->timer->OnTimer(event.timer_arg);
   }
   if (coordinator_->has_job()) RunCoordinator();
   AHBM_CHECK(!coordinator_->has_pending_timeout())
-      << "unit " << event.dst << " (" << unit.unit->name
+      << "unit " << event.dst << " (" << name(event.dst)
       << ") started a CAF timer (delayed_send, after(), request timeout); simulated delays go "
          "through Engine::Send";
   ++events_processed_;

@@ -34,9 +34,10 @@
 // overload found by ADL or whitelisted by CAF_ALLOW_UNSAFE_MESSAGE_TYPE. Protobuf commands
 // travel as std::shared_ptr<const T>; include "actors/pb_message.h" for that.
 //
-// Handlers never answer (simulated replies are Sends). A hot handler may return NoReply
-// (caf::delegated<void>: "no response here"), which spares CAF building a response promise
-// for each message; a handler returning void behaves the same, at that cost.
+// Handlers never answer (simulated replies are Sends). Send builds its mailbox element from the
+// engine's free lists (engine_element.h) with a message id already marked answered, so CAF
+// builds no response promise whatever the handler returns (void, or NoReply =
+// caf::delegated<void>: "no response here").
 //
 // Actors reach the engine explicitly: the spawning code passes `Engine*` and the unit's id as
 // spawn arguments and the behavior captures them (or keeps them in a stateful_actor's state);
@@ -55,6 +56,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/node_hash_map.h"
+#include "actors/engine_element.h"
 #include "actors/time.h"
 #include "caf/actor.hpp"
 #include "caf/actor_system.hpp"
@@ -106,8 +108,7 @@ class Engine {
   template <class... Ts>
   void Send(UnitId src, SimTime delay, UnitId dst, Ts&&... xs) {
     static_assert(sizeof...(Ts) > 0, "Send needs a message");
-    Push(src, delay, dst,
-         caf::make_mailbox_element(nullptr, caf::make_message_id(), {}, std::forward<Ts>(xs)...));
+    Push(src, delay, dst, internal::MakePooledElement(pool_, kMessageId, std::forward<Ts>(xs)...));
   }
 
   // What a unit's own wake-ups run (SetTimer). Implemented by the unit's state object.
@@ -163,7 +164,6 @@ class Engine {
     uint64_t time_ps() const { return static_cast<uint64_t>(key >> 64); }
     UnitId src() const { return static_cast<UnitId>(key >> 32); }
   };
-  static constexpr size_t kHeapArity = 4;
   // How diagnostics print a unit: its own name, else the namer's (built only when printed).
   struct UnitName {
     const Engine* engine = nullptr;
@@ -182,9 +182,15 @@ class Engine {
     bool terminated = false;
   };
 
-  void Push(UnitId src, SimTime delay, UnitId dst, caf::mailbox_element_ptr element);
-  // Keys `event` (time, src, next src_seq), addresses it to dst and adds it to the heap.
-  void PushEvent(UnitId src, SimTime delay, UnitId dst, Event event);
+  // An asynchronous message id marked answered (see "Handlers never answer" above).
+  static constexpr caf::message_id kMessageId{caf::make_message_id().integer_value() |
+                                              caf::message_id::answered_flag_mask};
+
+  void Push(UnitId src, SimTime delay, UnitId dst, caf::mailbox_element* element);
+  // Adds an event keyed (time, src, next src_seq) for dst to the heap and returns it for the
+  // caller to fill in (a message, or is_timer and timer_arg). Its fields are written in place:
+  // an Event assembled on the stack and then copied whole stalled store forwarding.
+  Event& PushEvent(UnitId src, SimTime delay, UnitId dst);
   void DeliverNext();
   Event PopMin();  // removes and returns the event with the smallest key (heap not empty)
   void RunCoordinator();
@@ -193,6 +199,7 @@ class Engine {
   caf::scheduled_actor* AsScheduled(caf::abstract_actor* actor);
 
   Namer namer_;
+  internal::ElementPool pool_;  // Send's mailbox elements; outlives the actor system
   caf::actor_system_config config_;
   std::unique_ptr<caf::actor_system> system_;
   caf::scheduler::test_coordinator* coordinator_ = nullptr;
@@ -211,7 +218,7 @@ class Engine {
   DenseUnit* FindUnit(UnitId id);
   uint64_t& NextSeq(UnitId src);
 
-  std::vector<Event> heap_;                         // 4-ary min-heap on key (heap_[0] next)
+  std::vector<Event> heap_;                         // binary min-heap on key (heap_[0] next)
   absl::node_hash_map<UnitId, Unit> units_;         // iterated only by Shutdown, ids sorted
   std::vector<DenseUnit> dense_units_;              // units_ by id (nodes are stable)
   DenseUnit sparse_unit_;                           // FindUnit's answer for an id >= kDenseIds
