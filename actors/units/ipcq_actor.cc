@@ -66,7 +66,8 @@ caf::behavior IpcqBehavior(IpcqActor* self, Engine* engine, UnitId self_id, cons
         IpcqActorState& st = self->state;
         const uint64_t id = send->message_id();
         AHBM_CHECK(send->src_pe() == st.pe)
-            << "IPCQ queue " << st.unit_name() << ": IpcqSend " << id << " from pe " << send->src_pe()
+            << "IPCQ queue " << st.unit_name() << ": IpcqSend " << id << " from pe "
+            << send->src_pe()
             << ": src_pe is not this queue's pe " << st.pe;
         AHBM_CHECK(st.neighbour.has_value())
             << "IPCQ queue " << st.unit_name() << ": IpcqSend " << id << " to pe " << send->dst_pe()
