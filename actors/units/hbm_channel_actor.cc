@@ -69,12 +69,10 @@ void StartHbmChannelActor(Engine& engine, HbmChannelTable& table, UnitId id, std
   engine.Register(id, std::move(name), engine.system().spawn(HbmChannelBehavior, &engine, server));
 }
 
-void StartHbmChannelActor(UnitContext& ctx, uint32_t cube, uint32_t channel) {
+void AddHbmChannel(UnitContext& ctx, uint32_t cube, uint32_t channel) {
   AHBM_CHECK(ctx.hbm_channels != nullptr) << "UnitContext without an HBM channel table";
   const UnitId id = ctx.index.HbmChannelUnit(ctx.index.CubeOf(cube), channel).value();
-  HbmChannelServer* server =
-      &ctx.hbm_channels->Add(id, ctx.chip.sip().cube().hbm_channel(), &ctx.stats);
-  ctx.engine->Register(id, ctx.engine->system().spawn(HbmChannelBehavior, ctx.engine, server));
+  ctx.hbm_channels->Add(id, ctx.chip.sip().cube().hbm_channel(), &ctx.stats);
 }
 
 }  // namespace ahbm::sim

@@ -20,7 +20,7 @@ void Announce(IpcqActorState& st, Engine* engine, UnitId self_id,
   for (const IpcqChunk& chunk : departed) {
     auto it = st.messages.find(chunk.message_id);
     AHBM_CHECK(it != st.messages.end())
-        << "IPCQ queue " << st.unit_name << ": chunk of unknown message " << chunk.message_id;
+        << "IPCQ queue " << st.unit_name() << ": chunk of unknown message " << chunk.message_id;
     const IpcqActorState::Message& m = it->second;
     auto arrival = std::make_shared<pb::IpcqArrival>();
     arrival->set_message_id(chunk.message_id);
@@ -54,7 +54,7 @@ caf::behavior IpcqBehavior(IpcqActor* self, Engine* engine, UnitId self_id, cons
   init.model.emplace(ipcq);
   init.chunk_bytes = ipcq.chunk_bytes();
   init.index.emplace(index);
-  init.unit_name = init.index->Name(topology::UnitId(self_id));
+  init.unit = self_id;
   init.pe = pe;
   const topology::PeId id = init.index->PeOf(pe);
   if (std::optional<uint32_t> n = init.index->pe_mesh().Neighbour(id.pe, dir)) {
@@ -66,19 +66,20 @@ caf::behavior IpcqBehavior(IpcqActor* self, Engine* engine, UnitId self_id, cons
         IpcqActorState& st = self->state;
         const uint64_t id = send->message_id();
         AHBM_CHECK(send->src_pe() == st.pe)
-            << "IPCQ queue " << st.unit_name << ": IpcqSend " << id << " from pe " << send->src_pe()
+            << "IPCQ queue " << st.unit_name() << ": IpcqSend " << id << " from pe "
+            << send->src_pe()
             << ": src_pe is not this queue's pe " << st.pe;
         AHBM_CHECK(st.neighbour.has_value())
-            << "IPCQ queue " << st.unit_name << ": IpcqSend " << id << " to pe " << send->dst_pe()
+            << "IPCQ queue " << st.unit_name() << ": IpcqSend " << id << " to pe " << send->dst_pe()
             << ": pe " << st.pe << " has no " << dir_name << " neighbour in its CUBE";
         AHBM_CHECK(send->dst_pe() == *st.neighbour)
-            << "IPCQ queue " << st.unit_name << ": IpcqSend " << id << " to pe " << send->dst_pe()
+            << "IPCQ queue " << st.unit_name() << ": IpcqSend " << id << " to pe " << send->dst_pe()
             << ": dst_pe is not the " << dir_name << " neighbour of pe " << st.pe << " (pe "
             << *st.neighbour << ")";
         AHBM_CHECK(send->bytes() > 0)
-            << "IPCQ queue " << st.unit_name << ": IpcqSend " << id << " has 0 bytes";
+            << "IPCQ queue " << st.unit_name() << ": IpcqSend " << id << " has 0 bytes";
         AHBM_CHECK(!st.messages.contains(id))
-            << "IPCQ queue " << st.unit_name << ": IpcqSend " << id
+            << "IPCQ queue " << st.unit_name() << ": IpcqSend " << id
             << ": message_id is still pending on this queue";
         const IpcqSendResult result = st.model->Send(engine->now(), id, Bytes(send->bytes()));
         ++st.sent_messages;
@@ -108,7 +109,7 @@ caf::behavior IpcqBehavior(IpcqActor* self, Engine* engine, UnitId self_id, cons
         IpcqActorState& st = self->state;
         const uint64_t id = pop->message_id();
         AHBM_CHECK(!st.fifo.empty() && st.fifo.front() == id)
-            << "IPCQ queue " << st.unit_name << ": IpcqPop of message " << id
+            << "IPCQ queue " << st.unit_name() << ": IpcqPop of message " << id
             << ", but the head message is "
             << (st.fifo.empty() ? std::string("none") : std::to_string(st.fifo.front()));
         const IpcqPopResult result = st.model->Pop(engine->now(), id);

@@ -68,7 +68,7 @@ struct IpcqActorState {
 
   std::optional<IpcqModel> model;  // set by the behavior function (no default ctor)
   std::optional<topology::ChipIndex> index;
-  std::string unit_name;                 // e.g. "sip0.cube0.pe0.ipcq.E", for diagnostics
+  UnitId unit = 0;                       // this queue's unit id
   uint64_t chunk_bytes = 0;              // the model's chunk size (chunk_count of a message)
   uint32_t pe = 0;                       // global index of the sending PE
   std::optional<uint32_t> neighbour;     // global index of the receiving PE; none at the mesh edge
@@ -77,6 +77,8 @@ struct IpcqActorState {
   uint64_t sent_messages = 0;            // IpcqSends accepted
 
   const IpcqStats& stats() const { return model->stats(); }
+  // e.g. "sip0.cube0.pe0.ipcq.E", for diagnostics (built when asked: thousands of queues).
+  std::string unit_name() const { return index->Name(topology::UnitId(unit)); }
 };
 using IpcqActor = caf::stateful_actor<IpcqActorState>;
 

@@ -81,10 +81,10 @@ std::string PeScheduler::OpName(const Cmd& c) {
     case Kind::kDot:
       return "dot";
     case Kind::kMath:
-      return absl::StrCat("math_", pb::MathOp_Name(c.math->op()));
+      return absl::StrCat("math_", pb::MathOp_Name(c.math().op()));
     case Kind::kDma:
-      return c.dma->dst().space() == pb::HBM   ? "dma_store"
-             : c.dma->src().space() == pb::HBM ? "dma_load"
+      return c.dma().dst().space() == pb::HBM   ? "dma_store"
+             : c.dma().src().space() == pb::HBM ? "dma_load"
                                                : "dma_copy";
     case Kind::kLseMerge:
       return "lse_merge";
@@ -94,23 +94,18 @@ std::string PeScheduler::OpName(const Cmd& c) {
 
 void PeScheduler::Cmd::Reset(std::vector<std::vector<TileOp>>& free_plans) {
   // Field by field (a fresh Cmd moved in costs more): the buffers keep their capacity.
-  if (plan.ops.capacity() > 0 && free_plans.size() < kMaxFreePlans) {
-    plan.ops.clear();
-    free_plans.push_back(std::move(plan.ops));
+  if (plan.capacity() > 0 && free_plans.size() < kMaxFreePlans) {
+    plan.clear();
+    free_plans.push_back(std::move(plan));
   }
-  plan = TilePlan{};  // frees a plan buffer the free list had no room for
+  plan = {};  // frees a plan buffer the free list had no room for
   kind = Kind::kComposite;
   cmd_id = 0;
   seq = 0;
   requester = 0;
   issue = SimTime();
   depends_on.clear();
-  composite.reset();
-  softmax_pv.reset();
-  dot.reset();
-  math.reset();
-  lse_merge.reset();
-  dma.reset();
+  msg.reset();
   admitted = false;
   planner_op.clear();
   // piece_waiters keeps its inner buffers: AddPlannerOps clears each one.
@@ -131,6 +126,8 @@ void PeScheduler::Cmd::Reset(std::vector<std::vector<TileOp>>& free_plans) {
 }
 
 PeScheduler::Cmd& PeScheduler::NewCmd(Kind kind, uint64_t cmd_id) {
+  // ~16 commands per PE are live at once (opt2): keep them in jemalloc's 320-byte class.
+  static_assert(sizeof(Cmd) <= 320, "PeScheduler::Cmd grew past 320 bytes");
   std::unique_ptr<Cmd> c;
   if (free_cmds_.empty()) {
     c = std::make_unique<Cmd>();
@@ -189,7 +186,7 @@ void PeScheduler::OnComposite(std::shared_ptr<const pb::CompositeCmd> cmd) {
   Cmd* c = Accept(Kind::kComposite, cmd->cmd_id(), [] { return std::string("composite_gemm"); },
                   checker_.Check(*cmd), Ids(cmd->depends_on()));
   if (c == nullptr) return;
-  c->composite = std::move(cmd);
+  c->msg = std::move(cmd);
   waiting_.push_back(c->cmd_id);
   Step();
 }
@@ -206,7 +203,7 @@ void PeScheduler::OnSoftmaxPv(std::shared_ptr<const pb::SoftmaxPvCmd> cmd) {
     }
   }
   last_on_acc_[acc] = c->cmd_id;
-  c->softmax_pv = std::move(cmd);
+  c->msg = std::move(cmd);
   waiting_.push_back(c->cmd_id);
   Step();
 }
@@ -215,7 +212,7 @@ void PeScheduler::OnLseMerge(std::shared_ptr<const pb::LseMergeCmd> cmd) {
   Cmd* c = Accept(Kind::kLseMerge, cmd->cmd_id(), [] { return std::string("lse_merge"); },
                   checker_.Check(*cmd), Ids(cmd->depends_on()));
   if (c == nullptr) return;
-  c->lse_merge = std::move(cmd);
+  c->msg = std::move(cmd);
   Admit(*c);
   Step();
 }
@@ -224,7 +221,7 @@ void PeScheduler::OnDot(std::shared_ptr<const pb::GemmCmd> cmd) {
   Cmd* c = Accept(Kind::kDot, cmd->cmd_id(), [] { return std::string("dot"); }, checker_.Check(*cmd),
                   {});
   if (c == nullptr) return;
-  c->dot = std::move(cmd);
+  c->msg = std::move(cmd);
   Admit(*c);
   Step();
 }
@@ -234,7 +231,7 @@ void PeScheduler::OnMath(std::shared_ptr<const pb::MathCmd> cmd) {
       Kind::kMath, cmd->cmd_id(), [&] { return absl::StrCat("math_", pb::MathOp_Name(cmd->op())); },
       checker_.Check(*cmd), {});
   if (c == nullptr) return;
-  c->math = std::move(cmd);
+  c->msg = std::move(cmd);
   Admit(*c);
   Step();
 }
@@ -248,7 +245,7 @@ void PeScheduler::OnDma(std::shared_ptr<const pb::DmaCmd> cmd) {
       checker_.Check(*cmd), {});
   if (c == nullptr) return;
   c->admitted = true;
-  c->dma = cmd;
+  c->msg = cmd;
   pb::DmaCmd dma = *cmd;
   const uint64_t bytes = ElementCount(cmd->src()) * DTypeBytes(cmd->src().dtype());
   if (load) c->hbm_read_bytes += bytes;
@@ -265,38 +262,40 @@ void PeScheduler::Admit(Cmd& c) {
   // The command's own operands (its loads are pieces of a and b).
   const pb::TensorRef* a = nullptr;
   const pb::TensorRef* b = nullptr;
-  if (c.kind != Kind::kLseMerge && c.plan.ops.capacity() == 0 && !free_plan_ops_.empty()) {
-    c.plan.ops = std::move(free_plan_ops_.back());  // a finished command's buffer
+  if (c.kind != Kind::kLseMerge && c.plan.capacity() == 0 && !free_plan_ops_.empty()) {
+    c.plan = std::move(free_plan_ops_.back());  // a finished command's buffer
     free_plan_ops_.pop_back();
   }
+  TilePlan& plan = plan_;  // planned here; only its ops are kept, in c.plan
+  plan.ops = std::move(c.plan);
   switch (c.kind) {
     case Kind::kComposite: {
-      a = &c.composite->a();
-      b = &c.composite->b();
-      GemmComposite g = CompositeOf(*a, *b, c.composite->out());
-      for (const pb::EpilogueStage& s : c.composite->epilogue()) g.epilogue.push_back(s.op());
-      PlanGemm(g, sched, config_.gemm(), config_.math(), c.plan);
+      a = &c.composite().a();
+      b = &c.composite().b();
+      GemmComposite g = CompositeOf(*a, *b, c.composite().out());
+      for (const pb::EpilogueStage& s : c.composite().epilogue()) g.epilogue.push_back(s.op());
+      PlanGemm(g, sched, config_.gemm(), config_.math(), plan);
       break;
     }
     case Kind::kDot:
-      a = &c.dot->a();
-      b = &c.dot->b();
-      PlanGemm(CompositeOf(*a, *b, c.dot->out()), sched, config_.gemm(), config_.math(), c.plan);
+      a = &c.dot().a();
+      b = &c.dot().b();
+      PlanGemm(CompositeOf(*a, *b, c.dot().out()), sched, config_.gemm(), config_.math(), plan);
       break;
     case Kind::kSoftmaxPv: {
-      const pb::SoftmaxPvCmd& s = *c.softmax_pv;
+      const pb::SoftmaxPvCmd& s = c.softmax_pv();
       SoftmaxPvShape shape;
       shape.rows = s.s().shape(0);
       shape.keys = s.s().shape(1);
       shape.d = s.v().shape(1);
       shape.v_element_bytes = Bytes(DTypeBytes(s.v().dtype()));
       shape.v_home = HomeOf(s.v());
-      PlanSoftmaxPv(shape, sched, config_.gemm(), config_.math(), c.plan);
+      PlanSoftmaxPv(shape, sched, config_.gemm(), config_.math(), plan);
       b = &s.v();
       break;
     }
     case Kind::kMath: {
-      const pb::MathCmd& m = *c.math;
+      const pb::MathCmd& m = c.math();
       const uint64_t elements = IsMathReduction(m.op()) && m.inputs_size() > 0
                                     ? ElementCount(m.inputs(0))
                                     : ElementCount(m.out());
@@ -304,17 +303,18 @@ void PeScheduler::Admit(Cmd& c) {
       op.kind = TileOpKind::kEpilogue;
       op.math_stages.push_back({.op = m.op(), .elements = elements});
       op.cycles = MathOpCycles(config_.math(), op.math_stages[0]);
-      c.plan.ops.push_back(std::move(op));
+      plan.ops.push_back(std::move(op));
       break;
     }
     case Kind::kLseMerge: {
-      const pb::TensorRef& o = c.lse_merge->acc_o();
-      c.plan = PlanLseMerge(o.shape(0), o.shape(1), config_.math());
+      const pb::TensorRef& o = c.lse_merge().acc_o();
+      plan = PlanLseMerge(o.shape(0), o.shape(1), config_.math());
       break;
     }
     case Kind::kDma:
       AHBM_CHECK(false) << "DMA commands are not planned";
   }
+  c.plan = std::move(plan.ops);
 
   // Dependencies on earlier commands.
   std::vector<OpId>& dep_ops = dep_ops_;
@@ -346,7 +346,7 @@ void PeScheduler::Admit(Cmd& c) {
 
   // Operand loads, all at once, in plan order, as one DmaBatch.
   batching_ = true;
-  for (const TileOp& op : c.plan.ops) {
+  for (const TileOp& op : c.plan) {
     if (op.home != TensorHome::kHbm) continue;
     if (op.kind == TileOpKind::kLoadB) {
       const uint64_t k0 = uint64_t{op.ki} * sched.tile_k();
@@ -371,7 +371,7 @@ void PeScheduler::Admit(Cmd& c) {
 
 void PeScheduler::AddPlannerOps(Cmd& c, const std::vector<OpId>& extra_deps, int extra_external,
                                 SimTime external_ready) {
-  const size_t n = c.plan.ops.size();
+  const size_t n = c.plan.size();
   c.planner_op.assign(n, std::nullopt);
   c.piece_waiters.resize(n);
   for (std::vector<OpId>& waiters : c.piece_waiters) waiters.clear();
@@ -380,10 +380,10 @@ void PeScheduler::AddPlannerOps(Cmd& c, const std::vector<OpId>& extra_deps, int
            op.kind == TileOpKind::kSoftmaxMerge || op.kind == TileOpKind::kLseMerge;
   };
   // Exact sizes (no growth slack in commands that stay live for a while).
-  const size_t count = std::count_if(c.plan.ops.begin(), c.plan.ops.end(), planned);
+  const size_t count = std::count_if(c.plan.begin(), c.plan.end(), planned);
   c.ops.reserve(c.ops.size() + count);
   c.op_pos.reserve(c.op_pos.size() + count);
-  for (const TileOp& op : c.plan.ops) {
+  for (const TileOp& op : c.plan) {
     if (!planned(op)) continue;
     const bool gemm = op.kind == TileOpKind::kGemm;
     OpSpec spec;
@@ -395,7 +395,7 @@ void PeScheduler::AddPlannerOps(Cmd& c, const std::vector<OpId>& extra_deps, int
     int external = extra_external;
     absl::InlinedVector<uint32_t, 4> hbm_pieces;  // at most the op's own deps
     for (uint32_t dep : op.deps) {
-      const TileOp& d = c.plan.ops[dep];
+      const TileOp& d = c.plan[dep];
       if (c.planner_op[dep]) {
         spec.deps.push_back(*c.planner_op[dep]);
       } else if ((d.kind == TileOpKind::kLoadA || d.kind == TileOpKind::kLoadB) &&
@@ -411,7 +411,7 @@ void PeScheduler::AddPlannerOps(Cmd& c, const std::vector<OpId>& extra_deps, int
     const OpId id = planner_.Add(std::move(spec));
     c.planner_op[op.index] = id;
     c.ops.push_back(id);
-    c.op_pos.push_back(static_cast<uint32_t>(&op - c.plan.ops.data()));
+    c.op_pos.push_back(static_cast<uint32_t>(&op - c.plan.data()));
     for (uint32_t piece : hbm_pieces) c.piece_waiters[piece].push_back(id);
     if (external > 0) {
       AddExternal(id, ExternalInput{external, std::max(now, external_ready)});
@@ -613,10 +613,10 @@ void PeScheduler::IssueWriteOuts(Cmd& c) {
   if (c.pending_writes.empty()) return;
   const SimTime now = engine_->now();
   const pb::Scheduler& sched = config_.scheduler();
-  const pb::TensorRef& out = c.kind == Kind::kComposite ? c.composite->out() : c.dot->out();
+  const pb::TensorRef& out = c.kind == Kind::kComposite ? c.composite().out() : c.dot().out();
   std::vector<uint32_t> still;
   for (uint32_t index : c.pending_writes) {
-    const TileOp& w = c.plan.ops[index];
+    const TileOp& w = c.plan[index];
     const OpId producer = *c.planner_op[w.deps[0]];
     const std::optional<OpTiming> t = planner_.timing(producer);
     if (!planner_.committed(producer) || !t || t->end > now) {
@@ -664,22 +664,22 @@ void PeScheduler::ApplyData(const Cmd& c) {
   absl::Status status;
   switch (c.kind) {
     case Kind::kComposite:
-      status = ctx_->data->Apply(*c.composite);
+      status = ctx_->data->Apply(c.composite());
       break;
     case Kind::kSoftmaxPv:
-      status = ctx_->data->Apply(*c.softmax_pv);
+      status = ctx_->data->Apply(c.softmax_pv());
       break;
     case Kind::kDot:
-      status = ctx_->data->Apply(*c.dot);
+      status = ctx_->data->Apply(c.dot());
       break;
     case Kind::kMath:
-      status = ctx_->data->Apply(*c.math);
+      status = ctx_->data->Apply(c.math());
       break;
     case Kind::kDma:
-      status = ctx_->data->Apply(*c.dma);
+      status = ctx_->data->Apply(c.dma());
       break;
     case Kind::kLseMerge:
-      status = ctx_->data->Apply(*c.lse_merge);
+      status = ctx_->data->Apply(c.lse_merge());
       break;
   }
   if (!status.ok()) {
@@ -708,7 +708,7 @@ void PeScheduler::PostWake() {
     }
     if (c.planned_end && c.dmas_in_flight == 0) consider(std::max(*c.planned_end, c.dma_end));
     for (uint32_t index : c.pending_writes) {
-      const std::optional<OpTiming> t = planner_.timing(*c.planner_op[c.plan.ops[index].deps[0]]);
+      const std::optional<OpTiming> t = planner_.timing(*c.planner_op[c.plan[index].deps[0]]);
       if (t) consider(t->end);
     }
   }
@@ -728,7 +728,7 @@ void PeScheduler::ReportEngineWork(const Cmd& c) {
     // No records to write: the engine units' stats, without a message.
     EngineStats gemm, math;
     for (uint32_t pos : c.op_pos) {
-      const TileOp& op = c.plan.ops[pos];
+      const TileOp& op = c.plan[pos];
       const std::optional<OpTiming> t = planner_.timing(*c.planner_op[op.index]);
       AHBM_CHECK(t.has_value()) << "completed op without timing";
       EngineStats& s = op.kind == TileOpKind::kGemm ? gemm : math;
@@ -751,7 +751,7 @@ void PeScheduler::ReportEngineWork(const Cmd& c) {
   const bool want_what = ctx_->per_tile_detail;
   // The planner ops in plan order (op_pos ascends), not a walk over every tile op.
   for (uint32_t pos : c.op_pos) {
-    const TileOp& op = c.plan.ops[pos];
+    const TileOp& op = c.plan[pos];
     const std::optional<OpTiming> t = planner_.timing(*c.planner_op[op.index]);
     AHBM_CHECK(t.has_value()) << "completed op without timing";
     const bool is_gemm = op.kind == TileOpKind::kGemm;
@@ -788,7 +788,7 @@ void PeScheduler::Reply(const Cmd& c, SimTime start, SimTime end) {
                 std::shared_ptr<const pb::Completion>(std::move(done)));
 
   uint64_t flops = 0;
-  for (const TileOp& op : c.plan.ops) flops += op.flops;
+  for (const TileOp& op : c.plan) flops += op.flops;
   pb::UnitStats& stats = ctx_->stats.At(self_);
   stats.set_ops(stats.ops() + 1);
   stats.set_bytes_read(stats.bytes_read() + c.hbm_read_bytes);

@@ -91,29 +91,34 @@ class PeScheduler : public Engine::TimerHandler {
   void OnTimer(uint64_t version) override;
 
  private:
-  enum class Kind { kComposite, kSoftmaxPv, kDot, kMath, kDma, kLseMerge };
+  enum class Kind : uint8_t { kComposite, kSoftmaxPv, kDot, kMath, kDma, kLseMerge };
   struct Cmd {
     Kind kind = Kind::kComposite;
+    bool admitted = false;
+    UnitId requester = 0;
+    int dmas_in_flight = 0;  // DMAs sent whose end is not yet known
+    // Completion check by index: ops[0 .. ops_final) are committed and ended (final), their
+    // span folded into ops_start / ops_end; TryComplete resumes from ops_final.
+    uint32_t ops_final = 0;
     uint64_t cmd_id = 0;
     uint64_t seq = 0;
-    UnitId requester = 0;
     SimTime issue;
     std::vector<uint64_t> depends_on;
-    std::shared_ptr<const pb::CompositeCmd> composite;
-    std::shared_ptr<const pb::SoftmaxPvCmd> softmax_pv;
-    std::shared_ptr<const pb::GemmCmd> dot;
-    std::shared_ptr<const pb::MathCmd> math;
-    std::shared_ptr<const pb::LseMergeCmd> lse_merge;
-    std::shared_ptr<const pb::DmaCmd> dma;
-    bool admitted = false;
-    TilePlan plan;
+    // The command message, of the type `kind` names (read through the accessors below).
+    std::shared_ptr<const google::protobuf::MessageLite> msg;
+    const pb::CompositeCmd& composite() const { return As<pb::CompositeCmd>(); }
+    const pb::SoftmaxPvCmd& softmax_pv() const { return As<pb::SoftmaxPvCmd>(); }
+    const pb::GemmCmd& dot() const { return As<pb::GemmCmd>(); }
+    const pb::MathCmd& math() const { return As<pb::MathCmd>(); }
+    const pb::LseMergeCmd& lse_merge() const { return As<pb::LseMergeCmd>(); }
+    const pb::DmaCmd& dma() const { return As<pb::DmaCmd>(); }
+    template <class T>
+    const T& As() const { return static_cast<const T&>(*msg); }
+    std::vector<TileOp> plan;  // the tile plan's ops (TilePlan::ops; its totals are not used)
     std::vector<std::optional<OpId>> planner_op;  // by tile op index (GEMM/MATH ops)
     std::vector<std::vector<OpId>> piece_waiters;  // by tile op index: planner ops a load feeds
     std::vector<OpId> ops;                         // every planner op, ascending
     std::vector<uint32_t> op_pos;                  // ops[i]'s position in plan.ops
-    // Completion check by index: ops[0 .. ops_final) are committed and ended (final), their
-    // span folded into ops_start / ops_end; TryComplete resumes from ops_final.
-    size_t ops_final = 0;
     SimTime ops_start = SimTime::Max();
     SimTime ops_end;
     // PostWake's: the latest end of its planner ops (nullopt: one is not planned yet), as of
@@ -121,7 +126,6 @@ class PeScheduler : public Engine::TimerHandler {
     std::optional<SimTime> planned_end;
     uint64_t planned_version = UINT64_MAX;
     std::vector<uint32_t> pending_writes;          // HBM write-outs not yet issued
-    int dmas_in_flight = 0;                        // DMAs sent whose end is not yet known
     SimTime dma_start = SimTime::Max();
     SimTime dma_end;
     std::vector<OpId> dma_waiters;  // ops of later commands waiting for this one's DMA parts
@@ -230,6 +234,7 @@ class PeScheduler : public Engine::TimerHandler {
   // command object is reused only once as many of its kind have finished.
   static constexpr size_t kMaxFreePlans = 4;
   std::vector<std::vector<TileOp>> free_plan_ops_;
+  TilePlan plan_;  // Admit's: each plan is made here and its ops moved to the command
   uint64_t wake_version_ = 0;
   std::optional<SimTime> wake_at_;
 };

@@ -30,17 +30,15 @@ class HbmChannelTable;  // actors/units/hbm_channel_actor.h
 class StatsBoard {
  public:
   explicit StatsBoard(const topology::ChipIndex& index)
-      : index_(index), units_(index.num_units()), named_(index.num_units(), 0) {}
+      : index_(index), units_(index.num_units()) {}
 
-  // The counters of `unit` (unit id, name and kind filled on first use). The hot path reads
-  // one byte of `named_`, not the message's name string.
+  // The counters of `unit` (its id, name and kind are filled only by AppendUsed: the names of
+  // thousands of units were ~0.7 MB of a full-chip run).
   pb::UnitStats& At(UnitId unit) {
     AHBM_CHECK(unit < units_.size()) << "unit " << unit << " outside the chip";
-    pb::UnitStats& s = units_[unit];
-    if (!named_[unit]) [[unlikely]] Name(unit, s);
-    return s;
+    return units_[unit];
   }
-  // The counters of `unit` as they are (named only once At() touched them).
+  // The counters of `unit`, unnamed.
   const pb::UnitStats& Get(UnitId unit) const {
     AHBM_CHECK(unit < units_.size()) << "unit " << unit << " outside the chip";
     return units_[unit];
@@ -56,7 +54,9 @@ class StatsBoard {
       if (s->ops() == 0) continue;
       pb::UnitStats* u = out->Add();
       *u = *s;
-      if (!named_[unit]) Fill(unit, *u);
+      u->set_unit(unit);
+      u->set_unit_name(index_.Name(topology::UnitId(unit)));
+      u->set_kind(topology::UnitKindName(index_.KindOf(topology::UnitId(unit))));
       u->set_utilisation(latency.value() == 0 ? 0.0
                                               : static_cast<double>(s->busy_ps()) /
                                                     static_cast<double>(latency.value()));
@@ -64,19 +64,8 @@ class StatsBoard {
   }
 
  private:
-  void Name(UnitId unit, pb::UnitStats& s) {
-    named_[unit] = 1;
-    Fill(unit, s);
-  }
-  void Fill(UnitId unit, pb::UnitStats& s) const {
-    s.set_unit(unit);
-    s.set_unit_name(index_.Name(topology::UnitId(unit)));
-    s.set_kind(topology::UnitKindName(index_.KindOf(topology::UnitId(unit))));
-  }
-
   topology::ChipIndex index_;
   std::vector<pb::UnitStats> units_;
-  std::vector<uint8_t> named_;  // units_[i] has its id, name and kind
 };
 
 // Data mode (DESIGN §4): what a command computes, applied by the PE scheduler at the instant

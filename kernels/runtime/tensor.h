@@ -25,8 +25,9 @@ enum class Arena : uint8_t { kScratch, kPersistent };
 // A shape (or strides) as the tl API takes it: a vector, an initializer list, another
 // tensor's shape.
 using ShapeArg = absl::Span<const uint64_t>;
-// A tensor's dims or strides, in elements; kernels use rank 1 and 2, held inline.
-using Dims = absl::InlinedVector<uint64_t, 4>;
+// A tensor's dims or strides, in elements; kernels use rank 1 and 2, held inline (a higher
+// rank allocates). Inline room for 2, not 4: tensors fill the kernels' coroutine frames.
+using Dims = absl::InlinedVector<uint64_t, 2>;
 
 // A tensor in a PE's TCM or HBM and, while it is being produced, the command producing it.
 class Tensor {
