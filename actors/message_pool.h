@@ -1,49 +1,90 @@
-// A protobuf message a unit sends again and again (e.g. the scheduler's Completions), reused
-// instead of allocated each time (issue 10: no allocation a pool can avoid).
+// Protobuf messages built again and again (the kernels' commands, the scheduler's
+// Completions), reused instead of allocated each time (issue 10: no allocation a pool can
+// avoid).
 //
 // Contract:
-// - Make() returns an empty T. It stays valid while any copy of the returned shared_ptr (e.g.
-//   in a CAF message) lives; once every copy is gone the pool holds the only reference and a
-//   later Make() may Clear() and hand it out again.
-// - Make() looks at up to kProbes pooled messages round-robin (replies are consumed roughly in
-//   the order they are made), then adds one (up to kMaxPooled); past that it allocates one that
-//   is not pooled.
-// - Meant for messages of scalar fields: Clear() frees sub-messages of a message not on an
-//   arena, so a message with sub-messages would still allocate them. Single-threaded, like the
-//   engine; nothing built depends on which message is reused.
+// - MessagePool<T, Reset, Alloc>::Make() returns an empty T. When the last copy of the returned
+//   shared_ptr is gone (e.g. the CAF message holding it was delivered and dropped), the
+//   shared_ptr's deleter puts the message on a free list of its pool type (at most kMaxFree
+//   messages; past that it is freed), and a later Make() hands it out again after Reset()(msg).
+// - Reset defaults to T::Clear(). Clear() frees singular sub-messages of a message not on an
+//   arena; a pool whose users always set some of them may keep them with ClearKeeping.
+// - Alloc allocates the shared_ptr's control block. One thread runs the simulation; the free
+//   lists are thread-local and live until exit. Nothing built depends on which message is
+//   reused.
 #ifndef AHBMSIM_ACTORS_MESSAGE_POOL_H_
 #define AHBMSIM_ACTORS_MESSAGE_POOL_H_
 
 #include <cstddef>
 #include <memory>
+#include <utility>
 #include <vector>
 
 namespace ahbm::sim {
 
 template <class T>
+struct ClearMessage {
+  void operator()(T& message) const { message.Clear(); }
+};
+
+template <class T, class Reset = ClearMessage<T>, class Alloc = std::allocator<T>>
 class MessagePool {
  public:
-  std::shared_ptr<T> Make() {
-    for (size_t probe = 0; probe < kProbes && probe < pooled_.size(); ++probe) {
-      std::shared_ptr<T>& message = pooled_[next_];
-      next_ = (next_ + 1) % pooled_.size();
-      if (message.use_count() == 1) {
-        message->Clear();
-        return message;
-      }
+  static constexpr size_t kMaxFree = 1024;  // per pool type (more would pin memory across phases)
+
+  static std::shared_ptr<T> Make() {
+    std::vector<T*>& free = Free();
+    T* message;
+    if (free.empty()) {
+      message = new T();
+    } else {
+      message = free.back();
+      free.pop_back();
+      Reset()(*message);
     }
-    auto message = std::make_shared<T>();
-    if (pooled_.size() < kMaxPooled) pooled_.push_back(message);
-    return message;
+    return std::shared_ptr<T>(message, &Recycle, Alloc());
   }
 
  private:
-  static constexpr size_t kProbes = 4;
-  static constexpr size_t kMaxPooled = 16;
-
-  std::vector<std::shared_ptr<T>> pooled_;
-  size_t next_ = 0;
+  static void Recycle(T* message) {
+    std::vector<T*>& free = Free();
+    if (free.size() >= kMaxFree) {
+      delete message;
+      return;
+    }
+    free.push_back(message);
+  }
+  static std::vector<T*>& Free() {
+    thread_local std::vector<T*>* free = new std::vector<T*>;  // never destroyed: see above
+    return *free;
+  }
 };
+
+// Clear()s `message` but keeps the singular sub-messages named by `fields` (cleared, still
+// set), for a Reset whose pool's users always set them. A field is a pair of functions: release
+// it from a message, set it back.
+template <class Sub>
+using KeptField = std::pair<Sub* (*)(void*), void (*)(void*, Sub*)>;
+
+template <class T, class Sub, Sub* (T::*release)(), void (T::*set_allocated)(Sub*)>
+constexpr KeptField<Sub> Kept() {
+  return {[](void* m) { return (static_cast<T*>(m)->*release)(); },
+          [](void* m, Sub* sub) { (static_cast<T*>(m)->*set_allocated)(sub); }};
+}
+
+template <class T, class Sub, class... More>
+void ClearKeeping(T& message, KeptField<Sub> field, More... more) {
+  const KeptField<Sub> fields[] = {field, more...};
+  constexpr size_t kFields = 1 + sizeof...(More);
+  Sub* kept[kFields];
+  for (size_t i = 0; i < kFields; ++i) kept[i] = fields[i].first(&message);
+  message.Clear();
+  for (size_t i = 0; i < kFields; ++i) {
+    if (kept[i] == nullptr) continue;
+    kept[i]->Clear();
+    fields[i].second(&message, kept[i]);
+  }
+}
 
 }  // namespace ahbm::sim
 

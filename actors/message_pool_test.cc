@@ -1,7 +1,6 @@
 #include "actors/message_pool.h"
 
 #include <memory>
-#include <set>
 
 #include "gtest/gtest.h"
 #include "proto/commands.pb.h"
@@ -10,30 +9,49 @@ namespace ahbm::sim {
 namespace {
 
 TEST(MessagePoolTest, ReusesAMessageOnlyOnceEveryCopyIsGoneAndHandsItOutCleared) {
-  MessagePool<pb::Completion> pool;
-  std::shared_ptr<pb::Completion> a = pool.Make();
+  using Pool = MessagePool<pb::Completion>;
+  std::shared_ptr<pb::Completion> a = Pool::Make();
   a->set_cmd_id(7);
   std::shared_ptr<const pb::Completion> reader = a;  // e.g. a CAF message still holding it
   a.reset();
-  std::shared_ptr<pb::Completion> b = pool.Make();
+  std::shared_ptr<pb::Completion> b = Pool::Make();
   ASSERT_NE(b.get(), reader.get());  // the first is still being read
   EXPECT_EQ(reader->cmd_id(), 7u);
-  b->set_cmd_id(8);
-  const std::set<const pb::Completion*> pooled = {reader.get(), b.get()};
-  reader.reset();
-  b.reset();
+  const pb::Completion* first = reader.get();
+  reader.reset();  // the last copy: back to the pool
 
-  // Both free now: the next two come from the pool, cleared, and are distinct.
-  std::shared_ptr<pb::Completion> c = pool.Make();
-  std::shared_ptr<pb::Completion> d = pool.Make();
-  EXPECT_TRUE(pooled.contains(c.get()));
-  EXPECT_TRUE(pooled.contains(d.get()));
-  EXPECT_NE(c.get(), d.get());
+  std::shared_ptr<pb::Completion> c = Pool::Make();
+  EXPECT_EQ(c.get(), first);
   EXPECT_EQ(c->cmd_id(), 0u);
-  EXPECT_EQ(d->cmd_id(), 0u);
-  // Both held: a third is a new message.
-  std::shared_ptr<pb::Completion> e = pool.Make();
-  EXPECT_FALSE(pooled.contains(e.get()));
+  std::shared_ptr<pb::Completion> d = Pool::Make();  // none free: a new one
+  EXPECT_NE(d.get(), first);
+  EXPECT_NE(d.get(), b.get());
+}
+
+struct KeepSrc {
+  void operator()(pb::DmaCmd& cmd) const {
+    ClearKeeping(cmd, Kept<pb::DmaCmd, pb::TensorRef, &pb::DmaCmd::release_src,
+                           &pb::DmaCmd::set_allocated_src>());
+  }
+};
+
+TEST(MessagePoolTest, ClearKeepingKeepsTheNamedSubMessagesClearedAndFreesTheRest) {
+  using Pool = MessagePool<pb::DmaCmd, KeepSrc>;
+  std::shared_ptr<pb::DmaCmd> a = Pool::Make();
+  a->set_cmd_id(3);
+  a->mutable_src()->add_shape(5);
+  a->mutable_dst()->set_addr(64);
+  const pb::TensorRef* src = &a->src();
+  const pb::DmaCmd* first = a.get();
+  a.reset();
+
+  std::shared_ptr<pb::DmaCmd> b = Pool::Make();
+  ASSERT_EQ(b.get(), first);
+  EXPECT_EQ(b->cmd_id(), 0u);
+  EXPECT_TRUE(b->has_src());
+  EXPECT_EQ(&b->src(), src);  // the same TensorRef object, cleared
+  EXPECT_EQ(b->src().shape_size(), 0);
+  EXPECT_FALSE(b->has_dst());
 }
 
 }  // namespace

@@ -779,7 +779,7 @@ void PeScheduler::ReportEngineWork(const Cmd& c) {
 
 void PeScheduler::Reply(const Cmd& c, SimTime start, SimTime end) {
   const SimTime now = engine_->now();
-  std::shared_ptr<pb::Completion> done = completions_.Make();
+  std::shared_ptr<pb::Completion> done = MessagePool<pb::Completion>::Make();
   done->set_cmd_id(c.cmd_id);
   done->set_unit(self_);
   done->set_start_ps(start.value());

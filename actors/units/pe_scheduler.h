@@ -225,7 +225,6 @@ class PeScheduler : public Engine::TimerHandler {
   // its own, at the first load; FlushBatch sends it).
   bool batching_ = false;
   std::shared_ptr<pb::DmaBatch> batch_;
-  MessagePool<pb::Completion> completions_;  // Reply's
   // softmax_pv chain: accumulator (acc_o's PE, address) -> last cmd_id on it.
   std::map<std::pair<uint32_t, uint64_t>, uint64_t> last_on_acc_;
   std::vector<OpId> dep_ops_;  // Admit's scratch: the planner ops of a command's dependencies

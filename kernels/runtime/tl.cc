@@ -1,12 +1,12 @@
 #include "kernels/runtime/tl.h"
 
 #include <algorithm>
-#include <initializer_list>
 #include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "actors/message_pool.h"
 #include "kernels/runtime/instance.h"
 #include "kernels/runtime/runtime.h"
 #include "kernels/runtime/task.h"
@@ -83,97 +83,49 @@ std::shared_ptr<Invocation> NewInvocation(Invocation::Kind kind) {
   return inv;
 }
 
-// Command messages are recycled: when the last holder (the scheduler, a mailbox, the op log)
-// drops one, it joins a free list of its type and a later command of that type is built in
-// it, with its TensorRefs and their dims buffers. Every builder below sets each singular
-// TensorRef of its command, so Reuse keeps those (cleared, still set): Clear() alone would
-// free them. One thread runs the simulation; the lists live until exit (as FramePool's).
-using KeptRef = std::pair<pb::TensorRef* (*)(void*), void (*)(void*, pb::TensorRef*)>;
-
-template <class C, pb::TensorRef* (C::*release)(), void (C::*set)(pb::TensorRef*)>
-constexpr KeptRef Kept() {
-  return {[](void* c) { return (static_cast<C*>(c)->*release)(); },
-          [](void* c, pb::TensorRef* t) { (static_cast<C*>(c)->*set)(t); }};
-}
-
-template <class C>
-void ClearKeeping(C& cmd, std::initializer_list<KeptRef> fields) {
-  pb::TensorRef* kept[16];
-  size_t n = 0;
-  for (const KeptRef& f : fields) kept[n++] = f.first(&cmd);
-  cmd.Clear();
-  n = 0;
-  for (const KeptRef& f : fields) {
-    pb::TensorRef* t = kept[n++];
-    if (t == nullptr) continue;
-    t->Clear();
-    f.second(&cmd, t);
-  }
-}
-
-#define AHBM_KEPT(C, field) Kept<C, &C::release_##field, &C::set_allocated_##field>()
+// Command messages are recycled (actors/message_pool.h). Every builder below sets each
+// singular TensorRef of its command, so its reset keeps those, cleared, with their dims
+// buffers (Clear() alone would free them).
+#define AHBM_KEPT(C, field) \
+  sim::Kept<C, pb::TensorRef, &C::release_##field, &C::set_allocated_##field>()
 void Reuse(pb::DmaCmd& c) {
-  ClearKeeping(c, {AHBM_KEPT(pb::DmaCmd, src), AHBM_KEPT(pb::DmaCmd, dst)});
+  sim::ClearKeeping(c, AHBM_KEPT(pb::DmaCmd, src), AHBM_KEPT(pb::DmaCmd, dst));
 }
 void Reuse(pb::CompositeCmd& c) {
-  ClearKeeping(c, {AHBM_KEPT(pb::CompositeCmd, a), AHBM_KEPT(pb::CompositeCmd, b),
-                   AHBM_KEPT(pb::CompositeCmd, out)});
+  sim::ClearKeeping(c, AHBM_KEPT(pb::CompositeCmd, a), AHBM_KEPT(pb::CompositeCmd, b),
+                    AHBM_KEPT(pb::CompositeCmd, out));
 }
 void Reuse(pb::GemmCmd& c) {
-  ClearKeeping(c, {AHBM_KEPT(pb::GemmCmd, a), AHBM_KEPT(pb::GemmCmd, b),
-                   AHBM_KEPT(pb::GemmCmd, out)});
+  sim::ClearKeeping(c, AHBM_KEPT(pb::GemmCmd, a), AHBM_KEPT(pb::GemmCmd, b),
+                    AHBM_KEPT(pb::GemmCmd, out));
 }
 void Reuse(pb::SoftmaxPvCmd& c) {
-  ClearKeeping(c, {AHBM_KEPT(pb::SoftmaxPvCmd, s), AHBM_KEPT(pb::SoftmaxPvCmd, v),
-                   AHBM_KEPT(pb::SoftmaxPvCmd, acc_m), AHBM_KEPT(pb::SoftmaxPvCmd, acc_l),
-                   AHBM_KEPT(pb::SoftmaxPvCmd, acc_o)});
+  sim::ClearKeeping(c, AHBM_KEPT(pb::SoftmaxPvCmd, s), AHBM_KEPT(pb::SoftmaxPvCmd, v),
+                    AHBM_KEPT(pb::SoftmaxPvCmd, acc_m), AHBM_KEPT(pb::SoftmaxPvCmd, acc_l),
+                    AHBM_KEPT(pb::SoftmaxPvCmd, acc_o));
 }
 void Reuse(pb::LseMergeCmd& c) {
-  ClearKeeping(c, {AHBM_KEPT(pb::LseMergeCmd, acc_m), AHBM_KEPT(pb::LseMergeCmd, acc_l),
-                   AHBM_KEPT(pb::LseMergeCmd, acc_o), AHBM_KEPT(pb::LseMergeCmd, in_m),
-                   AHBM_KEPT(pb::LseMergeCmd, in_l), AHBM_KEPT(pb::LseMergeCmd, in_o),
-                   AHBM_KEPT(pb::LseMergeCmd, out_m), AHBM_KEPT(pb::LseMergeCmd, out_l),
-                   AHBM_KEPT(pb::LseMergeCmd, out_o)});
+  sim::ClearKeeping(c, AHBM_KEPT(pb::LseMergeCmd, acc_m), AHBM_KEPT(pb::LseMergeCmd, acc_l),
+                    AHBM_KEPT(pb::LseMergeCmd, acc_o), AHBM_KEPT(pb::LseMergeCmd, in_m),
+                    AHBM_KEPT(pb::LseMergeCmd, in_l), AHBM_KEPT(pb::LseMergeCmd, in_o),
+                    AHBM_KEPT(pb::LseMergeCmd, out_m), AHBM_KEPT(pb::LseMergeCmd, out_l),
+                    AHBM_KEPT(pb::LseMergeCmd, out_o));
 }
-void Reuse(pb::MathCmd& c) { ClearKeeping(c, {AHBM_KEPT(pb::MathCmd, out)}); }
+void Reuse(pb::MathCmd& c) { sim::ClearKeeping(c, AHBM_KEPT(pb::MathCmd, out)); }
 #undef AHBM_KEPT
 
-template <class C>
-class CommandRecycler {
- public:
-  static std::shared_ptr<C> Make() {
-    std::vector<C*>& free = Free();
-    C* cmd;
-    if (free.empty()) {
-      cmd = new C();
-    } else {
-      cmd = free.back();
-      free.pop_back();
-      Reuse(*cmd);
-    }
-    return std::shared_ptr<C>(cmd, &Recycle, internal::PoolAllocator<C>());
-  }
-
- private:
-  static constexpr size_t kMaxFree = 1024;  // per type (more would pin memory across phases)
-  static void Recycle(C* cmd) {
-    std::vector<C*>& free = Free();
-    if (free.size() >= kMaxFree) {
-      delete cmd;
-      return;
-    }
-    free.push_back(cmd);
-  }
-  static std::vector<C*>& Free() {
-    thread_local std::vector<C*>* free = new std::vector<C*>;
-    return *free;
+struct ResetCommand {
+  template <class C>
+  void operator()(C& cmd) const {
+    Reuse(cmd);
   }
 };
 
 // A call's command: its invocation takes it once built.
 template <typename C>
 std::shared_ptr<C> NewCommand(uint64_t cmd_id) {
-  std::shared_ptr<C> cmd = CommandRecycler<C>::Make();
+  std::shared_ptr<C> cmd =
+      sim::MessagePool<C, ResetCommand, internal::PoolAllocator<C>>::Make();
   cmd->set_cmd_id(cmd_id);
   return cmd;
 }
