@@ -42,21 +42,27 @@ inline std::vector<DecodeInputs> BatchInputs(const DecodeConfig& cfg, uint32_t s
   return inputs;
 }
 
-struct DecodeRun {
+// A launched and finished run: the simulator, the data store (data mode), the runtime, what
+// the launcher returned (DecodeLaunch, PrefillLaunch) and Run()'s status.
+template <class Launch>
+struct KernelRun {
   std::unique_ptr<sim::ChipSim> sim;
   std::unique_ptr<MemoryStore> store;
   std::unique_ptr<KernelRuntime> runtime;
-  DecodeLaunch launch;
+  Launch launch;
   absl::Status status;
 };
+using DecodeRun = KernelRun<DecodeLaunch>;
 
-// `launch` places and adds the kernels (LaunchDecode or a baseline's launcher); `cubes` the
-// CUBEs it uses. Data mode when `inputs` is not empty.
-template <class CubesFn, class LaunchFn>
-DecodeRun RunWith(const pb::Chip& chip, const DecodeConfig& cfg,
-                  const std::vector<DecodeInputs>& inputs, const std::string& profile,
-                  CubesFn cubes_fn, LaunchFn launch_fn, bool keep_op_log = true) {
-  DecodeRun run;
+// `launch` places and adds the kernels (LaunchDecode, a baseline's or the prefill launcher);
+// `cubes` the CUBEs it uses. Data mode when `inputs` is not empty.
+template <class Config, class CubesFn, class LaunchFn>
+auto RunWith(const pb::Chip& chip, const Config& cfg, const std::vector<DecodeInputs>& inputs,
+             const std::string& profile, CubesFn cubes_fn, LaunchFn launch_fn,
+             bool keep_op_log = true) {
+  using Launch = typename decltype(launch_fn(chip, cfg, std::declval<KernelRuntime&>(),
+                                             nullptr, inputs))::value_type;
+  KernelRun<Launch> run;
   absl::StatusOr<std::vector<uint32_t>> cubes = cubes_fn(chip, cfg);
   if (!cubes.ok()) {
     run.status = cubes.status();
@@ -71,7 +77,7 @@ DecodeRun RunWith(const pb::Chip& chip, const DecodeConfig& cfg,
   run.sim = std::move(*created);
   if (!inputs.empty()) run.store = std::make_unique<MemoryStore>(chip);
   run.runtime = std::make_unique<KernelRuntime>(run.sim.get(), run.store.get());
-  absl::StatusOr<DecodeLaunch> launch = launch_fn(chip, cfg, *run.runtime, run.store.get(), inputs);
+  auto launch = launch_fn(chip, cfg, *run.runtime, run.store.get(), inputs);
   if (!launch.ok()) {
     run.status = launch.status();
     return run;
@@ -88,7 +94,8 @@ inline DecodeRun RunDecode(const pb::Chip& chip, const DecodeConfig& cfg,
 }
 
 // The run's op log, serialised (byte-identical logs are identical runs).
-inline std::string OpLogBytes(const DecodeRun& run) {
+template <class Launch>
+std::string OpLogBytes(const KernelRun<Launch>& run) {
   std::string bytes;
   for (const pb::TraceRecord& r : run.sim->op_log().records()) bytes += r.SerializeAsString();
   return bytes;

@@ -149,7 +149,16 @@ void MarkWrite(Invocation& inv, const Tensor& out) {
 
 Call Tl::Load(const Tensor& hbm, Arena arena) {
   if (!hbm.in_hbm()) throw KernelError(absl::StrCat(rt_->PeName(pe_), ": load of a TCM tensor"));
-  Tensor dst = Alloc(hbm.shape(), hbm.dtype(), arena);
+  return LoadInto(hbm, Alloc(hbm.shape(), hbm.dtype(), arena));
+}
+
+Call Tl::LoadInto(const Tensor& hbm, const Tensor& dst) {
+  if (!hbm.in_hbm() || dst.in_hbm()) {
+    throw KernelError(absl::StrCat(rt_->PeName(pe_), ": load needs an HBM source and a TCM target"));
+  }
+  if (hbm.shape() != dst.shape() || hbm.dtype() != dst.dtype()) {
+    throw KernelError(absl::StrCat(rt_->PeName(pe_), ": load into a buffer of another shape or dtype"));
+  }
   auto cmd = NewCommand<pb::DmaCmd>(rt_->NextCmdId(pe_));
   hbm.WriteTo(*cmd->mutable_src());
   dst.WriteTo(*cmd->mutable_dst());
@@ -345,11 +354,19 @@ Call Tl::Send(const Peer& to, const Tensor& x) {
 }
 
 Call Tl::Recv(const Peer& from, ShapeArg shape, pb::DType dtype, Arena arena) {
-  return Receive(from, shape, dtype, arena, /*blocking=*/true);
+  return Receive(from, Alloc(shape, dtype, arena), /*blocking=*/true);
 }
 
-Call Tl::Receive(const Peer& from, ShapeArg shape, pb::DType dtype, Arena arena, bool blocking) {
-  const Tensor dst = Alloc(shape, dtype, arena);
+Call Tl::RecvInto(const Peer& from, const Tensor& dst) {
+  return Receive(from, dst, /*blocking=*/true);
+}
+
+Call Tl::RecvAsyncInto(const Peer& from, const Tensor& dst) {
+  return Receive(from, dst, /*blocking=*/false);
+}
+
+Call Tl::Receive(const Peer& from, const Tensor& dst, bool blocking) {
+  if (dst.in_hbm()) throw KernelError(absl::StrCat(rt_->PeName(pe_), ": receive into HBM"));
   auto inv = NewInvocation(Invocation::Kind::kRecv);
   inv->blocking = blocking;
   inv->peer = from;
@@ -360,7 +377,7 @@ Call Tl::Receive(const Peer& from, ShapeArg shape, pb::DType dtype, Arena arena,
 }
 
 Call Tl::RecvAsync(const Peer& from, ShapeArg shape, pb::DType dtype, Arena arena) {
-  return Receive(from, shape, dtype, arena, /*blocking=*/false);
+  return Receive(from, Alloc(shape, dtype, arena), /*blocking=*/false);
 }
 
 Call Tl::Wait(const Tensor& x) {

@@ -64,6 +64,8 @@ class Tl {
 
   // HBM -> TCM, lazy (non-blocking; auto-waited by the first primitive that reads it).
   Call Load(const Tensor& hbm, Arena arena = Arena::kScratch);
+  // The same into a TCM tensor the kernel owns (same shape and dtype): a reused buffer.
+  Call LoadInto(const Tensor& hbm, const Tensor& dst);
   // TCM -> HBM, blocking.
   Call Store(const Tensor& hbm_dst, const Tensor& src);
   // out = a · b, then the epilogue; non-blocking. `out` default: a new fp32 tensor.
@@ -101,6 +103,10 @@ class Tl {
             Arena arena = Arena::kScratch);
   Call RecvAsync(const Peer& from, ShapeArg shape, pb::DType dtype = pb::FP32,
                  Arena arena = Arena::kScratch);
+  // Receives into a TCM tensor the kernel owns (a reused buffer; the message must match its
+  // shape and dtype), blocking or posted.
+  Call RecvInto(const Peer& from, const Tensor& dst);
+  Call RecvAsyncInto(const Peer& from, const Tensor& dst);
   // Waits for a pending tensor's producer; WaitAll for every command this kernel issued.
   Call Wait(const Tensor& x);
   Call WaitAll();
@@ -118,7 +124,7 @@ class Tl {
             std::optional<Tensor> out, int axis = -1, float scalar = 0);
   Call Gemm(const Tensor& a, const Tensor& b, std::vector<Epilogue> epilogue,
             std::optional<Tensor> out, bool composite);
-  Call Receive(const Peer& from, ShapeArg shape, pb::DType dtype, Arena arena, bool blocking);
+  Call Receive(const Peer& from, const Tensor& dst, bool blocking);
 
   KernelRuntime* rt_;
   Instance* inst_;
