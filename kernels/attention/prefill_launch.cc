@@ -221,8 +221,9 @@ absl::StatusOr<PrefillLaunch> LaunchPrefill(const pb::Chip& chip, const PrefillC
                    absl::StrCat("a prefill instance needs ", need.scratch, " B of TCM scratch; ",
                                 per_pe, " instance(s) per PE leave each ", scratch_each, " B"));
     }
-    const uint32_t per_chunk = static_cast<uint32_t>(
+    uint32_t per_chunk = static_cast<uint32_t>(
         std::min<uint64_t>(UINT32_MAX, (persistent_each - need.fixed) / need.state));
+    if (cfg.max_tiles_per_chunk != 0) per_chunk = std::min(per_chunk, cfg.max_tiles_per_chunk);
 
     std::vector<host::KvHeadGroup> heads(cfg.h_kv);
     const std::vector<std::vector<uint32_t>> head_cubes = geo.HeadCubes(gcfg);

@@ -65,6 +65,7 @@ struct PrefillConfig {
   std::vector<uint64_t> request_lengths;
   uint64_t ring_message_bytes = 16 << 10;  // NOC message chunk of the ring
   bool ring_send_first = false;            // tests: sends before receives (deadlocks)
+  uint32_t max_tiles_per_chunk = 0;        // ring: cap on T_q chunk tiles (0: what fits TCM)
   bool scratch_scope = true;
 
   uint32_t G() const { return h_q / h_kv; }
