@@ -1,5 +1,6 @@
-// `ahbm run --kernel=decode` with the baselines (decode_run.h, through RunWorkload): the variant switch, the
-// rounds the report counts, data mode against the float64 reference, the fields they refuse.
+// `ahbm run --kernel=decode` with the baselines (decode_run.h, through RunWorkload): the variant
+// switch, the rounds the report counts, data mode against the float64 reference, the fields
+// they refuse.
 #include <cmath>
 #include <string>
 

@@ -306,7 +306,11 @@ class DecodePlan final : public KernelPlan {
  public:
   DecodePlan(const pb::Chip& chip, const pb::Workload& w, DecodeConfig cfg,
              std::vector<uint32_t> cubes)
-      : chip_(chip), w_(w), cfg_(std::move(cfg)), cubes_(std::move(cubes)), baseline_(BaselineOf(w)) {}
+      : chip_(chip),
+        w_(w),
+        cfg_(std::move(cfg)),
+        cubes_(std::move(cubes)),
+        baseline_(BaselineOf(w)) {}
 
   std::vector<uint32_t> Cubes() const override { return cubes_; }
 
@@ -320,27 +324,20 @@ class DecodePlan final : public KernelPlan {
   // One request: q.npy, k.npy, v.npy; several: q<r>.npy, k<r>.npy, v<r>.npy, each request's K
   // and V with its own context length.
   absl::Status LoadInputs(const std::string& inputs_dir, uint64_t seed) override {
-    if (inputs_dir.empty()) {
-      std::mt19937_64 rng(seed);
-      for (uint32_t u = 0; u < cfg_.users; ++u) {
-        inputs_.push_back(kernels::RandomDecodeInputs(cfg_, u, rng));
-      }
+    if (!inputs_dir.empty()) {
+      absl::StatusOr<std::vector<DecodeInputs>> read = ReadQkvInputs<DecodeInputs>(
+          inputs_dir, cfg_.users,
+          [&](uint32_t) { return std::vector<uint64_t>{cfg_.h_q, cfg_.t_q, cfg_.d}; },
+          [&](uint32_t u) {
+            return std::vector<uint64_t>{cfg_.h_kv, cfg_.ContextOf(u), cfg_.d};
+          });
+      if (!read.ok()) return read.status();
+      inputs_ = *std::move(read);
       return absl::OkStatus();
     }
+    std::mt19937_64 rng(seed);
     for (uint32_t u = 0; u < cfg_.users; ++u) {
-      DecodeInputs in;
-      const std::vector<uint64_t> q = {cfg_.h_q, cfg_.t_q, cfg_.d};
-      const std::vector<uint64_t> kv = {cfg_.h_kv, cfg_.ContextOf(u), cfg_.d};
-      for (const auto& [stem, shape, array] :
-           {std::tuple<const char*, const std::vector<uint64_t>*, host::NpyArray*>{"q", &q, &in.q},
-            {"k", &kv, &in.k},
-            {"v", &kv, &in.v}}) {
-        absl::StatusOr<host::NpyArray> read =
-            ReadNpyInput(inputs_dir, RequestStem(cfg_.users, stem, u), *shape);
-        if (!read.ok()) return read.status();
-        *array = std::move(*read);
-      }
-      inputs_.push_back(std::move(in));
+      inputs_.push_back(kernels::RandomDecodeInputs(cfg_, u, rng));
     }
     return absl::OkStatus();
   }
@@ -356,17 +353,7 @@ class DecodePlan final : public KernelPlan {
 
   // bf16-rounded (so a float64 reference needs no rounding).
   absl::StatusOr<NpyArrays> SeenInputs(const kernels::MemoryStore&) const override {
-    const auto bf16 = [](host::NpyArray a) {
-      for (float& x : a.data) x = kernels::RoundToBf16(x);
-      return a;
-    };
-    NpyArrays out;
-    for (uint32_t u = 0; u < inputs_.size(); ++u) {
-      out[RequestStem(cfg_.users, "q", u)] = bf16(inputs_[u].q);
-      out[RequestStem(cfg_.users, "k", u)] = bf16(inputs_[u].k);
-      out[RequestStem(cfg_.users, "v", u)] = bf16(inputs_[u].v);
-    }
-    return out;
+    return Bf16QkvArrays(cfg_.users, inputs_);
   }
 
   absl::StatusOr<NpyArrays> Gather(const kernels::MemoryStore& store) const override {

@@ -8,7 +8,9 @@
 // add its kernel library to the `launch` deps) that defines
 //   class MyLauncher : public KernelLauncher  — kernel(), Fields(), Prepare(), maybe Compare()
 //   class MyPlan : public KernelPlan          — what Prepare returns for one valid workload
-// and ends with AHBM_REGISTER_LAUNCHER(MyLauncher). decode_run.cc is the example.
+// and ends with AHBM_REGISTER_LAUNCHER(MyLauncher). decode_run.cc is the example; the helpers
+// at the end (RequestStem, ReadNpyInput, ReadQkvInputs, Bf16QkvArrays) give DESIGN §6's .npy
+// conventions.
 //
 // The shared path's order (error precedence): lookup ("kernel: ...") → set fields outside
 // Fields() ("<field>: not used by <KERNEL> (got <v>); leave it unset") → Prepare (defaults,
@@ -23,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -102,12 +105,51 @@ const KernelLauncher* FindLauncher(pb::Kernel kernel);
 // Every registered launcher, in pb::Kernel order.
 std::vector<const KernelLauncher*> Launchers();
 
-// Helpers for the npy conventions of DESIGN §6.
+// Helpers for the .npy conventions of DESIGN §6.
 // Request u's stem: `name` for one request, `name<u>` for several ("q", "q3").
 std::string RequestStem(uint32_t users, const std::string& name, uint32_t u);
 // <dir>/<stem>.npy with exactly `shape` (NotFound / InvalidArgument naming the file).
 absl::StatusOr<host::NpyArray> ReadNpyInput(const std::string& dir, const std::string& stem,
                                             const std::vector<uint64_t>& shape);
+
+// The attention inputs of DESIGN §6 (decode, prefill): per request u, q [H_q, T_q, d] and k, v
+// [H_kv, S_u, d] in q.npy / k.npy / v.npy, or q<u>.npy ... with several requests. `Qkv` is a
+// struct with host::NpyArray members q, k, v (kernels::DecodeInputs).
+template <class Qkv>
+absl::StatusOr<std::vector<Qkv>> ReadQkvInputs(
+    const std::string& dir, uint32_t users,
+    const std::function<std::vector<uint64_t>(uint32_t u)>& q_shape,
+    const std::function<std::vector<uint64_t>(uint32_t u)>& kv_shape) {
+  std::vector<Qkv> out;
+  for (uint32_t u = 0; u < users; ++u) {
+    Qkv in;
+    for (auto [stem, array] : {std::pair<const char*, host::NpyArray*>{"q", &in.q},
+                               {"k", &in.k},
+                               {"v", &in.v}}) {
+      absl::StatusOr<host::NpyArray> read = ReadNpyInput(
+          dir, RequestStem(users, stem, u), *stem == 'q' ? q_shape(u) : kv_shape(u));
+      if (!read.ok()) return read.status();
+      *array = *std::move(read);
+    }
+    out.push_back(std::move(in));
+  }
+  return out;
+}
+// The same inputs as the kernels see them (bf16-rounded), by stem: KernelPlan::SeenInputs.
+template <class Qkv>
+NpyArrays Bf16QkvArrays(uint32_t users, const std::vector<Qkv>& inputs) {
+  const auto bf16 = [](host::NpyArray a) {
+    for (float& x : a.data) x = kernels::RoundToBf16(x);
+    return a;
+  };
+  NpyArrays out;
+  for (uint32_t u = 0; u < inputs.size(); ++u) {
+    out[RequestStem(users, "q", u)] = bf16(inputs[u].q);
+    out[RequestStem(users, "k", u)] = bf16(inputs[u].k);
+    out[RequestStem(users, "v", u)] = bf16(inputs[u].v);
+  }
+  return out;
+}
 
 }  // namespace ahbm::launch
 
