@@ -7,6 +7,7 @@
 // Exit codes: 0 success, 2 bad input (InvalidArgument / NotFound: one line naming the field or
 // file and the reason), 3 kernel deadlock (FailedPrecondition "deadlock: ..." naming each
 // waiting PE), 1 anything else.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -19,14 +20,16 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "actors/chip_sim.h"
 #include "actors/inject.h"
 #include "actors/observe/chrome_trace.h"
 #include "actors/observe/report.h"
 #include "cli/flags.h"
-#include "kernels/launch/decode_compare.h"
+#include "kernels/launch/compare.h"
 #include "kernels/launch/launch.h"
+#include "kernels/launch/launcher.h"
 #include "kernels/launch/workload_io.h"
 #include "topology/ids.h"
 #include "topology/loader.h"
@@ -42,7 +45,21 @@ constexpr int kExitOther = 1;
 constexpr char kDefaultTopology[] = "topology/chip_4sip.textproto";
 // `ahbm compare`'s default rows: the ADR kernels and the baselines that run in seconds at full
 // scale; baseline_fanout_group (gate 3, minutes at full scale) is named with --variants.
-constexpr char kCompareVariants[] = "opt1,opt3,opt2,baseline_fanout,baseline_rev1_tree";
+// `ahbm compare` without --kernel.
+constexpr pb::Kernel kCompareKernel = pb::DECODE;
+
+// The kernel's compare rows (its launcher's CompareSpec, launcher.h).
+launch::CompareSpec CompareSpecOf(pb::Kernel kernel) {
+  const launch::KernelLauncher* launcher = launch::FindLauncher(kernel);
+  return launcher == nullptr ? launch::CompareSpec{} : launcher->Compare();
+}
+
+// "opt1,opt3,opt2" (sep ",") or "opt1, opt3, opt2".
+std::string VariantNames(const std::vector<pb::Variant>& variants, const char* sep) {
+  std::vector<std::string> names;
+  for (pb::Variant v : variants) names.push_back(absl::AsciiStrToLower(pb::Variant_Name(v)));
+  return absl::StrJoin(names, sep);
+}
 
 struct Command {
   std::string name;
@@ -249,28 +266,35 @@ absl::Status RunRun(const ParsedFlags& flags) {
 }
 
 // ahbm compare: every decode variant and the baseline on one DECODE workload (timing mode),
-// as one table (launch::CompareDecode). Defaults: Llama3-70B shapes, S = 131072.
-// --reduce_options: opt1/opt3/opt2 x reduce_payload x reduce_merge (CompareDecodeReduceOptions).
+// as one table (launch::Compare; rows and defaults from the kernel's launcher, decode_run.h).
+// --reduce_options: opt1/opt3/opt2 x reduce_payload x reduce_merge (CompareReduceOptions).
 absl::Status RunCompare(const ParsedFlags& flags) {
   const std::string path = flags.GetOr("topology", kDefaultTopology);
   absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile(path);
   if (!chip.ok()) return chip.status();
   absl::StatusOr<pb::Workload> workload = WorkloadFromFlags(flags);
   if (!workload.ok()) return workload.status();
-  if (workload->kernel() != pb::KERNEL_UNSPECIFIED && workload->kernel() != pb::DECODE) {
-    return absl::InvalidArgumentError("--kernel: compare runs DECODE only");
+  const std::vector<pb::Kernel> kernels = launch::CompareKernels();
+  if (workload->kernel() != pb::KERNEL_UNSPECIFIED &&
+      std::find(kernels.begin(), kernels.end(), workload->kernel()) == kernels.end()) {
+    std::vector<std::string> names;
+    for (pb::Kernel k : kernels) names.push_back(pb::Kernel_Name(k));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--kernel: compare runs ", absl::StrJoin(names, ", "), " only"));
   }
   if (workload->variant() != pb::VARIANT_UNSPECIFIED) {
     return absl::InvalidArgumentError("--variant: compare runs every variant; use --variants");
   }
   if (workload->data()) return absl::InvalidArgumentError("--data: compare runs in timing mode");
-  workload->set_kernel(pb::DECODE);
-  if (workload->s() == 0) workload->set_s(131072);
+  if (workload->kernel() == pb::KERNEL_UNSPECIFIED) workload->set_kernel(kCompareKernel);
+  const launch::CompareSpec spec = CompareSpecOf(workload->kernel());
+  if (workload->s() == 0 && spec.default_s != 0) workload->set_s(spec.default_s);
   const absl::StatusOr<bool> by_options_or = BoolFlag(flags, "reduce_options");
   if (!by_options_or.ok()) return by_options_or.status();
   const bool by_options = *by_options_or;
   std::vector<pb::Variant> variants;
-  const std::string default_variants = by_options ? "opt1,opt3,opt2" : kCompareVariants;
+  const std::string default_variants =
+      VariantNames(by_options ? spec.reduce_option_rows : spec.rows, ",");
   for (const absl::string_view name :
        absl::StrSplit(flags.GetOr("variants", default_variants), ',')) {
     pb::Variant v;
@@ -286,17 +310,19 @@ absl::Status RunCompare(const ParsedFlags& flags) {
       return absl::InvalidArgumentError(
           "--reduce_options: runs every reduce_payload x reduce_merge; do not set either");
     }
+    std::vector<pb::Variant> allowed = spec.reduce_option_rows;
+    std::sort(allowed.begin(), allowed.end());
     for (pb::Variant v : variants) {
-      if (v != pb::OPT1 && v != pb::OPT2 && v != pb::OPT3) {
+      if (std::find(allowed.begin(), allowed.end(), v) == allowed.end()) {
         return absl::InvalidArgumentError(absl::StrCat(
             "--variants: ", absl::AsciiStrToLower(pb::Variant_Name(v)),
-            " has no ADR reduce; --reduce_options takes opt1, opt2, opt3"));
+            " has no ADR reduce; --reduce_options takes ", VariantNames(allowed, ", ")));
       }
     }
   }
   absl::StatusOr<std::vector<launch::CompareRow>> rows =
-      by_options ? launch::CompareDecodeReduceOptions(*chip, *workload, variants)
-                 : launch::CompareDecode(*chip, *workload, variants);
+      by_options ? launch::CompareReduceOptions(*chip, *workload, variants)
+                 : launch::Compare(*chip, *workload, variants);
   if (!rows.ok()) return rows.status();
   std::fputs(launch::FormatCompareTable(*chip, *rows, by_options).c_str(), stdout);
   return absl::OkStatus();
@@ -305,14 +331,17 @@ absl::Status RunCompare(const ParsedFlags& flags) {
 std::vector<FlagSpec> CompareFlags() {
   std::vector<FlagSpec> flags = {
       {"topology", "chip config, protobuf text format (ahbm.pb.Chip)", kDefaultTopology},
-      {"variants", "comma-separated decode variants, in table order", kCompareVariants},
+      {"variants", "comma-separated decode variants, in table order",
+       VariantNames(CompareSpecOf(kCompareKernel).rows, ",")},
       {"reduce_options",
        "each variant x reduce_payload {triplet, packed} x reduce_merge {primitive, fused} "
        "(default variants then opt1,opt3,opt2)",
        "false"},
       {"workload", "DECODE workload, protobuf text format; flags below override it", ""}};
   for (const launch::WorkloadField& field : launch::WorkloadFields()) {
-    flags.push_back({field.name, field.help, field.name == "s" ? "131072" : ""});
+    flags.push_back({field.name, field.help,
+                     field.name == "s" ? absl::StrCat(CompareSpecOf(kCompareKernel).default_s)
+                                       : ""});
   }
   return flags;
 }

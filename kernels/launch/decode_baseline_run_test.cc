@@ -1,5 +1,6 @@
-// `ahbm run --kernel=decode` with the baselines (decode_run.h): the variant switch, the
-// rounds the report counts, data mode against the float64 reference, the fields they refuse.
+// `ahbm run --kernel=decode` with the baselines (decode_run.h, through RunWorkload): the variant
+// switch, the rounds the report counts, data mode against the float64 reference, the fields
+// they refuse.
 #include <cmath>
 #include <string>
 
@@ -38,7 +39,7 @@ TEST(DecodeBaselineRun, EachBaselineMatchesTheReferenceAndCountsItsRounds) {
   } cases[] = {{pb::BASELINE_FANOUT, 3}, {pb::BASELINE_FANOUT_GROUP, 7}, {pb::BASELINE_REV1_TREE, 2}};
   for (const auto& c : cases) {
     const pb::Workload w = Small(c.variant);
-    absl::StatusOr<LaunchResult> result = RunDecodeWorkload(*chip, w, LaunchOptions{});
+    absl::StatusOr<LaunchResult> result = RunWorkload(*chip, w, LaunchOptions{});
     ASSERT_TRUE(result.ok()) << result.status();
     ASSERT_TRUE(result->runtime_status.ok()) << result->runtime_status;
     EXPECT_EQ(result->reduce_rounds, c.rounds) << pb::Variant_Name(c.variant);

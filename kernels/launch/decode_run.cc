@@ -1,21 +1,20 @@
 #include "kernels/launch/decode_run.h"
 
-#include "kernels/launch/workload_io.h"
-
 #include <algorithm>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <random>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "actors/chip_sim.h"
 #include "kernels/attention/baseline.h"
 #include "kernels/host/npy.h"
 #include "kernels/host/placement.h"
+#include "kernels/launch/launcher.h"
 #include "kernels/memory/memory_store.h"
 #include "kernels/runtime/runtime.h"
 #include "topology/ids.h"
@@ -45,11 +44,6 @@ std::optional<kernels::BaselineKind> BaselineOf(const pb::Workload& w) {
     default:
       return std::nullopt;
   }
-}
-
-// The .npy stem of request u's tensor: "q" for one request, "q3" for request 3 of several.
-std::string InputStem(const DecodeConfig& cfg, const std::string& name, uint32_t u) {
-  return cfg.users == 1 ? name : absl::StrCat(name, u);
 }
 
 // AUTO picks the kernel and its C: an explicit C, group shape, or a kv_per_cube the pick does
@@ -154,27 +148,8 @@ absl::Status CheckCapacity(const pb::Chip& chip, const DecodeConfig& cfg, const 
   return w.data() ? CheckDataModeMemory(cfg, kind) : absl::OkStatus();
 }
 
-}  // namespace
-
-AutoChoice DispatchAuto(const pb::Workload& w, uint64_t s) {
-  AutoChoice pick;
-  pick.threshold = Or(w.short_long_threshold(), kShortLongThreshold);
-  const bool is_short = s < pick.threshold;
-  pick.variant = is_short ? pb::SHORT_CONTEXT : pb::OPT3;
-  pick.why = absl::StrCat("S ", s, is_short ? " < " : " >= ", "threshold ", pick.threshold);
-  return pick;
-}
-
-absl::StatusOr<DecodeConfig> DecodeConfigOf(const pb::Chip& chip, const pb::Workload& w) {
-  if (absl::Status s = CheckUnusedWorkloadFields(
-          w, "DECODE",
-          {"variant", "h_q", "h_kv", "d", "s", "t_q", "max_context", "c", "p", "group_rows",
-           "group_cols", "tile", "users", "start_cube", "start_pe", "no_rotation",
-           "level1_reduce", "level2_reduce", "k_layout", "sip", "kv_per_cube",
-           "request_lengths", "reduce_payload", "reduce_merge", "short_long_threshold"});
-      !s.ok()) {
-    return s;
-  }
+absl::StatusOr<DecodeConfig> ConfigOf(const pb::Chip& chip, const pb::Workload& w,
+                                      std::vector<uint32_t>* cubes_out) {
   DecodeConfig cfg;
   cfg.h_q = Or(w.h_q(), 64u);
   cfg.h_kv = Or(w.h_kv(), 8u);
@@ -291,7 +266,24 @@ absl::StatusOr<DecodeConfig> DecodeConfigOf(const pb::Chip& chip, const pb::Work
       baseline ? kernels::BaselineCubes(chip, cfg, *baseline) : kernels::DecodeCubes(chip, cfg);
   if (!cubes.ok()) return cubes.status();
   if (absl::Status s = CheckCapacity(chip, cfg, w); !s.ok()) return s;
+  *cubes_out = std::move(*cubes);
   return cfg;
+}
+
+}  // namespace
+
+AutoChoice DispatchAuto(const pb::Workload& w, uint64_t s) {
+  AutoChoice pick;
+  pick.threshold = Or(w.short_long_threshold(), kShortLongThreshold);
+  const bool is_short = s < pick.threshold;
+  pick.variant = is_short ? pb::SHORT_CONTEXT : pb::OPT3;
+  pick.why = absl::StrCat("S ", s, is_short ? " < " : " >= ", "threshold ", pick.threshold);
+  return pick;
+}
+
+absl::StatusOr<DecodeConfig> DecodeConfigOf(const pb::Chip& chip, const pb::Workload& w) {
+  std::vector<uint32_t> cubes;
+  return ConfigOf(chip, w, &cubes);
 }
 
 uint64_t DecodeCommCriticalPathPs(const pb::Chip& chip, const DecodeConfig& cfg,
@@ -308,110 +300,132 @@ uint64_t DecodeCommCriticalPathPs(const pb::Chip& chip, const DecodeConfig& cfg,
   return launch.level2_rounds * ipcq + launch.level1_rounds * noc;
 }
 
-absl::StatusOr<LaunchResult> RunDecodeWorkload(const pb::Chip& chip, const pb::Workload& w,
-                                               const LaunchOptions& options) {
-  absl::StatusOr<DecodeConfig> cfg_or = DecodeConfigOf(chip, w);
-  if (!cfg_or.ok()) return cfg_or.status();
-  const DecodeConfig& cfg = *cfg_or;
-  const std::optional<kernels::BaselineKind> baseline = BaselineOf(w);
-  const bool data = w.data();
-  for (const auto& [flag, dir] : {std::pair<std::string, std::string>{"inputs_dir", options.inputs_dir},
-                                  {"outputs_dir", options.outputs_dir}}) {
-    if (!dir.empty() && !data) {
-      return Invalid(absl::StrCat(flag, ": needs data mode (the workload's data is false)"));
-    }
-  }
-  std::vector<DecodeInputs> inputs;
-  if (data) {
-    if (!options.inputs_dir.empty()) {
-      // One request: q.npy, k.npy, v.npy; several: q<r>.npy, k<r>.npy, v<r>.npy, each request's
-      // K and V with its own context length.
-      for (uint32_t u = 0; u < cfg.users; ++u) {
-        DecodeInputs in;
-        const std::vector<std::pair<std::string, host::NpyArray*>> files = {
-            {"q", &in.q}, {"k", &in.k}, {"v", &in.v}};
-        for (const auto& [stem, array] : files) {
-          const std::string path = host::NpyPath(options.inputs_dir, InputStem(cfg, stem, u));
-          absl::StatusOr<host::NpyArray> read = host::ReadNpy(path);
-          if (!read.ok()) return read.status();
-          const std::vector<uint64_t> want =
-              stem == "q" ? std::vector<uint64_t>{cfg.h_q, cfg.t_q, cfg.d}
-                          : std::vector<uint64_t>{cfg.h_kv, cfg.ContextOf(u), cfg.d};
-          if (absl::Status s = host::ExpectShape(path, *read, want); !s.ok()) return s;
-          *array = std::move(*read);
-        }
-        inputs.push_back(std::move(in));
-      }
-    } else {
-      std::mt19937_64 rng(w.seed());
-      for (uint32_t u = 0; u < cfg.users; ++u) inputs.push_back(kernels::RandomDecodeInputs(cfg, u, rng));
-    }
+namespace {
+
+class DecodePlan final : public KernelPlan {
+ public:
+  DecodePlan(const pb::Chip& chip, const pb::Workload& w, DecodeConfig cfg,
+             std::vector<uint32_t> cubes)
+      : chip_(chip),
+        w_(w),
+        cfg_(std::move(cfg)),
+        cubes_(std::move(cubes)),
+        baseline_(BaselineOf(w)) {}
+
+  std::vector<uint32_t> Cubes() const override { return cubes_; }
+
+  std::string Summary() const override {
+    return absl::StrCat("decode ", VariantLabel(w_, cfg_.s), ": H_q ", cfg_.h_q, ", H_kv ",
+                        cfg_.h_kv, ", d ", cfg_.d, ", S ", cfg_.s, ", T_q ", cfg_.t_q, ", C ",
+                        cfg_.c, ", P ", cfg_.p, ", TILE ", cfg_.tile, ", users ", cfg_.users,
+                        w_.data() ? "; data mode" : "; timing mode");
   }
 
-  absl::StatusOr<std::vector<uint32_t>> cubes =
-      baseline ? kernels::BaselineCubes(chip, cfg, *baseline) : kernels::DecodeCubes(chip, cfg);
-  if (!cubes.ok()) return cubes.status();
-  std::unique_ptr<std::ofstream> trace;
-  sim::ChipSimOptions sim_options;
-  sim_options.issue_cost_profile = w.issue_cost_profile();
-  sim_options.per_tile_detail = options.per_tile_detail;
-  sim_options.keep_op_log = options.keep_op_log;
-  sim_options.cubes = *cubes;
-  sim_options.workload_summary = absl::StrCat(
-      "decode ", VariantLabel(w, cfg.s),
-      ": H_q ", cfg.h_q, ", H_kv ", cfg.h_kv, ", d ", cfg.d, ", S ", cfg.s, ", T_q ", cfg.t_q,
-      ", C ", cfg.c, ", P ", cfg.p, ", TILE ", cfg.tile, ", users ", cfg.users,
-      data ? "; data mode" : "; timing mode");
-  if (!options.trace_path.empty()) {
-    trace = std::make_unique<std::ofstream>(options.trace_path, std::ios::binary | std::ios::trunc);
-    if (!*trace) return Invalid(absl::StrCat("trace: cannot write ", options.trace_path));
-    sim_options.op_log_stream = trace.get();
-  }
-  absl::StatusOr<std::unique_ptr<sim::ChipSim>> created = sim::ChipSim::Create(chip, sim_options);
-  if (!created.ok()) return created.status();
-  std::unique_ptr<sim::ChipSim> sim = std::move(*created);
-  std::unique_ptr<kernels::MemoryStore> store;
-  if (data) store = std::make_unique<kernels::MemoryStore>(chip);
-  kernels::KernelRuntime runtime(sim.get(), store.get());
-  absl::StatusOr<kernels::DecodeLaunch> launch =
-      baseline ? kernels::LaunchBaseline(chip, cfg, runtime, store.get(), inputs, *baseline)
-               : kernels::LaunchDecode(chip, cfg, runtime, store.get(), inputs);
-  if (!launch.ok()) return launch.status();
-
-  LaunchResult result;
-  result.reduce_rounds = launch->level2_rounds + launch->level1_rounds;  // baselines too
-  result.runtime_status = runtime.Run();
-  if (trace) {
-    trace->close();
-    if (!*trace) return Invalid(absl::StrCat("trace: write to ", options.trace_path, " failed"));
-  }
-  result.report = sim->BuildReport(DecodeCommCriticalPathPs(chip, cfg, *launch));
-  result.op_log = sim->TakeOpLogRecords();
-  // The inputs as the kernels see them: bf16-rounded (so a float64 reference needs no rounding).
-  const auto bf16 = [](host::NpyArray a) {
-    for (float& x : a.data) x = kernels::RoundToBf16(x);
-    return a;
-  };
-  for (uint32_t u = 0; u < inputs.size(); ++u) {
-    result.inputs[InputStem(cfg, "q", u)] = bf16(inputs[u].q);
-    result.inputs[InputStem(cfg, "k", u)] = bf16(inputs[u].k);
-    result.inputs[InputStem(cfg, "v", u)] = bf16(inputs[u].v);
-  }
-  if (!result.runtime_status.ok() || !data) return result;
-  for (uint32_t u = 0; u < cfg.users; ++u) {
-    absl::StatusOr<std::vector<float>> o = kernels::GatherDecodeOutput(*store, cfg, *launch, u);
-    if (!o.ok()) return o.status();
-    const std::string stem = InputStem(cfg, "o", u);
-    host::NpyArray array{{cfg.h_q, cfg.t_q, cfg.d}, std::move(*o)};
-    if (!options.outputs_dir.empty()) {
-      if (absl::Status s = host::WriteNpy(host::NpyPath(options.outputs_dir, stem), array.shape, array.data);
-          !s.ok()) {
-        return s;
-      }
+  // One request: q.npy, k.npy, v.npy; several: q<r>.npy, k<r>.npy, v<r>.npy, each request's K
+  // and V with its own context length.
+  absl::Status LoadInputs(const std::string& inputs_dir, uint64_t seed) override {
+    if (!inputs_dir.empty()) {
+      absl::StatusOr<std::vector<DecodeInputs>> read = ReadQkvInputs<DecodeInputs>(
+          inputs_dir, cfg_.users,
+          [&](uint32_t) { return std::vector<uint64_t>{cfg_.h_q, cfg_.t_q, cfg_.d}; },
+          [&](uint32_t u) {
+            return std::vector<uint64_t>{cfg_.h_kv, cfg_.ContextOf(u), cfg_.d};
+          });
+      if (!read.ok()) return read.status();
+      inputs_ = *std::move(read);
+      return absl::OkStatus();
     }
-    result.outputs[stem] = std::move(array);
+    std::mt19937_64 rng(seed);
+    for (uint32_t u = 0; u < cfg_.users; ++u) {
+      inputs_.push_back(kernels::RandomDecodeInputs(cfg_, u, rng));
+    }
+    return absl::OkStatus();
   }
-  return result;
-}
+
+  absl::Status Launch(kernels::KernelRuntime& runtime, kernels::MemoryStore* store) override {
+    absl::StatusOr<kernels::DecodeLaunch> launch =
+        baseline_ ? kernels::LaunchBaseline(chip_, cfg_, runtime, store, inputs_, *baseline_)
+                  : kernels::LaunchDecode(chip_, cfg_, runtime, store, inputs_);
+    if (!launch.ok()) return launch.status();
+    launch_ = *std::move(launch);
+    return absl::OkStatus();
+  }
+
+  // bf16-rounded (so a float64 reference needs no rounding).
+  absl::StatusOr<NpyArrays> SeenInputs(const kernels::MemoryStore&) const override {
+    return Bf16QkvArrays(cfg_.users, inputs_);
+  }
+
+  absl::StatusOr<NpyArrays> Gather(const kernels::MemoryStore& store) const override {
+    NpyArrays out;
+    for (uint32_t u = 0; u < cfg_.users; ++u) {
+      absl::StatusOr<std::vector<float>> o = kernels::GatherDecodeOutput(store, cfg_, launch_, u);
+      if (!o.ok()) return o.status();
+      out[RequestStem(cfg_.users, "o", u)] =
+          host::NpyArray{{cfg_.h_q, cfg_.t_q, cfg_.d}, std::move(*o)};
+    }
+    return out;
+  }
+
+  uint64_t CommCriticalPathPs() const override {
+    return DecodeCommCriticalPathPs(chip_, cfg_, launch_);
+  }
+  uint32_t ReduceRounds() const override {
+    return launch_.level2_rounds + launch_.level1_rounds;  // baselines too
+  }
+
+ private:
+  const pb::Chip& chip_;
+  const pb::Workload w_;
+  const DecodeConfig cfg_;
+  const std::vector<uint32_t> cubes_;
+  const std::optional<kernels::BaselineKind> baseline_;
+  std::vector<DecodeInputs> inputs_;
+  kernels::DecodeLaunch launch_;
+};
+
+class DecodeLauncher final : public KernelLauncher {
+ public:
+  pb::Kernel kernel() const override { return pb::DECODE; }
+  std::vector<std::string> Fields() const override {
+    return {"variant",       "h_q",           "h_kv",           "d",
+            "s",             "t_q",           "max_context",    "c",
+            "p",             "group_rows",    "group_cols",     "tile",
+            "users",         "start_cube",    "start_pe",       "no_rotation",
+            "level1_reduce", "level2_reduce", "k_layout",       "sip",
+            "kv_per_cube",   "request_lengths", "reduce_payload", "reduce_merge",
+            "short_long_threshold"};
+  }
+  absl::StatusOr<std::unique_ptr<KernelPlan>> Prepare(const pb::Chip& chip,
+                                                      const pb::Workload& w) const override {
+    std::vector<uint32_t> cubes;
+    absl::StatusOr<DecodeConfig> cfg = ConfigOf(chip, w, &cubes);
+    if (!cfg.ok()) return cfg.status();
+    return std::make_unique<DecodePlan>(chip, w, *std::move(cfg), std::move(cubes));
+  }
+  CompareSpec Compare() const override {
+    CompareSpec spec;
+    spec.rows = {pb::OPT1, pb::OPT3, pb::OPT2, pb::BASELINE_FANOUT, pb::BASELINE_REV1_TREE};
+    spec.ratio_to = pb::BASELINE_FANOUT;
+    spec.reduce_option_rows = {pb::OPT1, pb::OPT3, pb::OPT2};
+    spec.default_s = 131072;
+    spec.check = [](const pb::Workload& w, const std::vector<pb::Variant>& variants) {
+      if (w.short_long_threshold() != 0 &&
+          std::find(variants.begin(), variants.end(), pb::AUTO) == variants.end()) {
+        return absl::InvalidArgumentError(
+            "short_long_threshold: only the AUTO variant uses it; add auto to the variants");
+      }
+      return absl::OkStatus();
+    };
+    spec.row = [](pb::Workload& w) {
+      if (w.variant() != pb::AUTO) w.clear_short_long_threshold();  // only AUTO uses it
+    };
+    return spec;
+  }
+};
+
+}  // namespace
+
+AHBM_REGISTER_LAUNCHER(DecodeLauncher);
 
 }  // namespace ahbm::launch

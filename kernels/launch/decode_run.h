@@ -1,6 +1,7 @@
-// `ahbm run --kernel=decode`: the GQA decode kernels of kernels/attention on a workload
-// (proto/workload.proto) — defaults, validation, inputs, the run, outputs, the report with the
-// reduce's communication critical path.
+// The DECODE launcher (launcher.h; registered in decode_run.cc): the GQA decode kernels of
+// kernels/attention on a workload — defaults, validation, inputs, placement and instances,
+// outputs, the report's reduce critical path, and the `ahbm compare` rows. The template for a
+// new kernel's `<kernel>_run.cc`.
 //
 // Contract:
 // - Defaults (Llama3-70B, DESIGN §2/§6) for fields left 0: h_q 64, h_kv 8, d 128, t_q 1,
@@ -12,8 +13,8 @@
 //   (kernels/attention/baseline.h; T_q = 1; BASELINE_FANOUT and BASELINE_REV1_TREE keep a head
 //   in one CUBE, so C is 1 whatever `c` says, and the summary line says C 1); others are
 //   refused as not implemented yet.
-//   Fields DECODE does not use (gemm_*, vector_len, cube, q_tile, query_split) must be unset;
-//   kv_per_cube only with SHORT_CONTEXT / AUTO, short_long_threshold only with AUTO. AUTO
+//   Fields outside DecodeLauncher::Fields() (gemm_*, vector_len, cube, q_tile, query_split)
+//   are refused by the shared path; kv_per_cube only with SHORT_CONTEXT / AUTO, short_long_threshold only with AUTO. AUTO
 //   picks C itself: c, group_rows, group_cols are refused with it, and kv_per_cube when it
 //   picks OPT3. The report's workload line says what AUTO picked and why.
 // - Capacity, checked before anything is placed or simulated (one line, exit 2 in `ahbm`):
@@ -35,6 +36,9 @@
 //   reduce_rounds is that round count.
 //   The bound is the same for reduce_payload PACKED (one message of the same bytes: one link
 //   latency less per hop, kept as is so the options compare against one bound).
+// - `ahbm compare` (compare.h): rows opt1, opt3, opt2, baseline_fanout, baseline_rev1_tree,
+//   x_base against baseline_fanout; --reduce_options rows opt1, opt3, opt2; s defaults to
+//   131072; short_long_threshold is refused unless auto is a row, and cleared for the others.
 #ifndef AHBMSIM_KERNELS_LAUNCH_DECODE_RUN_H_
 #define AHBMSIM_KERNELS_LAUNCH_DECODE_RUN_H_
 
@@ -44,7 +48,6 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "kernels/attention/decode_launch.h"
-#include "kernels/launch/launch.h"
 #include "proto/topology.pb.h"
 #include "proto/workload.pb.h"
 
@@ -73,15 +76,13 @@ AutoChoice DispatchAuto(const pb::Workload& w, uint64_t s);
 // image of K, V, Q, O) exceeds this bound is refused up front (field data).
 inline constexpr uint64_t kDataModeHostBytes = uint64_t{4} << 30;
 
-// The decode configuration of a DECODE workload (defaults applied), or the field's error.
+// The decode configuration of a DECODE workload (defaults applied), or the field's error
+// (DecodeLauncher::Prepare without the shared unused-field check).
 absl::StatusOr<kernels::DecodeConfig> DecodeConfigOf(const pb::Chip& chip, const pb::Workload& w);
 
 // Communication critical path of the launch's static reduce, in ps.
 uint64_t DecodeCommCriticalPathPs(const pb::Chip& chip, const kernels::DecodeConfig& cfg,
                                   const kernels::DecodeLaunch& launch);
-
-absl::StatusOr<LaunchResult> RunDecodeWorkload(const pb::Chip& chip, const pb::Workload& w,
-                                               const LaunchOptions& options);
 
 }  // namespace ahbm::launch
 

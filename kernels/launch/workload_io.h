@@ -41,7 +41,8 @@ std::vector<WorkloadField> WorkloadFields();
 
 // Nothing is silently ignored: InvalidArgument "<field>: not used by <kernel> (got <value>);
 // leave it unset" for the first set field that is neither in `used` nor one every kernel
-// uses (kernel, data, seed, issue_cost_profile).
+// uses (kernel, data, seed, issue_cost_profile). RunWorkload calls it with the kernel
+// launcher's Fields() (launcher.h).
 [[nodiscard]] absl::Status CheckUnusedWorkloadFields(const pb::Workload& workload,
                                                      const std::string& kernel,
                                                      const std::vector<std::string>& used);

@@ -1,4 +1,4 @@
-#include "kernels/launch/decode_compare.h"
+#include "kernels/launch/compare.h"
 
 #include <algorithm>
 #include <map>
@@ -7,8 +7,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "kernels/launch/decode_run.h"
 #include "kernels/launch/launch.h"
+#include "kernels/launch/launcher.h"
 
 namespace ahbm::launch {
 
@@ -40,13 +40,19 @@ uint64_t ReduceOps(const std::vector<pb::TraceRecord>& log) {
   return ops;
 }
 
-absl::StatusOr<CompareRow> CompareOne(const pb::Chip& chip, pb::Workload w, pb::Variant variant) {
-  w.set_kernel(pb::DECODE);
+// The compare spec of the workload's kernel (empty rows: none).
+CompareSpec SpecOf(const pb::Workload& w) {
+  const KernelLauncher* launcher = FindLauncher(w.kernel());
+  return launcher == nullptr ? CompareSpec{} : launcher->Compare();
+}
+
+absl::StatusOr<CompareRow> CompareOne(const pb::Chip& chip, const CompareSpec& spec,
+                                      pb::Workload w, pb::Variant variant) {
   w.set_variant(variant);
-  if (variant != pb::AUTO) w.clear_short_long_threshold();  // only AUTO uses it
+  if (spec.row) spec.row(w);
   w.set_data(false);
   w.clear_seed();
-  absl::StatusOr<LaunchResult> result = RunDecodeWorkload(chip, w, LaunchOptions{});
+  absl::StatusOr<LaunchResult> result = RunWorkload(chip, w, LaunchOptions{});
   if (!result.ok()) return result.status();
   if (!result->runtime_status.ok()) return result->runtime_status;
   CompareRow row;
@@ -81,32 +87,41 @@ absl::StatusOr<CompareRow> CompareOne(const pb::Chip& chip, pb::Workload w, pb::
 
 }  // namespace
 
-absl::StatusOr<std::vector<CompareRow>> CompareDecode(const pb::Chip& chip,
-                                                      const pb::Workload& workload,
-                                                      const std::vector<pb::Variant>& variants) {
-  if (workload.short_long_threshold() != 0 &&
-      std::find(variants.begin(), variants.end(), pb::AUTO) == variants.end()) {
-    return absl::InvalidArgumentError(
-        "short_long_threshold: only the AUTO variant uses it; add auto to the variants");
+std::vector<pb::Kernel> CompareKernels() {
+  std::vector<pb::Kernel> kernels;
+  for (const KernelLauncher* l : Launchers()) {
+    if (!l->Compare().rows.empty()) kernels.push_back(l->kernel());
+  }
+  return kernels;
+}
+
+absl::StatusOr<std::vector<CompareRow>> Compare(const pb::Chip& chip, const pb::Workload& workload,
+                                                const std::vector<pb::Variant>& variants) {
+  const CompareSpec spec = SpecOf(workload);
+  if (spec.check) {
+    if (absl::Status s = spec.check(workload, variants); !s.ok()) return s;
   }
   std::vector<CompareRow> rows;
   for (pb::Variant variant : variants) {
-    absl::StatusOr<CompareRow> row = CompareOne(chip, workload, variant);
+    absl::StatusOr<CompareRow> row = CompareOne(chip, spec, workload, variant);
     if (!row.ok()) return row.status();
     rows.push_back(*std::move(row));
   }
-  uint64_t baseline = 0;
+  uint64_t reference = 0;
   for (const CompareRow& row : rows) {
-    if (row.variant == pb::BASELINE_FANOUT) baseline = row.latency_ps;
+    if (spec.ratio_to != pb::VARIANT_UNSPECIFIED && row.variant == spec.ratio_to) {
+      reference = row.latency_ps;
+    }
   }
   for (CompareRow& row : rows) {
-    row.baseline_ratio = baseline == 0 ? 0 : static_cast<double>(row.latency_ps) / baseline;
+    row.baseline_ratio = reference == 0 ? 0 : static_cast<double>(row.latency_ps) / reference;
   }
   return rows;
 }
 
-absl::StatusOr<std::vector<CompareRow>> CompareDecodeReduceOptions(
+absl::StatusOr<std::vector<CompareRow>> CompareReduceOptions(
     const pb::Chip& chip, const pb::Workload& workload, const std::vector<pb::Variant>& variants) {
+  const CompareSpec spec = SpecOf(workload);
   std::vector<CompareRow> rows;
   for (pb::Variant variant : variants) {
     for (pb::ReducePayload payload : {pb::TRIPLET, pb::PACKED}) {
@@ -114,7 +129,7 @@ absl::StatusOr<std::vector<CompareRow>> CompareDecodeReduceOptions(
         pb::Workload w = workload;
         w.set_reduce_payload(payload);
         w.set_reduce_merge(merge);
-        absl::StatusOr<CompareRow> row = CompareOne(chip, w, variant);
+        absl::StatusOr<CompareRow> row = CompareOne(chip, spec, w, variant);
         if (!row.ok()) return row.status();
         rows.push_back(*std::move(row));
       }
@@ -131,7 +146,8 @@ std::string FormatCompareTable(const pb::Chip& chip, const std::vector<CompareRo
     // The summary names the first row's variant: "decode OPT1: H_q ..." -> "decode: H_q ...".
     std::string summary = rows.front().report.workload_summary();
     if (const size_t colon = summary.find(": "); colon != std::string::npos) {
-      summary = absl::StrCat("decode", summary.substr(colon));
+      summary = absl::StrCat(summary.substr(0, std::min(colon, summary.find(' '))),
+                             summary.substr(colon));
     }
     absl::StrAppend(&out, "workload:  ", summary, "\n");
     absl::StrAppend(&out, "profile:   ", rows.front().report.issue_cost_profile(), "\n\n");

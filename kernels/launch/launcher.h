@@ -1,0 +1,164 @@
+// One launcher per kernel: the per-kernel part of `ahbm run` / `ahbm compare`, registered by
+// pb::Kernel. The shared path (launch.cc RunWorkload) does everything else once for all
+// kernels: the registry lookup, the unused-field check, the data-mode checks of inputs_dir /
+// outputs_dir / save_inputs, the trace file, ChipSimOptions, the MemoryStore, the
+// KernelRuntime, the run and its deadlock status, the report, the .npy writes.
+//
+// Adding a kernel = one new file `kernels/launch/<kernel>_run.cc` (picked up by the BUILD glob;
+// add its kernel library to the `launch` deps) that defines
+//   class MyLauncher : public KernelLauncher  — kernel(), Fields(), Prepare(), maybe Compare()
+//   class MyPlan : public KernelPlan          — what Prepare returns for one valid workload
+// and ends with AHBM_REGISTER_LAUNCHER(MyLauncher). decode_run.cc is the example; the helpers
+// at the end (RequestStem, ReadNpyInput, ReadQkvInputs, Bf16QkvArrays) give DESIGN §6's .npy
+// conventions.
+//
+// The shared path's order (error precedence): lookup ("kernel: ...") → set fields outside
+// Fields() ("<field>: not used by <KERNEL> (got <v>); leave it unset") → Prepare (defaults,
+// validation, capacity: one-line InvalidArgument naming the field) → inputs_dir / outputs_dir
+// checks (data mode; HasInputs / HasOutputs) → LoadInputs (data mode) → ChipSim over Cubes()
+// with Summary() → Launch → Run → SeenInputs (data mode) → Gather (data mode, run OK).
+#ifndef AHBMSIM_KERNELS_LAUNCH_LAUNCHER_H_
+#define AHBMSIM_KERNELS_LAUNCH_LAUNCHER_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "kernels/host/npy.h"
+#include "kernels/memory/memory_store.h"
+#include "kernels/runtime/runtime.h"
+#include "proto/topology.pb.h"
+#include "proto/workload.pb.h"
+
+namespace ahbm::launch {
+
+// Host tensors by .npy file stem ("q", "k3", "o").
+using NpyArrays = std::map<std::string, host::NpyArray>;
+
+// One validated workload of one kernel, from Prepare to Gather. The shared path calls, in order:
+// Cubes, Summary, HasInputs / HasOutputs, LoadInputs (data mode), Launch, SeenInputs (data
+// mode), CommCriticalPathPs, ReduceRounds, Gather (data mode, run OK).
+class KernelPlan {
+ public:
+  virtual ~KernelPlan() = default;
+  // The global CUBEs the ChipSim builds (ChipSimOptions::cubes).
+  virtual std::vector<uint32_t> Cubes() const = 0;
+  // The report's workload line, "decode OPT3: H_q 64, ...; timing mode".
+  virtual std::string Summary() const = 0;
+  // false: inputs_dir (outputs_dir) is refused with "<flag>: <KERNEL> has none".
+  virtual bool HasInputs() const { return true; }
+  virtual bool HasOutputs() const { return true; }
+  // Data mode only, before the simulation exists: read the inputs from `inputs_dir`
+  // (ReadNpyInput) or, when it is empty, draw them from `seed`; keep them in the plan.
+  virtual absl::Status LoadInputs(const std::string& inputs_dir, uint64_t seed) = 0;
+  // Place the tensors (store non-null in data mode: write the loaded inputs) and add every
+  // kernel instance to `runtime`.
+  virtual absl::Status Launch(kernels::KernelRuntime& runtime, kernels::MemoryStore* store) = 0;
+  // Data mode, after Launch: the inputs as the kernels see them (rounded to their dtype).
+  virtual absl::StatusOr<NpyArrays> SeenInputs(const kernels::MemoryStore& store) const = 0;
+  // Data mode, after a run whose status is OK: the outputs.
+  virtual absl::StatusOr<NpyArrays> Gather(const kernels::MemoryStore& store) const = 0;
+  // Report extras, after Launch: the communication critical path the roofline adds (ps) and
+  // LaunchResult::reduce_rounds.
+  virtual uint64_t CommCriticalPathPs() const { return 0; }
+  virtual uint32_t ReduceRounds() const { return 0; }
+};
+
+// `ahbm compare` for a kernel (compare.h). Empty `rows`: the kernel has no comparison.
+struct CompareSpec {
+  std::vector<pb::Variant> rows;                  // default rows, in table order
+  pb::Variant ratio_to = pb::VARIANT_UNSPECIFIED;  // x_base column: latency / this row's
+  // --reduce_options: its default rows and the only variants it takes (empty: not offered).
+  std::vector<pb::Variant> reduce_option_rows;
+  uint64_t default_s = 0;  // `s` when the workload leaves it unset (0: none)
+  // Before a plain comparison runs: the workload against the listed variants (may be empty).
+  std::function<absl::Status(const pb::Workload&, const std::vector<pb::Variant>&)> check;
+  // One row's workload (variant already set): clear what that variant does not use.
+  std::function<void(pb::Workload&)> row;
+};
+
+class KernelLauncher {
+ public:
+  virtual ~KernelLauncher() = default;
+  virtual pb::Kernel kernel() const = 0;
+  // The workload fields this kernel reads besides kernel, data, seed, issue_cost_profile
+  // (names as in workload.proto, checked at registration). Any other set field is refused.
+  virtual std::vector<std::string> Fields() const = 0;
+  // Defaults and validation of `w` (fields only, no files): the plan, or InvalidArgument
+  // "<field>: <reason>" (one line). `chip` outlives the plan.
+  virtual absl::StatusOr<std::unique_ptr<KernelPlan>> Prepare(const pb::Chip& chip,
+                                                              const pb::Workload& w) const = 0;
+  virtual CompareSpec Compare() const { return {}; }
+};
+
+// The registry. RegisterLauncher checks (AHBM_CHECK) one launcher per kernel and that every
+// Fields() name is a workload field; returns true (for the static registration below).
+bool RegisterLauncher(std::unique_ptr<KernelLauncher> launcher);
+// nullptr when `kernel` has no launcher.
+const KernelLauncher* FindLauncher(pb::Kernel kernel);
+// Every registered launcher, in pb::Kernel order.
+std::vector<const KernelLauncher*> Launchers();
+
+// Helpers for the .npy conventions of DESIGN §6.
+// Request u's stem: `name` for one request, `name<u>` for several ("q", "q3").
+std::string RequestStem(uint32_t users, const std::string& name, uint32_t u);
+// <dir>/<stem>.npy with exactly `shape` (NotFound / InvalidArgument naming the file).
+absl::StatusOr<host::NpyArray> ReadNpyInput(const std::string& dir, const std::string& stem,
+                                            const std::vector<uint64_t>& shape);
+
+// The attention inputs of DESIGN §6 (decode, prefill): per request u, q [H_q, T_q, d] and k, v
+// [H_kv, S_u, d] in q.npy / k.npy / v.npy, or q<u>.npy ... with several requests. `Qkv` is a
+// struct with host::NpyArray members q, k, v (kernels::DecodeInputs).
+template <class Qkv>
+absl::StatusOr<std::vector<Qkv>> ReadQkvInputs(
+    const std::string& dir, uint32_t users,
+    const std::function<std::vector<uint64_t>(uint32_t u)>& q_shape,
+    const std::function<std::vector<uint64_t>(uint32_t u)>& kv_shape) {
+  std::vector<Qkv> out;
+  for (uint32_t u = 0; u < users; ++u) {
+    Qkv in;
+    for (auto [stem, array] : {std::pair<const char*, host::NpyArray*>{"q", &in.q},
+                               {"k", &in.k},
+                               {"v", &in.v}}) {
+      absl::StatusOr<host::NpyArray> read = ReadNpyInput(
+          dir, RequestStem(users, stem, u), *stem == 'q' ? q_shape(u) : kv_shape(u));
+      if (!read.ok()) return read.status();
+      *array = *std::move(read);
+    }
+    out.push_back(std::move(in));
+  }
+  return out;
+}
+// The same inputs as the kernels see them (bf16-rounded), by stem: KernelPlan::SeenInputs.
+template <class Qkv>
+NpyArrays Bf16QkvArrays(uint32_t users, const std::vector<Qkv>& inputs) {
+  const auto bf16 = [](host::NpyArray a) {
+    for (float& x : a.data) x = kernels::RoundToBf16(x);
+    return a;
+  };
+  NpyArrays out;
+  for (uint32_t u = 0; u < inputs.size(); ++u) {
+    out[RequestStem(users, "q", u)] = bf16(inputs[u].q);
+    out[RequestStem(users, "k", u)] = bf16(inputs[u].k);
+    out[RequestStem(users, "v", u)] = bf16(inputs[u].v);
+  }
+  return out;
+}
+
+}  // namespace ahbm::launch
+
+#define AHBM_LAUNCH_CONCAT_INNER(a, b) a##b
+#define AHBM_LAUNCH_CONCAT(a, b) AHBM_LAUNCH_CONCAT_INNER(a, b)
+// At namespace scope in the launcher's .cc (the `launch` library is alwayslink, so the linker
+// keeps it): AHBM_REGISTER_LAUNCHER(PrefillLauncher);
+#define AHBM_REGISTER_LAUNCHER(Class)                                            \
+  [[maybe_unused]] static const bool AHBM_LAUNCH_CONCAT(kRegistered, Class) = \
+      ::ahbm::launch::RegisterLauncher(std::make_unique<Class>())
+
+#endif  // AHBMSIM_KERNELS_LAUNCH_LAUNCHER_H_
