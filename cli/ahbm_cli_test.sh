@@ -156,7 +156,22 @@ expect_one_line_error 'gemm_n must be > 0 \(got 0\)' run --topology=$small \
   --workload=kernels/selftest/gemm.textproto --gemm_n=0
 expect_one_line_error "cube: 99 is outside the chip's 8 CUBEs" run --topology=$small \
   --kernel=selftest_deadlock --cube=99
-expect_one_line_error 'kernel: PREFILL is not implemented yet' run --topology=$small --kernel=prefill
+expect_one_line_error 's: must be > 0 \(the prompt length\)' run --topology=$small --kernel=prefill
+
+# prefill: every variant runs on the small chip (numbers against the float64 reference are in
+# kernels/attention/prefill_test); refused fields name themselves.
+expect 0 "prefill FLASH" run --topology=$small --kernel=prefill --variant=flash --h_q=8 --h_kv=2 \
+  --d=64 --s=300 --t_q=100
+for variant in ring short_context; do
+  expect 0 "roofline" run --topology=$small --kernel=prefill --variant=$variant --h_q=8 --h_kv=2 \
+    --d=64 --s=300 --p=4 --query_split=striped
+done
+expect_one_line_error 'c: the ring gives each CUBE one query head of the group: C must equal G = 4 \(got 2\)' \
+  run --topology=$small --kernel=prefill --variant=ring --h_q=8 --h_kv=2 --s=300 --p=4 --c=2
+expect_one_line_error 'p: FLASH runs without SP' run --topology=$small --kernel=prefill \
+  --variant=flash --h_q=8 --h_kv=2 --s=300 --p=4
+expect_one_line_error 'reduce_payload: not used by PREFILL' run --topology=$small --kernel=prefill \
+  --s=300 --reduce_payload=packed
 
 # decode: data mode on the small chip against the float64 reference is in
 # kernels/attention/decode_test; here the command line: every variant runs, bad fields fail.

@@ -274,9 +274,10 @@ absl::StatusOr<DecodeConfig> ConfigOf(const pb::Chip& chip, const pb::Workload& 
 
 AutoChoice DispatchAuto(const pb::Workload& w, uint64_t s) {
   AutoChoice pick;
-  pick.threshold = Or(w.short_long_threshold(), kShortLongThreshold);
+  const bool prefill = w.kernel() == pb::PREFILL;
+  pick.threshold = Or(w.short_long_threshold(), prefill ? kPrefillShortLongThreshold : kShortLongThreshold);
   const bool is_short = s < pick.threshold;
-  pick.variant = is_short ? pb::SHORT_CONTEXT : pb::OPT3;
+  pick.variant = is_short ? pb::SHORT_CONTEXT : prefill ? pb::RING : pb::OPT3;
   pick.why = absl::StrCat("S ", s, is_short ? " < " : " >= ", "threshold ", pick.threshold);
   return pick;
 }

@@ -63,8 +63,14 @@ namespace ahbm::launch {
 // overrides it.
 inline constexpr uint64_t kShortLongThreshold = 2049;
 
-// What variant AUTO runs for a workload whose (longest) context length is `s`, and why:
-// SHORT_CONTEXT when s < threshold, else OPT3; `why` = "S 1024 < threshold 2049".
+// The prefill dispatcher's threshold (PREFILL variant AUTO): prompts shorter than this run the
+// short-context prefill (kv_per_cube 1), longer ones the ring. Measured (prefill_run.cc).
+inline constexpr uint64_t kPrefillShortLongThreshold = 0;
+
+// The short/long dispatcher shared by DECODE and PREFILL (variant AUTO): for a workload whose
+// (longest) context length is `s`, SHORT_CONTEXT when s < threshold, else the long kernel
+// (DECODE: OPT3; PREFILL: RING); `why` = "S 1024 < threshold 2049". The threshold is the
+// workload's short_long_threshold, else the kernel's measured default.
 struct AutoChoice {
   pb::Variant variant = pb::OPT3;
   uint64_t threshold = 0;

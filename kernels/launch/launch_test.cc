@@ -275,9 +275,9 @@ TEST(RunWorkload, EveryBadInputIsOneLineNamingTheFieldOrFile) {
   using absl::StatusCode;
   const std::vector<BadCase> cases = {
       {"kernel unset", [](pb::Workload& w, LaunchOptions&) { w.clear_kernel(); },
-       StatusCode::kInvalidArgument, "kernel: must be set (implemented: DECODE, SELFTEST_GEMM"},
+       StatusCode::kInvalidArgument, "kernel: must be set (implemented: DECODE, PREFILL, SELFTEST_GEMM"},
       {"prefill", [](pb::Workload& w, LaunchOptions&) { w.set_kernel(pb::PREFILL); },
-       StatusCode::kInvalidArgument, "kernel: PREFILL is not implemented yet"},
+       StatusCode::kInvalidArgument, "gemm_m: not used by PREFILL (got 8); leave it unset"},
       {"unknown kernel number",
        [](pb::Workload& w, LaunchOptions&) { w.set_kernel(static_cast<pb::Kernel>(99)); },
        StatusCode::kInvalidArgument, "kernel: unknown value 99"},

@@ -1,0 +1,278 @@
+// `ahbm run --kernel=prefill` (and `ahbm compare --kernel=prefill`): the GQA prefill kernels of
+// kernels/attention/prefill_launch.h on a workload.
+//
+// Contract:
+// - Defaults (Llama3-70B, DESIGN §2/§4b) for fields left 0: h_q 64, h_kv 8, d 128, tile 128
+//   keys, q_tile 128 GEMM rows, p 8, users 1, variant RING (C = G), query_split ZIGZAG; t_q 0
+//   = the whole prompt (T_q = S of each request), else the last t_q positions (chunked
+//   prefill). `s` (or request_lengths) must be set.
+// - Variants: FLASH (C = P = 1: c, p, query_split refused when set to anything else), RING
+//   (c must be G), SHORT_CONTEXT (kv_per_cube 1, 2, 4 or 8, default 1; C = 1), AUTO
+//   (DispatchAuto: SHORT_CONTEXT below the prefill threshold, else RING; c, group shape and
+//   kv_per_cube refused as for decode), BASELINE_FANOUT when built; others refused.
+// - Data mode: q.npy [H_q, T_q, d], k.npy and v.npy [H_kv, S, d] (q<r>.npy ... per request),
+//   or drawn from `seed` (RandomPrefillInputs); outputs o.npy [H_q, T_q, d] (o<r>.npy).
+//   A data-mode run whose host estimate exceeds kDataModeHostBytes is refused (field data).
+// - The report's roofline is the PE bound (the ring's rotations overlap its compute).
+#include <algorithm>
+#include <memory>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/attention/prefill_launch.h"
+#include "kernels/launch/decode_run.h"
+#include "kernels/launch/launcher.h"
+
+namespace ahbm::launch {
+namespace {
+
+using kernels::DecodeInputs;
+using kernels::PrefillConfig;
+using kernels::PrefillVariant;
+
+absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentError(message); }
+
+template <class T>
+T Or(T value, T fallback) {
+  return value == T{} ? fallback : value;
+}
+
+const char* SplitName(kernels::QuerySplit s) {
+  switch (s) {
+    case kernels::QuerySplit::kContiguous:
+      return "CONTIGUOUS";
+    case kernels::QuerySplit::kStriped:
+      return "STRIPED";
+    case kernels::QuerySplit::kZigzag:
+      break;
+  }
+  return "ZIGZAG";
+}
+
+absl::StatusOr<PrefillConfig> ConfigOf(const pb::Chip& chip, const pb::Workload& w,
+                                       std::string* label, std::vector<uint32_t>* cubes) {
+  PrefillConfig cfg;
+  cfg.h_q = Or(w.h_q(), 64u);
+  cfg.h_kv = Or(w.h_kv(), 8u);
+  cfg.d = Or(w.d(), 128u);
+  cfg.s = w.s();
+  cfg.t_q = w.t_q();
+  cfg.max_context = w.max_context();
+  cfg.p = Or(w.p(), 8u);
+  cfg.group_rows = w.group_rows();
+  cfg.group_cols = w.group_cols();
+  cfg.tile = Or(w.tile(), 128u);
+  cfg.q_tile = Or(w.q_tile(), 128u);
+  cfg.sip = w.sip();
+  cfg.users = Or(w.users(), 1u);
+  cfg.start_cube = w.start_cube();
+  cfg.start_pe = w.start_pe();
+  cfg.rotate_by_request = !w.no_rotation();
+  if (w.request_lengths_size() > 0) {
+    if (w.s() != 0) return Invalid("s: leave it unset with request_lengths (one length per request)");
+    if (w.users() != 0 && w.users() != static_cast<uint32_t>(w.request_lengths_size())) {
+      return Invalid(absl::StrCat("users: ", w.users(), " but request_lengths has ",
+                                  w.request_lengths_size(), " lengths"));
+    }
+    cfg.users = static_cast<uint32_t>(w.request_lengths_size());
+    for (uint64_t len : w.request_lengths()) {
+      if (len == 0) return Invalid("request_lengths: every prompt length must be > 0");
+      cfg.request_lengths.push_back(len);
+      cfg.s = std::max(cfg.s, len);
+    }
+  }
+  if (cfg.s == 0) return Invalid("s: must be > 0 (the prompt length)");
+  if (cfg.h_kv == 0 || cfg.h_q % cfg.h_kv != 0) {
+    return Invalid(absl::StrCat("h_q: must be a positive multiple of h_kv = ", cfg.h_kv,
+                                " (got ", cfg.h_q, ")"));
+  }
+  switch (w.query_split()) {
+    case pb::QUERY_SPLIT_UNSPECIFIED:
+    case pb::ZIGZAG:
+      cfg.query_split = kernels::QuerySplit::kZigzag;
+      break;
+    case pb::CONTIGUOUS:
+      cfg.query_split = kernels::QuerySplit::kContiguous;
+      break;
+    case pb::STRIPED:
+      cfg.query_split = kernels::QuerySplit::kStriped;
+      break;
+    default:
+      return Invalid(absl::StrCat("query_split: unknown value ", static_cast<int>(w.query_split())));
+  }
+  if (w.kv_per_cube() != 0 && w.variant() != pb::SHORT_CONTEXT && w.variant() != pb::AUTO) {
+    return Invalid("kv_per_cube: only the SHORT_CONTEXT and AUTO variants use it");
+  }
+  if (w.short_long_threshold() != 0 && w.variant() != pb::AUTO) {
+    return Invalid("short_long_threshold: only the AUTO variant uses it");
+  }
+  pb::Variant variant = w.variant() == pb::VARIANT_UNSPECIFIED ? pb::RING : w.variant();
+  *label = pb::Variant_Name(variant);
+  if (variant == pb::AUTO) {
+    const AutoChoice pick = DispatchAuto(w, cfg.s);
+    if (w.c() != 0 || w.group_rows() != 0 || w.group_cols() != 0) {
+      return Invalid(absl::StrCat(w.c() != 0 ? "c" : w.group_rows() != 0 ? "group_rows" : "group_cols",
+                                  ": AUTO picks the kernel and its C; leave it unset or choose a variant"));
+    }
+    if (w.kv_per_cube() != 0 && pick.variant != pb::SHORT_CONTEXT) {
+      return Invalid(absl::StrCat("kv_per_cube: AUTO picks RING (", pick.why,
+                                  "), which does not use it; leave it unset or choose a variant"));
+    }
+    *label = absl::StrCat("AUTO -> ", pb::Variant_Name(pick.variant), " (", pick.why, ")");
+    variant = pick.variant;
+  }
+  switch (variant) {
+    case pb::FLASH:
+      cfg.variant = PrefillVariant::kFlash;
+      if (w.c() > 1) return Invalid(absl::StrCat("c: FLASH runs without SP (C = P = 1); got ", w.c()));
+      if (w.p() > 1) return Invalid(absl::StrCat("p: FLASH runs without SP (C = P = 1); got ", w.p()));
+      if (w.query_split() != pb::QUERY_SPLIT_UNSPECIFIED) {
+        return Invalid("query_split: FLASH runs on one PE per KV head; nothing to split");
+      }
+      cfg.p = 1;
+      break;
+    case pb::RING:
+      cfg.variant = PrefillVariant::kRing;
+      cfg.c = w.c();  // 0: G
+      break;
+    case pb::SHORT_CONTEXT:
+      cfg.variant = PrefillVariant::kShortContext;
+      cfg.kv_per_cube = Or(w.kv_per_cube(), 1u);
+      if (w.c() > 1) {
+        return Invalid(absl::StrCat("c: SHORT_CONTEXT keeps whole heads per CUBE (C = 1); got ", w.c()));
+      }
+      break;
+    default:
+      return Invalid(absl::StrCat("variant: ", pb::Variant_Name(variant),
+                                  " is not a PREFILL variant (FLASH, RING, SHORT_CONTEXT, AUTO are)"));
+  }
+  absl::StatusOr<std::vector<uint32_t>> used = kernels::PrefillCubes(chip, cfg);
+  if (!used.ok()) return used.status();
+  *cubes = *std::move(used);
+  // Data mode keeps inputs, outputs and their HBM image on the host (4 B per value).
+  if (w.data()) {
+    uint64_t values = 0;
+    for (uint32_t u = 0; u < cfg.users; ++u) {
+      values += 2 * uint64_t{cfg.h_q} * cfg.QueriesOf(u) * cfg.d +
+                2 * uint64_t{cfg.h_kv} * cfg.ContextOf(u) * cfg.d;
+    }
+    if (3 * 4 * values > kDataModeHostBytes) {
+      return Invalid(absl::StrCat("data: the inputs and outputs need about ", 12 * values >> 20,
+                                  " MiB of host memory, above the ", kDataModeHostBytes >> 20,
+                                  " MiB data-mode bound; run in timing mode"));
+    }
+  }
+  return cfg;
+}
+
+class PrefillPlan final : public KernelPlan {
+ public:
+  PrefillPlan(const pb::Chip& chip, const pb::Workload& w, PrefillConfig cfg, std::string label,
+              std::vector<uint32_t> cubes)
+      : chip_(chip), w_(w), cfg_(std::move(cfg)), label_(std::move(label)), cubes_(std::move(cubes)) {}
+
+  std::vector<uint32_t> Cubes() const override { return cubes_; }
+
+  std::string Summary() const override {
+    return absl::StrCat("prefill ", label_, ": H_q ", cfg_.h_q, ", H_kv ", cfg_.h_kv, ", d ",
+                        cfg_.d, ", S ", cfg_.s, ", T_q ",
+                        cfg_.t_q == 0 ? std::string("S") : absl::StrCat(cfg_.t_q), ", C ", cfg_.C(),
+                        ", P ", cfg_.P(), ", TILE ", cfg_.tile, ", q_tile ", cfg_.q_tile,
+                        cfg_.P() > 1 ? absl::StrCat(", split ", SplitName(cfg_.query_split)) : "",
+                        cfg_.variant == PrefillVariant::kShortContext
+                            ? absl::StrCat(", kv_per_cube ", cfg_.kv_per_cube)
+                            : "",
+                        ", users ", cfg_.users, w_.data() ? "; data mode" : "; timing mode");
+  }
+
+  absl::Status LoadInputs(const std::string& inputs_dir, uint64_t seed) override {
+    if (!inputs_dir.empty()) {
+      absl::StatusOr<std::vector<DecodeInputs>> read = ReadQkvInputs<DecodeInputs>(
+          inputs_dir, cfg_.users,
+          [&](uint32_t u) { return std::vector<uint64_t>{cfg_.h_q, cfg_.QueriesOf(u), cfg_.d}; },
+          [&](uint32_t u) { return std::vector<uint64_t>{cfg_.h_kv, cfg_.ContextOf(u), cfg_.d}; });
+      if (!read.ok()) return read.status();
+      inputs_ = *std::move(read);
+      return absl::OkStatus();
+    }
+    std::mt19937_64 rng(seed);
+    for (uint32_t u = 0; u < cfg_.users; ++u) inputs_.push_back(kernels::RandomPrefillInputs(cfg_, u, rng));
+    return absl::OkStatus();
+  }
+
+  absl::Status Launch(kernels::KernelRuntime& runtime, kernels::MemoryStore* store) override {
+    absl::StatusOr<kernels::PrefillLaunch> launch =
+        kernels::LaunchPrefill(chip_, cfg_, runtime, store, inputs_);
+    if (!launch.ok()) return launch.status();
+    launch_ = *std::move(launch);
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<NpyArrays> SeenInputs(const kernels::MemoryStore&) const override {
+    return Bf16QkvArrays(cfg_.users, inputs_);
+  }
+
+  absl::StatusOr<NpyArrays> Gather(const kernels::MemoryStore& store) const override {
+    NpyArrays out;
+    for (uint32_t u = 0; u < cfg_.users; ++u) {
+      absl::StatusOr<std::vector<float>> o = kernels::GatherPrefillOutput(store, cfg_, launch_, u);
+      if (!o.ok()) return o.status();
+      out[RequestStem(cfg_.users, "o", u)] =
+          host::NpyArray{{cfg_.h_q, cfg_.QueriesOf(u), cfg_.d}, std::move(*o)};
+    }
+    return out;
+  }
+
+ private:
+  const pb::Chip& chip_;
+  const pb::Workload w_;
+  const PrefillConfig cfg_;
+  const std::string label_;
+  const std::vector<uint32_t> cubes_;
+  std::vector<DecodeInputs> inputs_;
+  kernels::PrefillLaunch launch_;
+};
+
+class PrefillLauncher final : public KernelLauncher {
+ public:
+  pb::Kernel kernel() const override { return pb::PREFILL; }
+  std::vector<std::string> Fields() const override {
+    return {"variant",     "h_q",        "h_kv",        "d",         "s",
+            "t_q",         "max_context", "c",          "p",         "group_rows",
+            "group_cols",  "tile",       "q_tile",      "users",     "start_cube",
+            "start_pe",    "no_rotation", "sip",        "kv_per_cube", "request_lengths",
+            "query_split", "short_long_threshold"};
+  }
+  absl::StatusOr<std::unique_ptr<KernelPlan>> Prepare(const pb::Chip& chip,
+                                                      const pb::Workload& w) const override {
+    std::string label;
+    std::vector<uint32_t> cubes;
+    absl::StatusOr<PrefillConfig> cfg = ConfigOf(chip, w, &label, &cubes);
+    if (!cfg.ok()) return cfg.status();
+    return std::make_unique<PrefillPlan>(chip, w, *std::move(cfg), std::move(label), std::move(cubes));
+  }
+  CompareSpec Compare() const override {
+    CompareSpec spec;
+    spec.rows = {pb::FLASH, pb::SHORT_CONTEXT, pb::RING};
+    spec.ratio_to = pb::FLASH;
+    spec.default_s = 8192;
+    spec.row = [](pb::Workload& w) {
+      if (w.variant() != pb::AUTO) w.clear_short_long_threshold();
+      if (w.variant() == pb::FLASH) {
+        w.clear_p();
+        w.clear_query_split();
+      }
+      if (w.variant() != pb::SHORT_CONTEXT && w.variant() != pb::AUTO) w.clear_kv_per_cube();
+    };
+    return spec;
+  }
+};
+
+}  // namespace
+
+AHBM_REGISTER_LAUNCHER(PrefillLauncher);
+
+}  // namespace ahbm::launch
