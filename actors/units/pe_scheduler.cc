@@ -187,7 +187,7 @@ void PeScheduler::OnComposite(std::shared_ptr<const pb::CompositeCmd> cmd) {
                   checker_.Check(*cmd), Ids(cmd->depends_on()));
   if (c == nullptr) return;
   c->msg = std::move(cmd);
-  waiting_.push_back(c->cmd_id);
+  AdmitOrWait(*c);
   Step();
 }
 
@@ -204,8 +204,20 @@ void PeScheduler::OnSoftmaxPv(std::shared_ptr<const pb::SoftmaxPvCmd> cmd) {
   }
   last_on_acc_[acc] = c->cmd_id;
   c->msg = std::move(cmd);
-  waiting_.push_back(c->cmd_id);
+  AdmitOrWait(*c);
   Step();
+}
+
+// Admitted on arrival when nothing older waits and a slot is free — not at the next Step, which
+// waits for this instant's DMA replies: a DMA the CPU issues after this command at the same
+// instant would otherwise reach the DMA unit (and the channels, FIFO) before its operand loads.
+void PeScheduler::AdmitOrWait(Cmd& c) {
+  if (waiting_.empty() && inflight_ < config_.scheduler().max_inflight_composites()) {
+    ++inflight_;
+    Admit(c);
+  } else {
+    waiting_.push_back(c.cmd_id);
+  }
 }
 
 void PeScheduler::OnLseMerge(std::shared_ptr<const pb::LseMergeCmd> cmd) {

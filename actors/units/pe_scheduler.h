@@ -26,7 +26,9 @@
 //   `dot` has no epilogue), softmax_pv by PlanSoftmaxPv, lse_merge by PlanLseMerge. GEMM / epilogue / merge ops go to the
 //   planner; a load or write-out of an HBM operand is one DmaCmd per tile piece; a TCM-homed
 //   load or write-out costs nothing.
-// - Admission: an admitted composite / softmax_pv sends all its operand loads at once, in plan
+// - Admission: a composite / softmax_pv is admitted on arrival when no older one waits and a
+//   slot is free (so its loads reach the DMA unit before those of any later command), else in
+//   issue order as slots free. An admitted one sends all its operand loads at once, in plan
 //   order, as one DmaBatch ("the next composite's loads overlap the current one's GEMMs"; the
 //   DMA and the channels serve them in that order, timed as separate DMAs). `dot`, MATH and DMA commands are not admission-limited
 //   (the CPU blocks on the first two).
@@ -159,6 +161,7 @@ class PeScheduler : public Engine::TimerHandler {
   // "composite_gemm", "math_EXP", "dma_load", ...: for op-log records and error texts only.
   static std::string OpName(const Cmd& c);
   void Admit(Cmd& c);
+  void AdmitOrWait(Cmd& c);  // a composite / softmax_pv on arrival
   void AddPlannerOps(Cmd& c, const std::vector<OpId>& extra_deps, int extra_external,
                      SimTime external_ready);
   // Numbers a DMA of `c` and records it in flight; returns its id.

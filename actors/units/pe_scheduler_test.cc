@@ -201,6 +201,29 @@ TEST_F(SchedulerTest, IndependentCompositesOverlap) {
   EXPECT_EQ(second_first_start, first_last_end);
 }
 
+// Commands issued at one instant reach the channels in issue order: a composite issued after a
+// load and before another load is admitted on arrival, so its B pieces are read after the
+// first load and before the second (not after both, as when admission waited for the first
+// load's DMA reply). Each transfer is dense and spread over every channel: the first load holds
+// them for Occupancy(a), the composite's pieces then for Occupancy(b), then the second load.
+TEST_F(SchedulerTest, SameInstantCommandsReachTheChannelsInIssueOrder) {
+  const uint64_t m = tile_m_, k = tile_k_, n = tile_n_;
+  const uint64_t a = 64 << 10, b = k * n * 2;
+  ProgramBuilder p;
+  const uint64_t first = p.Dma(Hbm(0, 0, pb::BF16, {a / 2}), Tcm(0, 0, pb::BF16, {a / 2}));
+  const uint64_t comp = p.Composite(Tcm(0, 1 << 20, pb::BF16, {m, k}),
+                                    Hbm(0, 1 << 20, pb::BF16, {k, n}),
+                                    Tcm(0, 2 << 20, pb::FP32, {m, n}));
+  const uint64_t second = p.Dma(Hbm(0, 2 << 20, pb::BF16, {a / 2}), Tcm(0, 3 << 20, pb::BF16, {a / 2}));
+  SimRun run = RunOn(chip_, p.Build());
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  const std::map<uint64_t, Span> cmds = run.Commands();
+  EXPECT_EQ(cmds.at(first).start, 0u);
+  EXPECT_EQ(cmds.at(comp).start, Occupancy(a) * ps_);
+  EXPECT_EQ(cmds.at(second).start, (Occupancy(a) + Occupancy(b)) * ps_);
+  EXPECT_EQ(cmds.at(second).end, (Occupancy(a) + Occupancy(b) + DmaCycles(a)) * ps_);
+}
+
 // A composite waiting on an input (a 1 MiB load) does not block a younger ready composite: the
 // younger one's GEMMs run first, while the load is still streaming.
 TEST_F(SchedulerTest, WaitingCompositeDoesNotBlockYoungerReadyOne) {

@@ -28,6 +28,28 @@ inline pb::Chip Load(const std::string& path) {
   return *chip;
 }
 
+// The unit numbers the hand-computed timelines (decode_timeline_test, prefill_timeline_test)
+// are derived from: a changed topology fails here, not in a table. Check HasFatalFailure().
+inline void AssertTimelineNumbers(const pb::Chip& chip) {
+  const pb::Cube& cube = chip.sip().cube();
+  ASSERT_EQ(cube.hbm_channel().bytes_per_cycle(), 32u);
+  ASSERT_EQ(cube.hbm_channel().first_byte_latency_cycles(), 100u);
+  ASSERT_EQ(cube.hbm_channel().interleave_bytes(), 256u);
+  ASSERT_EQ(cube.pe().hbm_channels(), 8u);
+  ASSERT_EQ(cube.pe().gemm().array_rows(), 8u);
+  ASSERT_EQ(cube.pe().gemm().array_cols(), 128u);
+  ASSERT_EQ(cube.pe().gemm().fill_drain_cycles(), 16u);
+  ASSERT_EQ(cube.pe().math().lanes_per_cycle(), 128u);
+  ASSERT_EQ(cube.pe().math().transcendental_per_cycle(), 32u);
+  ASSERT_EQ(cube.pe().math().reduction_extra_cycles(), 7u);
+  ASSERT_EQ(cube.pe().math().startup_cycles(), 8u);
+  ASSERT_EQ(cube.pe().scheduler().tile_m(), 32u);
+  ASSERT_EQ(cube.pe().scheduler().tile_k(), 64u);
+  ASSERT_EQ(cube.pe().scheduler().tile_n(), 128u);
+  ASSERT_EQ(cube.pe().scheduler().max_inflight_composites(), 4u);
+  ASSERT_EQ(cube.pe().clock_mhz(), 1000u);
+}
+
 // Request u's inputs, Q, K ~ N(0, 1), V ~ U(-2, 2) (§11), from its own seed.
 inline DecodeInputs MakeInputs(const DecodeConfig& cfg, uint32_t seed, uint32_t user = 0) {
   std::mt19937_64 rng(seed);

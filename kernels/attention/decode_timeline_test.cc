@@ -46,6 +46,7 @@
 #include "actors/chip_sim.h"
 #include "gtest/gtest.h"
 #include "kernels/attention/decode_launch.h"
+#include "kernels/attention/decode_test_util.h"
 #include "kernels/runtime/runtime.h"
 #include "topology/loader.h"
 
@@ -190,23 +191,7 @@ class DecodeTimeline : public ::testing::Test {
     ASSERT_TRUE(chip.ok()) << chip.status();
     chip_ = *chip;
     // The numbers the derivation uses.
-    const pb::Cube& cube = chip_.sip().cube();
-    ASSERT_EQ(cube.hbm_channel().bytes_per_cycle(), 32u);
-    ASSERT_EQ(cube.hbm_channel().first_byte_latency_cycles(), 100u);
-    ASSERT_EQ(cube.hbm_channel().interleave_bytes(), 256u);
-    ASSERT_EQ(cube.pe().hbm_channels(), 8u);
-    ASSERT_EQ(cube.pe().gemm().array_rows(), 8u);
-    ASSERT_EQ(cube.pe().gemm().array_cols(), 128u);
-    ASSERT_EQ(cube.pe().gemm().fill_drain_cycles(), 16u);
-    ASSERT_EQ(cube.pe().math().lanes_per_cycle(), 128u);
-    ASSERT_EQ(cube.pe().math().transcendental_per_cycle(), 32u);
-    ASSERT_EQ(cube.pe().math().reduction_extra_cycles(), 7u);
-    ASSERT_EQ(cube.pe().math().startup_cycles(), 8u);
-    ASSERT_EQ(cube.pe().scheduler().tile_m(), 32u);
-    ASSERT_EQ(cube.pe().scheduler().tile_k(), 64u);
-    ASSERT_EQ(cube.pe().scheduler().tile_n(), 128u);
-    ASSERT_EQ(cube.pe().scheduler().max_inflight_composites(), 4u);
-    ASSERT_EQ(cube.pe().clock_mhz(), 1000u);
+    testing::AssertTimelineNumbers(chip_);
   }
 
   // Runs the sweep and returns every scheduler command's [start, end] in cycles.
