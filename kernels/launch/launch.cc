@@ -156,6 +156,8 @@ absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& chip, const pb::Workloa
     result.inputs = std::move(*seen);
   }
   result.reduce_rounds = plan.ReduceRounds();
+  result.composites = plan.Composites();
+  result.grid_composites = plan.GridComposites();
   result.runtime_status = runtime.Run();
   if (trace) {
     trace->close();

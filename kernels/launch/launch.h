@@ -60,6 +60,9 @@ struct LaunchResult {
   // KernelPlan::ReduceRounds (DECODE: sequential reduce rounds of the static schedule,
   // decode_run.h).
   uint32_t reduce_rounds = 0;
+  // PREFILL: GEMM composites the kernels issue (causal skip) and the full grid's count.
+  uint64_t composites = 0;
+  uint64_t grid_composites = 0;
 };
 
 // The validation part of RunWorkload (fields only; no files are read): lookup, unused fields,

@@ -68,6 +68,9 @@ class KernelPlan {
   // LaunchResult::reduce_rounds.
   virtual uint64_t CommCriticalPathPs() const { return 0; }
   virtual uint32_t ReduceRounds() const { return 0; }
+  // LaunchResult::composites / grid_composites (prefill's causal skip), after Launch.
+  virtual uint64_t Composites() const { return 0; }
+  virtual uint64_t GridComposites() const { return 0; }
 };
 
 // `ahbm compare` for a kernel (compare.h). Empty `rows`: the kernel has no comparison.

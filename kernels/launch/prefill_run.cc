@@ -226,6 +226,9 @@ class PrefillPlan final : public KernelPlan {
     return out;
   }
 
+  uint64_t Composites() const override { return launch_.composites; }
+  uint64_t GridComposites() const override { return launch_.grid_composites; }
+
  private:
   const pb::Chip& chip_;
   const pb::Workload w_;
