@@ -14,15 +14,6 @@
 namespace ahbm::kernels {
 namespace {
 
-// The running (m, l, O) of `rows` query rows in the persistent arena (so per-step scratch
-// scopes may recycle everything else); m double-buffered so a merge never copies it.
-struct Running {
-  Tensor m[2];
-  int cur = 0;
-  Tensor l, o;
-  const Tensor& M() const { return m[cur]; }
-};
-
 // The log-sum-exp merge of lse_merge.h with the new maximum written into the other m buffer
 // (LseMerge allocates it in scratch, which a per-step scope would release).
 Task<void> MergeInto(Tl& tl, Running& r, const Tensor& mb, const Tensor& lb, const Tensor& ob) {
@@ -63,7 +54,8 @@ Task<Triplet> RecvTriplet(Tl& tl, const Peer& from, uint32_t rows, uint32_t d) {
   co_return t;
 }
 
-// O / l, stored as bf16 at `o_addr`.
+}  // namespace
+
 Task<void> NormaliseAndStore(Tl& tl, const Running& r, uint64_t o_addr, uint32_t rows,
                              uint32_t d) {
   const std::vector<uint64_t> full = {rows, d};
@@ -72,7 +64,32 @@ Task<void> NormaliseAndStore(Tl& tl, const Running& r, uint64_t o_addr, uint32_t
   co_await tl.Store(tl.Ref(o_addr, full), out);
 }
 
-}  // namespace
+// rev1 §3's tile: the ops in the order Rev1Rank has always issued them (its golden op log).
+Task<void> FoldTileBlocking(Tl& tl, Running& r, const Tensor& q, const Tensor& kj,
+                            const Tensor& vj, float scale, const Tensor* mask) {
+  const std::vector<uint64_t> pshape = {q.dim(0), kj.dim(1)};
+  Tensor sj = co_await tl.Dot(q, kj);  // [rows, len], blocking
+  co_await tl.Scale(sj, scale, sj);
+  if (mask != nullptr) co_await tl.Add(sj, *mask, sj);
+  // m_new = maximum(m, max(Sj)); P = exp(Sj - m_new); corr = exp(m - m_new)
+  const Tensor& m = r.m[r.cur];
+  const Tensor& m_new = r.m[1 - r.cur];
+  Tensor mj = co_await tl.Max(sj);
+  co_await tl.Maximum(m, mj, m_new);
+  Tensor centred = co_await tl.Sub(sj, m_new);
+  Tensor pj = tl.Alloc(pshape, pb::BF16);  // P rounded to bf16 before P·V
+  co_await tl.Exp(centred, pj);
+  Tensor corr = co_await tl.Sub(m, m_new);
+  co_await tl.Exp(corr, corr);
+  // l = l·corr + sum(P); O = O·corr + dot(P, Vj)
+  co_await tl.Mul(r.l, corr, r.l);
+  Tensor lj = co_await tl.Sum(pj);
+  co_await tl.Add(r.l, lj, r.l);
+  co_await tl.Mul(r.o, corr, r.o);
+  Tensor pv = co_await tl.Dot(pj, vj);  // blocking
+  co_await tl.Add(r.o, pv, r.o);
+  r.cur = 1 - r.cur;
+}
 
 // §A: one-shot partial attention with blocking dots (Sj = q·Kᵀ, scale, max, exp, sum, P·V),
 // then the one-direction fan-out: send the own partial, then ranks − 1 times receive the
@@ -122,28 +139,9 @@ Task<void> Rev1Rank(Tl& tl, Rev1RankPlan p) {
     const uint64_t len = std::min<uint64_t>(p.tile, p.len - j * p.tile);
     const std::vector<uint64_t> kshape = {p.d, p.tile};
     const std::vector<uint64_t> vshape = {len, p.d};
-    const std::vector<uint64_t> pshape = {p.rows, len};
     const Tensor kj = tl.Ref(p.k_addr + j * p.d * p.tile * 2, kshape).Cols(0, len);
-    Tensor sj = co_await tl.Dot(q, kj);  // [G, len], blocking
-    co_await tl.Scale(sj, p.scale, sj);
-    // m_new = maximum(m, max(Sj)); P = exp(Sj - m_new); corr = exp(m - m_new)
-    const Tensor& m = r.m[r.cur];
-    const Tensor& m_new = r.m[1 - r.cur];
-    Tensor mj = co_await tl.Max(sj);
-    co_await tl.Maximum(m, mj, m_new);
-    Tensor centred = co_await tl.Sub(sj, m_new);
-    Tensor pj = tl.Alloc(pshape, pb::BF16);  // P rounded to bf16 before P·V
-    co_await tl.Exp(centred, pj);
-    Tensor corr = co_await tl.Sub(m, m_new);
-    co_await tl.Exp(corr, corr);
-    // l = l·corr + sum(P); O = O·corr + dot(P, Vj)
-    co_await tl.Mul(r.l, corr, r.l);
-    Tensor lj = co_await tl.Sum(pj);
-    co_await tl.Add(r.l, lj, r.l);
-    co_await tl.Mul(r.o, corr, r.o);
-    Tensor pv = co_await tl.Dot(pj, tl.Ref(p.v_addr + j * p.tile * p.d * 2, vshape));  // blocking
-    co_await tl.Add(r.o, pv, r.o);
-    r.cur = 1 - r.cur;
+    const Tensor vj = tl.Ref(p.v_addr + j * p.tile * p.d * 2, vshape);
+    co_await FoldTileBlocking(tl, r, q, kj, vj, p.scale);
   }
   for (const Peer& child : p.children) {
     ScratchScope scope(&tl);
@@ -187,12 +185,7 @@ absl::StatusOr<std::vector<uint32_t>> CubesFromSip(const pb::Chip& chip, const D
   return cubes;
 }
 
-// The fan-out ring: `cubes` in order, inside each its P PEs in snake order (IPCQ hops), NOC
-// hops between CUBEs. Per global PE: its successor and predecessor.
-struct RingLinks {
-  Peer next = Peer::Ipcq(topology::Dir::kEast);
-  Peer prev = Peer::Ipcq(topology::Dir::kWest);
-};
+}  // namespace
 
 absl::StatusOr<std::map<uint32_t, RingLinks>> FanoutRing(const DecodeGeometry& geo,
                                                          const std::vector<uint32_t>& cubes) {
@@ -223,6 +216,8 @@ absl::StatusOr<std::map<uint32_t, RingLinks>> FanoutRing(const DecodeGeometry& g
   }
   return links;
 }
+
+namespace {
 
 // The fan-out ring's sequential steps (ranks − 1) split into IPCQ and NOC rounds: the longest
 // chain of ranks − 1 consecutive ring edges holds min(C, ranks − 1) NOC edges when C > 1.

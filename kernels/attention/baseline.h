@@ -29,6 +29,7 @@
 #define AHBMSIM_KERNELS_ATTENTION_BASELINE_H_
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <vector>
 
@@ -79,6 +80,38 @@ struct Rev1RankPlan {
 };
 
 Task<void> Rev1Rank(Tl& tl, Rev1RankPlan plan);
+
+// The running (m, l, O) of `rows` query rows in the persistent arena (so per-step scratch
+// scopes may recycle everything else); m double-buffered so a fold or merge writes the new
+// maximum into the other buffer and never copies it.
+struct Running {
+  Tensor m[2];
+  int cur = 0;
+  Tensor l, o;
+  const Tensor& M() const { return m[cur]; }
+};
+
+// One KV tile folded into `r` with blocking dots and MATH primitives (rev1 §3; the pre-ADR
+// kernels of ADR rev2 §A): Sj = scale·q·Kj [+ mask: an additive 0 / −inf tensor of Sj's shape];
+// m2 = maximum(m, max(Sj)); P = exp(Sj − m2) rounded to bf16; corr = exp(m − m2);
+// l = l·corr + sum(P); O = O·corr + P·Vj; m = m2. q [rows, d], kj (d, len), vj [len, d] in TCM
+// or HBM; temporaries in the current scratch.
+Task<void> FoldTileBlocking(Tl& tl, Running& r, const Tensor& q, const Tensor& kj,
+                            const Tensor& vj, float scale, const Tensor* mask = nullptr);
+
+// O / l, stored as bf16 [rows, d] at `o_addr` of this PE's HBM.
+Task<void> NormaliseAndStore(Tl& tl, const Running& r, uint64_t o_addr, uint32_t rows,
+                             uint32_t d);
+
+// The fan-out ring: `cubes` in order, inside each its P PEs in snake order (SnakeOrder over the
+// geometry's PE rectangle; IPCQ hops), NOC hops between CUBEs. Per global PE: its successor and
+// predecessor. Errors (field p) when a link inside a CUBE is not one IPCQ hop.
+struct RingLinks {
+  Peer next = Peer::Ipcq(topology::Dir::kEast);
+  Peer prev = Peer::Ipcq(topology::Dir::kWest);
+};
+absl::StatusOr<std::map<uint32_t, RingLinks>> FanoutRing(const DecodeGeometry& geo,
+                                                         const std::vector<uint32_t>& cubes);
 
 // Fan-out steps / tree rounds a rank makes: P − 1, C·P − 1, ⌈log₂P⌉ (the Level-2 tree's depth).
 // The CUBEs the baseline uses (errors name the field: t_q, h_q, p, ...).

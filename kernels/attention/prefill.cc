@@ -30,18 +30,6 @@ Tensor VTile(Tl& tl, const PrefillShape& s, const KvSpan& sp, uint64_t j) {
   return tl.Ref(sp.v_addr + j * s.tile * s.d * 2, shape, pb::BF16, sp.owner);
 }
 
-const MaskSlot& FindMask(const Tl& tl, const PrefillPlan& plan, int64_t offset, uint32_t tokens,
-                         uint32_t len) {
-  const auto key = std::tuple(offset, tokens, len);
-  const auto it = std::lower_bound(plan.masks.begin(), plan.masks.end(), key,
-                                   [](const MaskSlot& m, const auto& k) { return m.Key() < k; });
-  if (it == plan.masks.end() || it->Key() != key) {
-    throw KernelError(absl::StrCat("pe ", tl.pe(), ": no causal mask placed for keys at offset ",
-                                   offset, " of a ", tokens, "-token query tile, ", len, " keys"));
-  }
-  return *it;
-}
-
 // One query tile's running (m, l, O) (§3): m double-buffered so m2 needs no copy. Buffers hold
 // the largest tile; a tile uses their first rows.
 struct State {
@@ -94,7 +82,7 @@ Task<Tensor> IssueQk(Tl& tl, Pipeline& pl, const std::vector<KvSpan>& spans,
   if (pair.masked) {
     const int64_t offset = static_cast<int64_t>(sp.pos + pair.tile * s.tile) -
                            static_cast<int64_t>(qt.pos);
-    const MaskSlot& slot = FindMask(tl, pl.plan, offset, qt.tokens, static_cast<uint32_t>(len));
+    const MaskSlot& slot = FindMask(tl, pl.plan.masks, offset, qt.tokens, static_cast<uint32_t>(len));
     const Shape mshape = {rows, len};
     Tensor mask = co_await tl.LoadInto(tl.Ref(slot.addr, mshape),
                                        pl.b.mask[k % 2].Rows(0, rows * len).View(mshape));
@@ -180,15 +168,6 @@ struct RingBuffers {
   std::vector<Tensor> receiving;  // this step's posted chunks
 };
 
-// Chunks of the first `rows` rows of `buf`, each at most `bytes` bytes (at least one row).
-std::vector<Tensor> Chunks(const Tensor& buf, uint64_t rows, uint64_t bytes) {
-  const uint64_t row_bytes = buf.dim(1) * 2;
-  const uint64_t per = std::max<uint64_t>(1, bytes / row_bytes);
-  std::vector<Tensor> out;
-  for (uint64_t r = 0; r < rows; r += per) out.push_back(buf.Rows(r, std::min(per, rows - r)));
-  return out;
-}
-
 uint64_t KRows(const PrefillShape& s, uint64_t len) { return TilesOf(s, len) * s.d; }
 
 Task<void> PostReceives(Tl& tl, const PrefillShape& s, const RingPlan& ring, RingBuffers& rb,
@@ -196,10 +175,10 @@ Task<void> PostReceives(Tl& tl, const PrefillShape& s, const RingPlan& ring, Rin
   const uint64_t len = ring.held_len[step + 1];
   const int slot = (step + 1) % 2;
   rb.receiving.clear();
-  for (const Tensor& c : Chunks(rb.k[slot], KRows(s, len), ring.message_bytes)) {
+  for (const Tensor& c : MessageChunks(rb.k[slot], KRows(s, len), ring.message_bytes)) {
     rb.receiving.push_back(co_await tl.RecvAsyncInto(ring.prev, c));
   }
-  for (const Tensor& c : Chunks(rb.v[slot], len, ring.message_bytes)) {
+  for (const Tensor& c : MessageChunks(rb.v[slot], len, ring.message_bytes)) {
     rb.receiving.push_back(co_await tl.RecvAsyncInto(ring.prev, c));
   }
 }
@@ -214,8 +193,8 @@ Task<void> SendHeld(Tl& tl, const PrefillShape& s, const RingPlan& ring, RingBuf
     k = co_await tl.LoadInto(tl.Ref(ring.own_k_addr, kshape), k.Rows(0, KRows(s, len)));
     v = co_await tl.LoadInto(tl.Ref(ring.own_v_addr, vshape), v.Rows(0, len));
   }
-  for (const Tensor& c : Chunks(k, KRows(s, len), ring.message_bytes)) co_await tl.Send(ring.next, c);
-  for (const Tensor& c : Chunks(v, len, ring.message_bytes)) co_await tl.Send(ring.next, c);
+  for (const Tensor& c : MessageChunks(k, KRows(s, len), ring.message_bytes)) co_await tl.Send(ring.next, c);
+  for (const Tensor& c : MessageChunks(v, len, ring.message_bytes)) co_await tl.Send(ring.next, c);
 }
 
 // The received sub-block, once whole, to this PE's HBM slot for the next step.
@@ -242,6 +221,26 @@ Task<void> Barrier(Tl& tl, const RingPlan& ring, RingBuffers& rb) {
 }
 
 }  // namespace
+
+const MaskSlot& FindMask(const Tl& tl, const std::vector<MaskSlot>& masks, int64_t offset,
+                         uint32_t tokens, uint32_t len) {
+  const auto key = std::tuple(offset, tokens, len);
+  const auto it = std::lower_bound(masks.begin(), masks.end(), key,
+                                   [](const MaskSlot& m, const auto& k) { return m.Key() < k; });
+  if (it == masks.end() || it->Key() != key) {
+    throw KernelError(absl::StrCat("pe ", tl.pe(), ": no causal mask placed for keys at offset ",
+                                   offset, " of a ", tokens, "-token query tile, ", len, " keys"));
+  }
+  return *it;
+}
+
+std::vector<Tensor> MessageChunks(const Tensor& buf, uint64_t rows, uint64_t bytes) {
+  const uint64_t row_bytes = buf.dim(1) * 2;
+  const uint64_t per = std::max<uint64_t>(1, bytes / row_bytes);
+  std::vector<Tensor> out;
+  for (uint64_t r = 0; r < rows; r += per) out.push_back(buf.Rows(r, std::min(per, rows - r)));
+  return out;
+}
 
 std::vector<PrefillPair> VisiblePairs(const PrefillShape& s, const PrefillPlan& plan,
                                       uint32_t step, uint32_t first, uint32_t count) {

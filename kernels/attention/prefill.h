@@ -109,6 +109,15 @@ struct PrefillPair {
 std::vector<PrefillPair> VisiblePairs(const PrefillShape& s, const PrefillPlan& plan,
                                       uint32_t step, uint32_t first, uint32_t count);
 
+// The mask placed for (offset, tokens, len) in `masks` (sorted by Key()); KernelError naming
+// the PE when there is none.
+const MaskSlot& FindMask(const Tl& tl, const std::vector<MaskSlot>& masks, int64_t offset,
+                         uint32_t tokens, uint32_t len);
+
+// Messages of at most `bytes` (at least one row): the first `rows` rows of the bf16 TCM buffer
+// `buf`, cut by rows (receiver and sender cut alike).
+std::vector<Tensor> MessageChunks(const Tensor& buf, uint64_t rows, uint64_t bytes);
+
 // The kernel of one instance (parameters are copied into the coroutine frame).
 Task<void> PrefillRank(Tl& tl, PrefillShape shape, PrefillPlan plan);
 

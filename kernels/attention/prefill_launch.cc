@@ -11,6 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "actors/tensor_ref.h"
 #include "base/check.h"
+#include "kernels/attention/baseline.h"
+#include "kernels/attention/prefill_baseline.h"
 #include "kernels/attention/reduce_tree.h"
 #include "kernels/host/placement.h"
 #include "topology/kv_placement.h"
@@ -21,8 +23,6 @@ namespace {
 absl::Status Field(const std::string& field, const std::string& reason) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", reason));
 }
-
-uint64_t Align64(uint64_t v) { return (v + 63) / 64 * 64; }
 
 // The decode geometry of the prefill's CUBEs and PEs (MakeDecodeGeometry validates it).
 DecodeConfig GeometryConfig(const PrefillConfig& cfg) {
@@ -54,7 +54,7 @@ absl::Status Validate(const PrefillConfig& cfg) {
                                      " (got ", cfg.h_q, ")"));
   }
   if (cfg.tile == 0) return Field("tile", "must be > 0");
-  const uint32_t g = cfg.variant == PrefillVariant::kRing ? 1 : cfg.G();
+  const uint32_t g = cfg.RowsPerToken();
   if (cfg.q_tile < g) {
     return Field("q_tile", absl::StrCat(cfg.q_tile, " GEMM rows hold no token of the ", g,
                                         " M-folded query heads"));
@@ -65,6 +65,9 @@ absl::Status Validate(const PrefillConfig& cfg) {
   }
   if (cfg.variant == PrefillVariant::kFlash && (cfg.c > 1 || cfg.p > 1)) {
     return Field(cfg.c > 1 ? "c" : "p", "flash prefill runs without SP: C = P = 1");
+  }
+  if (cfg.variant == PrefillVariant::kBaselineFanout && cfg.c > 1) {
+    return Field("c", "baseline_fanout keeps each query head in one CUBE (C = 1)");
   }
   if (cfg.ring_message_bytes == 0) return Field("ring_message_bytes", "must be > 0");
   const uint32_t lengths = cfg.request_lengths.empty() ? 1 : cfg.users;
@@ -111,7 +114,19 @@ struct Built {
   std::vector<PrefillLaunch::Output> outputs;
 };
 
-void WriteMask(MemoryStore* store, uint32_t pe, const MaskSlot& m, uint32_t g) {
+}  // namespace
+
+uint64_t Align64(uint64_t v) { return (v + 63) / 64 * 64; }
+
+TcmShare TcmShareOf(const pb::Chip& chip, uint64_t instances) {
+  const pb::Tcm& tcm = chip.sip().cube().pe().tcm();
+  const uint64_t staging = instances > 1 ? kDemuxStagingBytes : 0;
+  const uint64_t persistent = tcm.total_bytes() - tcm.scratch_bytes() -
+                              std::min(staging, tcm.total_bytes() - tcm.scratch_bytes());
+  return TcmShare{persistent / instances, tcm.scratch_bytes() / instances - 63};
+}
+
+void WritePrefillMask(MemoryStore* store, uint32_t pe, const MaskSlot& m, uint32_t g) {
   const uint64_t rows = uint64_t{m.tokens} * g;
   std::vector<float> values(rows * m.len);
   for (uint64_t r = 0; r < rows; ++r) {
@@ -123,8 +138,6 @@ void WriteMask(MemoryStore* store, uint32_t pe, const MaskSlot& m, uint32_t g) {
   const pb::TensorRef ref = sim::MakeTensorRef(pb::HBM, pe, m.addr, pb::BF16, {rows, m.len});
   AHBM_CHECK(store->Write(ref, values).ok());
 }
-
-}  // namespace
 
 std::vector<std::vector<uint32_t>> SplitQueryTiles(uint32_t n, uint32_t pes, QuerySplit split) {
   std::vector<std::vector<uint32_t>> out(pes);
@@ -148,6 +161,9 @@ std::vector<std::vector<uint32_t>> SplitQueryTiles(uint32_t n, uint32_t pes, Que
 
 absl::StatusOr<std::vector<uint32_t>> PrefillCubes(const pb::Chip& chip, const PrefillConfig& cfg) {
   if (absl::Status s = Validate(cfg); !s.ok()) return s;
+  if (cfg.variant == PrefillVariant::kBaselineFanout) {
+    return BaselineCubes(chip, GeometryConfig(cfg), BaselineKind::kFanout);
+  }
   return DecodeCubes(chip, GeometryConfig(cfg));
 }
 
@@ -164,9 +180,12 @@ absl::StatusOr<PrefillLaunch> LaunchPrefill(const pb::Chip& chip, const PrefillC
   if (data && inputs.size() != cfg.users) {
     return Field("users", absl::StrCat(cfg.users, " requests but ", inputs.size(), " input sets"));
   }
+  if (cfg.variant == PrefillVariant::kBaselineFanout) {
+    return LaunchPrefillFanout(chip, cfg, geo, gcfg, runtime, data ? store : nullptr, inputs);
+  }
   const bool ring = cfg.variant == PrefillVariant::kRing;
   const uint32_t G = cfg.G(), C = cfg.C(), P = cfg.P();
-  const uint32_t g = ring ? 1 : G;              // rows per token in a tile
+  const uint32_t g = cfg.RowsPerToken();
   const uint32_t tokens_per_tile = cfg.q_tile / g;
 
   PrefillShape shape;
@@ -191,12 +210,8 @@ absl::StatusOr<PrefillLaunch> LaunchPrefill(const pb::Chip& chip, const PrefillC
   // TCM budget per instance: instances per PE = users x KV heads per PE.
   const uint32_t heads_per_pe = cfg.variant == PrefillVariant::kShortContext ? cfg.kv_per_cube : 1;
   const uint64_t per_pe = uint64_t{cfg.users} * heads_per_pe;
-  const pb::Tcm& tcm = chip.sip().cube().pe().tcm();
-  const uint64_t staging = per_pe > 1 ? kDemuxStagingBytes : 0;
-  const uint64_t persistent = tcm.total_bytes() - tcm.scratch_bytes() -
-                              std::min(staging, tcm.total_bytes() - tcm.scratch_bytes());
-  const uint64_t persistent_each = persistent / per_pe;
-  const uint64_t scratch_each = tcm.scratch_bytes() / per_pe - 63;
+  const TcmShare share = TcmShareOf(chip, per_pe);
+  const uint64_t persistent_each = share.persistent, scratch_each = share.scratch;
 
   host::HbmAllocator allocator(chip);
   std::vector<Built> built;
@@ -398,7 +413,7 @@ absl::StatusOr<PrefillLaunch> LaunchPrefill(const pb::Chip& chip, const PrefillC
             absl::StatusOr<uint64_t> ma = allocator.Allocate(b.pe, uint64_t{tokens} * g * len * 2);
             if (!ma.ok()) return ma.status();
             plan.masks.push_back(MaskSlot{offset, tokens, len, *ma});
-            if (data) WriteMask(store, b.pe, plan.masks.back(), g);
+            if (data) WritePrefillMask(store, b.pe, plan.masks.back(), g);
           }
           built.push_back(std::move(b));
         }

@@ -9,7 +9,10 @@
 //   streaming the whole KV); kRing (§5.5, C = G: the group's CUBE holding KV slice i — ranks
 //   [i·P, (i+1)·P) of topology::KvPlacement — owns query head h·G + i; query tiles of q_tile
 //   tokens of that head split over its P PEs; the slices rotate along the snake cycle of the
-//   group's CUBEs). The CUBE Groups are decode's (MakeDecodeGeometry).
+//   group's CUBEs). The CUBE Groups are decode's (MakeDecodeGeometry). kBaselineFanout (the
+//   pre-ADR baseline, ADR rev2 §A; prefill_baseline.h): query head hq on CUBE hq of SIP `sip`
+//   (C = 1), its KV head copied there, contiguous KV blocks and query rows over the CUBE's P
+//   PEs, a bidirectional K/V fan-out around the PE ring, blocking dots, no causal skip.
 // - Query token t of request u (T_q = t_q, or the whole prompt S_u when t_q = 0) sits at global
 //   position S_u − T_q + t (DESIGN §6); causal.
 // - query_split (ring, short context): tile k of n goes to PE node k·P / n (kContiguous),
@@ -38,7 +41,8 @@
 
 namespace ahbm::kernels {
 
-enum class PrefillVariant : uint8_t { kFlash, kShortContext, kRing };
+// kBaselineFanout: the pre-ADR prefill (ADR rev2 §A; prefill_baseline.h), for comparison only.
+enum class PrefillVariant : uint8_t { kFlash, kShortContext, kRing, kBaselineFanout };
 enum class QuerySplit : uint8_t { kContiguous, kStriped, kZigzag };
 
 struct PrefillConfig {
@@ -64,6 +68,8 @@ struct PrefillConfig {
   bool rotate_by_request = true;
   std::vector<uint64_t> request_lengths;
   uint64_t ring_message_bytes = 16 << 10;  // NOC message chunk of the ring
+  // IPCQ message chunk of the baseline's K/V fan-out (0: the topology's IPCQ queue, 256 KiB).
+  uint64_t fanout_message_bytes = 0;
   bool ring_send_first = false;            // tests: sends before receives (deadlocks)
   uint32_t max_tiles_per_chunk = 0;        // ring: cap on T_q chunk tiles (0: what fits TCM)
   bool scratch_scope = true;
@@ -74,6 +80,10 @@ struct PrefillConfig {
   uint64_t QueriesOf(uint32_t u) const { return t_q != 0 ? t_q : ContextOf(u); }
   // C and P as the variant uses them.
   uint32_t C() const { return variant == PrefillVariant::kRing ? (c != 0 ? c : G()) : 1; }
+  // Rows per query token in a tile: the ring and the baseline hold one query head per tile.
+  uint32_t RowsPerToken() const {
+    return variant == PrefillVariant::kRing || variant == PrefillVariant::kBaselineFanout ? 1 : G();
+  }
   uint32_t P() const { return variant == PrefillVariant::kFlash ? 1 : p; }
 };
 
@@ -91,14 +101,31 @@ struct PrefillLaunch {
   };
   std::vector<std::vector<Output>> outputs;  // [user]
   // What the kernels will issue (from VisiblePairs): GEMM composites (2 per visible pair) and
-  // the full grid's count (every pair of every step), summed over instances.
+  // the full grid's count (every pair of every step), summed over instances. kBaselineFanout
+  // issues no composites: both count its blocking `dot`s, 2 per (query tile, KV tile) pair of
+  // every block (no causal skip: equal, the full grid), over every T_q chunk's pass.
   uint64_t composites = 0;
   uint64_t grid_composites = 0;
+  // kBaselineFanout: the K/V fan-out's sequential rounds, ⌈(P − 1) / 2⌉ per KV tile and chunk.
+  uint32_t fanout_rounds = 0;
   uint32_t tiles_per_chunk = 0;  // the ring's (the smallest over instances)
   uint32_t chunks = 1;           // the ring's query chunks (the largest)
   // Per instance (in AddKernel order): its global PE and query-tile rows (for balance tests).
   std::vector<uint32_t> instance_pes;
 };
+
+// Host pieces shared with the baseline's launcher (prefill_baseline.cc):
+// The TCM each of `instances` kernel instances on one PE may use: the persistent arena (less the
+// IPCQ demultiplexing staging when several share the PE) and the scratch arena (64 B alignment
+// slack taken), split evenly.
+struct TcmShare {
+  uint64_t persistent = 0, scratch = 0;
+};
+TcmShare TcmShareOf(const pb::Chip& chip, uint64_t instances);
+// Writes the causal mask `m` ([tokens·g, len] bf16: 0 where key offset + column <= token, else
+// −inf; row t·g + gi) to PE `pe`'s HBM.
+void WritePrefillMask(MemoryStore* store, uint32_t pe, const MaskSlot& m, uint32_t g);
+uint64_t Align64(uint64_t v);
 
 // Validates the configuration (errors name the field) and returns the CUBEs it uses.
 absl::StatusOr<std::vector<uint32_t>> PrefillCubes(const pb::Chip& chip, const PrefillConfig& cfg);

@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -15,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "kernels/attention/decode_test_util.h"
 #include "kernels/attention/prefill_launch.h"
+#include "kernels/attention/prefill_test_util.h"
 #include "kernels/memory/memory_store.h"
 #include "kernels/runtime/runtime.h"
 #include "proto/trace.pb.h"
@@ -23,48 +23,14 @@ namespace ahbm::kernels {
 namespace {
 
 using testing::Load;
-using testing::MaxAbsError;
-
-using PrefillRun = testing::KernelRun<PrefillLaunch>;
-
-PrefillRun RunPrefill(const pb::Chip& chip, const PrefillConfig& cfg,
-                      const std::vector<DecodeInputs>& inputs) {
-  return testing::RunWith(chip, cfg, inputs, "zero", PrefillCubes, LaunchPrefill);
-}
-
-std::vector<DecodeInputs> Inputs(const PrefillConfig& cfg, uint32_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<DecodeInputs> in;
-  for (uint32_t u = 0; u < cfg.users; ++u) in.push_back(RandomPrefillInputs(cfg, u, rng));
-  return in;
-}
-
 using testing::OpLogBytes;
+using testing::PrefillRun;
+using testing::RunPrefill;
 
-PrefillConfig Small(PrefillVariant variant) {
-  PrefillConfig cfg;
-  cfg.variant = variant;
-  cfg.h_q = 4;
-  cfg.h_kv = 1;
-  cfg.d = 32;
-  cfg.s = 96;
-  cfg.tile = 16;
-  cfg.q_tile = 16;
-  cfg.p = variant == PrefillVariant::kFlash ? 1 : 4;
-  cfg.group_rows = variant == PrefillVariant::kRing ? 2 : 0;
-  cfg.group_cols = variant == PrefillVariant::kRing ? 2 : 0;
-  return cfg;
-}
+PrefillConfig Small(PrefillVariant variant) { return testing::SmallPrefill(variant); }
 
 void ExpectParity(const pb::Chip& chip, const PrefillConfig& cfg, const std::string& what) {
-  const std::vector<DecodeInputs> in = Inputs(cfg, 7);
-  PrefillRun run = RunPrefill(chip, cfg, in);
-  ASSERT_TRUE(run.status.ok()) << what << ": " << run.status;
-  for (uint32_t u = 0; u < cfg.users; ++u) {
-    absl::StatusOr<std::vector<float>> got = GatherPrefillOutput(*run.store, cfg, run.launch, u);
-    ASSERT_TRUE(got.ok()) << what << ": " << got.status();
-    EXPECT_LE(MaxAbsError(*got, ReferencePrefill(cfg, u, in[u])), 2e-2) << what << " request " << u;
-  }
+  testing::ExpectPrefillParity(chip, cfg, what);
 }
 
 TEST(PrefillParity, FlashRingShortEverySplitRaggedAndChunked) {
@@ -150,7 +116,7 @@ TEST(PrefillDeterminism, TwiceIdenticalOpLog) {
   for (PrefillVariant v : {PrefillVariant::kFlash, PrefillVariant::kShortContext, PrefillVariant::kRing}) {
     PrefillConfig cfg = Small(v);
     PrefillRun a = RunPrefill(chip, cfg, {});
-    PrefillRun b = RunPrefill(chip, cfg, Inputs(cfg, 3));  // data mode: the same timing
+    PrefillRun b = RunPrefill(chip, cfg, testing::PrefillInputs(cfg, 3));  // data mode: the same timing
     ASSERT_TRUE(a.status.ok() && b.status.ok()) << a.status << b.status;
     EXPECT_EQ(OpLogBytes(a), OpLogBytes(b));
   }
