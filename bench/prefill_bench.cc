@@ -66,6 +66,7 @@ const bool registered = [] {
   Register("ring", pb::RING, 8192);
   Register("flash", pb::FLASH, 8192);
   Register("short_context", pb::SHORT_CONTEXT, 8192);
+  Register("baseline_fanout", pb::BASELINE_FANOUT, 8192);
   for (uint64_t s : {2048, 4096, 16384}) Register("ring", pb::RING, s);
   Register("ring", pb::RING, 512);  // the smoke test's (little simulated work)
   return true;

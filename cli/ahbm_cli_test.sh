@@ -162,6 +162,8 @@ expect_one_line_error 's: must be > 0 \(the prompt length\)' run --topology=$sma
 # kernels/attention/prefill_test); refused fields name themselves.
 expect 0 "prefill FLASH" run --topology=$small --kernel=prefill --variant=flash --h_q=8 --h_kv=2 \
   --d=64 --s=300 --t_q=100
+expect 0 "prefill BASELINE_FANOUT" run --topology=$small --kernel=prefill --variant=baseline_fanout \
+  --h_q=8 --h_kv=2 --d=64 --s=300 --p=4
 for variant in ring short_context; do
   expect 0 "roofline" run --topology=$small --kernel=prefill --variant=$variant --h_q=8 --h_kv=2 \
     --d=64 --s=300 --p=4 --query_split=striped

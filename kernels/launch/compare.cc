@@ -52,11 +52,25 @@ absl::StatusOr<CompareRow> CompareOne(const pb::Chip& chip, const CompareSpec& s
   if (spec.row) spec.row(w);
   w.set_data(false);
   w.clear_seed();
-  absl::StatusOr<LaunchResult> result = RunWorkload(chip, w, LaunchOptions{});
+  LaunchOptions options;
+  options.keep_op_log = spec.op_log;
+  absl::StatusOr<LaunchResult> result = RunWorkload(chip, w, options);
   if (!result.ok()) return result.status();
   if (!result->runtime_status.ok()) return result->runtime_status;
   CompareRow row;
+  row.kernel = w.kernel();
   row.variant = variant;
+  row.composites = result->composites;
+  row.grid_composites = result->grid_composites;
+  double gemm_max = 0, gemm_sum = 0;
+  uint64_t gemm_pes = 0;
+  for (const pb::PeRoofline& pe : result->report.roofline().pes()) {
+    if (pe.gemm_tile_plan_ps() == 0) continue;
+    gemm_max = std::max(gemm_max, static_cast<double>(pe.gemm_tile_plan_ps()));
+    gemm_sum += static_cast<double>(pe.gemm_tile_plan_ps());
+    ++gemm_pes;
+  }
+  row.balance = gemm_pes == 0 ? 0 : gemm_max / (gemm_sum / gemm_pes);
   row.payload = w.reduce_payload() == pb::PACKED ? pb::PACKED : pb::TRIPLET;
   row.merge = w.reduce_merge() == pb::FUSED ? pb::FUSED : pb::PRIMITIVE;
   row.reduce_ops = ReduceOps(result->op_log);
@@ -79,8 +93,9 @@ absl::StatusOr<CompareRow> CompareOne(const pb::Chip& chip, const CompareSpec& s
   uint64_t read = 0;
   for (const pb::UnitStats& u : result->report.units()) {
     if (u.kind() == "dma") read += u.bytes_read();
+    if (u.kind() == "noc") row.noc_bytes += u.bytes_read();
   }
-  row.kv_bytes = read - q_bytes;
+  row.kv_bytes = spec.op_log ? read - q_bytes : 0;
   row.reduce_rounds = result->reduce_rounds;
   return row;
 }
@@ -166,6 +181,23 @@ std::string FormatCompareTable(const pb::Chip& chip, const std::vector<CompareRo
                                 r.latency_ps / 1e3, r.sweep_ps / 1e3, r.reduce_ps / 1e3,
                                 r.roofline_ps / 1e3, r.roofline_ratio, r.reduce_ops,
                                 r.reduce_rounds, r.events));
+    }
+    return out;
+  }
+  if (!rows.empty() && rows.front().kernel == pb::PREFILL) {
+    absl::StrAppend(&out, absl::StrFormat("%-16s %11s %11s %7s %7s  %-28s %10s %10s %9s %7s %9s\n",
+                                          "variant", "latency_ns", "roofline_ns", "x_roof",
+                                          "x_base", "binding", "composites", "full_grid",
+                                          "noc_MiB", "balance", "events"));
+    for (const CompareRow& r : rows) {
+      const std::string x_base =
+          r.baseline_ratio == 0 ? "-" : absl::StrFormat("%.3f", r.baseline_ratio);
+      absl::StrAppend(
+          &out, absl::StrFormat("%-16s %11.1f %11.1f %7.3f %7s  %-28s %10u %10u %9.2f %7.3f %9u\n",
+                                absl::AsciiStrToLower(pb::Variant_Name(r.variant)),
+                                r.latency_ps / 1e3, r.roofline_ps / 1e3, r.roofline_ratio, x_base,
+                                r.binding, r.composites, r.grid_composites,
+                                r.noc_bytes / 1048576.0, r.balance, r.events));
     }
     return out;
   }

@@ -13,6 +13,8 @@
 // reduce_ops = the commands (sends, receives, MATH ops, lse_merge, the store) each PE issues
 // at or after its first receive, plus every send and receive, summed over PEs (single-user
 // decode: exactly the reduce's commands).
+// PREFILL rows: latency, roofline bound and ratio, ratio to flash, binding resource, composites
+// issued / full grid, NOC MiB, balance, events (the row fields above).
 // Reduce options (`ahbm compare --reduce_options`): CompareReduceOptions runs each variant with
 // reduce_payload {TRIPLET, PACKED} x reduce_merge {PRIMITIVE, FUSED}, in that order (variant
 // outermost).
@@ -31,6 +33,7 @@
 namespace ahbm::launch {
 
 struct CompareRow {
+  pb::Kernel kernel = pb::KERNEL_UNSPECIFIED;
   pb::Variant variant = pb::VARIANT_UNSPECIFIED;
   pb::ReducePayload payload = pb::TRIPLET;
   pb::ReduceMerge merge = pb::PRIMITIVE;
@@ -45,6 +48,14 @@ struct CompareRow {
   uint64_t kv_bytes = 0;
   uint32_t reduce_rounds = 0;
   uint64_t events = 0;
+  // PREFILL (a run without op log; sweep, reduce and kv columns stay 0): GEMM composites issued
+  // and the full grid's count (LaunchResult), bytes over the NOC links (the report's noc units),
+  // and balance = the busiest PE's GEMM tile-plan time / the mean over the PEs with GEMM work
+  // (the report's per-PE roofline).
+  uint64_t composites = 0;
+  uint64_t grid_composites = 0;
+  uint64_t noc_bytes = 0;
+  double balance = 0;
   pb::Report report;
 };
 

@@ -84,6 +84,9 @@ struct CompareSpec {
   std::function<absl::Status(const pb::Workload&, const std::vector<pb::Variant>&)> check;
   // One row's workload (variant already set): clear what that variant does not use.
   std::function<void(pb::Workload&)> row;
+  // Keep each row's op log (decode's sweep / reduce / kv columns read it; prefill's columns come
+  // from the report, and a full-chip prefill's op log runs to millions of records).
+  bool op_log = true;
 };
 
 class KernelLauncher {

@@ -9,7 +9,8 @@
 // - Variants: FLASH (C = P = 1: c, p, query_split refused when set to anything else), RING
 //   (c must be G), SHORT_CONTEXT (kv_per_cube 1, 2, 4 or 8, default 1; C = 1), AUTO
 //   (DispatchAuto: SHORT_CONTEXT below the prefill threshold, else RING; c, group shape and
-//   kv_per_cube refused as for decode), BASELINE_FANOUT when built; others refused.
+//   kv_per_cube refused as for decode), BASELINE_FANOUT (ADR §A's pre-ADR prefill, C = 1,
+//   query rows split contiguously; kernels/attention/prefill_baseline.h); others refused.
 // - Data mode: q.npy [H_q, T_q, d], k.npy and v.npy [H_kv, S, d] (q<r>.npy ... per request),
 //   or drawn from `seed` (RandomPrefillInputs); outputs o.npy [H_q, T_q, d] (o<r>.npy).
 //   A data-mode run whose host estimate exceeds kDataModeHostBytes is refused (field data).
@@ -145,9 +146,20 @@ absl::StatusOr<PrefillConfig> ConfigOf(const pb::Chip& chip, const pb::Workload&
         return Invalid(absl::StrCat("c: SHORT_CONTEXT keeps whole heads per CUBE (C = 1); got ", w.c()));
       }
       break;
+    case pb::BASELINE_FANOUT:
+      cfg.variant = PrefillVariant::kBaselineFanout;
+      if (w.c() > 1) {
+        return Invalid(absl::StrCat("c: BASELINE_FANOUT keeps a query head in one CUBE (C = 1); got ",
+                                    w.c()));
+      }
+      if (w.query_split() != pb::QUERY_SPLIT_UNSPECIFIED) {
+        return Invalid("query_split: BASELINE_FANOUT splits query rows contiguously (ADR §A)");
+      }
+      break;
     default:
       return Invalid(absl::StrCat("variant: ", pb::Variant_Name(variant),
-                                  " is not a PREFILL variant (FLASH, RING, SHORT_CONTEXT, AUTO are)"));
+                                  " is not a PREFILL variant (FLASH, RING, SHORT_CONTEXT, AUTO, "
+                                  "BASELINE_FANOUT are)"));
   }
   absl::StatusOr<std::vector<uint32_t>> used = kernels::PrefillCubes(chip, cfg);
   if (!used.ok()) return used.status();
@@ -181,7 +193,9 @@ class PrefillPlan final : public KernelPlan {
                         cfg_.d, ", S ", cfg_.s, ", T_q ",
                         cfg_.t_q == 0 ? std::string("S") : absl::StrCat(cfg_.t_q), ", C ", cfg_.C(),
                         ", P ", cfg_.P(), ", TILE ", cfg_.tile, ", q_tile ", cfg_.q_tile,
-                        cfg_.P() > 1 ? absl::StrCat(", split ", SplitName(cfg_.query_split)) : "",
+                        cfg_.P() > 1 && cfg_.variant != PrefillVariant::kBaselineFanout
+                            ? absl::StrCat(", split ", SplitName(cfg_.query_split))
+                            : "",
                         cfg_.variant == PrefillVariant::kShortContext
                             ? absl::StrCat(", kv_per_cube ", cfg_.kv_per_cube)
                             : "",
@@ -226,6 +240,7 @@ class PrefillPlan final : public KernelPlan {
     return out;
   }
 
+  uint32_t ReduceRounds() const override { return launch_.fanout_rounds; }
   uint64_t Composites() const override { return launch_.composites; }
   uint64_t GridComposites() const override { return launch_.grid_composites; }
 
@@ -259,15 +274,14 @@ class PrefillLauncher final : public KernelLauncher {
   }
   CompareSpec Compare() const override {
     CompareSpec spec;
-    spec.rows = {pb::FLASH, pb::SHORT_CONTEXT, pb::RING};
+    spec.rows = {pb::FLASH, pb::SHORT_CONTEXT, pb::RING, pb::BASELINE_FANOUT};
     spec.ratio_to = pb::FLASH;
     spec.default_s = 8192;
+    spec.op_log = false;
     spec.row = [](pb::Workload& w) {
       if (w.variant() != pb::AUTO) w.clear_short_long_threshold();
-      if (w.variant() == pb::FLASH) {
-        w.clear_p();
-        w.clear_query_split();
-      }
+      if (w.variant() == pb::FLASH) w.clear_p();
+      if (w.variant() == pb::FLASH || w.variant() == pb::BASELINE_FANOUT) w.clear_query_split();
       if (w.variant() != pb::SHORT_CONTEXT && w.variant() != pb::AUTO) w.clear_kv_per_cube();
     };
     return spec;
