@@ -44,7 +44,7 @@ PrefillConfig RingCfg() {
 uint64_t NocBytes(const pb::Report& report) {
   uint64_t bytes = 0;
   for (const pb::UnitStats& u : report.units()) {
-    if (u.kind() == "noc") bytes += u.bytes_read();
+    if (u.kind() == "noc") bytes += u.bytes_written();  // a router's forwards: its link bytes
   }
   return bytes;
 }
