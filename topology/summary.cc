@@ -125,7 +125,9 @@ std::string TopologySummary(const pb::Chip& chip) {
                   "\n");
   absl::StrAppend(&out, LinkLine("NOC", sip.noc().link(), "/hop"), "; packet ",
                   Size(sip.noc().packet_bytes()), ", ", sip.noc().credits_per_link(),
-                  " credits/link\n");
+                  " credits/link\n", "        endpoint queue ",
+                  Size(sip.noc().endpoint_queue_bytes()),
+                  " per PE (NOC messages no posted receive takes)\n");
   absl::StrAppendFormat(&out, "%s; port CUBE (%d,%d)\n", LinkLine("UCIe", chip.ucie().link(), ""),
                         chip.ucie().port_cube().row(), chip.ucie().port_cube().col());
   absl::StrAppendFormat(&out, "  %-20s %9s %4s %4s %5s %4s %4s %9s %12s %6s\n",

@@ -110,6 +110,7 @@ TEST(SummaryTest, ShippedChipNumbers) {
   EXPECT_THAT(Line(summary, "IPCQ"), HasSubstr("queue 256 KiB, chunk 16 KiB"));
   EXPECT_THAT(Line(summary, "NOC"), HasSubstr("128 B/cycle @ 1000 MHz (128 GB/s), 12 cycles/hop"));
   EXPECT_THAT(Line(summary, "NOC"), HasSubstr("packet 4 KiB, 4 credits/link"));
+  EXPECT_THAT(summary, HasSubstr("endpoint queue 256 KiB per PE"));
   EXPECT_THAT(Line(summary, "UCIe"), HasSubstr("256 B/cycle @ 1000 MHz (256 GB/s), 200 cycles"));
   EXPECT_THAT(Line(summary, "UCIe"), HasSubstr("port CUBE (0,0)"));
   EXPECT_THAT(Tokens(Line(summary, "issue cost")),

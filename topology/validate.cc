@@ -242,7 +242,13 @@ absl::Status ValidateNoc(const pb::Noc& noc, absl::string_view path) {
   AHBM_RETURN_IF_ERROR(Present(noc.has_link(), Field(path, "link")));
   AHBM_RETURN_IF_ERROR(ValidateLink(noc.link(), Field(path, "link")));
   AHBM_RETURN_IF_ERROR(Positive(Field(path, "packet_bytes"), noc.packet_bytes()));
-  return Positive(Field(path, "credits_per_link"), noc.credits_per_link());
+  AHBM_RETURN_IF_ERROR(Positive(Field(path, "credits_per_link"), noc.credits_per_link()));
+  const std::string queue = Field(path, "endpoint_queue_bytes");
+  AHBM_RETURN_IF_ERROR(Positive(queue, noc.endpoint_queue_bytes()));
+  if (noc.endpoint_queue_bytes() >= noc.packet_bytes()) return absl::OkStatus();
+  return Invalid(queue, " (", noc.endpoint_queue_bytes(), ") must be >= ",
+                 Field(path, "packet_bytes"), " (", noc.packet_bytes(),
+                 "): the endpoint must hold at least one NOC packet");
 }
 
 absl::Status ValidateSip(const pb::Sip& sip, absl::string_view path) {

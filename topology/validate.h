@@ -13,7 +13,8 @@
 //             so one cycle must be a whole number of ps.
 //   links     (ipcq.link, noc.link, ucie.link) bytes_per_cycle > 0, latency_cycles > 0.
 //   sip       cubes > 0; cube_mesh rows, cols > 0; cubes == rows * cols (no holes, no overflow).
-//   noc       packet_bytes > 0; credits_per_link > 0.
+//   noc       packet_bytes > 0; credits_per_link > 0; endpoint_queue_bytes > 0 and
+//             >= packet_bytes (the endpoint holds at least one packet).
 //   cube      pes > 0; pe_mesh rows, cols > 0 and pes == rows * cols; hbm_pseudo_channels > 0
 //             and == pes * pe.hbm_channels (P must match the channel split); hbm_bytes > 0 and a
 //             multiple of hbm_pseudo_channels * hbm_channel.interleave_bytes (every channel

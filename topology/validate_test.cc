@@ -252,6 +252,11 @@ std::vector<InvalidCase> InvalidCases() {
        "sip.noc.packet_bytes must be > 0 (got 0)"},
       {"NocCreditsZero", [](pb::Chip& c) { Noc(c).set_credits_per_link(0); },
        "sip.noc.credits_per_link must be > 0 (got 0)"},
+      {"NocEndpointQueueZero", [](pb::Chip& c) { Noc(c).set_endpoint_queue_bytes(0); },
+       "sip.noc.endpoint_queue_bytes must be > 0 (got 0)"},
+      {"NocEndpointQueueBelowPacket", [](pb::Chip& c) { Noc(c).set_endpoint_queue_bytes(4095); },
+       "sip.noc.endpoint_queue_bytes (4095) must be >= sip.noc.packet_bytes (4096): the endpoint "
+       "must hold at least one NOC packet"},
       // ucie
       {"UcieLinkMissing", [](pb::Chip& c) { Ucie(c).clear_link(); }, "ucie.link is missing"},
       {"UcieClockZero", [](pb::Chip& c) { Ucie(c).mutable_link()->set_clock_mhz(0); },

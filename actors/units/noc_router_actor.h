@@ -38,6 +38,10 @@
 //   sent_ps, noc_hops, ucie_hops, payload, request_id (the NocSend's)} to the destination PE's
 //   CPU, delivered at delivered_ps.
 //
+// - Receiver flow control (noc.endpoint_queue_bytes) is not the router's: the sender's kernel
+//   runtime sends a NocSend only once the destination endpoint has room for the message
+//   (models/noc_endpoint_model.h), so a message the router accepts is always taken at the end.
+//
 // Stats (NocRouterStats, per router): messages and bytes injected here (NocSends accepted),
 // forwarded out of this router onto a link (source and transit hops, hand-offs to UCIe included),
 // delivered to a PE of this CUBE, and NocHop events received.

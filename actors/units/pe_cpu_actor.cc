@@ -79,6 +79,10 @@ caf::behavior PeCpuBehavior(caf::event_based_actor*, PeCpu* cpu) {
         AHBM_CHECK(cpu->runtime() != nullptr) << "NocDelivered on a stream CPU";
         cpu->runtime()->OnNocDelivered(*cpu, *m);
       },
+      [cpu](const std::shared_ptr<const pb::NocAccepted>& m) {
+        AHBM_CHECK(cpu->runtime() != nullptr) << "NocAccepted on a stream CPU";
+        cpu->runtime()->OnNocAccepted(*cpu, *m);
+      },
   };
 }
 

@@ -7,7 +7,7 @@
 // - out DmaCmd / CompositeCmd / SoftmaxPvCmd / GemmCmd / MathCmd / LseMergeCmd to the PE's
 //   scheduler (and whatever the runtime sends: IPCQ / NOC messages, pops).
 // - in  Completion / CommandError from the scheduler; IpcqAccepted / IpcqArrival /
-//   NocDelivered (handed to the CpuRuntime); its own start and check events.
+//   NocAccepted / NocDelivered (handed to the CpuRuntime); its own start and check events.
 //
 // Contract (times in ps; `cpu` = when the CPU is next free, starting at 0; `now` = the event
 // clock, which the CPU may run ahead of: a non-blocking issue does not suspend, its command is
@@ -110,6 +110,7 @@ class CpuRuntime {
   virtual void OnIpcqAccepted(PeCpu& cpu, const pb::IpcqAccepted& accepted) = 0;
   virtual void OnIpcqArrival(PeCpu& cpu, const pb::IpcqArrival& arrival) = 0;
   virtual void OnNocDelivered(PeCpu& cpu, const pb::NocDelivered& delivered) = 0;
+  virtual void OnNocAccepted(PeCpu& cpu, const pb::NocAccepted& accepted) = 0;
 };
 
 class PeCpu {

@@ -59,8 +59,10 @@ namespace ahbm::launch {
 // topology/chip_4sip.textproto, profile zero, `ahbm compare --variants=short_context,opt3
 // --s=S`: S = 2047 short 1950 ns / long 2024 ns; 2048: 1951 / 2025; 2049: 2138 / 1993 (the
 // short kernel's PEs need a second 256-key tile); 2050: 2138 / 1993. The long kernel wins from
-// 2049 on (launch_test checks two points each side). Workload field short_long_threshold
-// overrides it.
+// 2049 on (launch_test checks two points each side). Re-measured with NOC receive flow control
+// (noc.endpoint_queue_bytes 256 KiB): the same numbers; with a 4 KiB endpoint queue the long
+// kernel pays credit waits (2048: 2061 ns, 2049: 2061 ns) and still wins from 2049. Workload
+// field short_long_threshold overrides it.
 inline constexpr uint64_t kShortLongThreshold = 2049;
 
 // The prefill dispatcher's threshold (PREFILL variant AUTO): prompts shorter than this run the

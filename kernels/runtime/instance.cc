@@ -52,6 +52,9 @@ std::string Instance::WaitText() const {
     case K::kCmd:
       return absl::StrCat("cmd ", w.id, " (", CallName(*w.call), ")");
     case K::kSend:
+      if (w.peer.kind() == Peer::Kind::kPe) {
+        return absl::StrCat("send to pe ", w.count, " (NOC endpoint has no room)");
+      }
       return absl::StrCat("send to pe ", w.count, " (IPCQ ", topology::DirName(w.peer.dir()),
                           " queue has no credit)");
     case K::kRecv:

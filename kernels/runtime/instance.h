@@ -32,10 +32,10 @@ class Instance : public sim::CpuInstance {
   struct WaitWhat {
     enum class Kind : uint8_t { kNone, kAutoWait, kWait, kAll, kCmd, kSend, kRecv };
     Kind kind = Kind::kNone;
-    uint64_t id = 0;      // the command / receive / first outstanding handle
+    uint64_t id = 0;      // the command / receive / first outstanding handle; NOC kSend: message
     uint64_t count = 0;   // kAll: pending handles; kSend: destination PE
     std::shared_ptr<const Invocation> call;  // kAutoWait, kCmd: the call
-    Peer peer = Peer::Pe(0);  // kRecv: the source; kSend: its direction
+    Peer peer = Peer::Pe(0);  // kRecv: the source; kSend: its direction (IPCQ) / destination
     bool empty() const { return kind == Kind::kNone; }
   };
 
@@ -48,7 +48,7 @@ class Instance : public sim::CpuInstance {
   std::coroutine_handle<> resume;       // where the coroutine continues
   std::shared_ptr<Invocation> pending;  // a call stalled before it issued
   WaitWhat waiting_what;
-  bool waiting_send = false;            // an IPCQ send without credit
+  bool waiting_send = false;            // an IPCQ send without credit, a NOC send without room
   uint64_t waiting_message = 0;
   std::string error;                    // set when it failed
   // Its share of the PE's scratch arena (several instances on one PE split it evenly, so

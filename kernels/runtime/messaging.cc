@@ -65,10 +65,24 @@ bool KernelRuntime::IssueSend(Instance& inst, Cpu& cpu, const Invocation& inv) {
   send->set_bytes(inv.payload.bytes());
   send->set_request_id(inst.request_id());
   inv.payload.WriteTo(*send->mutable_payload());
-  engine.Send(cpu.core.unit(), issue - now, index().NocRouterUnit(index().PeOf(inst.pe).cube_id()).value(),
-              std::shared_ptr<const pb::NocSend>(send));
   RecordSend(inst, "send_noc", id, peer.pe(), inv.payload.bytes(), issue);
-  return true;
+  // Room at the destination endpoint: its receive posted, or queue credit (runtime.h).
+  const std::optional<sim::NocEndpointModel::Departure> dep = Endpoint(peer.pe()).Send(
+      now, inst.pe, inst.request_id(), id, issue, sim::Bytes(inv.payload.bytes()));
+  if (dep && dep->depart == issue) {
+    engine.Send(cpu.core.unit(), issue - now,
+                index().NocRouterUnit(index().PeOf(inst.pe).cube_id()).value(),
+                std::shared_ptr<const pb::NocSend>(send));
+    return true;
+  }
+  // No room at the issue: the CPU blocks until the message leaves (NocAccepted).
+  noc_held_[id] = std::shared_ptr<const pb::NocSend>(send);
+  if (dep) ReleaseNoc(cpu.core.unit(), {*dep});
+  inst.waiting_send = true;
+  inst.waiting_message = id;
+  inst.waiting_what = {Instance::WaitWhat::Kind::kSend, id, peer.pe(), nullptr, peer};
+  cpu.core.WaitEvent(inst, issue);
+  return false;
 }
 
 bool KernelRuntime::PostRecv(Instance& inst, Cpu& cpu, const Invocation& inv) {
@@ -80,6 +94,11 @@ bool KernelRuntime::PostRecv(Instance& inst, Cpu& cpu, const Invocation& inv) {
   post.posted = issue;
   post.dst = inv.result;
   cpu.channels[key].recvs.push_back(post);
+  if (inv.peer->kind() == Peer::Kind::kPe) {
+    // The NOC endpoint learns of the receive: a message waiting for it may leave.
+    ReleaseNoc(cpu.core.unit(), Endpoint(inst.pe).PostRecv(Now(), inv.peer->pe(),
+                                                           inst.request_id(), issue));
+  }
   if (cpu.receive.size() <= inv.cmd_id) cpu.receive.resize(inv.cmd_id + 1, 0);
   cpu.receive[inv.cmd_id] = 1;
   cpu.core.AddOutstanding(inst, inv.cmd_id);
@@ -153,6 +172,10 @@ uint64_t KernelRuntime::Deliver(Cpu& cpu, const IncomingMessage& msg, const Post
       recv.inst->error = std::string(s.message());
     }
     payloads_.erase(it);
+  }
+  if (msg.queue == 0) {
+    // NOC: a message taken from the endpoint queue gives its credit back at `end`.
+    ReleaseNoc(cpu.core.unit(), Endpoint(pe).Consume(Now(), msg.message_id, end));
   }
   if (observe::OpLog* log = sim_->context().op_log) {
     pb::OpRecord rec;
@@ -246,6 +269,42 @@ void KernelRuntime::PumpChannel(Cpu& cpu, uint64_t key) {
   }
 }
 
+sim::NocEndpointModel& KernelRuntime::Endpoint(uint32_t pe) {
+  auto it = noc_endpoints_.find(pe);
+  if (it == noc_endpoints_.end()) {
+    it = noc_endpoints_.try_emplace(pe, sim::Bytes(noc_endpoint_bytes_)).first;
+  }
+  return it->second;
+}
+
+void KernelRuntime::ReleaseNoc(sim::UnitId from,
+                               const std::vector<sim::NocEndpointModel::Departure>& deps) {
+  const SimTime now = Now();
+  for (const sim::NocEndpointModel::Departure& d : deps) {
+    auto it = noc_held_.find(d.message_id);
+    AHBM_CHECK(it != noc_held_.end()) << "NOC message " << d.message_id << " is not held";
+    auto accepted =
+        std::allocate_shared<pb::NocAccepted>(internal::PoolAllocator<pb::NocAccepted>());
+    accepted->set_message_id(d.message_id);
+    accepted->set_accepted_ps(d.depart.value());
+    const sim::UnitId sender =
+        index().PeUnit(topology::UnitKind::kPeCpu, index().PeOf(it->second->src_pe())).value();
+    sim_->context().engine->Send(from, d.depart - now, sender,
+                                 std::shared_ptr<const pb::NocAccepted>(accepted));
+  }
+}
+
+std::string KernelRuntime::NocSendWait(const Instance& inst) const {
+  if (!inst.waiting_send || !noc_held_.contains(inst.waiting_message)) return "";
+  const pb::NocSend& send = *noc_held_.at(inst.waiting_message);
+  auto it = noc_endpoints_.find(send.dst_pe());
+  if (it == noc_endpoints_.end()) return "";
+  return absl::StrCat(": message ", send.message_id(), " of ", send.bytes(),
+                      " bytes, no receive posted for it and the endpoint queue of ",
+                      PeName(send.dst_pe()), " has ", it->second.queued_bytes().value(), " of ",
+                      it->second.queue_bytes().value(), " bytes in use");
+}
+
 std::string KernelRuntime::HeadOfLine(const Instance& inst) const {
   if (inst.waiting_on() == 0) return "";
   const Cpu& cpu = CpuOf(inst.pe);
@@ -326,6 +385,23 @@ void KernelRuntime::OnIpcqArrival(sim::PeCpu& core, const pb::IpcqArrival& arriv
   msg->complete = msg->arrived == msg->chunks;
   // A receive already posted for this (head) message, or staging, pops the new chunk at once.
   PumpChannel(cpu, key);
+}
+
+void KernelRuntime::OnNocAccepted(sim::PeCpu& core, const pb::NocAccepted& accepted) {
+  auto it = noc_held_.find(accepted.message_id());
+  AHBM_CHECK(it != noc_held_.end()) << "NocAccepted of message " << accepted.message_id()
+                                    << ", which is not held";
+  sim_->context().engine->Send(
+      core.unit(), SimTime(0),
+      index().NocRouterUnit(index().PeOf(core.pe()).cube_id()).value(), it->second);
+  noc_held_.erase(it);
+  for (Instance* inst : CpuOf(core.pe()).instances) {
+    if (inst->waiting() && inst->waiting_send && inst->waiting_message == accepted.message_id()) {
+      inst->waiting_send = false;
+      core.Wake(*inst, SimTime(accepted.accepted_ps()));
+    }
+  }
+  core.RunReady();
 }
 
 void KernelRuntime::OnNocDelivered(sim::PeCpu& core, const pb::NocDelivered& delivered) {

@@ -65,6 +65,7 @@ KernelRuntime::KernelRuntime(sim::ChipSim* sim, MemoryStore* store) : sim_(sim),
   AHBM_CHECK(sim::FindIssueCostProfile(ctx.chip, ctx.issue_cost_profile) != nullptr)
       << "no issue cost profile " << ctx.issue_cost_profile;
   ipcq_queue_bytes_ = ctx.chip.sip().cube().ipcq().queue_bytes();
+  noc_endpoint_bytes_ = ctx.chip.sip().noc().endpoint_queue_bytes();
   if (store_ != nullptr) {
     executor_.emplace(store_);
     data_plane_ = std::make_unique<StoreDataPlane>(&*executor_);
@@ -129,7 +130,7 @@ absl::Status KernelRuntime::Run() {
   std::vector<std::string> waits;
   for (const auto& inst : instances_) {
     if (inst->state() != sim::CpuInstance::State::kDone) {
-      waits.push_back(Describe(*inst) + HeadOfLine(*inst));
+      waits.push_back(Describe(*inst) + HeadOfLine(*inst) + NocSendWait(*inst));
     }
   }
   if (!waits.empty()) {

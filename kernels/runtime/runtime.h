@@ -43,13 +43,25 @@
 //   the command at the hand-over, so its OpRecord issue_ps and its age (oldest-first
 //   tie-break, composite admission and operand DMA) count from the hand-over, not from the
 //   CPU's issue. Blocking commands and sends still auto-wait on a pending receive.
-// - NOC: messages are delivered whole; a receive takes the oldest delivered message of its
-//   request and completes at its delivery (or the post). No credit is involved.
+// - NOC send: the message leaves its PE only when the destination PE's endpoint has room for
+//   it (sim::NocEndpointModel, noc.endpoint_queue_bytes): the receive for it (the k-th receive
+//   of its request from this source takes the k-th message) is posted — it lands in that
+//   buffer, whatever its size — or the endpoint queue has credit for the whole message (bytes,
+//   counted by the sender side, back when a receive takes the message). With room at the
+//   issue the send continues at once, as before; otherwise the CPU blocks (as an IPCQ send
+//   without credit) until the message leaves: a NocAccepted at the departure hands the held
+//   NocSend to the router and wakes the sender. No chunking: a message larger than the free
+//   queue waits whole for credit or its receive; post receives first (recv_async) to send
+//   blocks larger than the queue.
+// - NOC receive: messages are delivered whole; a receive takes the oldest delivered message of
+//   its request and completes at its delivery (or the post); taking a queued message returns
+//   its credit at that completion.
 // - Data mode: sends copy their payload when issued; receives write it at completion.
 // - A kernel that throws KernelError stops; its message goes to the run's errors.
 // - Deadlock: when no event is left and an instance still waits, Run() fails with
 //   FailedPrecondition "deadlock: ..." naming, per PE, what it waits on (and, for a receive
-//   stuck behind another request's message, that message).
+//   stuck behind another request's message, that message; for a NOC send without room, the
+//   destination endpoint's queue in use and that no receive is posted for it).
 #ifndef AHBMSIM_KERNELS_RUNTIME_RUNTIME_H_
 #define AHBMSIM_KERNELS_RUNTIME_RUNTIME_H_
 
@@ -66,6 +78,7 @@
 
 #include "absl/status/status.h"
 #include "actors/chip_sim.h"
+#include "actors/models/noc_endpoint_model.h"
 #include "actors/time.h"
 #include "actors/units/pe_cpu_actor.h"
 #include "kernels/memory/memory_store.h"
@@ -128,6 +141,7 @@ class KernelRuntime : public sim::CpuRuntime {
   void OnIpcqAccepted(sim::PeCpu& cpu, const pb::IpcqAccepted& accepted) override;
   void OnIpcqArrival(sim::PeCpu& cpu, const pb::IpcqArrival& arrival) override;
   void OnNocDelivered(sim::PeCpu& cpu, const pb::NocDelivered& delivered) override;
+  void OnNocAccepted(sim::PeCpu& cpu, const pb::NocAccepted& accepted) override;
 
  private:
   // A non-blocking scheduler command issued while a receive it reads was pending: the
@@ -191,6 +205,12 @@ class KernelRuntime : public sim::CpuRuntime {
                    bool staged);
   // For a receive stuck behind another request's message: that message ("" otherwise).
   std::string HeadOfLine(const Instance& inst) const;
+  // For a NOC send waiting for room: the destination endpoint's state ("" otherwise).
+  std::string NocSendWait(const Instance& inst) const;
+  // The NOC endpoint of receiving PE `pe` (made on first use).
+  sim::NocEndpointModel& Endpoint(uint32_t pe);
+  // Sends each held message's NocAccepted from unit `from` at its departure.
+  void ReleaseNoc(sim::UnitId from, const std::vector<sim::NocEndpointModel::Departure>& deps);
   // Op log: an IssueRecord (for replay) and an OpRecord "send_ipcq"/"send_noc" on the CPU unit.
   void RecordSend(const Instance& inst, const std::string& op, uint64_t message_id,
                   uint32_t dst_pe, uint64_t bytes, SimTime issue);
@@ -206,6 +226,10 @@ class KernelRuntime : public sim::CpuRuntime {
   std::map<uint64_t, std::vector<uint8_t>> payloads_;  // message id -> bytes (data mode)
   std::map<sim::UnitId, int64_t> ipcq_unpopped_;  // per IPCQ queue: bytes sent - bytes popped
   uint64_t ipcq_queue_bytes_ = 0;
+  uint64_t noc_endpoint_bytes_ = 0;
+  std::map<uint32_t, sim::NocEndpointModel> noc_endpoints_;  // by receiving PE
+  // NOC sends waiting for room at their endpoint, by message id: the held NocSend.
+  std::map<uint64_t, std::shared_ptr<const pb::NocSend>> noc_held_;
   uint64_t next_message_ = 1;
   std::vector<uint32_t> ring_;
   bool ran_ = false;

@@ -1131,5 +1131,276 @@ TEST_F(RuntimeTiming, AHeldCommandsDependentFollowsItToTheScheduler) {
   EXPECT_THAT(ops.at(merge2).depends_on(), ::testing::Contains(merge1));
 }
 
+// ---- NOC receive flow control (noc.endpoint_queue_bytes, runtime.h) ----
+
+// The small chip with a 16 KiB endpoint queue per PE (four NOC packets).
+constexpr uint64_t kEndpointBytes = 16 * 1024;
+pb::Chip SmallChipWithEndpoint() {
+  pb::Chip chip = LoadSmall();
+  chip.mutable_sip()->mutable_noc()->set_endpoint_queue_bytes(kEndpointBytes);
+  return chip;
+}
+constexpr char kNoRoom[] = "NOC endpoint has no room";
+
+// PE `pe`'s stall records whose wait names `what`.
+std::vector<pb::StallRecord> StallsOn(const Harness& h, uint32_t pe, const std::string& what) {
+  std::vector<pb::StallRecord> out;
+  for (const pb::TraceRecord& r : h.sim->op_log().records()) {
+    if (r.has_stall() && r.stall().pe() == pe &&
+        r.stall().waits_on().find(what) != std::string::npos) {
+      out.push_back(r.stall());
+    }
+  }
+  return out;
+}
+
+// PE 4 (CUBE 1) busy on a long EXP and then receiving `sizes` (fp32 elements) from PE 0, in
+// order, with blocking receives; `recv_ids` gets the receives' handles.
+KernelFn BusyThenReceive(std::vector<uint64_t> sizes, std::vector<uint64_t>* recv_ids) {
+  return [sizes, recv_ids](Tl& tl) -> Task<void> {
+    const Tensor big = tl.Alloc({8 * 8192}, pb::FP32, Arena::kPersistent);
+    co_await tl.Exp(big, big);
+    for (uint64_t n : sizes) {
+      const std::vector<uint64_t> shape = {n};
+      Tensor got = co_await tl.Recv(Peer::Pe(0), shape, pb::FP32, Arena::kPersistent);
+      recv_ids->push_back(got.producer());
+    }
+  };
+}
+
+// A message that fits the free endpoint queue leaves at once: the sender never waits, though
+// the receiver posts its receive long after.
+TEST_F(RuntimeTiming, NocMessageThatFitsTheEndpointQueueGoesAtOnce) {
+  Harness h(false, "zero", SmallChipWithEndpoint(), {0, 1});
+  uint64_t marker_id = 0;
+  std::vector<uint64_t> recv_ids;
+  ASSERT_TRUE(h.runtime
+                  ->AddKernel(0, 0,
+                              [&](Tl& tl) -> Task<void> {
+                                const Tensor x = tl.Alloc({kEndpointBytes / 4}, pb::FP32);
+                                co_await tl.Send(Peer::Pe(4), x);  // the whole queue
+                                const Tensor y = tl.Alloc({1024}, pb::FP32);
+                                Tensor e = co_await tl.Exp(y);
+                                marker_id = e.producer();
+                              })
+                  .ok());
+  ASSERT_TRUE(h.runtime->AddKernel(4, 0, BusyThenReceive({kEndpointBytes / 4}, &recv_ids)).ok());
+  const absl::Status status = h.runtime->Run();
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(h.Ops(".scheduler", 0).at(marker_id).start_ps(), 0u);
+  EXPECT_TRUE(StallsOn(h, 0, kNoRoom).empty());
+}
+
+// A message bigger than the free queue waits for credit: 12 KiB fill the 16 KiB queue, the
+// next 8 KiB wait (the sender stalls) until the receive of the first takes it from the queue —
+// its credit comes back at that receive's completion, and the second message leaves then.
+TEST_F(RuntimeTiming, NocMessageBiggerThanTheFreeQueueWaitsForCredit) {
+  Harness h(false, "zero", SmallChipWithEndpoint(), {0, 1});
+  std::vector<uint64_t> recv_ids;
+  ASSERT_TRUE(h.runtime
+                  ->AddKernel(0, 0,
+                              [&](Tl& tl) -> Task<void> {
+                                const Tensor a = tl.Alloc({3 * 1024}, pb::FP32);
+                                const Tensor b = tl.Alloc({2 * 1024}, pb::FP32);
+                                co_await tl.Send(Peer::Pe(4), a);
+                                co_await tl.Send(Peer::Pe(4), b);  // 4 KiB free: waits
+                              })
+                  .ok());
+  ASSERT_TRUE(h.runtime->AddKernel(4, 0, BusyThenReceive({3 * 1024, 2 * 1024}, &recv_ids)).ok());
+  const absl::Status status = h.runtime->Run();
+  ASSERT_TRUE(status.ok()) << status;
+  ASSERT_EQ(recv_ids.size(), 2u);
+  const auto ops = h.Ops(".cpu", 4);
+  const std::vector<pb::StallRecord> stalls = StallsOn(h, 0, kNoRoom);
+  ASSERT_EQ(stalls.size(), 1u);
+  EXPECT_EQ(stalls[0].from_ps(), 0u);
+  EXPECT_EQ(stalls[0].to_ps(), ops.at(recv_ids[0]).end_ps());
+  EXPECT_GT(ops.at(recv_ids[1]).end_ps(), ops.at(recv_ids[0]).end_ps());
+}
+
+// Sent before its receive, a message bigger than the whole queue waits for the receive's post
+// and then lands in the posted buffer.
+TEST_F(RuntimeTiming, NocMessageBiggerThanTheQueueWaitsForItsReceive) {
+  Harness h(false, "zero", SmallChipWithEndpoint(), {0, 1});
+  std::vector<uint64_t> recv_ids;
+  ASSERT_TRUE(h.runtime
+                  ->AddKernel(0, 0,
+                              [&](Tl& tl) -> Task<void> {
+                                const Tensor x = tl.Alloc({kEndpointBytes / 2}, pb::FP32);
+                                co_await tl.Send(Peer::Pe(4), x);
+                              })
+                  .ok());
+  ASSERT_TRUE(h.runtime->AddKernel(4, 0, BusyThenReceive({kEndpointBytes / 2}, &recv_ids)).ok());
+  const absl::Status status = h.runtime->Run();
+  ASSERT_TRUE(status.ok()) << status;
+  const pb::OpRecord recv = h.Ops(".cpu", 4).at(recv_ids.at(0));
+  const std::vector<pb::StallRecord> stalls = StallsOn(h, 0, kNoRoom);
+  ASSERT_EQ(stalls.size(), 1u);
+  EXPECT_EQ(stalls[0].to_ps(), recv.issue_ps());  // leaves at the post
+  EXPECT_GT(recv.end_ps(), recv.issue_ps());      // and is delivered after it
+}
+
+// A posted receive takes a message four times the endpoint queue: no wait, the values arrive.
+TEST(RuntimeMessages, PostedNocReceiveTakesAMessageBiggerThanTheQueue) {
+  Harness h(true, "zero", SmallChipWithEndpoint(), {0, 1});
+  const uint64_t n = kEndpointBytes;  // fp32: 4x the queue
+  const std::vector<float> x = Random(n, 41);
+  h.Put(h.Hbm(0, 0, {1, n}, pb::FP32), x);
+  ASSERT_TRUE(h.runtime
+                  ->AddKernel(0, 0,
+                              [&](Tl& tl) -> Task<void> {
+                                const std::vector<uint64_t> shape = {1, n};
+                                const Tensor xh = tl.Ref(0, shape, pb::FP32);
+                                Tensor v = co_await tl.Load(xh);
+                                co_await tl.Send(Peer::Pe(4), v);
+                              })
+                  .ok());
+  ASSERT_TRUE(h.runtime
+                  ->AddKernel(4, 0,
+                              [&](Tl& tl) -> Task<void> {
+                                const std::vector<uint64_t> shape = {1, n};
+                                Tensor pending = co_await tl.RecvAsync(Peer::Pe(0), shape,
+                                                                       pb::FP32,
+                                                                       Arena::kPersistent);
+                                Tensor got = co_await tl.Wait(pending);
+                                const Tensor out = tl.Ref(1 << 20, shape, pb::FP32);
+                                co_await tl.Store(out, got);
+                              })
+                  .ok());
+  const absl::Status status = h.runtime->Run();
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(h.Get(h.Hbm(4, 1 << 20, {1, n}, pb::FP32)), x);
+  EXPECT_TRUE(StallsOn(h, 0, kNoRoom).empty());
+}
+
+// Two requests share PE 4's endpoint queue. Request 1's 12 KiB message sits in the queue (its
+// receive comes late); request 0's 8 KiB message finds 4 KiB free and waits — not for request
+// 1's credit but for its own receive, whose post lets it into the posted buffer.
+TEST_F(RuntimeTiming, TwoRequestsShareTheNocEndpointQueue) {
+  Harness h(false, "zero", SmallChipWithEndpoint(), {0, 1});
+  const auto sender = [](uint64_t n, bool busy) {
+    return [n, busy](Tl& tl) -> Task<void> {
+      if (busy) {
+        const Tensor y = tl.Alloc({8 * 1024}, pb::FP32);
+        co_await tl.Exp(y);  // request 1 sends first
+      }
+      const Tensor x = tl.Alloc({n}, pb::FP32);
+      co_await tl.Send(Peer::Pe(4), x);
+    };
+  };
+  uint64_t recv_ids[2] = {0, 0};
+  const auto receiver = [&](uint32_t request, uint64_t n) {
+    return [&, request, n](Tl& tl) -> Task<void> {
+      const Tensor big = tl.Alloc({8 * 8192}, pb::FP32, Arena::kPersistent);
+      co_await tl.Exp(big, big);  // request 1's EXP runs after request 0's: it receives later
+      const std::vector<uint64_t> shape = {n};
+      Tensor got = co_await tl.Recv(Peer::Pe(0), shape);
+      recv_ids[request] = got.producer();
+    };
+  };
+  ASSERT_TRUE(h.runtime->AddKernel(0, 0, sender(2 * 1024, true)).ok());
+  ASSERT_TRUE(h.runtime->AddKernel(0, 1, sender(3 * 1024, false)).ok());
+  ASSERT_TRUE(h.runtime->AddKernel(4, 0, receiver(0, 2 * 1024)).ok());
+  ASSERT_TRUE(h.runtime->AddKernel(4, 1, receiver(1, 3 * 1024)).ok());
+  const absl::Status status = h.runtime->Run();
+  ASSERT_TRUE(status.ok()) << status;
+  const auto ops = h.Ops(".cpu", 4);
+  const pb::OpRecord& r0 = ops.at(recv_ids[0]);
+  const pb::OpRecord& r1 = ops.at(recv_ids[1]);
+  ASSERT_LT(r0.issue_ps(), r1.issue_ps());
+  const std::vector<pb::StallRecord> stalls = StallsOn(h, 0, kNoRoom);
+  ASSERT_EQ(stalls.size(), 1u);
+  EXPECT_EQ(stalls[0].request_id(), 0u);
+  EXPECT_EQ(stalls[0].to_ps(), r0.issue_ps());  // request 0's post, before request 1's receive
+  EXPECT_EQ(r1.end_ps(), r1.issue_ps());        // request 1's message waited in the queue
+}
+
+// A ring of PE 0 of CUBEs 0..3: each PE sends a 32 KiB block (twice the endpoint queue) to the
+// next CUBE's PE 0 and receives the previous one's. Sending first deadlocks — every send waits
+// for room that only the receive behind it would make — and the report names every PE.
+TEST(RuntimeMessages, NocRingThatSendsBeforeReceivingDeadlocks) {
+  Harness h(false, "zero", SmallChipWithEndpoint(), {0, 1, 2, 3});
+  const uint64_t n = kEndpointBytes / 2;  // fp32: 2x the queue
+  for (uint32_t c = 0; c < 4; ++c) {
+    const uint32_t next = ((c + 1) % 4) * 4, prev = ((c + 3) % 4) * 4;
+    ASSERT_TRUE(h.runtime
+                    ->AddKernel(c * 4, 0,
+                                [n, next, prev](Tl& tl) -> Task<void> {
+                                  const Tensor x = tl.Alloc({n}, pb::FP32, Arena::kPersistent);
+                                  co_await tl.Send(Peer::Pe(next), x);
+                                  const std::vector<uint64_t> shape = {n};
+                                  co_await tl.Recv(Peer::Pe(prev), shape, pb::FP32,
+                                                   Arena::kPersistent);
+                                })
+                    .ok());
+  }
+  const absl::Status status = h.runtime->Run();
+  ASSERT_TRUE(absl::IsFailedPrecondition(status)) << status;
+  const std::string message(status.message());
+  EXPECT_THAT(message, HasSubstr("deadlock"));
+  for (uint32_t c = 0; c < 4; ++c) {
+    EXPECT_THAT(message, HasSubstr(absl::StrCat("pe ", c * 4, " (sip0.cube", c,
+                                                ".pe0) request 0 waits on send to pe ",
+                                                ((c + 1) % 4) * 4, " (", kNoRoom, ")")));
+  }
+  EXPECT_THAT(message, HasSubstr("32768 bytes, no receive posted for it and the endpoint queue"
+                                 " of pe 4 (sip0.cube1.pe0) has 0 of 16384 bytes in use"));
+}
+
+// The same ring posting its receives first (recv_async), each block sent as two 16 KiB
+// chunks: every chunk lands in its posted buffer, the ring completes and each PE holds its
+// predecessor's block; timing mode and data mode give the same op log.
+TEST(RuntimeMessages, NocRingThatPostsReceivesFirstCompletes) {
+  const uint64_t n = kEndpointBytes / 2, half = n / 2;
+  std::string logs[2];
+  for (int data = 0; data < 2; ++data) {
+    Harness h(data == 1, "realistic", SmallChipWithEndpoint(), {0, 1, 2, 3});
+    std::vector<std::vector<float>> blocks;
+    for (uint32_t c = 0; c < 4; ++c) {
+      blocks.push_back(Random(n, 50 + c));
+      if (data == 1) h.Put(h.Hbm(c * 4, 0, {1, n}, pb::FP32), blocks.back());
+    }
+    for (uint32_t c = 0; c < 4; ++c) {
+      const uint32_t next = ((c + 1) % 4) * 4, prev = ((c + 3) % 4) * 4;
+      ASSERT_TRUE(h.runtime
+                      ->AddKernel(c * 4, 0,
+                                  [half, next, prev](Tl& tl) -> Task<void> {
+                                    const std::vector<uint64_t> shape = {1, half};
+                                    Tensor r0 = co_await tl.RecvAsync(Peer::Pe(prev), shape,
+                                                                      pb::FP32,
+                                                                      Arena::kPersistent);
+                                    Tensor r1 = co_await tl.RecvAsync(Peer::Pe(prev), shape,
+                                                                      pb::FP32,
+                                                                      Arena::kPersistent);
+                                    const Tensor h0 = tl.Ref(0, shape, pb::FP32);
+                                    const Tensor h1 = tl.Ref(half * 4, shape, pb::FP32);
+                                    Tensor x0 = co_await tl.Load(h0);
+                                    Tensor x1 = co_await tl.Load(h1);
+                                    co_await tl.Send(Peer::Pe(next), x0);
+                                    co_await tl.Send(Peer::Pe(next), x1);
+                                    Tensor g0 = co_await tl.Wait(r0);
+                                    Tensor g1 = co_await tl.Wait(r1);
+                                    const Tensor o0 = tl.Ref(1 << 20, shape, pb::FP32);
+                                    const Tensor o1 =
+                                        tl.Ref((1 << 20) + half * 4, shape, pb::FP32);
+                                    co_await tl.Store(o0, g0);
+                                    co_await tl.Store(o1, g1);
+                                  })
+                      .ok());
+    }
+    const absl::Status status = h.runtime->Run();
+    ASSERT_TRUE(status.ok()) << status;
+    for (uint32_t c = 0; c < 4; ++c) {
+      EXPECT_TRUE(StallsOn(h, c * 4, kNoRoom).empty()) << "pe " << c * 4;
+      if (data == 1) {
+        EXPECT_EQ(h.Get(h.Hbm(c * 4, 1 << 20, {1, n}, pb::FP32)), blocks[(c + 3) % 4])
+            << "pe " << c * 4;
+      }
+    }
+    for (const pb::TraceRecord& r : h.sim->op_log().records()) logs[data] += r.SerializeAsString();
+  }
+  EXPECT_EQ(logs[0], logs[1]);
+}
+
 }  // namespace
 }  // namespace ahbm::kernels

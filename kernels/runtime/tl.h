@@ -5,8 +5,9 @@
 // Timing semantics (exactly DESIGN §4; the runtime in runtime.h implements them):
 // - Each call costs the CPU its issue cost (ADR-0064 profile) before the command leaves.
 // - Non-blocking, returning a pending handle at once: Load (lazy), Composite, ExComposite,
-//   RecvAsync, Send (blocks only while the destination IPCQ queue has no credit; NOC sends
-//   never block).
+//   RecvAsync, Send (blocks only while the destination IPCQ queue has no credit, or, over the
+//   NOC, while the destination endpoint has no room: no receive posted for the message and
+//   the endpoint queue short of credit for all of it).
 // - Blocking (the CPU waits for completion): MATH ops, Dot, Store, Recv, Wait, WaitAll.
 // - Auto-wait: a MATH op, Dot, Store or Send whose input is still pending first waits for it.
 //   Composite, ExComposite and LseMerge never wait: pending inputs become scheduler
