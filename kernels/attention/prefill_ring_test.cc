@@ -96,6 +96,31 @@ TEST(PrefillRing, RotationsBytesHeadsAndSlices) {
   }
 }
 
+// Flow control (DESIGN §4b): with NOC endpoint queues below one sub-block message, a ring that
+// sends before posting its receives deadlocks — every PE blocked in its send, reported by name —
+// and the kernel's order (receives posted first) completes.
+TEST(PrefillRing, SendFirstDeadlocksWhenASubBlockOutgrowsTheEndpointQueue) {
+  pb::Chip chip = Load("topology/small.textproto");
+  chip.mutable_sip()->mutable_noc()->set_endpoint_queue_bytes(4096);
+  PrefillConfig cfg = RingCfg();
+  cfg.d = 128;
+  cfg.s = 2048;  // sub-block 64 keys: K 16 KiB, V 16 KiB, one message each
+  cfg.ring_send_first = true;
+  PrefillRun stuck = RunRing(chip, cfg);
+  ASSERT_EQ(stuck.status.code(), absl::StatusCode::kFailedPrecondition) << stuck.status;
+  const std::string message(stuck.status.message());
+  EXPECT_TRUE(message.starts_with("deadlock")) << message;
+  for (uint32_t cube = 0; cube < 8; ++cube) {
+    for (uint32_t pe = 0; pe < 4; ++pe) {
+      const std::string name = "sip0.cube" + std::to_string(cube) + ".pe" + std::to_string(pe);
+      EXPECT_NE(message.find(name), std::string::npos) << name << " not named: " << message;
+    }
+  }
+  cfg.ring_send_first = false;
+  PrefillRun fine = RunRing(chip, cfg);
+  EXPECT_TRUE(fine.status.ok()) << fine.status;
+}
+
 // Balance (DESIGN §4b): the busiest PE of a CUBE against the CUBE's mean GEMM busy time, for
 // each query split of a whole 2048-token prompt (16 query tiles over 4 PEs). Contiguous rows
 // leave the last PE most of the causal work; zig-zag (the default) evens it out.
