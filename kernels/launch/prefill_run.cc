@@ -3,7 +3,8 @@
 //
 // Contract:
 // - Defaults (Llama3-70B, DESIGN §2/§4b) for fields left 0: h_q 64, h_kv 8, d 128, tile 128
-//   keys, q_tile 128 GEMM rows, p 8, users 1, variant RING (C = G), query_split ZIGZAG; t_q 0
+//   keys, q_tile up to 128 GEMM rows balanced over the PEs (BalancedQTile), p 8, users 1,
+//   variant RING (C = G), query_split ZIGZAG; t_q 0
 //   = the whole prompt (T_q = S of each request), else the last t_q positions (chunked
 //   prefill). `s` (or request_lengths) must be set.
 // - Variants: FLASH (C = P = 1: c, p, query_split refused when set to anything else), RING
@@ -53,6 +54,21 @@ const char* SplitName(kernels::QuerySplit s) {
   return "ZIGZAG";
 }
 
+// The default query tile: at most 128 GEMM rows, and as many tiles per PE of the split as the
+// longest request's T_q needs, evenly: tokens = ceil(T_q / (P·k)) with k = ceil(T_q / (P·m)),
+// m = 128 / rows per token. (A fixed 128 leaves 9 tiles on 8 PEs at T_q = 1152: one PE does
+// twice the work; 16 tiles of 72 tokens do not.)
+uint32_t BalancedQTile(const PrefillConfig& cfg) {
+  const uint64_t g = cfg.RowsPerToken();
+  const uint64_t most = std::max<uint64_t>(1, 128 / g);
+  const uint64_t pes = cfg.variant == PrefillVariant::kFlash ? 1 : cfg.P();
+  uint64_t tq = 0;
+  for (uint32_t u = 0; u < cfg.users; ++u) tq = std::max(tq, cfg.QueriesOf(u));
+  const uint64_t k = std::max<uint64_t>(1, (tq + pes * most - 1) / (pes * most));
+  const uint64_t tokens = std::max<uint64_t>(1, (tq + pes * k - 1) / (pes * k));
+  return static_cast<uint32_t>(std::min(most, tokens) * g);
+}
+
 absl::StatusOr<PrefillConfig> ConfigOf(const pb::Chip& chip, const pb::Workload& w,
                                        std::string* label, std::vector<uint32_t>* cubes) {
   PrefillConfig cfg;
@@ -66,7 +82,7 @@ absl::StatusOr<PrefillConfig> ConfigOf(const pb::Chip& chip, const pb::Workload&
   cfg.group_rows = w.group_rows();
   cfg.group_cols = w.group_cols();
   cfg.tile = Or(w.tile(), 128u);
-  cfg.q_tile = Or(w.q_tile(), 128u);
+  cfg.q_tile = w.q_tile();  // 0: BalancedQTile, once the variant is known
   cfg.sip = w.sip();
   cfg.users = Or(w.users(), 1u);
   cfg.start_cube = w.start_cube();
@@ -161,6 +177,7 @@ absl::StatusOr<PrefillConfig> ConfigOf(const pb::Chip& chip, const pb::Workload&
                                   " is not a PREFILL variant (FLASH, RING, SHORT_CONTEXT, AUTO, "
                                   "BASELINE_FANOUT are)"));
   }
+  if (w.q_tile() == 0) cfg.q_tile = BalancedQTile(cfg);
   absl::StatusOr<std::vector<uint32_t>> used = kernels::PrefillCubes(chip, cfg);
   if (!used.ok()) return used.status();
   *cubes = *std::move(used);
