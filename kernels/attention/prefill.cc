@@ -170,16 +170,39 @@ struct RingBuffers {
 
 uint64_t KRows(const PrefillShape& s, uint64_t len) { return TilesOf(s, len) * s.d; }
 
+// The valid part of a tile-major K sub-block of `len` keys, as views of `k` ([n·d, tile], a TCM
+// buffer or an HBM slot): the whole tiles as one dense [full·d, tile], and a ragged last tile
+// as a strided [d, len mod tile] — so messages, loads and stores move the keys, not the padding.
+std::vector<Tensor> KParts(const PrefillShape& s, const Tensor& k, uint64_t len) {
+  std::vector<Tensor> parts;
+  const uint64_t full = len / s.tile, rest = len % s.tile;
+  if (full > 0) parts.push_back(k.Rows(0, full * s.d));
+  if (rest > 0) parts.push_back(k.Rows(full * s.d, s.d).Cols(0, rest));
+  return parts;
+}
+
+Tensor HbmK(Tl& tl, const PrefillShape& s, uint64_t addr, uint64_t len) {
+  const Shape shape = {KRows(s, len), s.tile};
+  return tl.Ref(addr, shape);
+}
+
+Tensor HbmV(Tl& tl, const PrefillShape& s, uint64_t addr, uint64_t len) {
+  const Shape shape = {len, s.d};
+  return tl.Ref(addr, shape);
+}
+
 Task<void> PostReceives(Tl& tl, const PrefillShape& s, const RingPlan& ring, RingBuffers& rb,
                         uint32_t step) {
   const uint64_t len = ring.held_len[step + 1];
   const int slot = (step + 1) % 2;
   rb.receiving.clear();
-  for (const Tensor& c : MessageChunks(rb.k[slot], KRows(s, len), ring.message_bytes)) {
-    rb.receiving.push_back(co_await tl.RecvAsyncInto(ring.prev, c));
-  }
-  for (const Tensor& c : MessageChunks(rb.v[slot], len, ring.message_bytes)) {
-    rb.receiving.push_back(co_await tl.RecvAsyncInto(ring.prev, c));
+  if (len == 0) co_return;
+  std::vector<Tensor> parts = KParts(s, rb.k[slot], len);
+  parts.push_back(rb.v[slot].Rows(0, len));
+  for (const Tensor& part : parts) {
+    for (const Tensor& c : MessageChunks(part, part.dim(0), ring.message_bytes)) {
+      rb.receiving.push_back(co_await tl.RecvAsyncInto(ring.prev, c));
+    }
   }
 }
 
@@ -187,14 +210,18 @@ Task<void> SendHeld(Tl& tl, const PrefillShape& s, const RingPlan& ring, RingBuf
                     uint32_t step) {
   const uint64_t len = ring.held_len[step];
   if (len == 0) co_return;
-  Tensor k = rb.k[step % 2], v = rb.v[step % 2];
+  std::vector<Tensor> parts = KParts(s, rb.k[step % 2], len);
+  parts.push_back(rb.v[step % 2].Rows(0, len));
   if (step == 0) {  // its own sub-block, from its KV cache
-    const Shape kshape = {KRows(s, len), s.tile}, vshape = {len, s.d};
-    k = co_await tl.LoadInto(tl.Ref(ring.own_k_addr, kshape), k.Rows(0, KRows(s, len)));
-    v = co_await tl.LoadInto(tl.Ref(ring.own_v_addr, vshape), v.Rows(0, len));
+    std::vector<Tensor> from = KParts(s, HbmK(tl, s, ring.own_k_addr, len), len);
+    from.push_back(HbmV(tl, s, ring.own_v_addr, len));
+    for (size_t i = 0; i < parts.size(); ++i) parts[i] = co_await tl.LoadInto(from[i], parts[i]);
   }
-  for (const Tensor& c : MessageChunks(k, KRows(s, len), ring.message_bytes)) co_await tl.Send(ring.next, c);
-  for (const Tensor& c : MessageChunks(v, len, ring.message_bytes)) co_await tl.Send(ring.next, c);
+  for (const Tensor& part : parts) {
+    for (const Tensor& c : MessageChunks(part, part.dim(0), ring.message_bytes)) {
+      co_await tl.Send(ring.next, c);
+    }
+  }
 }
 
 // The received sub-block, once whole, to this PE's HBM slot for the next step.
@@ -204,9 +231,11 @@ Task<void> StoreReceived(Tl& tl, const PrefillShape& s, const RingPlan& ring, Ri
   const uint64_t len = ring.held_len[step + 1];
   if (len == 0) co_return;
   const int slot = (step + 1) % 2;
-  const Shape kshape = {KRows(s, len), s.tile}, vshape = {len, s.d};
-  co_await tl.Store(tl.Ref(ring.slot_k[slot], kshape), rb.k[slot].Rows(0, KRows(s, len)));
-  co_await tl.Store(tl.Ref(ring.slot_v[slot], vshape), rb.v[slot].Rows(0, len));
+  std::vector<Tensor> parts = KParts(s, rb.k[slot], len);
+  parts.push_back(rb.v[slot].Rows(0, len));
+  std::vector<Tensor> to = KParts(s, HbmK(tl, s, ring.slot_k[slot], len), len);
+  to.push_back(HbmV(tl, s, ring.slot_v[slot], len));
+  for (size_t i = 0; i < parts.size(); ++i) co_await tl.Store(to[i], parts[i]);
 }
 
 // Every PE of the CUBE has stored its part (and finished reading the previous block): a token

@@ -52,15 +52,18 @@ uint64_t NocBytes(const pb::Report& report) {
 TEST(PrefillRing, RotationsBytesHeadsAndSlices) {
   const pb::Chip chip = Load("topology/small.textproto");
   const topology::ChipIndex index(chip);
-  for (uint32_t chunk_cap : {0u, 1u}) {  // one query chunk; one tile per chunk (4 chunks)
+  // One query chunk; one tile per chunk (4 chunks); sub-blocks of 8 keys in 16-key tiles (the
+  // messages carry the keys, not the tile's padding).
+  for (auto [chunk_cap, S] : {std::pair{0u, 512u}, {1u, 512u}, {0u, 256u}}) {
     PrefillConfig cfg = RingCfg();
+    cfg.s = S;
     cfg.max_tiles_per_chunk = chunk_cap;
     PrefillRun run = RunRing(chip, cfg);
     ASSERT_TRUE(run.status.ok()) << run.status;
     const uint32_t C = cfg.C(), P = cfg.P(), chunks = run.launch.chunks;
-    EXPECT_EQ(chunks, chunk_cap == 0 ? 1u : 512u / 32 / P);
-    // Per PE: its sub-block (S/(C·P) keys: K 16 x 32 x 2 B = 1 KiB, V the same) goes out once
-    // per rotation, C − 1 rotations per chunk; one 16 KiB chunk each for K and V.
+    EXPECT_EQ(chunks, chunk_cap == 0 ? 1u : S / cfg.q_tile / P);
+    // Per PE: its sub-block (S/(C·P) keys: K 16 x 32 x 2 B = 1 KiB at S = 512, V the same) goes
+    // out once per rotation, C − 1 rotations per chunk; one message each for K and V.
     std::map<std::string, uint64_t> sends, send_bytes, receives;  // by PE CPU unit
     for (const pb::TraceRecord& r : run.sim->op_log().records()) {
       if (!r.has_op()) continue;
@@ -73,7 +76,7 @@ TEST(PrefillRing, RotationsBytesHeadsAndSlices) {
       if (r.op().op() == "send_ipcq") EXPECT_EQ(r.op().bytes_written(), 64u);
     }
     ASSERT_EQ(sends.size(), C * P);
-    const uint64_t sub_block = 512 / (C * P) * cfg.d * 2;
+    const uint64_t sub_block = S / (C * P) * cfg.d * 2;
     for (const auto& [unit, n] : sends) {
       EXPECT_EQ(n, 2u * (C - 1) * chunks) << unit;
       EXPECT_EQ(send_bytes[unit], 2u * (C - 1) * chunks * sub_block) << unit;
@@ -82,7 +85,7 @@ TEST(PrefillRing, RotationsBytesHeadsAndSlices) {
     // NOC bytes per CUBE and chunk from the link counters: (C − 1)·2·(S/C)·d·2 (one hop per
     // rotation on the snake cycle).
     const pb::Report report = run.sim->BuildReport();
-    EXPECT_EQ(NocBytes(report), uint64_t{C} * chunks * (C - 1) * 2 * (512 / C) * cfg.d * 2);
+    EXPECT_EQ(NocBytes(report), uint64_t{C} * chunks * (C - 1) * 2 * (S / C) * cfg.d * 2);
     // Each CUBE writes one query head, a distinct one.
     std::map<uint32_t, std::set<uint32_t>> heads_of_cube;
     std::set<uint32_t> heads;

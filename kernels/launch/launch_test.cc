@@ -464,11 +464,14 @@ TEST(ValidateWorkload, AutoRefusesFieldsItWouldOverride) {
 // Llama3-70B decode on the full-scale chip (timing mode, profile zero): two context lengths
 // each side of the default threshold; the kernel AUTO picks is the faster of the two, run
 // explicitly, and AUTO's run is that kernel's.
-TEST(RunWorkload, AutoPicksTheFasterKernelAroundTheThreshold) {
+// AUTO picks the faster of SHORT_CONTEXT and the long kernel two points each side of the
+// measured threshold: decode (OPT3) at 2047..2050; prefill (RING) at 768, 784 | 785, 800.
+void ExpectAutoPicksTheFaster(pb::Kernel kernel, pb::Variant long_variant, uint64_t threshold,
+                              const std::vector<uint64_t>& points) {
   const pb::Chip chip = LoadChip("chip_4sip");
   const auto latency = [&](pb::Variant variant, uint64_t s, std::string* summary) -> uint64_t {
     pb::Workload w;
-    w.set_kernel(pb::DECODE);
+    w.set_kernel(kernel);
     w.set_variant(variant);
     w.set_s(s);
     LaunchOptions options;
@@ -480,18 +483,29 @@ TEST(RunWorkload, AutoPicksTheFasterKernelAroundTheThreshold) {
     if (summary != nullptr) *summary = r->report.workload_summary();
     return r->report.latency_ps();
   };
-  for (uint64_t s : {kShortLongThreshold - 2, kShortLongThreshold - 1, kShortLongThreshold,
-                     kShortLongThreshold + 1}) {
+  for (uint64_t s : points) {
     std::string summary;
     const uint64_t auto_ps = latency(pb::AUTO, s, &summary);
     const uint64_t short_ps = latency(pb::SHORT_CONTEXT, s, nullptr);
-    const uint64_t long_ps = latency(pb::OPT3, s, nullptr);
+    const uint64_t long_ps = latency(long_variant, s, nullptr);
     const bool picks_short = summary.find("AUTO -> SHORT_CONTEXT") != std::string::npos;
-    EXPECT_EQ(picks_short, s < kShortLongThreshold) << summary;
+    EXPECT_EQ(picks_short, s < threshold) << summary;
     EXPECT_EQ(auto_ps, picks_short ? short_ps : long_ps) << s;
     EXPECT_LT(auto_ps, picks_short ? long_ps : short_ps)
         << "S " << s << ": short " << short_ps << " ps, long " << long_ps << " ps";
   }
+}
+
+TEST(RunWorkload, AutoPicksTheFasterKernelAroundTheThreshold) {
+  ExpectAutoPicksTheFaster(pb::DECODE, pb::OPT3, kShortLongThreshold,
+                           {kShortLongThreshold - 2, kShortLongThreshold - 1, kShortLongThreshold,
+                            kShortLongThreshold + 1});
+}
+
+TEST(RunWorkload, PrefillAutoPicksTheFasterKernelAroundTheThreshold) {
+  ExpectAutoPicksTheFaster(pb::PREFILL, pb::RING, kPrefillShortLongThreshold,
+                           {kPrefillShortLongThreshold - 17, kPrefillShortLongThreshold - 1,
+                            kPrefillShortLongThreshold, kPrefillShortLongThreshold + 15});
 }
 
 pb::Workload Decode(uint64_t s) {

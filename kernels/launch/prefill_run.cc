@@ -56,7 +56,7 @@ const char* SplitName(kernels::QuerySplit s) {
 
 // The default query tile: at most 128 GEMM rows, and as many tiles per PE of the split as the
 // longest request's T_q needs, evenly: tokens = ceil(T_q / (P·k)) with k = ceil(T_q / (P·m)),
-// m = 128 / rows per token. (A fixed 128 leaves 9 tiles on 8 PEs at T_q = 1152: one PE does
+// m = 128 / rows per token, and k >= 2 on several PEs (zig-zag pairs need two tiles a PE). (A fixed 128 leaves 9 tiles on 8 PEs at T_q = 1152: one PE does
 // twice the work; 16 tiles of 72 tokens do not.)
 uint32_t BalancedQTile(const PrefillConfig& cfg) {
   const uint64_t g = cfg.RowsPerToken();
@@ -64,7 +64,11 @@ uint32_t BalancedQTile(const PrefillConfig& cfg) {
   const uint64_t pes = cfg.variant == PrefillVariant::kFlash ? 1 : cfg.P();
   uint64_t tq = 0;
   for (uint32_t u = 0; u < cfg.users; ++u) tq = std::max(tq, cfg.QueriesOf(u));
-  const uint64_t k = std::max<uint64_t>(1, (tq + pes * most - 1) / (pes * most));
+  uint64_t k = std::max<uint64_t>(1, (tq + pes * most - 1) / (pes * most));
+  // Two tiles per PE at least, so the zig-zag can pair an early tile with a late one — unless
+  // that leaves a tile under the GEMM array's 8 rows.
+  const uint64_t min_tokens = std::max<uint64_t>(1, 8 / g);
+  if (pes > 1 && k < 2 && (tq + 2 * pes - 1) / (2 * pes) >= min_tokens) k = 2;
   const uint64_t tokens = std::max<uint64_t>(1, (tq + pes * k - 1) / (pes * k));
   return static_cast<uint32_t>(std::min(most, tokens) * g);
 }
