@@ -203,6 +203,17 @@ for variant in opt1 opt2 opt3; do
   [[ "$got" == "0.5" ]] || fail "decode $variant o.npy holds '$(echo $got | head -c 80)', want every element 0.5"
   [[ $(read_npy "$tmp/dec_out/o.npy" | wc -l) -eq 2048 ]] || fail "decode $variant o.npy is not [8, 4, 64]"
 done
+# Prefill in data mode, every variant: the same inputs (T_q = 4 of S = 100, causal) give 0.5.
+for variant in flash ring short_context baseline_fanout; do
+  rm -f "$tmp/dec_out/o.npy"
+  extra=$([[ $variant == flash ]] && echo "" || echo "--p=4")
+  expect 0 "prefill $(echo $variant | tr a-z A-Z)" run --topology=$small --kernel=prefill \
+    --variant=$variant --h_q=8 --h_kv=2 --d=64 --s=100 --t_q=4 $extra --tile=32 --data \
+    --inputs_dir="$tmp/dec_in" --outputs_dir="$tmp/dec_out"
+  got=$(read_npy "$tmp/dec_out/o.npy" | sort -u)
+  [[ "$got" == "0.5" ]] || fail "prefill $variant o.npy holds '$(echo $got | head -c 80)', want every element 0.5"
+  [[ $(read_npy "$tmp/dec_out/o.npy" | wc -l) -eq 2048 ]] || fail "prefill $variant o.npy is not [8, 4, 64]"
+done
 # A batch of two requests with their own lengths reads q<r>/k<r>/v<r>.npy and writes o<r>.npy.
 for r in 0 1; do
   len=$((r == 0 ? 7 : 300))
