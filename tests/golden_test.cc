@@ -1,6 +1,7 @@
 // Golden tests (issue 10, "Goldens first"; tests/README.md): a fixed list of runs — every
 // decode kernel variant and baseline, both issue-cost profiles, multi-user, causal T_q with
-// empty ranks, the reduce options, the self-test kernels and injected command streams — whose
+// empty ranks, the reduce options, every prefill variant, the self-test kernels and injected
+// command streams — whose
 // op log and report, rendered as text (golden_render.h), must equal tests/golden/<case>.txt
 // byte for byte. Small-topology cases keep the whole text; full-chip cases keep a digest of
 // it (64-bit FNV-1a) with the latency, event count and roofline in clear.
@@ -350,6 +351,40 @@ std::vector<Case> AllCases() {
     t.set_data(true);
     t.set_seed(9);
     small("decode_opt1_causal_tq4_maxctx_data_zero", t);
+  }
+  // Prefill (small chip: h_q 4, h_kv 1, d 32, S 64, tile 16, q_tile 16, P 2 — small texts): every
+  // variant, a chunked T_q with a striped split, a mixed-length batch, data mode.
+  {
+    const auto prefill = [](pb::Variant variant, const std::string& profile) {
+      pb::Workload w;
+      w.set_kernel(pb::PREFILL);
+      w.set_variant(variant);
+      w.set_h_q(4);
+      w.set_h_kv(1);
+      w.set_d(32);
+      w.set_s(64);
+      if (variant != pb::FLASH) w.set_p(2);
+      w.set_tile(16);
+      w.set_q_tile(16);
+      w.set_issue_cost_profile(profile);
+      return w;
+    };
+    small("prefill_flash_zero", prefill(pb::FLASH, "zero"));
+    small("prefill_ring_realistic", prefill(pb::RING, "realistic"));
+    small("prefill_short_context_zero", prefill(pb::SHORT_CONTEXT, "zero"));
+    small("prefill_baseline_fanout_zero", prefill(pb::BASELINE_FANOUT, "zero"));
+    pb::Workload c = prefill(pb::RING, "zero");
+    c.set_t_q(23);
+    c.set_query_split(pb::STRIPED);
+    small("prefill_ring_tq23_striped_zero", c);
+    pb::Workload b = prefill(pb::RING, "zero");
+    b.clear_s();
+    for (uint64_t len : {64, 19}) b.add_request_lengths(len);
+    small("prefill_ring_batch_zero", b);
+    pb::Workload d = prefill(pb::RING, "zero");
+    d.set_data(true);
+    d.set_seed(11);
+    small("prefill_ring_data_zero", d);
   }
   // The self-test kernels (timing mode, and GEMM / all-reduce in data mode).
   {
