@@ -163,26 +163,15 @@ absl::StatusOr<DecodeConfig> ConfigOf(const pb::Chip& chip, const pb::Workload& 
   cfg.group_cols = w.group_cols();
   cfg.tile = Or(w.tile(), 256u);
   cfg.sip = w.sip();
-  cfg.users = Or(w.users(), 1u);
   cfg.start_cube = w.start_cube();
   cfg.start_pe = w.start_pe();
   cfg.rotate_by_request = !w.no_rotation();
-  if (w.request_lengths_size() > 0) {
-    if (w.s() != 0) {
-      return Invalid("s: leave it unset with request_lengths (each request has its own length)");
-    }
-    if (w.users() != 0 && w.users() != static_cast<uint32_t>(w.request_lengths_size())) {
-      return Invalid(absl::StrCat("users: ", w.users(), " but request_lengths lists ",
-                                  w.request_lengths_size(), " requests"));
-    }
-    cfg.request_lengths.assign(w.request_lengths().begin(), w.request_lengths().end());
-    cfg.users = static_cast<uint32_t>(cfg.request_lengths.size());
-    for (uint64_t len : cfg.request_lengths) {
-      if (len == 0) return Invalid("request_lengths: every context length must be > 0");
-      cfg.s = std::max(cfg.s, len);
-    }
-  }
-  if (cfg.s == 0) return Invalid("s: must be > 0 (the context length, new token included)");
+  absl::StatusOr<RequestBatch> batch =
+      RequestBatchOf(w, "context length", "the context length, new token included");
+  if (!batch.ok()) return batch.status();
+  cfg.users = batch->users;
+  cfg.s = batch->s;
+  cfg.request_lengths = batch->lengths;
   cfg.packed_payload = w.reduce_payload() == pb::PACKED;
   cfg.fused_merge = w.reduce_merge() == pb::FUSED;
   const bool baseline_variant = w.variant() == pb::BASELINE_FANOUT ||
@@ -193,12 +182,7 @@ absl::StatusOr<DecodeConfig> ConfigOf(const pb::Chip& chip, const pb::Workload& 
                                 pb::Variant_Name(w.variant()),
                                 " does not run the ADR reduce (the ADR kernels do)"));
   }
-  if (w.kv_per_cube() != 0 && w.variant() != pb::SHORT_CONTEXT && w.variant() != pb::AUTO) {
-    return Invalid("kv_per_cube: only the SHORT_CONTEXT and AUTO variants use it");
-  }
-  if (w.short_long_threshold() != 0 && w.variant() != pb::AUTO) {
-    return Invalid("short_long_threshold: only the AUTO variant uses it");
-  }
+  if (absl::Status st = CheckDispatchFields(w); !st.ok()) return st;
   switch (w.variant()) {
     case pb::VARIANT_UNSPECIFIED:
     case pb::OPT3:

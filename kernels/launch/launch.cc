@@ -1,5 +1,6 @@
 #include "kernels/launch/launch.h"
 
+#include <algorithm>
 #include <fstream>
 #include <memory>
 #include <utility>
@@ -84,6 +85,44 @@ std::vector<const KernelLauncher*> Launchers() {
   std::vector<const KernelLauncher*> out;
   for (const auto& [kernel, launcher] : Registry()) out.push_back(launcher.get());
   return out;
+}
+
+absl::StatusOr<RequestBatch> RequestBatchOf(const pb::Workload& w, const std::string& length,
+                                            const std::string& s_meaning) {
+  RequestBatch b;
+  b.users = w.users() == 0 ? 1 : w.users();
+  b.s = w.s();
+  if (w.request_lengths_size() > 0) {
+    if (w.s() != 0) {
+      return absl::InvalidArgumentError(
+          "s: leave it unset with request_lengths (each request has its own length)");
+    }
+    if (w.users() != 0 && w.users() != static_cast<uint32_t>(w.request_lengths_size())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "users: ", w.users(), " but request_lengths lists ", w.request_lengths_size(), " requests"));
+    }
+    b.lengths.assign(w.request_lengths().begin(), w.request_lengths().end());
+    b.users = static_cast<uint32_t>(b.lengths.size());
+    for (uint64_t len : b.lengths) {
+      if (len == 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("request_lengths: every ", length, " must be > 0"));
+      }
+      b.s = std::max(b.s, len);
+    }
+  }
+  if (b.s == 0) return absl::InvalidArgumentError(absl::StrCat("s: must be > 0 (", s_meaning, ")"));
+  return b;
+}
+
+absl::Status CheckDispatchFields(const pb::Workload& w) {
+  if (w.kv_per_cube() != 0 && w.variant() != pb::SHORT_CONTEXT && w.variant() != pb::AUTO) {
+    return absl::InvalidArgumentError("kv_per_cube: only the SHORT_CONTEXT and AUTO variants use it");
+  }
+  if (w.short_long_threshold() != 0 && w.variant() != pb::AUTO) {
+    return absl::InvalidArgumentError("short_long_threshold: only the AUTO variant uses it");
+  }
+  return absl::OkStatus();
 }
 
 std::string RequestStem(uint32_t users, const std::string& name, uint32_t u) {

@@ -118,6 +118,20 @@ std::string RequestStem(uint32_t users, const std::string& name, uint32_t u);
 absl::StatusOr<host::NpyArray> ReadNpyInput(const std::string& dir, const std::string& stem,
                                             const std::vector<uint64_t>& shape);
 
+// The request batch of DESIGN §6 (decode, prefill): `users` and `s`, or request_lengths (one
+// length per request: s must be unset, users 0 or their count; s = the longest). `length`
+// names a length in the messages ("context length", "prompt length"); `s_meaning` says what s
+// is ("the context length, new token included").
+struct RequestBatch {
+  uint32_t users = 1;
+  uint64_t s = 0;
+  std::vector<uint64_t> lengths;  // empty: every request has length s
+};
+absl::StatusOr<RequestBatch> RequestBatchOf(const pb::Workload& w, const std::string& length,
+                                            const std::string& s_meaning);
+// kv_per_cube (SHORT_CONTEXT, AUTO) and short_long_threshold (AUTO) with another variant.
+absl::Status CheckDispatchFields(const pb::Workload& w);
+
 // The attention inputs of DESIGN §6 (decode, prefill): per request u, q [H_q, T_q, d] and k, v
 // [H_kv, S_u, d] in q.npy / k.npy / v.npy, or q<u>.npy ... with several requests. `Qkv` is a
 // struct with host::NpyArray members q, k, v (kernels::DecodeInputs).

@@ -88,24 +88,14 @@ absl::StatusOr<PrefillConfig> ConfigOf(const pb::Chip& chip, const pb::Workload&
   cfg.tile = Or(w.tile(), 128u);
   cfg.q_tile = w.q_tile();  // 0: BalancedQTile, once the variant is known
   cfg.sip = w.sip();
-  cfg.users = Or(w.users(), 1u);
   cfg.start_cube = w.start_cube();
   cfg.start_pe = w.start_pe();
   cfg.rotate_by_request = !w.no_rotation();
-  if (w.request_lengths_size() > 0) {
-    if (w.s() != 0) return Invalid("s: leave it unset with request_lengths (one length per request)");
-    if (w.users() != 0 && w.users() != static_cast<uint32_t>(w.request_lengths_size())) {
-      return Invalid(absl::StrCat("users: ", w.users(), " but request_lengths has ",
-                                  w.request_lengths_size(), " lengths"));
-    }
-    cfg.users = static_cast<uint32_t>(w.request_lengths_size());
-    for (uint64_t len : w.request_lengths()) {
-      if (len == 0) return Invalid("request_lengths: every prompt length must be > 0");
-      cfg.request_lengths.push_back(len);
-      cfg.s = std::max(cfg.s, len);
-    }
-  }
-  if (cfg.s == 0) return Invalid("s: must be > 0 (the prompt length)");
+  absl::StatusOr<RequestBatch> batch = RequestBatchOf(w, "prompt length", "the prompt length");
+  if (!batch.ok()) return batch.status();
+  cfg.users = batch->users;
+  cfg.s = batch->s;
+  cfg.request_lengths = batch->lengths;
   if (cfg.h_kv == 0 || cfg.h_q % cfg.h_kv != 0) {
     return Invalid(absl::StrCat("h_q: must be a positive multiple of h_kv = ", cfg.h_kv,
                                 " (got ", cfg.h_q, ")"));
@@ -124,12 +114,7 @@ absl::StatusOr<PrefillConfig> ConfigOf(const pb::Chip& chip, const pb::Workload&
     default:
       return Invalid(absl::StrCat("query_split: unknown value ", static_cast<int>(w.query_split())));
   }
-  if (w.kv_per_cube() != 0 && w.variant() != pb::SHORT_CONTEXT && w.variant() != pb::AUTO) {
-    return Invalid("kv_per_cube: only the SHORT_CONTEXT and AUTO variants use it");
-  }
-  if (w.short_long_threshold() != 0 && w.variant() != pb::AUTO) {
-    return Invalid("short_long_threshold: only the AUTO variant uses it");
-  }
+  if (absl::Status st = CheckDispatchFields(w); !st.ok()) return st;
   pb::Variant variant = w.variant() == pb::VARIANT_UNSPECIFIED ? pb::RING : w.variant();
   *label = pb::Variant_Name(variant);
   if (variant == pb::AUTO) {
