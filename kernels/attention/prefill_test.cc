@@ -53,6 +53,36 @@ TEST(PrefillParity, FlashRingShortEverySplitRaggedAndChunked) {
   }
 }
 
+// Shapes a new user reaches first: one key, one query, fewer query tiles than PEs, KV blocks
+// sized for a longer cache (empty ranks), more KV heads per CUBE than keys, a batch of one-key
+// and single-query requests.
+TEST(PrefillParity, EdgeShapes) {
+  const pb::Chip chip = Load("topology/small.textproto");
+  const auto with = [](PrefillVariant v, uint64_t s, uint32_t t_q) {
+    PrefillConfig c = Small(v);
+    c.s = s;
+    c.t_q = t_q;
+    return c;
+  };
+  ExpectParity(chip, with(PrefillVariant::kRing, 1, 0), "ring S 1");
+  ExpectParity(chip, with(PrefillVariant::kRing, 5, 1), "ring T_q 1");
+  ExpectParity(chip, with(PrefillVariant::kRing, 100, 3), "ring T_q 3 < P");
+  ExpectParity(chip, with(PrefillVariant::kFlash, 1, 0), "flash S 1");
+  ExpectParity(chip, with(PrefillVariant::kShortContext, 2, 0), "short S 2 < P");
+  PrefillConfig big_cache = with(PrefillVariant::kRing, 40, 0);
+  big_cache.max_context = 4096;
+  ExpectParity(chip, big_cache, "ring max_context 4096");
+  PrefillConfig two_heads = with(PrefillVariant::kShortContext, 3, 0);
+  two_heads.h_q = 8;
+  two_heads.h_kv = 2;
+  two_heads.kv_per_cube = 2;
+  ExpectParity(chip, two_heads, "short kv_per_cube 2");
+  PrefillConfig batch = with(PrefillVariant::kRing, 0, 1);
+  batch.users = 3;
+  batch.request_lengths = {1, 17, 64};
+  ExpectParity(chip, batch, "ring batch T_q 1");
+}
+
 TEST(PrefillParity, MultiUserMixedLengths) {
   const pb::Chip chip = Load("topology/small.textproto");
   for (PrefillVariant v : {PrefillVariant::kFlash, PrefillVariant::kShortContext, PrefillVariant::kRing}) {
