@@ -73,7 +73,9 @@ TEST(PrefillRing, RotationsBytesHeadsAndSlices) {
       }
       if (r.op().op() == "recv_noc") ++receives[r.op().unit_name()];
       // The only IPCQ traffic is the CUBE barrier's 64 B token: no (m, l, O) anywhere.
-      if (r.op().op() == "send_ipcq") EXPECT_EQ(r.op().bytes_written(), 64u);
+      if (r.op().op() == "send_ipcq") {
+        EXPECT_EQ(r.op().bytes_written(), 64u);
+      }
     }
     ASSERT_EQ(sends.size(), C * P);
     const uint64_t sub_block = S / (C * P) * cfg.d * 2;
