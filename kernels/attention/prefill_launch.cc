@@ -107,6 +107,17 @@ struct RingSlots {
   uint64_t v[2] = {0, 0};
 };
 
+// A step's spans in the order a PE streams them: from the sub-block in its own HBM on, then
+// around. Every PE of a CUBE streams the same P sub-blocks; in the same order they would all
+// read one PE's 8 channels at a time (8-way contention, 56 channels idle) — rotated, each
+// reads another PE's channels. (Softmax folds commute; only the fp32 rounding order moves.)
+std::vector<KvSpan> StartAtOwn(std::vector<KvSpan> spans, uint32_t pe) {
+  const auto own = std::find_if(spans.begin(), spans.end(),
+                                [pe](const KvSpan& sp) { return sp.owner == pe; });
+  if (own != spans.end()) std::rotate(spans.begin(), own, spans.end());
+  return spans;
+}
+
 // One instance being built: its plan and where its tiles sit in the global output.
 struct Built {
   uint32_t pe = 0;
@@ -338,7 +349,7 @@ absl::StatusOr<PrefillLaunch> LaunchPrefill(const pb::Chip& chip, const PrefillC
                 }
                 spans.push_back(sp);
               }
-              plan.steps.push_back(std::move(spans));
+              plan.steps.push_back(StartAtOwn(std::move(spans), b.pe));
             }
             for (uint32_t child : (*tree)[node].children) {
               rp.barrier_children.push_back(
@@ -352,7 +363,7 @@ absl::StatusOr<PrefillLaunch> LaunchPrefill(const pb::Chip& chip, const PrefillC
           } else {
             std::vector<KvSpan> spans;
             for (uint32_t r = 0; r < ranks; ++r) spans.push_back(span_of(h, r));
-            plan.steps.push_back(std::move(spans));
+            plan.steps.push_back(StartAtOwn(std::move(spans), b.pe));
           }
           // This instance's query tiles: Q and O back to back in its HBM.
           const std::vector<uint32_t>& mine = split[node];
