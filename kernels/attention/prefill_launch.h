@@ -18,6 +18,8 @@
 // - query_split (ring, short context): tile k of n goes to PE node k·P / n (kContiguous),
 //   k mod P (kStriped), or zig-zag: round k / P runs forward on even rounds, backward on odd
 //   ones (kZigzag, the default: the balanced causal layout).
+// - A step's KV spans are streamed from the instance's own sub-block on (StartAtOwn in the .cc),
+//   so the PEs of a CUBE read different PEs' channels at a time.
 // - Layouts in HBM: K tile-major [ceil(B/tile)][d][tile], V [B, d] (the decode KV cache); per
 //   instance Q and O [Σ rows, d] bf16 (its tiles back to back, row t·G + g in flash / short);
 //   masks [rows, len] bf16, one per distinct (key offset, tokens, len); ring: two HBM slots of a
