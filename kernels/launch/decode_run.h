@@ -68,13 +68,13 @@ inline constexpr uint64_t kShortLongThreshold = 2049;
 // The prefill dispatcher's threshold (PREFILL variant AUTO): prompts shorter than this run the
 // short-context prefill (kv_per_cube 1: 8 CUBEs), longer ones the ring (C = G = 8: 64 CUBEs).
 // Measured, Llama3-70B on topology/chip_4sip.textproto, profile zero, T_q = S, default tiles,
-// `ahbm compare --kernel=prefill --variants=short_context,ring --s=S` (µs): S = 512 short 66.2
-// / ring 83.8; 768: 113.1 / 114.4; 784: 118.7 / 123.6; 785: 133.2 / 121.9; 800: 134.0 /
-// 125.0; 1024: 169.2 / 146.3; 2048: 619.2 / 290.9. From 785 on the ring wins by 9% or more
-// (between 769 and 776 it is ahead by under 0.6%, a tile-granularity effect). The ring's KV
-// sub-blocks are S / 64 keys: at short S its tiles are mostly padding and its eight barriers
-// dominate; the ADR's 256 K is far off for prefill too.
-inline constexpr uint64_t kPrefillShortLongThreshold = 785;
+// `ahbm compare --kernel=prefill --variants=short_context,ring --s=S` (µs, short / ring):
+// 512: 65.9 / 79.5; 640: 93.3 / 94.6; 704: 106.6 / 109.0; 705: 106.9 / 101.7; 712: 107.0 /
+// 103.1; 800: 134.2 / 121.1; 1024: 169.4 / 142.1. Up to 704 the short kernel wins, from 705
+// the ring, with two exceptions in the tile-granular band: 720 (ring ahead by 0.1%) and 784
+// (short ahead by 0.8%). The ring's sub-blocks are S / 64 keys: at short S its tiles are mostly
+// padding and its barriers dominate; the ADR's 256 K is far off for prefill too.
+inline constexpr uint64_t kPrefillShortLongThreshold = 705;
 
 // The short/long dispatcher shared by DECODE and PREFILL (variant AUTO): for a workload whose
 // (longest) context length is `s`, SHORT_CONTEXT when s < threshold, else the long kernel

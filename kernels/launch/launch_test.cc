@@ -465,7 +465,7 @@ TEST(ValidateWorkload, AutoRefusesFieldsItWouldOverride) {
 // each side of the default threshold; the kernel AUTO picks is the faster of the two, run
 // explicitly, and AUTO's run is that kernel's.
 // AUTO picks the faster of SHORT_CONTEXT and the long kernel two points each side of the
-// measured threshold: decode (OPT3) at 2047..2050; prefill (RING) at 768, 784 | 785, 800.
+// measured threshold: decode (OPT3) at 2047..2050; prefill (RING) at 640, 704 | 705, 800.
 void ExpectAutoPicksTheFaster(pb::Kernel kernel, pb::Variant long_variant, uint64_t threshold,
                               const std::vector<uint64_t>& points) {
   const pb::Chip chip = LoadChip("chip_4sip");
@@ -504,8 +504,8 @@ TEST(RunWorkload, AutoPicksTheFasterKernelAroundTheThreshold) {
 
 TEST(RunWorkload, PrefillAutoPicksTheFasterKernelAroundTheThreshold) {
   ExpectAutoPicksTheFaster(pb::PREFILL, pb::RING, kPrefillShortLongThreshold,
-                           {kPrefillShortLongThreshold - 17, kPrefillShortLongThreshold - 1,
-                            kPrefillShortLongThreshold, kPrefillShortLongThreshold + 15});
+                           {640, kPrefillShortLongThreshold - 1, kPrefillShortLongThreshold,
+                            800});
 }
 
 pb::Workload Decode(uint64_t s) {
