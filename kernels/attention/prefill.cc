@@ -95,7 +95,7 @@ Task<Tensor> IssueQk(Tl& tl, Pipeline& pl, const std::vector<KvSpan>& spans,
 // One pair's online-softmax fold and P·V (§3), given Sj (scaled, masked, fp32):
 //   m2 = maximum(m, max(Sj)); P = exp(Sj - m2); corr = exp(m - m2)
 //   l = l*corr + sum(P);  O = O*corr + composite(P, V);  m = m2
-Task<void> Fold(Tl& tl, const PrefillShape& s, State& st, uint64_t rows, Tensor sj, Tensor vj) {
+Task<void> Fold(Tl& tl, State& st, uint64_t rows, Tensor sj, Tensor vj) {
   const uint64_t len = sj.dim(1);
   Tensor m = st.m[st.cur].Rows(0, rows);
   Tensor m2 = st.m[1 - st.cur].Rows(0, rows);
@@ -116,7 +116,6 @@ Task<void> Fold(Tl& tl, const PrefillShape& s, State& st, uint64_t rows, Tensor 
   Tensor pv = co_await tl.Composite(pj, vj);
   co_await tl.Add(o, pv, o);  // auto-waits on P·V
   st.cur = 1 - st.cur;
-  (void)s;
 }
 
 // O / l, stored once the tile has seen every key.
@@ -153,7 +152,7 @@ Task<void> Sweep(Tl& tl, Pipeline& pl, uint32_t step, uint32_t first, uint32_t c
     {
       std::optional<ScratchScope> scope;
       if (s.scratch_scope) scope.emplace(&tl);
-      co_await Fold(tl, s, st, rows, sj, VTile(tl, s, spans[pair.span], pair.tile));
+      co_await Fold(tl, st, rows, sj, VTile(tl, s, spans[pair.span], pair.tile));
     }
     if (one_pass && ends) co_await Finalize(tl, s, qt, st);
   }
