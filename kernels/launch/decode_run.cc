@@ -287,7 +287,7 @@ uint64_t DecodeCommCriticalPathPs(const pb::Chip& chip, const DecodeConfig& cfg,
 
 namespace {
 
-class DecodePlan final : public KernelPlan {
+class DecodePlan final : public QkvPlan {
  public:
   DecodePlan(const pb::Chip& chip, const pb::Workload& w, DecodeConfig cfg,
              std::vector<uint32_t> cubes)
@@ -306,27 +306,6 @@ class DecodePlan final : public KernelPlan {
                         w_.data() ? "; data mode" : "; timing mode");
   }
 
-  // One request: q.npy, k.npy, v.npy; several: q<r>.npy, k<r>.npy, v<r>.npy, each request's K
-  // and V with its own context length.
-  absl::Status LoadInputs(const std::string& inputs_dir, uint64_t seed) override {
-    if (!inputs_dir.empty()) {
-      absl::StatusOr<std::vector<DecodeInputs>> read = ReadQkvInputs<DecodeInputs>(
-          inputs_dir, cfg_.users,
-          [&](uint32_t) { return std::vector<uint64_t>{cfg_.h_q, cfg_.t_q, cfg_.d}; },
-          [&](uint32_t u) {
-            return std::vector<uint64_t>{cfg_.h_kv, cfg_.ContextOf(u), cfg_.d};
-          });
-      if (!read.ok()) return read.status();
-      inputs_ = *std::move(read);
-      return absl::OkStatus();
-    }
-    std::mt19937_64 rng(seed);
-    for (uint32_t u = 0; u < cfg_.users; ++u) {
-      inputs_.push_back(kernels::RandomDecodeInputs(cfg_, u, rng));
-    }
-    return absl::OkStatus();
-  }
-
   absl::Status Launch(kernels::KernelRuntime& runtime, kernels::MemoryStore* store) override {
     absl::StatusOr<kernels::DecodeLaunch> launch =
         baseline_ ? kernels::LaunchBaseline(chip_, cfg_, runtime, store, inputs_, *baseline_)
@@ -336,20 +315,17 @@ class DecodePlan final : public KernelPlan {
     return absl::OkStatus();
   }
 
-  // bf16-rounded (so a float64 reference needs no rounding).
-  absl::StatusOr<NpyArrays> SeenInputs(const kernels::MemoryStore&) const override {
-    return Bf16QkvArrays(cfg_.users, inputs_);
+  uint32_t Users() const override { return cfg_.users; }
+  std::vector<uint64_t> QShape(uint32_t) const override { return {cfg_.h_q, cfg_.t_q, cfg_.d}; }
+  std::vector<uint64_t> KvShape(uint32_t u) const override {
+    return {cfg_.h_kv, cfg_.ContextOf(u), cfg_.d};
   }
-
-  absl::StatusOr<NpyArrays> Gather(const kernels::MemoryStore& store) const override {
-    NpyArrays out;
-    for (uint32_t u = 0; u < cfg_.users; ++u) {
-      absl::StatusOr<std::vector<float>> o = kernels::GatherDecodeOutput(store, cfg_, launch_, u);
-      if (!o.ok()) return o.status();
-      out[RequestStem(cfg_.users, "o", u)] =
-          host::NpyArray{{cfg_.h_q, cfg_.t_q, cfg_.d}, std::move(*o)};
-    }
-    return out;
+  DecodeInputs Draw(uint32_t u, std::mt19937_64& rng) const override {
+    return kernels::RandomDecodeInputs(cfg_, u, rng);
+  }
+  absl::StatusOr<std::vector<float>> GatherOutput(const kernels::MemoryStore& store,
+                                                  uint32_t u) const override {
+    return kernels::GatherDecodeOutput(store, cfg_, launch_, u);
   }
 
   uint64_t CommCriticalPathPs() const override {
@@ -365,7 +341,6 @@ class DecodePlan final : public KernelPlan {
   const DecodeConfig cfg_;
   const std::vector<uint32_t> cubes_;
   const std::optional<kernels::BaselineKind> baseline_;
-  std::vector<DecodeInputs> inputs_;
   kernels::DecodeLaunch launch_;
 };
 

@@ -24,12 +24,14 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "kernels/attention/decode_launch.h"
 #include "kernels/host/npy.h"
 #include "kernels/memory/memory_store.h"
 #include "kernels/runtime/runtime.h"
@@ -170,6 +172,49 @@ NpyArrays Bf16QkvArrays(uint32_t users, const std::vector<Qkv>& inputs) {
   }
   return out;
 }
+
+// A plan of an attention kernel (decode, prefill): inputs q / k / v per request (DESIGN §6:
+// read from inputs_dir or drawn from the seed, request by request), seen bf16-rounded, and one
+// output o [H_q, T_q, d] per request. The kernel gives the shapes, the draw and the gather.
+class QkvPlan : public KernelPlan {
+ public:
+  absl::Status LoadInputs(const std::string& inputs_dir, uint64_t seed) override {
+    if (!inputs_dir.empty()) {
+      absl::StatusOr<std::vector<kernels::DecodeInputs>> read =
+          ReadQkvInputs<kernels::DecodeInputs>(
+              inputs_dir, Users(), [this](uint32_t u) { return QShape(u); },
+              [this](uint32_t u) { return KvShape(u); });
+      if (!read.ok()) return read.status();
+      inputs_ = *std::move(read);
+      return absl::OkStatus();
+    }
+    std::mt19937_64 rng(seed);
+    for (uint32_t u = 0; u < Users(); ++u) inputs_.push_back(Draw(u, rng));
+    return absl::OkStatus();
+  }
+  // bf16-rounded (so a float64 reference needs no rounding).
+  absl::StatusOr<NpyArrays> SeenInputs(const kernels::MemoryStore&) const override {
+    return Bf16QkvArrays(Users(), inputs_);
+  }
+  absl::StatusOr<NpyArrays> Gather(const kernels::MemoryStore& store) const override {
+    NpyArrays out;
+    for (uint32_t u = 0; u < Users(); ++u) {
+      absl::StatusOr<std::vector<float>> o = GatherOutput(store, u);
+      if (!o.ok()) return o.status();
+      out[RequestStem(Users(), "o", u)] = host::NpyArray{QShape(u), std::move(*o)};
+    }
+    return out;
+  }
+
+ protected:
+  virtual uint32_t Users() const = 0;
+  virtual std::vector<uint64_t> QShape(uint32_t u) const = 0;   // [H_q, T_q, d]; o's too
+  virtual std::vector<uint64_t> KvShape(uint32_t u) const = 0;  // [H_kv, S_u, d]
+  virtual kernels::DecodeInputs Draw(uint32_t u, std::mt19937_64& rng) const = 0;
+  virtual absl::StatusOr<std::vector<float>> GatherOutput(const kernels::MemoryStore& store,
+                                                          uint32_t u) const = 0;
+  std::vector<kernels::DecodeInputs> inputs_;
+};
 
 }  // namespace ahbm::launch
 

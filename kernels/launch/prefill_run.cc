@@ -186,7 +186,7 @@ absl::StatusOr<PrefillConfig> ConfigOf(const pb::Chip& chip, const pb::Workload&
   return cfg;
 }
 
-class PrefillPlan final : public KernelPlan {
+class PrefillPlan final : public QkvPlan {
  public:
   PrefillPlan(const pb::Chip& chip, const pb::Workload& w, PrefillConfig cfg, std::string label,
               std::vector<uint32_t> cubes)
@@ -208,21 +208,6 @@ class PrefillPlan final : public KernelPlan {
                         ", users ", cfg_.users, w_.data() ? "; data mode" : "; timing mode");
   }
 
-  absl::Status LoadInputs(const std::string& inputs_dir, uint64_t seed) override {
-    if (!inputs_dir.empty()) {
-      absl::StatusOr<std::vector<DecodeInputs>> read = ReadQkvInputs<DecodeInputs>(
-          inputs_dir, cfg_.users,
-          [&](uint32_t u) { return std::vector<uint64_t>{cfg_.h_q, cfg_.QueriesOf(u), cfg_.d}; },
-          [&](uint32_t u) { return std::vector<uint64_t>{cfg_.h_kv, cfg_.ContextOf(u), cfg_.d}; });
-      if (!read.ok()) return read.status();
-      inputs_ = *std::move(read);
-      return absl::OkStatus();
-    }
-    std::mt19937_64 rng(seed);
-    for (uint32_t u = 0; u < cfg_.users; ++u) inputs_.push_back(kernels::RandomPrefillInputs(cfg_, u, rng));
-    return absl::OkStatus();
-  }
-
   absl::Status Launch(kernels::KernelRuntime& runtime, kernels::MemoryStore* store) override {
     absl::StatusOr<kernels::PrefillLaunch> launch =
         kernels::LaunchPrefill(chip_, cfg_, runtime, store, inputs_);
@@ -231,19 +216,19 @@ class PrefillPlan final : public KernelPlan {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<NpyArrays> SeenInputs(const kernels::MemoryStore&) const override {
-    return Bf16QkvArrays(cfg_.users, inputs_);
+  uint32_t Users() const override { return cfg_.users; }
+  std::vector<uint64_t> QShape(uint32_t u) const override {
+    return {cfg_.h_q, cfg_.QueriesOf(u), cfg_.d};
   }
-
-  absl::StatusOr<NpyArrays> Gather(const kernels::MemoryStore& store) const override {
-    NpyArrays out;
-    for (uint32_t u = 0; u < cfg_.users; ++u) {
-      absl::StatusOr<std::vector<float>> o = kernels::GatherPrefillOutput(store, cfg_, launch_, u);
-      if (!o.ok()) return o.status();
-      out[RequestStem(cfg_.users, "o", u)] =
-          host::NpyArray{{cfg_.h_q, cfg_.QueriesOf(u), cfg_.d}, std::move(*o)};
-    }
-    return out;
+  std::vector<uint64_t> KvShape(uint32_t u) const override {
+    return {cfg_.h_kv, cfg_.ContextOf(u), cfg_.d};
+  }
+  DecodeInputs Draw(uint32_t u, std::mt19937_64& rng) const override {
+    return kernels::RandomPrefillInputs(cfg_, u, rng);
+  }
+  absl::StatusOr<std::vector<float>> GatherOutput(const kernels::MemoryStore& store,
+                                                  uint32_t u) const override {
+    return kernels::GatherPrefillOutput(store, cfg_, launch_, u);
   }
 
   uint32_t ReduceRounds() const override { return launch_.fanout_rounds; }
@@ -256,7 +241,6 @@ class PrefillPlan final : public KernelPlan {
   const PrefillConfig cfg_;
   const std::string label_;
   const std::vector<uint32_t> cubes_;
-  std::vector<DecodeInputs> inputs_;
   kernels::PrefillLaunch launch_;
 };
 
