@@ -174,6 +174,8 @@ expect_one_line_error 'p: FLASH runs without SP' run --topology=$small --kernel=
   --variant=flash --h_q=8 --h_kv=2 --s=300 --p=4
 expect_one_line_error 'reduce_payload: not used by PREFILL' run --topology=$small --kernel=prefill \
   --s=300 --reduce_payload=packed
+expect_one_line_error "s: the prompts do not fit the PEs' HBM: tensor 'k\[0\]'" run --topology=$small \
+  --kernel=prefill --variant=flash --h_q=8 --h_kv=1 --s=40000000
 
 # decode: data mode on the small chip against the float64 reference is in
 # kernels/attention/decode_test; here the command line: every variant runs, bad fields fail.

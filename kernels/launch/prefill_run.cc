@@ -211,6 +211,15 @@ class PrefillPlan final : public QkvPlan {
   absl::Status Launch(kernels::KernelRuntime& runtime, kernels::MemoryStore* store) override {
     absl::StatusOr<kernels::PrefillLaunch> launch =
         kernels::LaunchPrefill(chip_, cfg_, runtime, store, inputs_);
+    if (launch.status().code() == absl::StatusCode::kResourceExhausted) {
+      // A PE's HBM region is full: bad input (exit 2) naming what sized it.
+      const char* field = cfg_.max_context != 0         ? "max_context"
+                          : !cfg_.request_lengths.empty() ? "request_lengths"
+                          : cfg_.users > 1               ? "s, users"
+                                                         : "s";
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": the prompts do not fit the PEs' HBM: ", launch.status().message()));
+    }
     if (!launch.ok()) return launch.status();
     launch_ = *std::move(launch);
     return absl::OkStatus();
