@@ -236,14 +236,14 @@ absl::StatusOr<PrefillLaunch> LaunchPrefill(const pb::Chip& chip, const PrefillC
     const uint64_t B = kv->block();
     const TcmNeed need = NeedOf(cfg, g, tokens_per_tile, B);
     if (need.fixed + 2 * need.state > persistent_each) {
-      return Field(cfg.users > 1 ? "users" : (ring ? "s" : "q_tile"),
+      return Field(cfg.users > 1 ? "users" : (ring ? "s, tile, q_tile" : "tile, q_tile"),
                    absl::StrCat("a prefill instance needs ", need.fixed + 2 * need.state,
                                 " B of the TCM persistent arena (Q, Sj, mask",
                                 ring ? ", ring sub-block" : "", " buffers and two running states); ",
                                 per_pe, " instance(s) per PE leave each ", persistent_each, " B"));
     }
     if (need.scratch > scratch_each) {
-      return Field(cfg.users > 1 ? "users" : "q_tile",
+      return Field(cfg.users > 1 ? "users" : "tile, q_tile",
                    absl::StrCat("a prefill instance needs ", need.scratch, " B of TCM scratch; ",
                                 per_pe, " instance(s) per PE leave each ", scratch_each, " B"));
     }
