@@ -37,6 +37,12 @@ caf::behavior EngineUnitBehavior(caf::event_based_actor*, UnitContext* ctx, Unit
         RecordEngineStats(*ctx, self_id, sum);
         AHBM_CHECK(ctx->op_log != nullptr) << "EngineWork for cmd " << work->cmd_id()
                                            << " without an op log";
+        if (!work->scheduler_record().empty()) {
+          pb::OpRecord scheduler;
+          AHBM_CHECK(scheduler.ParseFromString(work->scheduler_record()))
+              << "EngineWork for cmd " << work->cmd_id() << ": bad scheduler record";
+          ctx->op_log->AddOp(std::move(scheduler));
+        }
         const std::string name = ctx->Name(self_id);
         pb::OpRecord rec;
         rec.set_unit(self_id);

@@ -139,6 +139,8 @@ PeCpu::PeCpu(UnitContext& ctx, uint32_t pe, CpuRuntime* runtime)
 void PeCpu::Start() {
   Engine& engine = *ctx_.engine;
   engine.Register(unit_, engine.system().spawn(PeCpuBehavior, this));
+  if (ctx_.cpus.size() <= pe_) ctx_.cpus.resize(pe_ + 1, nullptr);
+  ctx_.cpus[pe_] = this;
   engine.Send(unit_, SimTime(0), unit_, cpu_start_atom::value);
 }
 
@@ -204,6 +206,7 @@ SimTime PeCpu::IssueCommand(CpuInstance& inst, const CpuCommand& command,
                             std::span<const uint64_t> recv_depends_on) {
   const SimTime issue = Charge(IssueCycles(profile_, command));
   const uint64_t id = CommandId(command);
+  ++commands_issued_;
   if (observe::OpLog* log = ctx_.op_log) {
     pb::IssueRecord rec;
     rec.set_pe(pe_);
@@ -222,7 +225,19 @@ SimTime PeCpu::IssueCommand(CpuInstance& inst, const CpuCommand& command,
 
 void PeCpu::SendCommand(const CpuCommand& command, SimTime at) {
   const SimTime t = now();
+  ++commands_sent_;
   std::visit([&](const auto& c) { ctx_.engine->Send(unit_, at - t, scheduler_, c); }, command);
+}
+
+bool PeCpu::QuietUntil(uint64_t handle, uint64_t received) const {
+  if (commands_sent_ != commands_issued_ || received != commands_sent_) return false;
+  const CpuInstance* waiting = nullptr;
+  for (const CpuInstance* inst : instances_) {
+    if (inst->state_ == CpuInstance::State::kDone) continue;
+    if (waiting != nullptr || inst->state_ != CpuInstance::State::kWaiting) return false;
+    waiting = inst;
+  }
+  return waiting != nullptr && !waiting->waiting_all_ && waiting->waiting_on_ == handle;
 }
 
 void PeCpu::Wait(CpuInstance& inst, uint64_t handle, SimTime from, bool logged) {

@@ -113,7 +113,7 @@ class CpuRuntime {
   virtual void OnNocAccepted(PeCpu& cpu, const pb::NocAccepted& accepted) = 0;
 };
 
-class PeCpu {
+class PeCpu : public CpuProbe {
  public:
   // The CPU of global PE `pe`; ctx.issue_cost_profile must name a profile of the chip.
   PeCpu(UnitContext& ctx, uint32_t pe, CpuRuntime* runtime);
@@ -173,6 +173,9 @@ class PeCpu {
   void OnCommandError(const pb::CommandError& error);
   CpuRuntime* runtime() const { return runtime_; }
 
+  // CpuProbe (the PE scheduler's question).
+  bool QuietUntil(uint64_t handle, uint64_t received) const override;
+
  private:
   struct HandleState {
     SimTime end;
@@ -197,6 +200,8 @@ class PeCpu {
   std::deque<HandleState> handles_;
   std::map<uint64_t, HandleState> other_;  // ids the program picked itself
   std::vector<CpuInstance*> instances_;
+  uint64_t commands_issued_ = 0;  // IssueCommand calls
+  uint64_t commands_sent_ = 0;    // SendCommand calls (fewer: commands held by the runtime)
   bool running_ = false;
   SimTime hold_until_;  // no switch before this (a run-ahead wait unresolved)
   CpuInstance* holder_ = nullptr;

@@ -68,6 +68,7 @@ PeScheduler::PeScheduler(UnitContext* ctx, UnitId self, uint32_t pe)
   dma_unit_ = ctx->index.PeUnit(topology::UnitKind::kDma, id).value();
   gemm_unit_ = ctx->index.PeUnit(topology::UnitKind::kGemm, id).value();
   math_unit_ = ctx->index.PeUnit(topology::UnitKind::kMath, id).value();
+  cpu_unit_ = ctx->index.PeUnit(topology::UnitKind::kPeCpu, id).value();
 }
 
 // ---- intake ----
@@ -183,6 +184,7 @@ PeScheduler::Cmd* PeScheduler::Accept(Kind kind, uint64_t cmd_id,
 }
 
 void PeScheduler::OnComposite(std::shared_ptr<const pb::CompositeCmd> cmd) {
+  EnterCommand();
   Cmd* c = Accept(Kind::kComposite, cmd->cmd_id(), [] { return std::string("composite_gemm"); },
                   checker_.Check(*cmd), Ids(cmd->depends_on()));
   if (c == nullptr) return;
@@ -192,6 +194,7 @@ void PeScheduler::OnComposite(std::shared_ptr<const pb::CompositeCmd> cmd) {
 }
 
 void PeScheduler::OnSoftmaxPv(std::shared_ptr<const pb::SoftmaxPvCmd> cmd) {
+  EnterCommand();
   Cmd* c = Accept(Kind::kSoftmaxPv, cmd->cmd_id(), [] { return std::string("softmax_pv"); },
                   checker_.Check(*cmd), Ids(cmd->depends_on()));
   if (c == nullptr) return;
@@ -221,6 +224,7 @@ void PeScheduler::AdmitOrWait(Cmd& c) {
 }
 
 void PeScheduler::OnLseMerge(std::shared_ptr<const pb::LseMergeCmd> cmd) {
+  EnterCommand();
   Cmd* c = Accept(Kind::kLseMerge, cmd->cmd_id(), [] { return std::string("lse_merge"); },
                   checker_.Check(*cmd), Ids(cmd->depends_on()));
   if (c == nullptr) return;
@@ -230,6 +234,7 @@ void PeScheduler::OnLseMerge(std::shared_ptr<const pb::LseMergeCmd> cmd) {
 }
 
 void PeScheduler::OnDot(std::shared_ptr<const pb::GemmCmd> cmd) {
+  EnterCommand();
   Cmd* c = Accept(Kind::kDot, cmd->cmd_id(), [] { return std::string("dot"); }, checker_.Check(*cmd),
                   {});
   if (c == nullptr) return;
@@ -239,6 +244,7 @@ void PeScheduler::OnDot(std::shared_ptr<const pb::GemmCmd> cmd) {
 }
 
 void PeScheduler::OnMath(std::shared_ptr<const pb::MathCmd> cmd) {
+  EnterCommand();
   Cmd* c = Accept(
       Kind::kMath, cmd->cmd_id(), [&] { return absl::StrCat("math_", pb::MathOp_Name(cmd->op())); },
       checker_.Check(*cmd), {});
@@ -249,6 +255,7 @@ void PeScheduler::OnMath(std::shared_ptr<const pb::MathCmd> cmd) {
 }
 
 void PeScheduler::OnDma(std::shared_ptr<const pb::DmaCmd> cmd) {
+  EnterCommand();
   const bool store = cmd->dst().space() == pb::HBM;
   const bool load = cmd->src().space() == pb::HBM;
   Cmd* c = Accept(
@@ -529,12 +536,14 @@ void PeScheduler::NoteDmaEnd(Cmd& c, SimTime end) {
 }
 
 void PeScheduler::OnDmaDone(const pb::Completion& done) {
+  Enter();
   --dma_replies_pending_;
   PieceDone(done);
   if (dma_replies_pending_ == 0) Step();
 }
 
 void PeScheduler::OnDmaBatchDone(const pb::DmaBatchDone& done) {
+  Enter();
   --dma_replies_pending_;
   for (const pb::Completion& piece : done.done()) PieceDone(piece);
   if (dma_replies_pending_ == 0) Step();
@@ -567,6 +576,7 @@ void PeScheduler::PieceDone(const pb::Completion& done) {
 }
 
 void PeScheduler::OnDmaError(const pb::DmaError& error) {
+  Enter();
   const DmaPiece piece = TakePiece(error.cmd_id());
   --dma_replies_pending_;
   // Checked commands plan cleanly; only a CPU load/store can still be refused here.
@@ -583,6 +593,7 @@ void PeScheduler::OnDmaError(const pb::DmaError& error) {
 
 void PeScheduler::OnTimer(uint64_t version) {
   if (version != wake_version_) return;  // stale
+  Enter();
   wake_at_.reset();
   Step();
 }
@@ -618,7 +629,73 @@ void PeScheduler::Step() {
     }
     if (dma_replies_pending_ > 0) return;  // admission sent DMAs: their last reply steps
   }
+  if (live_.size() == 1 && ReplyAhead(*live_.front())) return;
   PostWake();
+}
+
+// The command's end is final when nothing can reach this scheduler before it: it is the only
+// live command (no wake-ups, write-outs or DMA replies of others), none waits, and the PE's
+// CPU can send nothing before this command's Completion (CpuProbe::QuietUntil). Then the step
+// its wake-up would run at the end does exactly this: the engine units' work, then the
+// Completion, as the first (and only) events of this scheduler at that instant. So they are
+// sent now with the delay (same order among themselves, same place among other units' events
+// at that instant: only this unit's own wake-up is saved), and the op record rides on the
+// first EngineWork, which its unit writes where this step would have. The bookkeeping (planner
+// ops, command slot, admission count) waits for the next event of this scheduler (Enter),
+// which comes at or after the end. Not in data mode (values are applied at the end instant)
+// nor in per-tile stepping.
+bool PeScheduler::ReplyAhead(Cmd& c) {
+  if (!c.admitted || c.cmd_id == 0 || c.dmas_in_flight > 0 || !c.pending_writes.empty() ||
+      !waiting_.empty() || dma_replies_pending_ > 0 || ctx_->per_tile_events ||
+      ctx_->data != nullptr || c.requester != cpu_unit_) {
+    return false;
+  }
+  if (ctx_->op_log != nullptr && c.op_pos.empty()) return false;  // no EngineWork to carry it
+  SimTime start = c.ops_start;
+  SimTime end = c.ops_end;
+  for (size_t i = c.ops_final; i < c.ops.size(); ++i) {
+    const std::optional<OpTiming> t = planner_.timing(c.ops[i]);
+    if (!t) return false;
+    start = std::min(start, t->start);
+    end = std::max(end, t->end);
+  }
+  start = std::min(c.dma_start, start);
+  end = std::max(c.dma_end, end);
+  if (start == SimTime::Max()) start = c.issue;
+  const SimTime now = engine_->now();
+  if (end <= now) return false;
+  if (pe_ >= ctx_->cpus.size() || ctx_->cpus[pe_] == nullptr ||
+      !ctx_->cpus[pe_]->QuietUntil(c.cmd_id, commands_received_)) {
+    return false;
+  }
+  std::string record;
+  std::string* carried = ctx_->op_log != nullptr ? &record : nullptr;
+  Account(c, start, end, carried);  // the record first: it goes into the first EngineWork
+  ReportEngineWork(c, end - now, carried);
+  Reply(c, start, end);
+  replied_ = &c;
+  replied_end_ = end;
+  // A wake-up posted before is stale now (the old step at the end would have found nothing).
+  ++wake_version_;
+  wake_at_.reset();
+  return true;
+}
+
+void PeScheduler::RetireReplied() {
+  Cmd& c = *replied_;
+  replied_ = nullptr;
+  const SimTime now = engine_->now();
+  AHBM_CHECK(now >= replied_end_) << "scheduler of pe " << pe_ << ": an event at " << now
+                                  << " before the end " << replied_end_ << " of cmd " << c.cmd_id
+                                  << ", answered ahead";
+  AHBM_CHECK(live_.size() == 1 && live_.front() == &c);
+  // What the step at the end did after the replies (TryComplete's bookkeeping).
+  planner_.Replan(now);
+  if (c.kind == Kind::kComposite || c.kind == Kind::kSoftmaxPv) --inflight_;
+  done_.insert(c.cmd_id);
+  for (OpId op : c.ops) planner_.Release(op);
+  live_.clear();
+  ReleaseCmd(c);
 }
 
 void PeScheduler::IssueWriteOuts(Cmd& c) {
@@ -665,6 +742,7 @@ bool PeScheduler::TryComplete(Cmd& c) {
   ApplyData(c);
   ReportEngineWork(c);
   Reply(c, start, end);
+  Account(c, start, end);
   if (c.kind == Kind::kComposite || c.kind == Kind::kSoftmaxPv) --inflight_;
   done_.insert(c.cmd_id);
   for (OpId op : c.ops) planner_.Release(op);
@@ -735,7 +813,7 @@ void PeScheduler::PostWake() {
 
 // ---- outputs ----
 
-void PeScheduler::ReportEngineWork(const Cmd& c) {
+void PeScheduler::ReportEngineWork(const Cmd& c, SimTime delay, std::string* record) {
   if (ctx_->op_log == nullptr) {
     // No records to write: the engine units' stats, without a message.
     EngineStats gemm, math;
@@ -779,12 +857,13 @@ void PeScheduler::ReportEngineWork(const Cmd& c) {
     for (const MathOpShape& s : op.math_stages) elements += s.elements;
     e->set_elements(elements);
   }
+  if (record != nullptr) (gemm.ops_size() > 0 ? gemm : math).set_scheduler_record(std::move(*record));
   if (gemm.ops_size() > 0) {
-    engine_->Send(self_, SimTime(0), gemm_unit_,
+    engine_->Send(self_, delay, gemm_unit_,
                   std::shared_ptr<const pb::EngineWork>(std::make_shared<pb::EngineWork>(std::move(gemm))));
   }
   if (math.ops_size() > 0) {
-    engine_->Send(self_, SimTime(0), math_unit_,
+    engine_->Send(self_, delay, math_unit_,
                   std::shared_ptr<const pb::EngineWork>(std::make_shared<pb::EngineWork>(std::move(math))));
   }
 }
@@ -798,7 +877,9 @@ void PeScheduler::Reply(const Cmd& c, SimTime start, SimTime end) {
   done->set_end_ps(end.value());
   engine_->Send(self_, end > now ? end - now : SimTime(0), c.requester,
                 std::shared_ptr<const pb::Completion>(std::move(done)));
+}
 
+void PeScheduler::Account(const Cmd& c, SimTime start, SimTime end, std::string* record) {
   uint64_t flops = 0;
   for (const TileOp& op : c.plan) flops += op.flops;
   pb::UnitStats& stats = ctx_->stats.At(self_);
@@ -819,6 +900,10 @@ void PeScheduler::Reply(const Cmd& c, SimTime start, SimTime end) {
   rec.set_bytes_written(c.hbm_write_bytes);
   rec.set_flops(flops);
   for (uint64_t dep : c.depends_on) rec.add_depends_on(dep);
+  if (record != nullptr) {
+    *record = rec.SerializeAsString();
+    return;
+  }
   ctx_->op_log->AddOp(std::move(rec));
 }
 

@@ -43,7 +43,9 @@
 //   are applied (UnitContext::data) at that instant, before the Completion is sent.
 // - Event budget (closed form): after every input the planner re-plans and ONE wake-up is
 //   posted, at the earliest instant something must happen (a completion, a write-out issue);
-//   a stale wake-up is dropped. With UnitContext::per_tile_events a wake-up is also posted at
+//   a stale wake-up is dropped. A command whose end is already final (ReplyAhead: it is the
+//   only live command and the PE's CPU can send nothing before its Completion) gets its
+//   EngineWork and Completion at once, delayed to its end, and no wake-up. With UnitContext::per_tile_events a wake-up is also posted at
 //   every planned op start and end (per-tile simulation); both give identical results.
 //   DMA replies for DMAs sent at one instant all arrive at that instant; the re-plan waits for
 //   the last of them (equivalent by Rule 3: nothing starting at `now` is committed at `now`).
@@ -179,11 +181,30 @@ class PeScheduler : public Engine::TimerHandler {
   bool TryComplete(Cmd& c);
   void IssueWriteOuts(Cmd& c);
   void PostWake();
+  // Answers `c` (the only live command) now, with its Completion (and EngineWork) timed for
+  // its end, when that end is final: see the contract. Returns whether it did.
+  bool ReplyAhead(Cmd& c);
+  // Every handler's first step: finishes the command answered ahead (its end has come).
+  void Enter() {
+    if (replied_ != nullptr) RetireReplied();
+  }
+  void RetireReplied();
+  // A command handler's first step: Enter, and counts the commands of the PE's CPU.
+  void EnterCommand() {
+    Enter();
+    if (engine_->current_src() == cpu_unit_) ++commands_received_;
+  }
   // What ran on the GEMM and MATH engines for `c`: EngineWork to their units with an op log,
   // else their stats directly.
-  void ReportEngineWork(const Cmd& c);
+  // `delay`: sent that far ahead of the events' instant (ReplyAhead), the scheduler's op record
+  // `record` (serialized) riding on the first EngineWork.
+  void ReportEngineWork(const Cmd& c, SimTime delay = SimTime(), std::string* record = nullptr);
   void ApplyData(const Cmd& c);  // data mode: the command's values, at its completion
+  // The Completion, for `end` (>= now; sent now).
   void Reply(const Cmd& c, SimTime start, SimTime end);
+  // The scheduler's stats and op record of a finished command; the record is written now, or
+  // with `record` given serialized into it (not written).
+  void Account(const Cmd& c, SimTime start, SimTime end, std::string* record = nullptr);
   void Fail(UnitId requester, uint64_t cmd_id, const std::string& message);
   // Fill `piece` / `t` in place (in the message that carries them).
   void Piece(const pb::TensorRef& ref, uint64_t r0, uint64_t rows, uint64_t c0, uint64_t cols,
@@ -194,7 +215,7 @@ class PeScheduler : public Engine::TimerHandler {
   Engine* engine_;
   UnitId self_;
   uint32_t pe_;
-  UnitId dma_unit_, gemm_unit_, math_unit_;
+  UnitId dma_unit_, gemm_unit_, math_unit_, cpu_unit_;
   const pb::Pe& config_;  // in ctx_->chip, which outlives every unit
   CommandChecker checker_;
   ClockDomain clock_;
@@ -239,6 +260,9 @@ class PeScheduler : public Engine::TimerHandler {
   TilePlan plan_;  // Admit's: each plan is made here and its ops moved to the command
   uint64_t wake_version_ = 0;
   std::optional<SimTime> wake_at_;
+  uint64_t commands_received_ = 0;  // from the PE's CPU (CpuProbe::QuietUntil)
+  Cmd* replied_ = nullptr;          // answered ahead, not yet retired (the only live command)
+  SimTime replied_end_;
 };
 
 struct PeSchedulerActorState {

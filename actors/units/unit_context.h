@@ -83,6 +83,19 @@ class DataPlane {
   virtual absl::Status Apply(const pb::LseMergeCmd& cmd) = 0;
 };
 
+// What a PE scheduler may ask of its PE's CPU (PeCpu implements it).
+class CpuProbe {
+ public:
+  // True when the CPU can send its scheduler nothing more before the Completion of command
+  // `handle` reaches it: every command it issued has been sent, the scheduler has received
+  // `received` of them, which is all it sent, and its only unfinished instance waits on
+  // `handle` alone (nothing but that Completion can make it issue again).
+  virtual bool QuietUntil(uint64_t handle, uint64_t received) const = 0;
+
+ protected:
+  ~CpuProbe() = default;
+};
+
 struct UnitContext {
   UnitContext(Engine* engine_in, const pb::Chip& chip_in)
       : engine(engine_in), chip(chip_in), index(chip_in), stats(index) {}
@@ -99,6 +112,7 @@ struct UnitContext {
   std::string issue_cost_profile;    // the PE CPUs' ADR-0064 profile (a name in the chip)
   std::vector<std::string> errors;   // command errors reported to PE CPUs, in event order
   std::map<uint32_t, std::string> cpu_waiting;  // global PE -> what its unfinished CPU waits on
+  std::vector<const CpuProbe*> cpus;  // by global PE (set by PeCpu::Start); null: no PeCpu
 
   std::string Name(UnitId unit) const { return index.Name(topology::UnitId(unit)); }
 };
