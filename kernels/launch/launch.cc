@@ -76,6 +76,12 @@ bool RegisterLauncher(std::unique_ptr<KernelLauncher> launcher) {
   return true;
 }
 
+std::unique_ptr<KernelLauncher> ReplaceLauncherForTest(std::unique_ptr<KernelLauncher> launcher) {
+  std::unique_ptr<KernelLauncher>& slot = Registry()[launcher->kernel()];
+  std::swap(slot, launcher);
+  return launcher;
+}
+
 const KernelLauncher* FindLauncher(pb::Kernel kernel) {
   const auto it = Registry().find(kernel);
   return it == Registry().end() ? nullptr : it->second.get();

@@ -108,6 +108,9 @@ class KernelLauncher {
 // The registry. RegisterLauncher checks (AHBM_CHECK) one launcher per kernel and that every
 // Fields() name is a workload field; returns true (for the static registration below).
 bool RegisterLauncher(std::unique_ptr<KernelLauncher> launcher);
+// Tests only: puts `launcher` in place of its kernel's launcher (or none) and returns that one
+// (nullptr when there was none); hand it back the same way to restore the registry.
+std::unique_ptr<KernelLauncher> ReplaceLauncherForTest(std::unique_ptr<KernelLauncher> launcher);
 // nullptr when `kernel` has no launcher.
 const KernelLauncher* FindLauncher(pb::Kernel kernel);
 // Every registered launcher, in pb::Kernel order.

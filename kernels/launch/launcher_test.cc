@@ -1,5 +1,6 @@
-// The launcher registry (launcher.h) with a toy PREFILL launcher registered at run time in this
-// test binary only (skipped once a real prefill_run.cc registers PREFILL): what a new kernel's `<kernel>_run.cc` gets from the shared path (launch.cc) — the
+// The launcher registry (launcher.h) with a toy PREFILL launcher standing in for the real one
+// during each test (ReplaceLauncherForTest): what a new kernel's `<kernel>_run.cc` gets from the
+// shared path (launch.cc) — the
 // kernel list in messages, the unused-field check from Fields(), inputs_dir / outputs_dir /
 // save_inputs, the .npy writes, the report's workload line, `ahbm compare`'s kernel list.
 #include <cstdlib>
@@ -68,13 +69,15 @@ class ToyPrefillLauncher final : public KernelLauncher {
   CompareSpec Compare() const override { return {.rows = {pb::FLASH}}; }
 };
 
-// Registers the toy unless a real PREFILL launcher is linked in (all static registrations are
-// done before main).
-bool ToyRegistered() {
-  static const bool toy = FindLauncher(pb::PREFILL) == nullptr &&
-                          RegisterLauncher(std::make_unique<ToyPrefillLauncher>());
-  return toy;
-}
+// The toy stands in for the real PREFILL launcher for the length of each test.
+class Launcher : public ::testing::Test {
+ protected:
+  void SetUp() override { real_ = ReplaceLauncherForTest(std::make_unique<ToyPrefillLauncher>()); }
+  void TearDown() override {
+    if (real_ != nullptr) ReplaceLauncherForTest(std::move(real_));
+  }
+  std::unique_ptr<KernelLauncher> real_;
+};
 
 pb::Chip Small() {
   absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile("topology/small.textproto");
@@ -90,8 +93,7 @@ pb::Workload Toy() {
   return w;
 }
 
-TEST(Launcher, RegistryListsEveryKernelInEnumOrder) {
-  if (!ToyRegistered()) GTEST_SKIP() << "a real PREFILL launcher is registered";
+TEST_F(Launcher, RegistryListsEveryKernelInEnumOrder) {
   std::vector<pb::Kernel> kernels;
   for (const KernelLauncher* l : Launchers()) kernels.push_back(l->kernel());
   EXPECT_THAT(kernels, ElementsAre(pb::DECODE, pb::PREFILL, pb::SELFTEST_GEMM,
@@ -103,8 +105,7 @@ TEST(Launcher, RegistryListsEveryKernelInEnumOrder) {
             "SELFTEST_ALLREDUCE, SELFTEST_DEADLOCK)");
 }
 
-TEST(Launcher, TheSharedPathChecksFieldsAndModes) {
-  if (!ToyRegistered()) GTEST_SKIP() << "a real PREFILL launcher is registered";
+TEST_F(Launcher, TheSharedPathChecksFieldsAndModes) {
   const pb::Chip chip = Small();
   pb::Workload w = Toy();
   w.set_h_q(8);
@@ -119,8 +120,7 @@ TEST(Launcher, TheSharedPathChecksFieldsAndModes) {
             "outputs_dir: needs data mode (the workload's data is false)");
 }
 
-TEST(Launcher, TheSharedPathRunsAndWritesTheArrays) {
-  if (!ToyRegistered()) GTEST_SKIP() << "a real PREFILL launcher is registered";
+TEST_F(Launcher, TheSharedPathRunsAndWritesTheArrays) {
   const char* root = std::getenv("TEST_TMPDIR");
   const std::string dir = std::string(root ? root : "/tmp") + "/toy_prefill";
   std::filesystem::create_directories(dir);
