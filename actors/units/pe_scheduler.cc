@@ -651,17 +651,15 @@ bool PeScheduler::ReplyAhead(Cmd& c) {
     return false;
   }
   if (ctx_->op_log != nullptr && c.op_pos.empty()) return false;  // no EngineWork to carry it
-  SimTime start = c.ops_start;
-  SimTime end = c.ops_end;
+  SimTime ops_start = c.ops_start;
+  SimTime ops_end = c.ops_end;
   for (size_t i = c.ops_final; i < c.ops.size(); ++i) {
     const std::optional<OpTiming> t = planner_.timing(c.ops[i]);
     if (!t) return false;
-    start = std::min(start, t->start);
-    end = std::max(end, t->end);
+    ops_start = std::min(ops_start, t->start);
+    ops_end = std::max(ops_end, t->end);
   }
-  start = std::min(c.dma_start, start);
-  end = std::max(c.dma_end, end);
-  if (start == SimTime::Max()) start = c.issue;
+  const auto [start, end] = Span(c, ops_start, ops_end);
   const SimTime now = engine_->now();
   if (end <= now) return false;
   if (pe_ >= ctx_->cpus.size() || ctx_->cpus[pe_] == nullptr ||
@@ -722,6 +720,14 @@ void PeScheduler::IssueWriteOuts(Cmd& c) {
   c.pending_writes = std::move(still);
 }
 
+// A command's start and end: the extremes of its ops' (given) and its DMAs' times; its issue
+// when it has neither (a command with nothing to do).
+std::pair<SimTime, SimTime> PeScheduler::Span(const Cmd& c, SimTime ops_start, SimTime ops_end) {
+  SimTime start = std::min(c.dma_start, ops_start);
+  if (start == SimTime::Max()) start = c.issue;
+  return {start, std::max(c.dma_end, ops_end)};
+}
+
 bool PeScheduler::TryComplete(Cmd& c) {
   const SimTime now = engine_->now();
   if (c.dmas_in_flight > 0 || !c.pending_writes.empty() || c.dma_end > now) return false;
@@ -736,9 +742,7 @@ bool PeScheduler::TryComplete(Cmd& c) {
       c.ops_end = std::max(c.ops_end, t->end);
     }
   }
-  SimTime start = std::min(c.dma_start, c.ops_start);
-  SimTime end = std::max(c.dma_end, c.ops_end);
-  if (start == SimTime::Max()) start = c.issue;
+  const auto [start, end] = Span(c, c.ops_start, c.ops_end);
   ApplyData(c);
   ReportEngineWork(c);
   Reply(c, start, end);

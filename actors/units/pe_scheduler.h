@@ -178,6 +178,7 @@ class PeScheduler : public Engine::TimerHandler {
   void NoteDmaEnd(Cmd& c, SimTime end);
   bool DmaSettled(const Cmd& c) const { return c.dmas_in_flight == 0 && c.pending_writes.empty(); }
   void Step();  // re-plan, write-outs, completions, admission, next wake-up
+  static std::pair<SimTime, SimTime> Span(const Cmd& c, SimTime ops_start, SimTime ops_end);
   bool TryComplete(Cmd& c);
   void IssueWriteOuts(Cmd& c);
   void PostWake();
