@@ -19,6 +19,42 @@ namespace ahbm::sim {
 
 using topology::UnitKind;
 
+namespace {
+
+// Gives every unit of an island's CUBEs that island (see ChipSimOptions::islands); the UCIe
+// units and the routers of CUBEs not built belong to none.
+absl::Status SetIslands(const std::vector<std::vector<uint32_t>>& islands,
+                        const std::set<uint32_t>& built, const topology::ChipIndex& index,
+                        bool op_log, Engine& engine) {
+  if (islands.size() < 2) return absl::OkStatus();
+  if (op_log) return absl::InvalidArgumentError("islands: not with an op log (island order)");
+  std::vector<uint32_t> island_of_cube(index.num_cubes(), Engine::kNoIsland);
+  size_t covered = 0;
+  for (uint32_t i = 0; i < islands.size(); ++i) {
+    for (uint32_t cube : islands[i]) {
+      if (!built.contains(cube) || island_of_cube[cube] != Engine::kNoIsland) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "islands: CUBE ", cube, " is not built or is in two islands"));
+      }
+      island_of_cube[cube] = i;
+      ++covered;
+    }
+  }
+  if (covered != built.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("islands: cover ", covered, " of the ", built.size(), " CUBEs built"));
+  }
+  std::vector<uint32_t> island_of_unit(index.num_units(), Engine::kNoIsland);
+  for (uint32_t id = 0; id < index.num_units(); ++id) {
+    const int64_t cube = index.GlobalCubeOfUnit(topology::UnitId(id));
+    if (cube >= 0) island_of_unit[id] = island_of_cube[cube];
+  }
+  engine.SetIslands(std::move(island_of_unit));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<ChipSim>> ChipSim::Create(const pb::Chip& chip,
                                                          ChipSimOptions options) {
   std::unique_ptr<ChipSim> sim(new ChipSim());
@@ -63,6 +99,11 @@ absl::StatusOr<std::unique_ptr<ChipSim>> ChipSim::Create(const pb::Chip& chip,
           absl::StrCat("cubes: CUBE ", c, " is outside the chip's ", num_cubes, " CUBEs"));
     }
     sim->cubes_.insert(c);
+  }
+  if (absl::Status s = SetIslands(options.islands, sim->cubes_, ctx.index, ctx.op_log != nullptr,
+                                  *sim->engine_);
+      !s.ok()) {
+    return s;
   }
   const uint32_t pes = ctx.index.pes_per_cube();
   for (uint32_t cube : sim->cubes_) {
@@ -136,7 +177,7 @@ absl::Status ChipSim::Run() {
   ran_ = true;
   engine_->Run();
   latency_ = engine_->now();
-  if (!ctx_->errors.empty()) return absl::InvalidArgumentError(ctx_->errors.front());
+  if (const std::string* first = ctx_->FirstError()) return absl::InvalidArgumentError(*first);
   if (!ctx_->cpu_waiting.empty()) {
     std::vector<std::string> lines;
     for (const auto& [pe, what] : ctx_->cpu_waiting) {

@@ -55,6 +55,10 @@ struct ChipSimOptions {
   bool keep_op_log = true;              // false: op() records are only streamed, not kept
                                         // (neither kept nor streamed: none is built)
   std::vector<uint32_t> cubes;          // global CUBE indices to build; empty = all
+  // CUBE islands (Engine::SetIslands): disjoint sets of built CUBEs that exchange no message,
+  // together all of them; their units are simulated one island after the other. Fewer than two
+  // sets: one island. Not with an op log (its records would come island by island).
+  std::vector<std::vector<uint32_t>> islands;
   std::string workload_summary;         // for the report
 };
 

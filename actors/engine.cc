@@ -4,6 +4,7 @@
 #include <type_traits>
 #include <typeinfo>
 
+#include "absl/strings/str_cat.h"
 #include "base/check.h"
 #include "caf/atom.hpp"
 #include "caf/exit_reason.hpp"
@@ -142,11 +143,12 @@ Engine::Event& Engine::PushEvent(UnitId src, SimTime delay, UnitId dst) {
   uint64_t& seq = src < dense_seq_.size() ? dense_seq_[src] : NextSeq(src);
   AHBM_CHECK(seq <= UINT32_MAX) << "unit " << src << " sent 2^32 events";
   const Key key = (Key{(now_ + delay).value()} << 64) | (Key{src} << 32) | seq++;
+  std::vector<Event>& heap = heaps_.size() == 1 ? heaps_.front() : IslandHeap(src, dst);
   // Binary min-heap on key, sift-up with a hole (keys are unique, so the delivery order is
   // the key order whatever the heap's shape).
-  size_t hole = heap_.size();
-  heap_.emplace_back();
-  Event* const h = heap_.data();
+  size_t hole = heap.size();
+  heap.emplace_back();
+  Event* const h = heap.data();
   while (hole > 0) {
     const size_t parent = (hole - 1) / 2;
     if (h[parent].key < key) break;
@@ -160,12 +162,47 @@ Engine::Event& Engine::PushEvent(UnitId src, SimTime delay, UnitId dst) {
   return event;
 }
 
-Engine::Event Engine::PopMin() {
-  Event* const h = heap_.data();
+std::vector<Engine::Event>& Engine::IslandHeap(UnitId src, UnitId dst) {
+  const uint32_t to = dst < island_of_.size() ? island_of_[dst] : kNoIsland;
+  AHBM_CHECK(to != kNoIsland) << "event from " << name_or_id(src) << " to " << name_or_id(dst)
+                              << ", a unit in no island (the run's islands leave it out)";
+  if (src < island_of_.size()) {
+    AHBM_CHECK(island_of_[src] == to)
+        << "event from " << name_or_id(src) << " (island " << island_of_[src] << ") to "
+        << name_or_id(dst) << " (island " << to
+        << "): islands must never exchange events (the run's islands are declared wrong)";
+  }
+  return heaps_[to];
+}
+
+void Engine::SetIslands(std::vector<uint32_t> island_of_unit) {
+  AHBM_CHECK(events_processed_ == 0 && pending_events() == 0)
+      << "SetIslands after events were sent";
+  uint32_t n = 0;
+  for (uint32_t island : island_of_unit) {
+    if (island != kNoIsland) n = std::max(n, island + 1);
+  }
+  island_of_ = std::move(island_of_unit);
+  heaps_.assign(std::max(n, 1u), {});
+}
+
+size_t Engine::pending_events() const {
+  size_t n = 0;
+  for (const std::vector<Event>& heap : heaps_) n += heap.size();
+  return n;
+}
+
+std::string Engine::name_or_id(UnitId id) const {
+  return units_.contains(id) ? absl::StrCat(name(id), " (unit ", id, ")")
+                             : absl::StrCat("unit ", id);
+}
+
+Engine::Event Engine::PopMin(std::vector<Event>& heap) {
+  Event* const h = heap.data();
   const Event top = h[0];
-  const size_t n = heap_.size() - 1;  // size after the pop
+  const size_t n = heap.size() - 1;  // size after the pop
   const Event last = h[n];
-  heap_.pop_back();
+  heap.pop_back();
   // Floyd's pop: the hole goes down to a leaf along the smaller children (no comparison with
   // `last`, which mostly belongs near the bottom), then `last` sifts up from there.
   size_t hole = 0;
@@ -192,8 +229,8 @@ Engine::Event Engine::PopMin() {
 
 void Engine::RunCoordinator() { coordinator_->run(); }
 
-void Engine::DeliverNext() {
-  const Event event = PopMin();
+void Engine::DeliverNext(std::vector<Event>& heap) {
+  const Event event = PopMin(heap);
   const DenseUnit* unit = event.dst < dense_units_.size() ? &dense_units_[event.dst] : nullptr;
   if (unit == nullptr || unit->unit == nullptr || unit->terminated) {
     unit = FindUnit(event.dst);
@@ -204,6 +241,7 @@ void Engine::DeliverNext() {
   }
   now_ = SimTime(event.time_ps());
   current_src_ = event.src();
+  current_key_ = event.key;
   if (!event.is_timer) {
     caf::mailbox_element_ptr element(event.message);
     unit->actor->activate(delivery_unit_.get(), *element);
@@ -226,7 +264,12 @@ void Engine::Run() {
   AHBM_CHECK(!shutting_down_) << "Run after Shutdown";
   running_ = true;
   RunCoordinator();  // lets freshly spawned actors initialize
-  while (!heap_.empty()) DeliverNext();
+  SimTime last = now_;
+  for (std::vector<Event>& heap : heaps_) {
+    while (!heap.empty()) DeliverNext(heap);
+    last = std::max(last, now_);
+  }
+  now_ = last;
   running_ = false;
 }
 
@@ -236,7 +279,9 @@ void Engine::RunUntil(SimTime limit) {
   AHBM_CHECK(limit >= now_) << "RunUntil(" << limit << ") is before now() = " << now_;
   running_ = true;
   RunCoordinator();
-  while (!heap_.empty() && heap_.front().time_ps() <= limit.value()) DeliverNext();
+  for (std::vector<Event>& heap : heaps_) {
+    while (!heap.empty() && heap.front().time_ps() <= limit.value()) DeliverNext(heap);
+  }
   now_ = limit;
   running_ = false;
 }
@@ -245,10 +290,12 @@ void Engine::Shutdown() {
   if (shut_down_) return;
   AHBM_CHECK(!running_) << "Shutdown from inside a handler";
   shutting_down_ = true;
-  for (const Event& event : heap_) {
-    if (!event.is_timer) caf::mailbox_element_ptr discarded(event.message);
+  for (std::vector<Event>& heap : heaps_) {
+    for (const Event& event : heap) {
+      if (!event.is_timer) caf::mailbox_element_ptr discarded(event.message);
+    }
+    heap.clear();
   }
-  heap_.clear();
   std::vector<UnitId> ids;
   ids.reserve(units_.size());
   for (const auto& [id, unit] : units_) ids.push_back(id);

@@ -30,6 +30,16 @@
 //   then (CAF cleans up an unreachable actor); every other unit gets an exit message, and the
 //   coordinator runs until all are gone, so ~actor_system (which waits for every actor) returns.
 //
+// Islands (SetIslands): a run whose units fall into sets that never exchange an event (the
+// CUBE Groups of a kernel, DESIGN §3) may be delivered one set after the other: all events of
+// island 0 in key order, then all of island 1, ... Each unit sees exactly the events, times
+// and order it would see in the single heap (nothing reaches it from another island), so every
+// unit's results are the same; only the interleaving of different islands' events changes
+// (and with it the order of anything written across units, such as an op log: callers that
+// record one keep a single island). now() goes back in time between islands; after Run() it
+// is the latest event's time over all islands. An event between two islands, or to a unit in
+// no island, fails a CHECK naming both units (the islands were declared wrong).
+//
 // Messages: any copyable C++ type CAF 0.17 accepts in a message, i.e. one with an `inspect`
 // overload found by ADL or whitelisted by CAF_ALLOW_UNSAFE_MESSAGE_TYPE. Protobuf commands
 // travel as std::shared_ptr<const T>; include "actors/pb_message.h" for that.
@@ -126,7 +136,15 @@ class Engine {
   // sequence number of unit): the slot a Send from `unit` to itself would take.
   void SetTimer(UnitId unit, SimTime delay, uint64_t arg);
 
-  // Delivers events until the heap is empty. now() stays at the last event's time.
+  // Splits the units into islands (see the contract): island_of_unit[id] is unit id's island,
+  // 0..n-1, or kNoIsland (a unit no event may reach while there are islands); ids past the end
+  // are drivers, which may send to any island. Before any event exists.
+  static constexpr uint32_t kNoIsland = UINT32_MAX;
+  void SetIslands(std::vector<uint32_t> island_of_unit);
+  uint32_t islands() const { return static_cast<uint32_t>(heaps_.size()); }
+
+  // Delivers events until the heap is empty (island by island). now() stays at the last
+  // event's time (the latest over the islands).
   void Run();
   // Delivers every event with time <= limit, then sets now() to limit (limit >= now()).
   void RunUntil(SimTime limit);
@@ -137,8 +155,12 @@ class Engine {
   uint64_t events_processed() const { return events_processed_; }
   // While a handler runs: the src_id of the event it is handling.
   UnitId current_src() const { return current_src_; }
-  // Events waiting in the heap.
-  size_t pending_events() const { return heap_.size(); }
+  // While a handler runs: the key of the event it is handling, (time_ps, src_id, src_seq) in
+  // one integer that compares as the single heap orders events (0 before the first event).
+  using EventKey = unsigned __int128;
+  EventKey current_key() const { return current_key_; }
+  // Events waiting in the heap(s).
+  size_t pending_events() const;
   // The name `id` was registered with, or the namer's.
   std::string name(UnitId id) const;
 
@@ -150,7 +172,7 @@ class Engine {
   // The key (time_ps, src_id, src_seq) packed into one integer that compares the same way:
   // time_ps in the high 64 bits, src_id in the next 32, src_seq in the low 32 (a sender's
   // 2^32-nd send fails a CHECK).
-  using Key = unsigned __int128;
+  using Key = EventKey;
   // Trivially copyable, so the heap moves it as 32 plain bytes: a message (the mailbox element
   // it owns, released from its unique_ptr) or a wake-up of dst (timer_arg).
   struct Event {
@@ -191,8 +213,11 @@ class Engine {
   // caller to fill in (a message, or is_timer and timer_arg). Its fields are written in place:
   // an Event assembled on the stack and then copied whole stalled store forwarding.
   Event& PushEvent(UnitId src, SimTime delay, UnitId dst);
-  void DeliverNext();
-  Event PopMin();  // removes and returns the event with the smallest key (heap not empty)
+  // The heap an event from src to dst joins with islands (CHECKs that it may).
+  std::vector<Event>& IslandHeap(UnitId src, UnitId dst);
+  void DeliverNext(std::vector<Event>& heap);
+  // Removes and returns the event with the smallest key (heap not empty).
+  static Event PopMin(std::vector<Event>& heap);
   void RunCoordinator();
   // dynamic_cast<caf::scheduled_actor*>, answered once per actor type (the cast was half of
   // Register's cost).
@@ -216,9 +241,12 @@ class Engine {
     bool terminated = false;
   };
   DenseUnit* FindUnit(UnitId id);
+  std::string name_or_id(UnitId id) const;  // diagnostics: a registered unit's name and id
   uint64_t& NextSeq(UnitId src);
 
-  std::vector<Event> heap_;                         // binary min-heap on key (heap_[0] next)
+  // Binary min-heaps on key ([0] next), one per island (one without islands).
+  std::vector<std::vector<Event>> heaps_{1};
+  std::vector<uint32_t> island_of_;                 // SetIslands' map; empty: no islands
   absl::node_hash_map<UnitId, Unit> units_;         // iterated only by Shutdown, ids sorted
   std::vector<DenseUnit> dense_units_;              // units_ by id (nodes are stable)
   DenseUnit sparse_unit_;                           // FindUnit's answer for an id >= kDenseIds
@@ -226,6 +254,7 @@ class Engine {
   absl::flat_hash_map<UnitId, uint64_t> next_seq_;  // the same for ids >= kDenseIds
   SimTime now_;
   UnitId current_src_ = 0;
+  EventKey current_key_ = 0;
   uint64_t events_processed_ = 0;
   // Actor types seen by Register, and whether they are event-based (a handful; searched
   // linearly, never iterated into results).

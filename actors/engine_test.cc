@@ -348,6 +348,97 @@ TEST(EngineDeterminismTest, ShuffledRegistrationOrderGivesIdenticalLogs) {
   }
 }
 
+// --- Islands: units that never exchange an event, delivered one island after the other. ---
+
+// Two Mixer workloads on disjoint id sets (each sends only inside its own set), run on one
+// heap or as two islands. Returns the log; `last` gets now() after Run.
+Log RunTwoWorkloads(bool islands, SimTime* last) {
+  const std::vector<UnitId> a = WorkloadIds();
+  const std::vector<UnitId> b = [&a] {
+    std::vector<UnitId> ids;
+    for (UnitId id : a) ids.push_back(id + 20000);
+    return ids;
+  }();
+  Log log;
+  Engine engine;
+  if (islands) {
+    std::vector<uint32_t> island_of(40000, Engine::kNoIsland);
+    for (UnitId id : a) island_of[id] = 0;
+    for (UnitId id : b) island_of[id] = 1;
+    engine.SetIslands(std::move(island_of));
+    EXPECT_EQ(engine.islands(), 2u);
+  }
+  for (const std::vector<UnitId>* ids : {&a, &b}) {
+    for (UnitId id : *ids) Add(engine, id, Mixer, &engine, id, ids, &log);
+  }
+  // Island b starts later and with more work: its last event is the latest.
+  for (UnitId id : a) engine.Send(kDriver, SimTime(0), id, Token{kStartValue});
+  for (UnitId id : b) engine.Send(kDriver, SimTime(50), id, Token{kStartValue + 2});
+  engine.Run();
+  *last = engine.now();
+  return log;
+}
+
+Log OfUnit(const Log& log, UnitId unit) {
+  Log out;
+  for (const Delivery& d : log) {
+    if (d.dst == unit) out.push_back(d);
+  }
+  return out;
+}
+
+TEST(EngineIslandTest, EveryUnitSeesWhatTheSingleHeapGivesIt) {
+  SimTime one_heap_end, islands_end;
+  const Log one_heap = RunTwoWorkloads(false, &one_heap_end);
+  const Log islands = RunTwoWorkloads(true, &islands_end);
+  ASSERT_EQ(islands.size(), one_heap.size());
+  EXPECT_GT(one_heap.size(), 4000u);
+  EXPECT_NE(islands, one_heap);  // the islands' events interleave on one heap
+  for (UnitId id : WorkloadIds()) {
+    EXPECT_EQ(OfUnit(islands, id), OfUnit(one_heap, id)) << "unit " << id;
+    EXPECT_EQ(OfUnit(islands, id + 20000), OfUnit(one_heap, id + 20000)) << "unit " << id + 20000;
+  }
+  // Island 0 first, whole; then island 1.
+  const auto first_b = std::find_if(islands.begin(), islands.end(),
+                                    [](const Delivery& d) { return d.dst >= 20000; });
+  EXPECT_TRUE(std::all_of(first_b, islands.end(), [](const Delivery& d) { return d.dst >= 20000; }));
+  // now() after Run: the latest event over both islands.
+  EXPECT_EQ(islands_end, one_heap_end);
+  EXPECT_EQ(islands_end.value(), std::max_element(islands.begin(), islands.end(),
+                                                  [](const Delivery& x, const Delivery& y) {
+                                                    return x.time_ps < y.time_ps;
+                                                  })->time_ps);
+}
+
+TEST(EngineIslandDeathTest, AnEventBetweenIslandsFails) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        Log log;
+        Engine engine;
+        engine.SetIslands({Engine::kNoIsland, 0, 1});
+        Add(engine, 1, Relay, &engine, UnitId{1}, UnitId{2}, SimTime(5), 3, &log);
+        Add(engine, 2, Recorder, &engine, UnitId{2}, &log);
+        engine.Send(kDriver, SimTime(1), 1, Token{0});
+        engine.Run();
+      },
+      "island 0.* to unit2 .*island 1.*: islands "
+      "must never exchange events");
+}
+
+TEST(EngineIslandDeathTest, AnEventToAUnitInNoIslandFails) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        Log log;
+        Engine engine;
+        engine.SetIslands({0, 1, Engine::kNoIsland});
+        Add(engine, 2, Recorder, &engine, UnitId{2}, &log);
+        engine.Send(kDriver, SimTime(1), 2, Token{0});
+      },
+      "to unit2 .*, a unit in no island");
+}
+
 // --- Failing loudly. ---
 
 caf::behavior Quitter(caf::event_based_actor* self) {

@@ -112,6 +112,28 @@ UnitKind ChipIndex::KindOf(UnitId id) const {
   return static_cast<UnitKind>(k);
 }
 
+int64_t ChipIndex::GlobalCubeOfUnit(UnitId id) const {
+  const UnitKind kind = KindOf(id);
+  const uint32_t offset = id.value() - KindBase(kind);
+  switch (kind) {
+    case UnitKind::kPeCpu:
+    case UnitKind::kPeScheduler:
+    case UnitKind::kDma:
+    case UnitKind::kGemm:
+    case UnitKind::kMath:
+      return offset / pes_per_cube();
+    case UnitKind::kIpcq:
+      return offset / (pes_per_cube() * static_cast<uint32_t>(kAllDirs.size()));
+    case UnitKind::kHbmChannel:
+      return offset / channels_per_cube();
+    case UnitKind::kNocRouter:
+      return offset;
+    case UnitKind::kUcie:
+      return -1;
+  }
+  return -1;
+}
+
 std::string ChipIndex::Name(UnitId id) const {
   const UnitKind kind = KindOf(id);
   const uint32_t offset = id.value() - KindBase(kind);

@@ -32,13 +32,15 @@ TEST(ChipIndexTest, PeAndCubeNumberingRoundTrips) {
   }
 }
 
+// ... and the CUBE it belongs to (GlobalCubeOfUnit; a SIP's UCIe unit none).
 TEST(ChipIndexTest, EveryUnitHasADistinctIdAndName) {
   const ChipIndex index(MakeChip(/*sips=*/2, 2, 4, 2, 2, /*channels_per_pe=*/8));
   std::set<uint32_t> ids;
   std::set<std::string> names;
-  const auto add = [&](UnitId id, UnitKind kind) {
+  const auto add = [&](UnitId id, UnitKind kind, int64_t cube) {
     EXPECT_LT(id.value(), index.num_units());
     EXPECT_EQ(index.KindOf(id), kind) << index.Name(id);
+    EXPECT_EQ(index.GlobalCubeOfUnit(id), cube) << index.Name(id);
     ids.insert(id.value());
     names.insert(index.Name(id));
   };
@@ -46,17 +48,19 @@ TEST(ChipIndexTest, EveryUnitHasADistinctIdAndName) {
     const PeId pe = index.PeOf(g);
     for (UnitKind kind : {UnitKind::kPeCpu, UnitKind::kPeScheduler, UnitKind::kDma,
                           UnitKind::kGemm, UnitKind::kMath}) {
-      add(index.PeUnit(kind, pe), kind);
+      add(index.PeUnit(kind, pe), kind, index.GlobalCube(pe.cube_id()));
     }
-    for (Dir dir : kAllDirs) add(index.IpcqUnit(pe, dir), UnitKind::kIpcq);
+    for (Dir dir : kAllDirs) {
+      add(index.IpcqUnit(pe, dir), UnitKind::kIpcq, index.GlobalCube(pe.cube_id()));
+    }
   }
   for (uint32_t g = 0; g < index.num_cubes(); ++g) {
     for (uint32_t ch = 0; ch < index.channels_per_cube(); ++ch) {
-      add(index.HbmChannelUnit(index.CubeOf(g), ch), UnitKind::kHbmChannel);
+      add(index.HbmChannelUnit(index.CubeOf(g), ch), UnitKind::kHbmChannel, g);
     }
-    add(index.NocRouterUnit(index.CubeOf(g)), UnitKind::kNocRouter);
+    add(index.NocRouterUnit(index.CubeOf(g)), UnitKind::kNocRouter, g);
   }
-  for (uint32_t s = 0; s < index.sips(); ++s) add(index.UcieUnit(s), UnitKind::kUcie);
+  for (uint32_t s = 0; s < index.sips(); ++s) add(index.UcieUnit(s), UnitKind::kUcie, -1);
   EXPECT_EQ(ids.size(), index.num_units());
   EXPECT_EQ(names.size(), index.num_units());
 }

@@ -357,7 +357,7 @@ void PeCpu::OnCheck() {
 }
 
 void PeCpu::OnCommandError(const pb::CommandError& error) {
-  ctx_.errors.push_back(error.message());
+  ctx_.AddError(error.message());
   HandleState* slot = Slot(error.cmd_id());
   CpuInstance* inst = slot->owner;
   if (inst == nullptr) return;

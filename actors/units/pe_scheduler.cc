@@ -777,7 +777,7 @@ void PeScheduler::ApplyData(const Cmd& c) {
       break;
   }
   if (!status.ok()) {
-    ctx_->errors.push_back(absl::StrCat(checker_.pe_name(), ": ", OpName(c), " cmd ", c.cmd_id,
+    ctx_->AddError(absl::StrCat(checker_.pe_name(), ": ", OpName(c), " cmd ", c.cmd_id,
                                         ": data: ", std::string(status.message())));
   }
 }

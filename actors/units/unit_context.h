@@ -7,7 +7,9 @@
 #ifndef AHBMSIM_ACTORS_UNITS_UNIT_CONTEXT_H_
 #define AHBMSIM_ACTORS_UNITS_UNIT_CONTEXT_H_
 
+#include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <map>
 #include <string>
 #include <vector>
@@ -110,7 +112,18 @@ struct UnitContext {
   bool per_tile_events = false;      // PE schedulers step tile by tile (tests: == closed form)
   bool per_tile_detail = false;      // op log: one record per tile op, not only per command
   std::string issue_cost_profile;    // the PE CPUs' ADR-0064 profile (a name in the chip)
-  std::vector<std::string> errors;   // command errors reported to PE CPUs, in event order
+  // Command errors reported to PE CPUs, each with the key of the event that raised it.
+  std::vector<std::pair<Engine::EventKey, std::string>> errors;
+  void AddError(std::string message) {
+    errors.emplace_back(engine->current_key(), std::move(message));
+  }
+  // The first error in event order (the single heap's, whatever the islands); null: none.
+  const std::string* FirstError() const {
+    const auto first = std::min_element(errors.begin(), errors.end(), [](const auto& a, const auto& b) {
+      return a.first < b.first;
+    });
+    return first == errors.end() ? nullptr : &first->second;
+  }
   std::map<uint32_t, std::string> cpu_waiting;  // global PE -> what its unfinished CPU waits on
   std::vector<const CpuProbe*> cpus;  // by global PE (set by PeCpu::Start); null: no PeCpu
 

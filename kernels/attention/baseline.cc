@@ -439,6 +439,17 @@ absl::StatusOr<std::vector<uint32_t>> BaselineCubes(const pb::Chip& chip, const 
   return Field("variant", "unknown baseline");
 }
 
+absl::StatusOr<std::vector<std::vector<uint32_t>>> BaselineCubeSets(const pb::Chip& chip,
+                                                                    const DecodeConfig& cfg,
+                                                                    BaselineKind kind) {
+  if (kind == BaselineKind::kFanoutGroup) return DecodeCubeSets(chip, cfg);
+  absl::StatusOr<std::vector<uint32_t>> cubes = BaselineCubes(chip, cfg, kind);
+  if (!cubes.ok()) return cubes.status();
+  std::vector<std::vector<uint32_t>> sets;
+  for (uint32_t cube : *cubes) sets.push_back({cube});
+  return sets;
+}
+
 absl::StatusOr<DecodeLaunch> LaunchBaseline(const pb::Chip& chip, const DecodeConfig& cfg,
                                             KernelRuntime& runtime, MemoryStore* store,
                                             const std::vector<DecodeInputs>& inputs,

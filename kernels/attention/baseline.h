@@ -117,6 +117,10 @@ absl::StatusOr<std::map<uint32_t, RingLinks>> FanoutRing(const DecodeGeometry& g
 // The CUBEs the baseline uses (errors name the field: t_q, h_q, p, ...).
 absl::StatusOr<std::vector<uint32_t>> BaselineCubes(const pb::Chip& chip, const DecodeConfig& cfg,
                                                     BaselineKind kind = BaselineKind::kFanout);
+// The CUBE sets whose instances message only each other: a KV head's group
+// (baseline_fanout_group), else each CUBE alone (one head per CUBE, IPCQ inside it).
+absl::StatusOr<std::vector<std::vector<uint32_t>>> BaselineCubeSets(
+    const pb::Chip& chip, const DecodeConfig& cfg, BaselineKind kind = BaselineKind::kFanout);
 
 // Places the tensors (and the inputs in data mode) and adds every instance. The launch's
 // level2_rounds / level1_rounds are the sequential message rounds on IPCQ / NOC links (their

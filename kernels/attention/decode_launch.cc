@@ -165,6 +165,13 @@ absl::StatusOr<std::vector<uint32_t>> DecodeCubes(const pb::Chip& chip, const De
   return std::vector<uint32_t>(cubes.begin(), cubes.end());
 }
 
+absl::StatusOr<std::vector<std::vector<uint32_t>>> DecodeCubeSets(const pb::Chip& chip,
+                                                                  const DecodeConfig& cfg) {
+  absl::StatusOr<DecodeGeometry> geo = MakeDecodeGeometry(chip, cfg);
+  if (!geo.ok()) return geo.status();
+  return geo->HeadCubes(cfg);
+}
+
 std::vector<std::vector<uint32_t>> DecodeGeometry::HeadCubes(const DecodeConfig& cfg) const {
   std::vector<std::vector<uint32_t>> cubes(cfg.h_kv);
   for (uint32_t h = 0; h < cfg.h_kv; ++h) {

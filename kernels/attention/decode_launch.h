@@ -98,6 +98,9 @@ struct DecodeLaunch {
 
 // The CUBEs a decode launch uses (to build only those in the ChipSim).
 absl::StatusOr<std::vector<uint32_t>> DecodeCubes(const pb::Chip& chip, const DecodeConfig& cfg);
+// The CUBEs of each KV head (its CUBE Group): a head's instances message only each other.
+absl::StatusOr<std::vector<std::vector<uint32_t>>> DecodeCubeSets(const pb::Chip& chip,
+                                                                  const DecodeConfig& cfg);
 
 // Whether the launch fits the chip, checked before anything is placed (LaunchDecode calls it).
 // Every PE of a KV head's group holds one rank of that head per request (kv_per_cube heads per

@@ -178,6 +178,15 @@ absl::StatusOr<std::vector<uint32_t>> PrefillCubes(const pb::Chip& chip, const P
   return DecodeCubes(chip, GeometryConfig(cfg));
 }
 
+absl::StatusOr<std::vector<std::vector<uint32_t>>> PrefillCubeSets(const pb::Chip& chip,
+                                                                   const PrefillConfig& cfg) {
+  if (absl::Status s = Validate(cfg); !s.ok()) return s;
+  if (cfg.variant == PrefillVariant::kBaselineFanout) {
+    return BaselineCubeSets(chip, GeometryConfig(cfg), BaselineKind::kFanout);
+  }
+  return DecodeCubeSets(chip, GeometryConfig(cfg));
+}
+
 absl::StatusOr<PrefillLaunch> LaunchPrefill(const pb::Chip& chip, const PrefillConfig& cfg,
                                             KernelRuntime& runtime, MemoryStore* store,
                                             const std::vector<DecodeInputs>& inputs) {

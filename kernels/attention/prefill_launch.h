@@ -131,6 +131,10 @@ uint64_t Align64(uint64_t v);
 
 // Validates the configuration (errors name the field) and returns the CUBEs it uses.
 absl::StatusOr<std::vector<uint32_t>> PrefillCubes(const pb::Chip& chip, const PrefillConfig& cfg);
+// The CUBE sets whose instances message only each other (a KV head's CUBE Group; each CUBE
+// alone for the baseline).
+absl::StatusOr<std::vector<std::vector<uint32_t>>> PrefillCubeSets(const pb::Chip& chip,
+                                                                   const PrefillConfig& cfg);
 
 // Query tiles 0..n-1 split over `pes` PE nodes: the tiles of each node, ascending.
 std::vector<std::vector<uint32_t>> SplitQueryTiles(uint32_t n, uint32_t pes, QuerySplit split);

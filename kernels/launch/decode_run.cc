@@ -298,6 +298,12 @@ class DecodePlan final : public QkvPlan {
         baseline_(BaselineOf(w)) {}
 
   std::vector<uint32_t> Cubes() const override { return cubes_; }
+  std::vector<std::vector<uint32_t>> CubeSets() const override {
+    absl::StatusOr<std::vector<std::vector<uint32_t>>> sets =
+        baseline_ ? kernels::BaselineCubeSets(chip_, cfg_, *baseline_)
+                  : kernels::DecodeCubeSets(chip_, cfg_);
+    return sets.ok() ? *std::move(sets) : std::vector<std::vector<uint32_t>>{};
+  }
 
   std::string Summary() const override {
     return absl::StrCat("decode ", VariantLabel(w_, cfg_.s), ": H_q ", cfg_.h_q, ", H_kv ",

@@ -144,6 +144,29 @@ absl::StatusOr<host::NpyArray> ReadNpyInput(const std::string& dir, const std::s
   return array;
 }
 
+std::vector<std::vector<uint32_t>> IslandsOf(const std::vector<std::vector<uint32_t>>& sets,
+                                             const std::vector<uint32_t>& cubes) {
+  if (sets.empty()) return {};
+  // Union-find over CUBE indices; each root ends up the smallest CUBE of its island.
+  std::map<uint32_t, uint32_t> parent;
+  for (uint32_t c : cubes) parent[c] = c;
+  const auto find = [&parent](uint32_t c) {
+    while (parent.at(c) != c) c = parent[c] = parent.at(parent.at(c));
+    return c;
+  };
+  for (const std::vector<uint32_t>& set : sets) {
+    for (uint32_t c : set) {
+      const uint32_t a = find(set.front()), b = find(c);
+      if (a != b) parent[std::max(a, b)] = std::min(a, b);
+    }
+  }
+  std::map<uint32_t, std::vector<uint32_t>> by_root;
+  for (const auto& [c, unused] : parent) by_root[find(c)].push_back(c);
+  std::vector<std::vector<uint32_t>> islands;
+  for (auto& [root, members] : by_root) islands.push_back(std::move(members));
+  return islands;
+}
+
 absl::Status ValidateWorkload(const pb::Chip& chip, const pb::Workload& w) {
   return PlanOf(chip, w).status();
 }
@@ -180,6 +203,10 @@ absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& chip, const pb::Workloa
   sim_options.per_tile_detail = options.per_tile_detail;
   sim_options.keep_op_log = options.keep_op_log;
   sim_options.cubes = plan.Cubes();
+  // Nothing records the order of events across CUBE Groups: simulate them one after another.
+  if (!options.keep_op_log && options.trace_path.empty() && options.islands) {
+    sim_options.islands = IslandsOf(plan.CubeSets(), sim_options.cubes);
+  }
   sim_options.workload_summary = plan.Summary();
   if (!options.trace_path.empty()) {
     trace = std::make_unique<std::ofstream>(options.trace_path, std::ios::binary | std::ios::trunc);
@@ -201,6 +228,7 @@ absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& chip, const pb::Workloa
     result.inputs = std::move(*seen);
   }
   result.reduce_rounds = plan.ReduceRounds();
+  result.islands = sim->engine().islands();
   result.composites = plan.Composites();
   result.grid_composites = plan.GridComposites();
   result.runtime_status = runtime.Run();

@@ -42,6 +42,9 @@ struct LaunchOptions {
   std::string outputs_dir;  // data mode: write the outputs' .npy files here (else nowhere)
   std::string trace_path;   // stream the op log here (length-delimited TraceRecords)
   bool per_tile_detail = false;  // op log: one record per tile op as well
+  // Without an op log (kept or streamed): the plan's CUBE islands are simulated one after
+  // another (KernelPlan::CubeSets); false keeps one heap (tests compare the two).
+  bool islands = true;
   bool keep_op_log = true;       // false: LaunchResult::op_log holds only the header (big runs)
   // Data mode: also write the inputs generated from `seed` (LaunchResult::inputs, as the kernels
   // see them) into outputs_dir, so a run can be checked with any other tool. Needs outputs_dir
@@ -63,6 +66,8 @@ struct LaunchResult {
   // PREFILL: GEMM composites the kernels issue (causal skip) and the full grid's count.
   uint64_t composites = 0;
   uint64_t grid_composites = 0;
+  // CUBE islands the run was simulated as (1: one heap; LaunchOptions::islands).
+  uint32_t islands = 1;
 };
 
 // The validation part of RunWorkload (fields only; no files are read): lookup, unused fields,

@@ -73,7 +73,17 @@ class KernelPlan {
   // LaunchResult::composites / grid_composites (prefill's causal skip), after Launch.
   virtual uint64_t Composites() const { return 0; }
   virtual uint64_t GridComposites() const { return 0; }
+  // Sets of Cubes() whose kernel instances exchange messages only among themselves (a KV
+  // head's CUBE Group; a CUBE in no set talks to no other). Empty: unknown, one island. A run
+  // without an op log simulates the merged sets as Engine islands, one after the other (the
+  // same results; 512 PEs at once do not fit the host's caches, one CUBE Group does).
+  virtual std::vector<std::vector<uint32_t>> CubeSets() const { return {}; }
 };
+
+// The islands of `cubes` (ChipSimOptions::islands): `sets` merged where they share a CUBE,
+// every CUBE in no set alone, ordered by their smallest CUBE. Empty when `sets` is.
+std::vector<std::vector<uint32_t>> IslandsOf(const std::vector<std::vector<uint32_t>>& sets,
+                                             const std::vector<uint32_t>& cubes);
 
 // `ahbm compare` for a kernel (compare.h). Empty `rows`: the kernel has no comparison.
 struct CompareSpec {

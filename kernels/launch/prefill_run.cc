@@ -193,6 +193,10 @@ class PrefillPlan final : public QkvPlan {
       : chip_(chip), w_(w), cfg_(std::move(cfg)), label_(std::move(label)), cubes_(std::move(cubes)) {}
 
   std::vector<uint32_t> Cubes() const override { return cubes_; }
+  std::vector<std::vector<uint32_t>> CubeSets() const override {
+    absl::StatusOr<std::vector<std::vector<uint32_t>>> sets = kernels::PrefillCubeSets(chip_, cfg_);
+    return sets.ok() ? *std::move(sets) : std::vector<std::vector<uint32_t>>{};
+  }
 
   std::string Summary() const override {
     return absl::StrCat("prefill ", label_, ": H_q ", cfg_.h_q, ", H_kv ", cfg_.h_kv, ", d ",

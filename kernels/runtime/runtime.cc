@@ -160,7 +160,7 @@ void KernelRuntime::Finish(Instance& inst) {
   } else if (!inst.error.empty()) {
     message = inst.error;
   }
-  if (!message.empty()) sim_->context().errors.push_back(message);
+  if (!message.empty()) sim_->context().AddError(message);
 }
 
 // ---- arenas ----

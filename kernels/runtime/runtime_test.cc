@@ -31,10 +31,13 @@ pb::Chip LoadSmall() {
 // One simulation of CUBE 0 of the small chip with a kernel runtime.
 struct Harness {
   explicit Harness(bool data, std::string profile = "zero", pb::Chip chip_in = LoadSmall(),
-                   std::vector<uint32_t> cubes = {0})
+                   std::vector<uint32_t> cubes = {0},
+                   std::vector<std::vector<uint32_t>> islands = {})
       : chip(std::move(chip_in)) {
     sim::ChipSimOptions options;
     options.cubes = std::move(cubes);
+    options.islands = std::move(islands);
+    if (!options.islands.empty()) options.keep_op_log = false;
     options.issue_cost_profile = std::move(profile);
     auto created = sim::ChipSim::Create(chip, options);
     EXPECT_TRUE(created.ok()) << created.status();
@@ -518,6 +521,60 @@ TEST_F(RuntimeTiming, DeadlockedKernelIsReported) {
   ASSERT_TRUE(absl::IsFailedPrecondition(status)) << status;
   EXPECT_THAT(std::string(status.message()),
               ::testing::AllOf(HasSubstr("deadlock"), HasSubstr("pe 2"), HasSubstr("recv")));
+}
+
+// Islands (CUBEs simulated one after the other): the run's first error is the earliest in
+// event order, as on one heap, though island 0 (CUBE 0) runs first and fails later in time.
+TEST_F(RuntimeTiming, IslandsReportTheEarliestErrorAndEveryDeadlockedPe) {
+  for (const bool islands : {false, true}) {
+    Harness h(false, "zero", LoadSmall(), {0, 1},
+              islands ? std::vector<std::vector<uint32_t>>{{0}, {1}}
+                      : std::vector<std::vector<uint32_t>>{});
+    for (const uint32_t pe : {0u, 4u}) {
+      ASSERT_TRUE(h.runtime
+                      ->AddKernel(pe, 0,
+                                  [pe](Tl& tl) -> Task<void> {
+                                    const Tensor a =
+                                        tl.Alloc({8, 128}, pb::BF16, Arena::kPersistent);
+                                    const Tensor b = tl.Ref(0, {128, 256});
+                                    // PE 0 works a while first: its error comes later.
+                                    if (pe == 0) {
+                                      const Tensor early = co_await tl.Composite(a, b);
+                                      co_await tl.Wait(early);
+                                    }
+                                    {
+                                      ScratchScope scope = tl.Scope();
+                                      co_await tl.Composite(a, b);
+                                    }
+                                    co_await tl.WaitAll();
+                                  })
+                      .ok());
+    }
+    const absl::Status status = h.runtime->Run();
+    ASSERT_FALSE(status.ok());
+    EXPECT_THAT(std::string(status.message()),
+                ::testing::AllOf(HasSubstr("pe 4"), HasSubstr("leaving scratch_scope")))
+        << "islands " << islands;
+  }
+  for (const bool islands : {false, true}) {
+    Harness h(false, "zero", LoadSmall(), {0, 1},
+              islands ? std::vector<std::vector<uint32_t>>{{0}, {1}}
+                      : std::vector<std::vector<uint32_t>>{});
+    for (const uint32_t pe : {2u, 6u}) {
+      ASSERT_TRUE(h.runtime
+                      ->AddKernel(pe, 0,
+                                  [&](Tl& tl) -> Task<void> {
+                                    const std::vector<uint64_t> shape = {64};
+                                    co_await tl.Recv(tl.PeerOf("N"), shape);
+                                  })
+                      .ok());
+    }
+    const absl::Status status = h.runtime->Run();
+    ASSERT_TRUE(absl::IsFailedPrecondition(status)) << status;
+    EXPECT_THAT(std::string(status.message()),
+                ::testing::AllOf(HasSubstr("deadlock"), HasSubstr("pe 2"), HasSubstr("pe 6")))
+        << "islands " << islands;
+  }
 }
 
 // Timing mode and data mode of the same kernel give identical op logs.
