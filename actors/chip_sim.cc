@@ -83,10 +83,21 @@ absl::StatusOr<std::unique_ptr<ChipSim>> ChipSim::Create(const pb::Chip& chip,
   ctx.issue_cost_profile = profile;
 
   pb::TraceHeader header;
-  header.set_schema_version(1);
+  header.set_schema_version(observe::kTraceSchemaVersion);
   header.set_topology_name(chip.name());
+  header.set_topology_digest(observe::MessageDigest(chip));
   header.set_issue_cost_profile(profile);
   header.set_per_tile_detail(options.per_tile_detail);
+  if (options.record_calls) {
+    if (ctx.op_log == nullptr) {
+      return absl::InvalidArgumentError("record_calls: needs an op log (kept or streamed)");
+    }
+    *header.mutable_chip() = chip;
+    *header.mutable_workload() = options.workload;
+    header.set_workload_digest(observe::MessageDigest(options.workload));
+    for (uint32_t c : options.cubes) header.add_cubes(c);
+    ctx.record_calls = true;
+  }
   sim->op_log_->SetHeader(std::move(header));
 
   const uint32_t num_cubes = ctx.index.num_cubes();

@@ -44,6 +44,7 @@
 #include "actors/units/unit_context.h"
 #include "proto/report.pb.h"
 #include "proto/topology.pb.h"
+#include "proto/workload.pb.h"
 
 namespace ahbm::sim {
 
@@ -60,6 +61,10 @@ struct ChipSimOptions {
   // sets: one island. Not with an op log (its records would come island by island).
   std::vector<std::vector<uint32_t>> islands;
   std::string workload_summary;         // for the report
+  // A recorded trace (`ahbm run --trace`): the header carries the chip, `workload`, the CUBEs
+  // and their digests, and the kernel runtime adds Instance and Call records (replay input).
+  bool record_calls = false;
+  pb::Workload workload;
 };
 
 class ChipSim {

@@ -31,6 +31,7 @@
 #include "kernels/launch/launch.h"
 #include "kernels/launch/launcher.h"
 #include "kernels/launch/workload_io.h"
+#include "kernels/replay/replay.h"
 #include "topology/ids.h"
 #include "topology/loader.h"
 #include "topology/summary.h"
@@ -265,6 +266,36 @@ absl::Status RunRun(const ParsedFlags& flags) {
   return absl::OkStatus();
 }
 
+// ahbm replay: a recorded trace's kernel calls run again without kernel code (replay.h), on
+// the trace's topology or another (what-if timing; the same geometry).
+absl::Status RunReplay(const ParsedFlags& flags) {
+  const std::string trace_path = flags.GetOr("trace", "");
+  if (trace_path.empty()) return absl::InvalidArgumentError("--trace: the trace to replay is required");
+  ASSIGN_OR_RETURN_FLAG(table_options, TableFlag(flags));
+  absl::StatusOr<replay::RecordedTrace> trace = replay::ReadTraceFile(trace_path);
+  if (!trace.ok()) return trace.status();
+  replay::ReplayOptions options;
+  if (const auto path = flags.Get("topology")) {
+    absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile(*path);
+    if (!chip.ok()) return chip.status();
+    options.chip = *chip;
+  }
+  options.issue_cost_profile = flags.GetOr("issue_cost_profile", "");
+  options.trace_out = flags.GetOr("trace_out", "");
+  options.keep_op_log = flags.Get("chrome_trace").has_value();
+  absl::StatusOr<launch::LaunchResult> result = replay::Replay(*trace, options);
+  if (!result.ok()) return result.status();
+  const pb::Chip& chip = options.chip ? *options.chip : trace->header.chip();
+  if (absl::Status s =
+          WriteRunFiles(flags, topology::ChipIndex(chip), result->report, result->op_log);
+      !s.ok()) {
+    return s;
+  }
+  if (!result->runtime_status.ok()) return result->runtime_status;
+  std::fputs(observe::FormatReportTable(result->report, table_options).c_str(), stdout);
+  return absl::OkStatus();
+}
+
 // ahbm compare: every decode variant and the baseline on one DECODE workload (timing mode),
 // as one table (launch::Compare; rows and defaults from the kernel's launcher, decode_run.h).
 // --reduce_options: opt1/opt3/opt2 x reduce_payload x reduce_merge (CompareReduceOptions).
@@ -356,7 +387,10 @@ std::vector<FlagSpec> RunFlags() {
       {"save_inputs", "data mode: also write the inputs generated from seed into outputs_dir",
        "false"},
       {"per_tile_detail", "op log: one record per tile op as well", "false"},
-      {"trace", "write the op log here (length-delimited ahbm.pb.TraceRecord)", ""},
+      {"trace",
+       "record a replayable trace here: the op log and every kernel call (length-delimited "
+       "ahbm.pb.TraceRecord; ahbm replay)",
+       ""},
       {"chrome_trace", "write a Chrome trace / Perfetto JSON here", ""},
       {"report_json", "write the report as JSON here", ""},
       {"report_csv", "write the per-unit stats as CSV here (every unit)", ""},
@@ -395,6 +429,18 @@ const std::vector<Command>& Commands() {
       {"run",
        "run a workload's kernels (DECODE, SELFTEST_*) and print the report",
        RunFlags(), RunRun},
+      {"replay",
+       "run a recorded trace's kernel calls again (no kernel code), here or on another topology",
+       {{"trace", "the trace to replay (written by `ahbm run --trace`)", ""},
+        {"topology", "what-if chip config (default: the trace's own; same geometry)", ""},
+        {"issue_cost_profile", "PE CPU issue-cost profile (default: the trace's)", ""},
+        {"trace_out", "record this replay as a trace here", ""},
+        {"chrome_trace", "write a Chrome trace / Perfetto JSON here", ""},
+        {"report_json", "write the report as JSON here", ""},
+        {"report_csv", "write the per-unit stats as CSV here (every unit)", ""},
+        {"units", "report table: summary (per unit kind, the 10 busiest units) or all",
+         "summary"}},
+       RunReplay},
       {"compare",
        "Llama3-70B decode: every variant and the pre-ADR baseline on one workload, one table",
        CompareFlags(), RunCompare},
@@ -452,7 +498,10 @@ int Main(int argc, char** argv) {
   if (status.ok()) return kExitOk;
   const std::string message(status.message());
   std::fprintf(stderr, "ahbm %s: %s\n", name.c_str(), message.c_str());
-  if (absl::IsInvalidArgument(status) || absl::IsNotFound(status)) return kExitBadInput;
+  // Bad input, including an input file cut short or malformed (DataLoss).
+  if (absl::IsInvalidArgument(status) || absl::IsNotFound(status) || absl::IsDataLoss(status)) {
+    return kExitBadInput;
+  }
   if (absl::IsFailedPrecondition(status) && message.starts_with("deadlock")) return kExitDeadlock;
   return kExitOther;
 }

@@ -127,6 +127,25 @@ done
 cmp -s "$tmp/run_op1.pb" "$tmp/run_op2.pb" || fail "run op logs differ between two runs"
 [[ -s "$tmp/run_op1.pb" ]] || fail "run wrote an empty op log"
 
+# Replay: a recorded decode run replayed with --trace_out gives the recorded trace byte for
+# byte and the same report; on a what-if topology it runs; bad traces are one-line errors.
+"$ahbm" run --topology=$small --kernel=decode --variant=opt2 --h_q=8 --h_kv=2 --c=4 --p=4 \
+  --s=2048 --users=2 --trace="$tmp/rec.pb" --report_json="$tmp/rec.json" >/dev/null ||
+  fail "recorded run exited $?"
+"$ahbm" replay --trace="$tmp/rec.pb" --trace_out="$tmp/again.pb" \
+  --report_json="$tmp/again.json" >/dev/null || fail "replay exited $?"
+cmp -s "$tmp/rec.pb" "$tmp/again.pb" || fail "the replay's trace differs from the recording"
+cmp -s "$tmp/rec.json" "$tmp/again.json" || fail "the replay's report differs from the recording's"
+sed 's/bytes_per_cycle: 32/bytes_per_cycle: 64/' topology/small.textproto >"$tmp/hbm_x2.textproto"
+expect 0 "latency:" replay --trace="$tmp/rec.pb" --topology="$tmp/hbm_x2.textproto"
+expect_one_line_error 'topology: the trace.s streams need 1 SIPs of 2x4 CUBEs' \
+  replay --trace="$tmp/rec.pb" --topology=topology/chip_2sip.textproto
+head -c 3000 "$tmp/rec.pb" >"$tmp/cut.pb"
+expect_one_line_error 'cut.pb: op log record [0-9]+ .*truncated' replay --trace="$tmp/cut.pb"
+expect_one_line_error 'no recorded calls' replay --trace="$tmp/op1.pb"
+expect_one_line_error 'trace: cannot read no/such.pb' replay --trace=no/such.pb
+expect_one_line_error '--trace: the trace to replay is required' replay
+
 # The deadlock demo exits 3 within seconds, naming every waiting PE.
 out=$(timeout 30 "$ahbm" run --topology=$small --kernel=selftest_deadlock --cube=2 \
   --chrome_trace="$tmp/deadlock.json" 2>"$tmp/err")

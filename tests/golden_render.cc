@@ -135,6 +135,12 @@ std::string RenderRecord(const pb::TraceRecord& record) {
       return absl::StrCat("stall pe=", s.pe(), " req=", s.request_id(), " cmd=", s.cmd_id(),
                           " t=", s.from_ps(), "..", s.to_ps(), " waits_on='", s.waits_on(), "'");
     }
+    case pb::TraceRecord::kInstance:
+      return absl::StrCat("instance ", record.instance().ShortDebugString());
+    case pb::TraceRecord::kLaunch:
+      return absl::StrCat("launch ", record.launch().ShortDebugString());
+    case pb::TraceRecord::kCall:
+      return absl::StrCat("call ", record.call().ShortDebugString());
     case pb::TraceRecord::RECORD_NOT_SET:
       break;
   }

@@ -6,9 +6,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "base/check.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/util/delimited_message_util.h"
 
 namespace ahbm::observe {
@@ -24,6 +26,12 @@ const char* RecordKindName(pb::TraceRecord::RecordCase record_case) {
       return "issue";
     case pb::TraceRecord::kStall:
       return "stall";
+    case pb::TraceRecord::kInstance:
+      return "instance";
+    case pb::TraceRecord::kCall:
+      return "call";
+    case pb::TraceRecord::kLaunch:
+      return "launch";
     case pb::TraceRecord::RECORD_NOT_SET:
       return "empty";
   }
@@ -87,6 +95,40 @@ void OpLog::AddStall(pb::StallRecord stall) {
   Append(std::move(record));
 }
 
+void OpLog::AddInstance(pb::InstanceRecord instance) {
+  pb::TraceRecord record;
+  *record.mutable_instance() = std::move(instance);
+  Append(std::move(record));
+}
+
+void OpLog::AddLaunch(pb::LaunchRecord launch) {
+  pb::TraceRecord record;
+  *record.mutable_launch() = std::move(launch);
+  Append(std::move(record));
+}
+
+void OpLog::AddCall(pb::CallRecord call) {
+  pb::TraceRecord record;
+  *record.mutable_call() = std::move(call);
+  Append(std::move(record));
+}
+
+std::string MessageDigest(const google::protobuf::Message& message) {
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream out(&bytes);
+    google::protobuf::io::CodedOutputStream coded(&out);
+    coded.SetSerializationDeterministic(true);
+    message.SerializeToCodedStream(&coded);
+  }
+  uint64_t h = 14695981039346656037ull;
+  for (const unsigned char c : bytes) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return absl::StrFormat("%016x", h);
+}
+
 bool OpLog::per_tile_detail() const {
   AHBM_CHECK(!records_.empty()) << "OpLog::per_tile_detail before SetHeader";
   return records_.front().header().per_tile_detail();
@@ -123,45 +165,55 @@ absl::Status ValidateOpLog(const std::vector<pb::TraceRecord>& records) {
   return absl::OkStatus();
 }
 
+OpLogReader::OpLogReader(std::istream& in) : in_(in), input_(&in) {}
+
+absl::StatusOr<bool> OpLogReader::Next(pb::TraceRecord& record) {
+  // Bytes consumed so far: each CodedInputStream backs up what it buffered but did not read.
+  const int64_t offset = input_.ByteCount();
+  google::protobuf::io::CodedInputStream coded(&input_);
+  const void* data = nullptr;
+  int available = 0;
+  if (!coded.GetDirectBufferPointer(&data, &available)) {  // clean end of stream
+    if (in_.bad()) {
+      return absl::DataLossError(absl::StrCat("op log: read error after ", index_, " records"));
+    }
+    if (index_ == 0) return absl::InvalidArgumentError("op log is empty: it has no header");
+    return false;
+  }
+  const std::string where = absl::StrCat("op log record ", index_, " (byte offset ", offset, ")");
+  uint32_t size = 0;
+  if (!coded.ReadVarint32(&size)) {
+    return absl::DataLossError(absl::StrCat(where, ": truncated or malformed length prefix"));
+  }
+  if (size > static_cast<uint32_t>(INT_MAX)) {
+    return absl::DataLossError(absl::StrCat(where, ": malformed length prefix ", size));
+  }
+  std::string bytes;
+  if (!coded.ReadString(&bytes, static_cast<int>(size))) {
+    return absl::DataLossError(absl::StrCat(where, ": truncated: its length prefix says ", size,
+                                            " bytes but the stream ends first"));
+  }
+  record.Clear();
+  if (!record.ParseFromString(bytes)) {
+    return absl::DataLossError(
+        absl::StrCat(where, ": malformed: its ", size, " bytes are not a TraceRecord"));
+  }
+  const std::string problem = RecordProblem(record, index_);
+  if (!problem.empty()) return absl::InvalidArgumentError(absl::StrCat(where, " ", problem));
+  ++index_;
+  return true;
+}
+
 absl::StatusOr<std::vector<pb::TraceRecord>> ReadOpLog(std::istream& in) {
   std::vector<pb::TraceRecord> records;
-  google::protobuf::io::IstreamInputStream input(&in);
+  OpLogReader reader(in);
   while (true) {
-    const size_t index = records.size();
-    // Bytes consumed so far: each CodedInputStream backs up what it buffered but did not read.
-    const int64_t offset = input.ByteCount();
-    google::protobuf::io::CodedInputStream coded(&input);
-    const void* data = nullptr;
-    int available = 0;
-    if (!coded.GetDirectBufferPointer(&data, &available)) break;  // clean end of stream
-    const std::string where = absl::StrCat("op log record ", index, " (byte offset ", offset, ")");
-    uint32_t size = 0;
-    if (!coded.ReadVarint32(&size)) {
-      return absl::DataLossError(absl::StrCat(where, ": truncated or malformed length prefix"));
-    }
-    if (size > static_cast<uint32_t>(INT_MAX)) {
-      return absl::DataLossError(absl::StrCat(where, ": malformed length prefix ", size));
-    }
-    std::string bytes;
-    if (!coded.ReadString(&bytes, static_cast<int>(size))) {
-      return absl::DataLossError(absl::StrCat(where, ": truncated: its length prefix says ", size,
-                                              " bytes but the stream ends first"));
-    }
     pb::TraceRecord record;
-    if (!record.ParseFromString(bytes)) {
-      return absl::DataLossError(
-          absl::StrCat(where, ": malformed: its ", size, " bytes are not a TraceRecord"));
-    }
-    const std::string problem = RecordProblem(record, index);
-    if (!problem.empty()) return absl::InvalidArgumentError(absl::StrCat(where, " ", problem));
+    absl::StatusOr<bool> more = reader.Next(record);
+    if (!more.ok()) return more.status();
+    if (!*more) return records;
     records.push_back(std::move(record));
   }
-  if (in.bad()) {
-    return absl::DataLossError(
-        absl::StrCat("op log: read error after ", records.size(), " records"));
-  }
-  if (records.empty()) return absl::InvalidArgumentError("op log is empty: it has no header");
-  return records;
 }
 
 absl::Status WriteOpLogFile(const std::string& path, const std::vector<pb::TraceRecord>& records) {

@@ -26,6 +26,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "google/protobuf/io/zero_copy_stream_impl.h"
+#include "google/protobuf/message.h"
 #include "proto/trace.pb.h"
 
 namespace ahbm::observe {
@@ -47,6 +49,10 @@ class OpLog {
   uint64_t AddOp(pb::OpRecord op);
   void AddIssue(pb::IssueRecord issue);
   void AddStall(pb::StallRecord stall);
+  // A recorded trace's instances and calls (kernels/runtime: ChipSimOptions::record_calls).
+  void AddLaunch(pb::LaunchRecord launch);
+  void AddInstance(pb::InstanceRecord instance);
+  void AddCall(pb::CallRecord call);
 
   const std::vector<pb::TraceRecord>& records() const { return records_; }
   // Moves the records out (the log is empty afterwards; streaming is unaffected).
@@ -69,8 +75,31 @@ class OpLog {
   absl::Status stream_status_;
 };
 
+// The trace schema this build writes and reads (TraceHeader.schema_version). 2: the header
+// carries the chip, workload and digests of a recorded trace; Instance and Call records.
+inline constexpr uint32_t kTraceSchemaVersion = 2;
+
+// A message's digest (TraceHeader topology_digest / workload_digest): 16 hex digits of the
+// 64-bit FNV-1a hash of its deterministic serialization.
+std::string MessageDigest(const google::protobuf::Message& message);
+
 // Checks the op log invariants above (no I/O); InvalidArgument naming the record index.
 [[nodiscard]] absl::Status ValidateOpLog(const std::vector<pb::TraceRecord>& records);
+
+// Reads a length-delimited op log record by record (a stream: nothing but the current record is
+// held). Next: true with the next record, false at the clean end, or the error ReadOpLog
+// describes (naming the record index and byte offset); an empty stream is an error.
+class OpLogReader {
+ public:
+  explicit OpLogReader(std::istream& in);
+  absl::StatusOr<bool> Next(pb::TraceRecord& record);
+  uint64_t records_read() const { return index_; }
+
+ private:
+  std::istream& in_;
+  google::protobuf::io::IstreamInputStream input_;
+  uint64_t index_ = 0;
+};
 
 // Reads a whole length-delimited op log. DataLoss on truncated or malformed input,
 // InvalidArgument on an invariant violation.

@@ -111,6 +111,7 @@ struct UnitContext {
   HbmChannelTable* hbm_channels = nullptr;  // the HBM channel servers (DMAs call them)
   bool per_tile_events = false;      // PE schedulers step tile by tile (tests: == closed form)
   bool per_tile_detail = false;      // op log: one record per tile op, not only per command
+  bool record_calls = false;         // op log: the kernel runtime's Instance / Call records
   std::string issue_cost_profile;    // the PE CPUs' ADR-0064 profile (a name in the chip)
   // Command errors reported to PE CPUs, each with the key of the event that raised it.
   std::vector<std::pair<Engine::EventKey, std::string>> errors;

@@ -212,6 +212,8 @@ absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& chip, const pb::Workloa
     trace = std::make_unique<std::ofstream>(options.trace_path, std::ios::binary | std::ios::trunc);
     if (!*trace) return Invalid(absl::StrCat("trace: cannot write ", options.trace_path));
     sim_options.op_log_stream = trace.get();
+    sim_options.record_calls = true;  // a trace is replayable (kernels/replay)
+    sim_options.workload = w;
   }
   absl::StatusOr<std::unique_ptr<sim::ChipSim>> created = sim::ChipSim::Create(chip, sim_options);
   if (!created.ok()) return created.status();
@@ -231,6 +233,15 @@ absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& chip, const pb::Workloa
   result.islands = sim->engine().islands();
   result.composites = plan.Composites();
   result.grid_composites = plan.GridComposites();
+  if (sim_options.record_calls) {
+    pb::LaunchRecord launch;
+    launch.set_workload_summary(sim_options.workload_summary);
+    launch.set_comm_critical_path_ps(plan.CommCriticalPathPs());
+    launch.set_reduce_rounds(result.reduce_rounds);
+    launch.set_composites(result.composites);
+    launch.set_grid_composites(result.grid_composites);
+    sim->context().op_log->AddLaunch(std::move(launch));
+  }
   result.runtime_status = runtime.Run();
   if (trace) {
     trace->close();

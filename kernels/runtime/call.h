@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/container/inlined_vector.h"
 #include "actors/units/pe_cpu_actor.h"
@@ -22,6 +23,13 @@ class Instance;
 
 // Command / receive handles of one call (a few at most).
 using Handles = absl::InlinedVector<uint64_t, 4>;
+
+// A group of a call's input producers as the dependency rules read them (tl.cc), kept for a
+// recorded trace (pb::InputGroup): auto-wait (scheduler = false) or scheduler dependencies.
+struct InputLog {
+  bool scheduler = false;
+  Handles producers;  // the tensors' producers, 0 for none, in the rule's order
+};
 
 // One call as the runtime sees it.
 struct Invocation {
@@ -41,6 +49,7 @@ struct Invocation {
   uint64_t wait_id = 0;          // kWait
   uint64_t written_begin = 0;    // TCM bytes the call writes (scratch-scope check)
   uint64_t written_end = 0;
+  std::vector<InputLog> inputs;  // only while recording a trace (KernelRuntime::recording)
 };
 
 // The call's name in wait texts: "load", "store", "composite", "dot", "ex_composite",

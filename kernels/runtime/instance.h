@@ -56,6 +56,11 @@ class Instance : public sim::CpuInstance {
   uint64_t scratch_base = 0;
   uint64_t scratch_limit = 0;
   uint64_t scratch_top = 0;
+  // Recording a trace: its number (creation order), its calls so far, and by handle the
+  // call (index + 1) that made it (handles are the PE's, dense; 0: not this instance's).
+  uint32_t ordinal = 0;
+  uint64_t calls = 0;
+  std::vector<uint64_t> call_of_handle;
 };
 
 }  // namespace ahbm::kernels

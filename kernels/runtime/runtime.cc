@@ -98,6 +98,7 @@ absl::Status KernelRuntime::AddKernel(uint32_t pe, uint32_t request_id, KernelFn
     cpu.core.Start();
   }
   auto inst = std::make_unique<Instance>(this, pe, request_id, std::move(fn));
+  inst->ordinal = static_cast<uint32_t>(instances_.size());
   Cpu& cpu = CpuOf(pe);
   cpu.instances.push_back(inst.get());
   cpu.core.AddInstance(inst.get());
@@ -123,6 +124,15 @@ absl::Status KernelRuntime::Run() {
       inst.scratch_base = AlignUp(scratch * i / n);
       inst.scratch_limit = scratch * (i + 1) / n;
       inst.scratch_top = inst.scratch_base;
+    }
+  }
+  if (recording()) {
+    for (const auto& inst : instances_) {
+      pb::InstanceRecord r;
+      r.set_instance(inst->ordinal);
+      r.set_pe(inst->pe);
+      r.set_request_id(inst->request_id());
+      sim_->context().op_log->AddInstance(std::move(r));
     }
   }
   absl::Status status = sim_->Run();
@@ -160,6 +170,12 @@ void KernelRuntime::Finish(Instance& inst) {
   } else if (!inst.error.empty()) {
     message = inst.error;
   }
+  // A kernel's own error (not one the runtime gave it) is part of its recorded calls.
+  if (!message.empty() && inst.error.empty() && recording()) {
+    pb::CallRecord r = NewCallRecord(inst, pb::CallRecord::KERNEL_ERROR);
+    r.set_error(message);
+    sim_->context().op_log->AddCall(std::move(r));
+  }
   if (!message.empty()) sim_->context().AddError(message);
 }
 
@@ -184,7 +200,13 @@ Tensor KernelRuntime::Allocate(Instance& inst, ShapeArg shape, pb::DType dtype, 
   return Tensor(pb::TCM, inst.pe, at, dtype, shape);
 }
 
+uint64_t KernelRuntime::EnterScope(Instance& inst) {
+  if (recording()) RecordScope(inst, pb::CallRecord::SCOPE_ENTER, inst.scratch_top);
+  return inst.scratch_top;
+}
+
 void KernelRuntime::LeaveScope(Instance& inst, uint64_t mark) {
+  if (recording()) RecordScope(inst, pb::CallRecord::SCOPE_LEAVE, mark);
   Cpu& cpu = CpuOf(inst.pe);
   // A pending write into the released part [mark, scratch_top) of the scratch arena.
   for (const auto& [handle, range] : cpu.writes) {
@@ -208,9 +230,83 @@ void KernelRuntime::NoteWrite(Cpu& cpu, const Invocation& inv, uint64_t handle) 
 
 bool KernelRuntime::Submit(Instance& inst, std::shared_ptr<Invocation> inv,
                            std::coroutine_handle<> h) {
+  if (recording()) RecordCall(inst, *inv);
   inst.resume = h;
   inst.pending = std::move(inv);
   return !TryIssue(inst);
+}
+
+// ---- recording a trace ----
+
+pb::CallRecord KernelRuntime::NewCallRecord(Instance& inst, pb::CallRecord::Kind kind) {
+  pb::CallRecord r;
+  r.set_instance(inst.ordinal);
+  r.set_index(inst.calls++);
+  r.set_kind(kind);
+  return r;
+}
+
+uint64_t KernelRuntime::CallOf(const Instance& inst, uint64_t handle) const {
+  if (handle == 0) return 0;
+  AHBM_CHECK(handle < inst.call_of_handle.size() && inst.call_of_handle[handle] != 0)
+      << PeName(inst.pe) << " request " << inst.request_id() << ": handle " << handle
+      << " was not made by this kernel instance (a trace records each instance on its own)";
+  return inst.call_of_handle[handle];
+}
+
+void KernelRuntime::RecordScope(Instance& inst, pb::CallRecord::Kind kind, uint64_t mark) {
+  pb::CallRecord r = NewCallRecord(inst, kind);
+  r.set_scope_mark(mark);
+  r.set_scope_top(inst.scratch_top);
+  sim_->context().op_log->AddCall(std::move(r));
+}
+
+void KernelRuntime::RecordCall(Instance& inst, const Invocation& inv) {
+  static constexpr pb::CallRecord::Kind kKinds[] = {
+      pb::CallRecord::COMMAND, pb::CallRecord::SEND, pb::CallRecord::RECV,
+      pb::CallRecord::WAIT, pb::CallRecord::WAIT_ALL};
+  pb::CallRecord r = NewCallRecord(inst, kKinds[static_cast<int>(inv.kind)]);
+  if (inv.kind == Invocation::Kind::kCommand) {
+    std::visit(
+        [&r](const auto& cmd) {
+          using C = std::decay_t<decltype(*cmd)>;
+          C* copy;
+          if constexpr (std::is_same_v<C, pb::DmaCmd>) copy = r.mutable_dma();
+          if constexpr (std::is_same_v<C, pb::GemmCmd>) copy = r.mutable_gemm();
+          if constexpr (std::is_same_v<C, pb::MathCmd>) copy = r.mutable_math();
+          if constexpr (std::is_same_v<C, pb::CompositeCmd>) copy = r.mutable_composite();
+          if constexpr (std::is_same_v<C, pb::SoftmaxPvCmd>) copy = r.mutable_softmax_pv();
+          if constexpr (std::is_same_v<C, pb::LseMergeCmd>) copy = r.mutable_lse_merge();
+          *copy = *cmd;
+          copy->clear_cmd_id();
+          if constexpr (requires { copy->clear_depends_on(); }) copy->clear_depends_on();
+        },
+        inv.command);
+  }
+  for (const InputLog& group : inv.inputs) {
+    pb::InputGroup* g = r.add_inputs();
+    g->set_scheduler(group.scheduler);
+    for (uint64_t h : group.producers) g->add_producers(CallOf(inst, h));
+  }
+  if (inv.peer) {
+    r.set_peer_ipcq(inv.peer->kind() == Peer::Kind::kIpcq);
+    r.set_peer_dir(static_cast<uint32_t>(inv.peer->dir()));
+    r.set_peer_pe(inv.peer->pe());
+  }
+  if (inv.kind == Invocation::Kind::kSend) inv.payload.WriteTo(*r.mutable_tensor());
+  if (inv.kind == Invocation::Kind::kRecv) {
+    inv.result.WriteTo(*r.mutable_tensor());
+    r.set_blocking(inv.blocking);
+  }
+  if (inv.kind == Invocation::Kind::kWait) r.set_wait_on(CallOf(inst, inv.wait_id));
+  r.set_written_begin(inv.written_begin);
+  r.set_written_end(inv.written_end);
+  // The handle this call makes (a command's or a receive's id).
+  if (inv.cmd_id != 0) {
+    if (inst.call_of_handle.size() <= inv.cmd_id) inst.call_of_handle.resize(inv.cmd_id + 1, 0);
+    inst.call_of_handle[inv.cmd_id] = r.index() + 1;
+  }
+  sim_->context().op_log->AddCall(std::move(r));
 }
 
 bool KernelRuntime::TryIssue(Instance& inst) {

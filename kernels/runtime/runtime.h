@@ -88,6 +88,7 @@
 #include "kernels/runtime/task.h"
 #include "kernels/runtime/tl.h"
 #include "proto/commands.pb.h"
+#include "proto/trace.pb.h"
 
 namespace ahbm::kernels {
 
@@ -118,8 +119,11 @@ class KernelRuntime : public sim::CpuRuntime {
   // Whether `handle` names a receive (recv / recv_async) posted on PE `pe`.
   bool IsReceive(uint32_t pe, uint64_t handle) const { return CpuOf(pe).IsReceive(handle); }
   Tensor Allocate(Instance& inst, ShapeArg shape, pb::DType dtype, Arena arena);
-  uint64_t ScratchTop(const Instance& inst) const { return inst.scratch_top; }
+  // A scratch_scope opens at the arena's top (returned: its mark) and closes at its mark.
+  uint64_t EnterScope(Instance& inst);
   void LeaveScope(Instance& inst, uint64_t mark);
+  // Whether the run records a trace (its Instance and Call records; ChipSimOptions).
+  bool recording() const { return sim_->context().record_calls; }
   bool Done(uint32_t pe, uint64_t handle) const { return CpuOf(pe).core.IsDone(handle); }
   [[noreturn]] void Fail(Instance& inst, const std::string& reason);
   std::string PeName(uint32_t pe) const;
@@ -215,6 +219,11 @@ class KernelRuntime : public sim::CpuRuntime {
   void RecordSend(const Instance& inst, const std::string& op, uint64_t message_id,
                   uint32_t dst_pe, uint64_t bytes, SimTime issue);
   std::string Describe(const Instance& inst) const;
+  // Recording: the call's CallRecord (handles as call indices of the instance).
+  void RecordCall(Instance& inst, const Invocation& inv);
+  void RecordScope(Instance& inst, pb::CallRecord::Kind kind, uint64_t mark);
+  pb::CallRecord NewCallRecord(Instance& inst, pb::CallRecord::Kind kind);
+  uint64_t CallOf(const Instance& inst, uint64_t handle) const;
 
   sim::ChipSim* sim_;
   MemoryStore* store_;

@@ -5,7 +5,7 @@
 
 namespace ahbm::kernels {
 
-ScratchScope::ScratchScope(Tl* tl) : tl_(tl), mark_(tl->runtime()->ScratchTop(*tl->instance())) {}
+ScratchScope::ScratchScope(Tl* tl) : tl_(tl), mark_(tl->runtime()->EnterScope(*tl->instance())) {}
 
 ScratchScope::~ScratchScope() { tl_->runtime()->LeaveScope(*tl_->instance(), mark_); }
 

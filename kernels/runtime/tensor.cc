@@ -25,6 +25,13 @@ void Tensor::WriteTo(pb::TensorRef& ref) const {
   ref.mutable_strides()->Assign(strides_.begin(), strides_.end());
 }
 
+Tensor Tensor::FromRef(const pb::TensorRef& ref, uint64_t producer) {
+  Tensor t(ref.space(), ref.pe(), ref.addr(), ref.dtype(), ref.shape());
+  t.strides_.assign(ref.strides().begin(), ref.strides().end());
+  t.producer_ = producer;
+  return t;
+}
+
 pb::TensorRef Tensor::ToRef() const {
   pb::TensorRef ref;
   WriteTo(ref);

@@ -57,6 +57,8 @@ class Tensor {
   // Fills a command's (or message's) TensorRef with this tensor.
   void WriteTo(pb::TensorRef& ref) const;
   pb::TensorRef ToRef() const;
+  // The tensor `ref` names (strides kept), written by `producer`: WriteTo's inverse.
+  static Tensor FromRef(const pb::TensorRef& ref, uint64_t producer = 0);
 
   // The same bytes under another dense shape (element count conserved). Throws KernelError for
   // a strided tensor or a count mismatch.

@@ -42,39 +42,55 @@ Tensor Tl::Ref(uint64_t addr, ShapeArg shape, pb::DType dtype,
 
 namespace {
 
-// Calls `f` with each pending producer of `tensors` on PE `pe`, once each, in order (auto-wait
-// list / scheduler dependencies).
+// Calls `f` with each pending producer in `producers` (0: none) on PE `pe`, once each, in
+// order (auto-wait list / scheduler dependencies).
 template <typename F>
-void ForEachPending(KernelRuntime* rt, uint32_t pe, std::initializer_list<const Tensor*> tensors,
-                    F f) {
-  for (auto it = tensors.begin(); it != tensors.end(); ++it) {
-    const uint64_t p = (*it)->producer();
+void ForEachPending(KernelRuntime* rt, uint32_t pe, absl::Span<const uint64_t> producers, F f) {
+  for (size_t i = 0; i < producers.size(); ++i) {
+    const uint64_t p = producers[i];
     if (p == 0 || rt->Done(pe, p)) continue;
-    if (std::any_of(tensors.begin(), it, [p](const Tensor* t) { return t->producer() == p; })) {
-      continue;
-    }
+    if (std::find(producers.begin(), producers.begin() + i, p) != producers.begin() + i) continue;
     f(p);
   }
 }
 
-// Adds the pending producers of `tensors` to the auto-wait list `wait_for`.
-void WaitFor(KernelRuntime* rt, uint32_t pe, std::initializer_list<const Tensor*> tensors,
-             Handles& wait_for) {
-  ForEachPending(rt, pe, tensors, [&](uint64_t dep) { wait_for.push_back(dep); });
+Handles ProducersOf(std::initializer_list<const Tensor*> tensors) {
+  Handles out;
+  for (const Tensor* t : tensors) out.push_back(t->producer());
+  return out;
 }
 
-// Scheduler dependencies of a non-blocking command: pending producers of `tensors`, except
-// receives still in flight, which go to `held` (the runtime holds the command for them).
+// Adds the pending ones of `producers` to the call's auto-wait list (and, recording, the group
+// to its inputs).
+void WaitFor(KernelRuntime* rt, uint32_t pe, absl::Span<const uint64_t> producers,
+             Invocation& inv) {
+  if (rt->recording()) inv.inputs.push_back({false, Handles(producers.begin(), producers.end())});
+  ForEachPending(rt, pe, producers, [&](uint64_t dep) { inv.wait_for.push_back(dep); });
+}
+void WaitFor(KernelRuntime* rt, uint32_t pe, std::initializer_list<const Tensor*> tensors,
+             Invocation& inv) {
+  WaitFor(rt, pe, ProducersOf(tensors), inv);
+}
+
+// Scheduler dependencies of a non-blocking command: the pending ones of `producers`, except
+// receives still in flight, which go to `held` (the runtime holds the command for them);
+// recording, the group goes to `inputs`.
 template <typename C>
-void DependOn(KernelRuntime* rt, uint32_t pe, std::initializer_list<const Tensor*> tensors,
-              C& cmd, Handles& held) {
-  ForEachPending(rt, pe, tensors, [&](uint64_t dep) {
+void DependOn(KernelRuntime* rt, uint32_t pe, absl::Span<const uint64_t> producers, C& cmd,
+              Handles& held, std::vector<InputLog>& inputs) {
+  if (rt->recording()) inputs.push_back({true, Handles(producers.begin(), producers.end())});
+  ForEachPending(rt, pe, producers, [&](uint64_t dep) {
     if (!rt->IsReceive(pe, dep)) {
       cmd.add_depends_on(dep);
     } else if (std::find(held.begin(), held.end(), dep) == held.end()) {
       held.push_back(dep);
     }
   });
+}
+template <typename C>
+void DependOn(KernelRuntime* rt, uint32_t pe, std::initializer_list<const Tensor*> tensors,
+              C& cmd, Handles& held, std::vector<InputLog>& inputs) {
+  DependOn(rt, pe, ProducersOf(tensors), cmd, held, inputs);
 }
 
 std::shared_ptr<Invocation> NewInvocation(Invocation::Kind kind) {
@@ -174,7 +190,7 @@ Call Tl::Store(const Tensor& hbm_dst, const Tensor& src) {
   hbm_dst.WriteTo(*cmd->mutable_dst());
   auto inv = CommandInvocation(std::move(cmd));
   inv->result = hbm_dst.WithProducer(0);
-  WaitFor(rt_, pe_, {&src}, inv->wait_for);
+  WaitFor(rt_, pe_, {&src}, *inv);
   return Call(rt_, inst_, std::move(inv));
 }
 
@@ -200,19 +216,21 @@ Call Tl::Gemm(const Tensor& a, const Tensor& b, std::vector<Epilogue> epilogue,
       if (e.operand) e.operand->WriteTo(*s->mutable_operand());
     }
     Handles held;
-    for (const Tensor* t : {&a, &b, &dst}) DependOn(rt_, pe_, {t}, *cmd, held);
+    std::vector<InputLog> inputs;
+    for (const Tensor* t : {&a, &b, &dst}) DependOn(rt_, pe_, {t}, *cmd, held, inputs);
     for (const Epilogue& e : epilogue) {
-      if (e.operand) DependOn(rt_, pe_, {&*e.operand}, *cmd, held);
+      if (e.operand) DependOn(rt_, pe_, {&*e.operand}, *cmd, held, inputs);
     }
     inv = CommandInvocation(std::move(cmd));
     inv->held_for_recv = std::move(held);
+    inv->inputs = std::move(inputs);
   } else {
     auto cmd = NewCommand<pb::GemmCmd>(id);
     a.WriteTo(*cmd->mutable_a());
     b.WriteTo(*cmd->mutable_b());
     dst.WriteTo(*cmd->mutable_out());
     inv = CommandInvocation(std::move(cmd));
-    WaitFor(rt_, pe_, {&a, &b, &dst}, inv->wait_for);
+    WaitFor(rt_, pe_, {&a, &b, &dst}, *inv);
   }
   inv->result = dst.WithProducer(id);
   MarkWrite(*inv, dst);
@@ -237,10 +255,12 @@ Call Tl::ExComposite(const Tensor& s, const Tensor& v, const Accumulator& acc, f
   acc.o.WriteTo(*cmd->mutable_acc_o());
   cmd->set_scale(scale);
   Handles held;
-  DependOn(rt_, pe_, {&s, &v, &acc.m, &acc.l}, *cmd, held);
+  std::vector<InputLog> inputs;
+  DependOn(rt_, pe_, {&s, &v, &acc.m, &acc.l}, *cmd, held, inputs);
   auto inv = CommandInvocation(std::move(cmd));
   inv->result = acc.o.WithProducer(inv->cmd_id);
   inv->held_for_recv = std::move(held);
+  inv->inputs = std::move(inputs);
   MarkWrite(*inv, acc.o);
   return Call(rt_, inst_, std::move(inv));
 }
@@ -257,11 +277,13 @@ Call Tl::LseMerge(const Accumulator& acc, const Accumulator& in, const Accumulat
   out.l.WriteTo(*cmd->mutable_out_l());
   out.o.WriteTo(*cmd->mutable_out_o());
   Handles held;
+  std::vector<InputLog> inputs;
   DependOn(rt_, pe_, {&acc.m, &acc.l, &acc.o, &in.m, &in.l, &in.o, &out.m, &out.l, &out.o}, *cmd,
-           held);
+           held, inputs);
   auto inv = CommandInvocation(std::move(cmd));
   inv->result = out.o.WithProducer(inv->cmd_id);
   inv->held_for_recv = std::move(held);
+  inv->inputs = std::move(inputs);
   MarkWrite(*inv, out.o);
   return Call(rt_, inst_, std::move(inv));
 }
@@ -277,9 +299,9 @@ Call Tl::Math(pb::MathOp op, std::initializer_list<const Tensor*> inputs, ShapeA
   dst.WriteTo(*cmd->mutable_out());
   auto inv = CommandInvocation(std::move(cmd));
   inv->result = dst.WithProducer(inv->cmd_id);
-  for (const Tensor* in : inputs) WaitFor(rt_, pe_, {in}, inv->wait_for);
+  for (const Tensor* in : inputs) WaitFor(rt_, pe_, {in}, *inv);
   // Write after write: an output still being produced (e.g. O by a composite) is waited for.
-  WaitFor(rt_, pe_, {&dst}, inv->wait_for);
+  WaitFor(rt_, pe_, {&dst}, *inv);
   MarkWrite(*inv, dst);
   return Call(rt_, inst_, std::move(inv));
 }
@@ -349,7 +371,7 @@ Call Tl::Send(const Peer& to, const Tensor& x) {
   auto inv = NewInvocation(Invocation::Kind::kSend);
   inv->peer = to;
   inv->payload = x;
-  WaitFor(rt_, pe_, {&x}, inv->wait_for);
+  WaitFor(rt_, pe_, {&x}, *inv);
   return Call(rt_, inst_, std::move(inv));
 }
 
@@ -390,6 +412,99 @@ Call Tl::Wait(const Tensor& x) {
 Call Tl::WaitAll() {
   auto inv = NewInvocation(Invocation::Kind::kWaitAll);
   return Call(rt_, inst_, std::move(inv));
+}
+
+namespace {
+
+// A recorded group's producers as this run's handles.
+Handles HandlesOf(const pb::InputGroup& group, absl::Span<const uint64_t> handles) {
+  Handles out;
+  for (uint64_t call : group.producers()) out.push_back(call == 0 ? 0 : handles[call]);
+  return out;
+}
+
+}  // namespace
+
+Call Tl::Replay(const pb::CallRecord& r, absl::Span<const uint64_t> handles) {
+  const auto peer = [&r] {
+    return r.peer_ipcq() ? Peer::Ipcq(static_cast<topology::Dir>(r.peer_dir()))
+                         : Peer::Pe(r.peer_pe());
+  };
+  switch (r.kind()) {
+    case pb::CallRecord::SEND: {
+      auto inv = NewInvocation(Invocation::Kind::kSend);
+      inv->peer = peer();
+      uint64_t producer = 0;
+      for (const pb::InputGroup& g : r.inputs()) {
+        const Handles h = HandlesOf(g, handles);
+        if (!h.empty()) producer = h.front();
+        WaitFor(rt_, pe_, h, *inv);
+      }
+      inv->payload = Tensor::FromRef(r.tensor(), producer);
+      return Call(rt_, inst_, std::move(inv));
+    }
+    case pb::CallRecord::RECV:
+      return Receive(peer(), Tensor::FromRef(r.tensor()), r.blocking());
+    case pb::CallRecord::WAIT: {
+      auto inv = NewInvocation(Invocation::Kind::kWait);
+      inv->wait_id = r.wait_on() == 0 ? 0 : handles[r.wait_on()];
+      return Call(rt_, inst_, std::move(inv));
+    }
+    case pb::CallRecord::WAIT_ALL:
+      return WaitAll();
+    case pb::CallRecord::COMMAND:
+      break;
+    default:
+      throw KernelError(absl::StrCat(rt_->PeName(pe_), ": call ", r.index(), " of kind ",
+                                     pb::CallRecord::Kind_Name(r.kind()), " is not a tl call"));
+  }
+  const uint64_t id = rt_->NextCmdId(pe_);
+  // The recorded command under its new id; scheduler groups become depends_on / holds, auto-wait
+  // groups the call's auto-waits.
+  const auto issue = [&](const auto& recorded) {
+    using C = std::decay_t<decltype(recorded)>;
+    auto cmd = NewCommand<C>(id);
+    *cmd = recorded;
+    cmd->set_cmd_id(id);
+    Handles held;
+    std::vector<InputLog> inputs;
+    for (const pb::InputGroup& g : r.inputs()) {
+      if (!g.scheduler()) continue;
+      if constexpr (requires { cmd->add_depends_on(0); }) {
+        DependOn(rt_, pe_, HandlesOf(g, handles), *cmd, held, inputs);
+      } else {
+        throw KernelError(absl::StrCat(rt_->PeName(pe_), ": call ", r.index(),
+                                       ": scheduler dependencies on a blocking command"));
+      }
+    }
+    auto inv = CommandInvocation(std::move(cmd));
+    inv->held_for_recv = std::move(held);
+    inv->inputs = std::move(inputs);
+    for (const pb::InputGroup& g : r.inputs()) {
+      if (!g.scheduler()) WaitFor(rt_, pe_, HandlesOf(g, handles), *inv);
+    }
+    inv->result = Tensor().WithProducer(id);
+    inv->written_begin = r.written_begin();
+    inv->written_end = r.written_end();
+    return Call(rt_, inst_, std::move(inv));
+  };
+  switch (r.command_case()) {
+    case pb::CallRecord::kDma:
+      return issue(r.dma());
+    case pb::CallRecord::kGemm:
+      return issue(r.gemm());
+    case pb::CallRecord::kMath:
+      return issue(r.math());
+    case pb::CallRecord::kComposite:
+      return issue(r.composite());
+    case pb::CallRecord::kSoftmaxPv:
+      return issue(r.softmax_pv());
+    case pb::CallRecord::kLseMerge:
+      return issue(r.lse_merge());
+    case pb::CallRecord::COMMAND_NOT_SET:
+      break;
+  }
+  throw KernelError(absl::StrCat(rt_->PeName(pe_), ": call ", r.index(), ": COMMAND without a command"));
 }
 
 Peer Tl::PeerOf(const std::string& direction) const {

@@ -1,0 +1,64 @@
+// Replay of a recorded trace (DESIGN §5; `ahbm run --trace=F` records, `ahbm replay` replays):
+// every kernel instance's recorded `tl` calls run again on the PE CPUs, without kernel code.
+//
+// Contract:
+// - ReadTrace reads the trace as a stream (observe::OpLogReader, one record at a time) and keeps
+//   only what replay needs: the header (schema 2, with the chip, the workload and the CUBEs
+//   simulated), the LaunchRecord, the InstanceRecords and each instance's CallRecords. Op,
+//   issue and stall records are skipped. Errors are one line, InvalidArgument unless the file
+//   is cut short or malformed (DataLoss): another schema version ("schema_version: ..."), a
+//   trace without calls (an op log of a run without --trace, or of a build before schema 2),
+//   a call of an unknown instance, calls out of order, an input or a wait naming a call that
+//   is not an earlier one of its instance ("wait on call ...").
+// - Replay simulates the trace on its own chip, or on `chip` (a what-if: any timing number may
+//   differ; the geometry the streams need — SIPs, CUBE mesh, PE mesh, channels per PE — must
+//   not: InvalidArgument "topology: ..."), with the trace's issue-cost profile unless one is
+//   given. Each instance replays its calls in order through Tl::Replay: issue times come from
+//   the simulation (dependencies, waits, issue costs), never from the recording; scratch
+//   scopes close where they closed; a recorded kernel error stops the instance there. On the
+//   same chip the op log and the report equal the recorded run's.
+// - The report's workload line, communication critical path and the LaunchResult extras come
+//   from the LaunchRecord (the critical path is the recorded chip's).
+// - A trace whose instances have no call is refused (InvalidArgument "trace: ... no call to
+//   replay"), never reported as 0 cycles.
+// - Without an op log (keep_op_log false, no trace_out) the run is split into islands: CUBEs
+//   joined when an instance on one sends to or receives from a PE of the other.
+#ifndef AHBMSIM_KERNELS_REPLAY_REPLAY_H_
+#define AHBMSIM_KERNELS_REPLAY_REPLAY_H_
+
+#include <istream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/launch/launch.h"
+#include "proto/topology.pb.h"
+#include "proto/trace.pb.h"
+
+namespace ahbm::replay {
+
+struct RecordedTrace {
+  pb::TraceHeader header;
+  pb::LaunchRecord launch;
+  std::vector<pb::InstanceRecord> instances;       // by instance number
+  std::vector<std::vector<pb::CallRecord>> calls;  // by instance, in call order
+  uint64_t total_calls = 0;
+};
+
+absl::StatusOr<RecordedTrace> ReadTrace(std::istream& in);
+absl::StatusOr<RecordedTrace> ReadTraceFile(const std::string& path);
+
+struct ReplayOptions {
+  std::optional<pb::Chip> chip;    // validated; default: the trace's
+  std::string issue_cost_profile;  // default: the trace's
+  std::string trace_out;           // also record this replay as a trace here
+  bool keep_op_log = true;
+};
+
+absl::StatusOr<launch::LaunchResult> Replay(const RecordedTrace& trace,
+                                            const ReplayOptions& options);
+
+}  // namespace ahbm::replay
+
+#endif  // AHBMSIM_KERNELS_REPLAY_REPLAY_H_
