@@ -167,9 +167,14 @@ absl::Status ValidateOpLog(const std::vector<pb::TraceRecord>& records) {
 
 OpLogReader::OpLogReader(std::istream& in) : in_(in), input_(&in) {}
 
-absl::StatusOr<bool> OpLogReader::Next(pb::TraceRecord& record) {
+std::string OpLogReader::where() const {
+  return absl::StrCat("op log record ", record_index_, " (byte offset ", record_offset_, ")");
+}
+
+absl::StatusOr<bool> OpLogReader::NextBytes(std::string& bytes, bool (*keep)(char first)) {
   // Bytes consumed so far: each CodedInputStream backs up what it buffered but did not read.
-  const int64_t offset = input_.ByteCount();
+  record_offset_ = input_.ByteCount();
+  record_index_ = index_;
   google::protobuf::io::CodedInputStream coded(&input_);
   const void* data = nullptr;
   int available = 0;
@@ -180,27 +185,38 @@ absl::StatusOr<bool> OpLogReader::Next(pb::TraceRecord& record) {
     if (index_ == 0) return absl::InvalidArgumentError("op log is empty: it has no header");
     return false;
   }
-  const std::string where = absl::StrCat("op log record ", index_, " (byte offset ", offset, ")");
   uint32_t size = 0;
   if (!coded.ReadVarint32(&size)) {
-    return absl::DataLossError(absl::StrCat(where, ": truncated or malformed length prefix"));
+    return absl::DataLossError(absl::StrCat(where(), ": truncated or malformed length prefix"));
   }
   if (size > static_cast<uint32_t>(INT_MAX)) {
-    return absl::DataLossError(absl::StrCat(where, ": malformed length prefix ", size));
+    return absl::DataLossError(absl::StrCat(where(), ": malformed length prefix ", size));
   }
-  std::string bytes;
-  if (!coded.ReadString(&bytes, static_cast<int>(size))) {
-    return absl::DataLossError(absl::StrCat(where, ": truncated: its length prefix says ", size,
+  const auto truncated = [&] {
+    return absl::DataLossError(absl::StrCat(where(), ": truncated: its length prefix says ", size,
                                             " bytes but the stream ends first"));
+  };
+  bytes.clear();
+  if (keep != nullptr && size > 0 && coded.GetDirectBufferPointer(&data, &available) &&
+      !keep(*static_cast<const char*>(data))) {
+    if (!coded.Skip(static_cast<int>(size))) return truncated();
+  } else if (!coded.ReadString(&bytes, static_cast<int>(size))) {
+    return truncated();
   }
-  record.Clear();
-  if (!record.ParseFromString(bytes)) {
-    return absl::DataLossError(
-        absl::StrCat(where, ": malformed: its ", size, " bytes are not a TraceRecord"));
-  }
-  const std::string problem = RecordProblem(record, index_);
-  if (!problem.empty()) return absl::InvalidArgumentError(absl::StrCat(where, " ", problem));
   ++index_;
+  return true;
+}
+
+absl::StatusOr<bool> OpLogReader::Next(pb::TraceRecord& record) {
+  absl::StatusOr<bool> more = NextBytes(bytes_);
+  if (!more.ok() || !*more) return more;
+  record.Clear();
+  if (!record.ParseFromString(bytes_)) {
+    return absl::DataLossError(absl::StrCat(where(), ": malformed: its ", bytes_.size(),
+                                            " bytes are not a TraceRecord"));
+  }
+  const std::string problem = RecordProblem(record, index_ - 1);
+  if (!problem.empty()) return absl::InvalidArgumentError(absl::StrCat(where(), " ", problem));
   return true;
 }
 

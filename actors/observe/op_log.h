@@ -93,12 +93,21 @@ class OpLogReader {
  public:
   explicit OpLogReader(std::istream& in);
   absl::StatusOr<bool> Next(pb::TraceRecord& record);
+  // The next record's serialized bytes, unparsed and unchecked (the framing errors only): for
+  // readers that parse only some records. With `keep`, a record whose first byte (its oneof
+  // field's tag) it rejects is skipped unread and `bytes` left empty (replay skips op records).
+  absl::StatusOr<bool> NextBytes(std::string& bytes, bool (*keep)(char first) = nullptr);
   uint64_t records_read() const { return index_; }
+  // "op log record 7 (byte offset 1234)": the last record read, for messages.
+  std::string where() const;
 
  private:
   std::istream& in_;
   google::protobuf::io::IstreamInputStream input_;
   uint64_t index_ = 0;
+  uint64_t record_index_ = 0;
+  int64_t record_offset_ = 0;
+  std::string bytes_;
 };
 
 // Reads a whole length-delimited op log. DataLoss on truncated or malformed input,

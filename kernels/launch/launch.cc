@@ -240,6 +240,9 @@ absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& chip, const pb::Workloa
     launch.set_reduce_rounds(result.reduce_rounds);
     launch.set_composites(result.composites);
     launch.set_grid_composites(result.grid_composites);
+    for (const std::vector<uint32_t>& set : plan.CubeSets()) {
+      launch.add_cube_sets()->mutable_cubes()->Assign(set.begin(), set.end());
+    }
     sim->context().op_log->AddLaunch(std::move(launch));
   }
   result.runtime_status = runtime.Run();

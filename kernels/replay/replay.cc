@@ -8,6 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "actors/chip_sim.h"
 #include "actors/observe/op_log.h"
+#include "base/check.h"
+#include "google/protobuf/io/coded_stream.h"
 #include "kernels/launch/launcher.h"
 #include "kernels/runtime/runtime.h"
 #include "kernels/runtime/task.h"
@@ -44,12 +46,24 @@ absl::Status CheckReferences(const pb::CallRecord& r) {
   return check(r.wait_on(), "wait on");
 }
 
-// One instance's recorded calls, issued again in order (Tl::Replay).
-kernels::Task<void> ReplayCalls(kernels::Tl& tl, const std::vector<pb::CallRecord>* calls) {
+// One instance's recorded calls, issued again in order (Tl::Replay). A call naming a call that
+// is not an earlier one of its instance stops it and sets `bad` (the trace is bad input).
+kernels::Task<void> ReplayCalls(kernels::Tl& tl, const RecordedTrace* trace, uint32_t instance,
+                                absl::Status* bad) {
   kernels::KernelRuntime& rt = *tl.runtime();
   kernels::Instance& inst = *tl.instance();
-  std::vector<uint64_t> handles(calls->size() + 1, 0);  // by call index + 1
-  for (const pb::CallRecord& r : *calls) {
+  const uint64_t n = trace->calls[instance].size();
+  std::vector<uint64_t> handles(n + 1, 0);  // by call index + 1
+  pb::CallRecord r;
+  for (uint64_t i = 0; i < n; ++i) {
+    absl::Status s = trace->Call(instance, i, r)
+                         ? CheckReferences(r)
+                         : absl::DataLossError(absl::StrCat("trace: call ", i, " of instance ",
+                                                            instance, " is not a CallRecord"));
+    if (!s.ok()) {
+      if (bad->ok()) *bad = s;
+      co_return;
+    }
     switch (r.kind()) {
       case pb::CallRecord::SCOPE_ENTER:
         inst.scratch_top = r.scope_mark();
@@ -69,38 +83,83 @@ kernels::Task<void> ReplayCalls(kernels::Tl& tl, const std::vector<pb::CallRecor
   }
 }
 
-// Islands: each instance's CUBE joined with the CUBEs of the PEs it messages over the NOC.
-std::vector<std::vector<uint32_t>> CubeSets(const RecordedTrace& trace,
-                                            const topology::ChipIndex& index) {
+// The recorded launch's CUBE sets (launch::IslandsOf merges them).
+std::vector<std::vector<uint32_t>> CubeSets(const pb::LaunchRecord& launch) {
   std::vector<std::vector<uint32_t>> sets;
-  for (size_t i = 0; i < trace.instances.size(); ++i) {
-    const uint32_t pes = index.pes_per_cube();
-    std::vector<uint32_t> set = {trace.instances[i].pe() / pes};
-    for (const pb::CallRecord& r : trace.calls[i]) {
-      if ((r.kind() == pb::CallRecord::SEND || r.kind() == pb::CallRecord::RECV) &&
-          !r.peer_ipcq()) {
-        set.push_back(r.peer_pe() / pes);
-      }
-    }
-    sets.push_back(std::move(set));
+  for (const pb::CubeSet& set : launch.cube_sets()) {
+    sets.emplace_back(set.cubes().begin(), set.cubes().end());
   }
   return sets;
 }
 
 }  // namespace
 
+// The first byte of a serialized TraceRecord: its oneof field's tag (field << 3 | LEN).
+constexpr char Tag(int field) { return static_cast<char>(field << 3 | 2); }
+
 absl::StatusOr<RecordedTrace> ReadTrace(std::istream& in) {
   RecordedTrace trace;
   observe::OpLogReader reader(in);
-  pb::TraceRecord record;
+  std::string bytes;
+  pb::TraceRecord parsed;
   bool launch = false;
   while (true) {
-    absl::StatusOr<bool> more = reader.Next(record);
+    // Op, issue and stall records are what the recorded run did, not replay input: skipped
+    // unread (most of a trace's bytes).
+    absl::StatusOr<bool> more = reader.NextBytes(bytes, [](char first) {
+      return first != Tag(pb::TraceRecord::kOpFieldNumber) &&
+             first != Tag(pb::TraceRecord::kIssueFieldNumber) &&
+             first != Tag(pb::TraceRecord::kStallFieldNumber);
+    });
     if (!more.ok()) return more.status();
     if (!*more) break;
-    switch (record.record_case()) {
+    if (reader.records_read() == 1 &&
+        (bytes.empty() || bytes[0] != Tag(pb::TraceRecord::kHeaderFieldNumber))) {
+      return Invalid(absl::StrCat(reader.where(), ": the first record is not a header"));
+    }
+    if (bytes.empty()) continue;  // skipped
+    if (bytes[0] == Tag(pb::TraceRecord::kCallFieldNumber)) {
+      // A call: its instance and index only (fields 1 and 2, serialized first; absent when 0).
+      // The rest is parsed, and its references checked, when its instance replays it.
+      google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                                static_cast<int>(bytes.size()));
+      uint32_t size = 0;
+      in.ReadTag();
+      if (!in.ReadVarint32(&size) || size != bytes.size() - in.CurrentPosition()) {
+        return absl::DataLossError(absl::StrCat(reader.where(), ": malformed call record"));
+      }
+      const int start = in.CurrentPosition();
+      uint64_t instance = 0, index = 0;
+      for (uint32_t tag = in.ReadTag(); tag == (1 << 3) || tag == (2 << 3); tag = in.ReadTag()) {
+        if (!in.ReadVarint64(tag == (1 << 3) ? &instance : &index)) {
+          return absl::DataLossError(absl::StrCat(reader.where(), ": malformed call record"));
+        }
+      }
+      if (instance >= trace.calls.size()) {
+        return Invalid(absl::StrCat("trace: a call of instance ", instance,
+                                    ", which has no instance record"));
+      }
+      std::vector<RecordedTrace::CallSpan>& calls = trace.calls[instance];
+      if (index != calls.size()) {
+        return Invalid(absl::StrCat("trace: instance ", instance, " call ", index,
+                                    " out of order (expected ", calls.size(), ")"));
+      }
+      calls.push_back({trace.call_bytes.size(), size});
+      trace.call_bytes.append(bytes, static_cast<size_t>(start), size);
+      ++trace.total_calls;
+      continue;
+    }
+    pb::TraceRecord* record = &parsed;
+    if (!record->ParseFromString(bytes)) {
+      return absl::DataLossError(absl::StrCat(reader.where(), ": malformed: its ", bytes.size(),
+                                              " bytes are not a TraceRecord"));
+    }
+    switch (record->record_case()) {
       case pb::TraceRecord::kHeader:
-        trace.header = std::move(*record.mutable_header());
+        if (reader.records_read() != 1) {
+          return Invalid(absl::StrCat(reader.where(), ": a second header"));
+        }
+        trace.header = record->header();
         if (trace.header.schema_version() != observe::kTraceSchemaVersion) {
           return Invalid(absl::StrCat("schema_version: the trace is schema ",
                                       trace.header.schema_version(), "; this build reads schema ",
@@ -108,35 +167,19 @@ absl::StatusOr<RecordedTrace> ReadTrace(std::istream& in) {
         }
         break;
       case pb::TraceRecord::kLaunch:
-        trace.launch = std::move(*record.mutable_launch());
+        trace.launch = record->launch();
         launch = true;
         break;
       case pb::TraceRecord::kInstance:
-        if (record.instance().instance() != trace.instances.size()) {
-          return Invalid(absl::StrCat("trace: instance record ", record.instance().instance(),
+        if (record->instance().instance() != trace.instances.size()) {
+          return Invalid(absl::StrCat("trace: instance record ", record->instance().instance(),
                                       " out of order (expected ", trace.instances.size(), ")"));
         }
-        trace.instances.push_back(std::move(*record.mutable_instance()));
+        trace.instances.push_back(record->instance());
         trace.calls.emplace_back();
         break;
-      case pb::TraceRecord::kCall: {
-        pb::CallRecord& r = *record.mutable_call();
-        if (r.instance() >= trace.calls.size()) {
-          return Invalid(absl::StrCat("trace: a call of instance ", r.instance(),
-                                      ", which has no instance record"));
-        }
-        std::vector<pb::CallRecord>& calls = trace.calls[r.instance()];
-        if (r.index() != calls.size()) {
-          return Invalid(absl::StrCat("trace: instance ", r.instance(), " call ", r.index(),
-                                      " out of order (expected ", calls.size(), ")"));
-        }
-        if (absl::Status s = CheckReferences(r); !s.ok()) return s;
-        calls.push_back(std::move(r));
-        ++trace.total_calls;
-        break;
-      }
       default:
-        break;  // op, issue and stall records: what the recorded run did, not replay input
+        return Invalid(absl::StrCat(reader.where(), ": not a trace record"));
     }
   }
   if (!trace.header.has_chip() || !launch) {
@@ -144,6 +187,11 @@ absl::StatusOr<RecordedTrace> ReadTrace(std::istream& in) {
         "trace: no recorded calls (an op log without them); record one with `ahbm run --trace`");
   }
   return trace;
+}
+
+bool RecordedTrace::Call(uint32_t instance, uint64_t index, pb::CallRecord& out) const {
+  const CallSpan& span = calls[instance][index];
+  return out.ParseFromArray(call_bytes.data() + span.offset, static_cast<int>(span.size));
 }
 
 absl::StatusOr<RecordedTrace> ReadTraceFile(const std::string& path) {
@@ -195,19 +243,22 @@ absl::StatusOr<launch::LaunchResult> Replay(const RecordedTrace& trace,
     if (cubes.empty()) {
       for (uint32_t c = 0; c < index.num_cubes(); ++c) cubes.push_back(c);
     }
-    sim_options.islands = launch::IslandsOf(CubeSets(trace, index), cubes);
+    sim_options.islands = launch::IslandsOf(CubeSets(trace.launch), cubes);
   }
   absl::StatusOr<std::unique_ptr<sim::ChipSim>> created = sim::ChipSim::Create(chip, sim_options);
   if (!created.ok()) return created.status();
   std::unique_ptr<sim::ChipSim> sim = std::move(*created);
   launch::LaunchResult result;
+  absl::Status bad;  // a call with a reference the trace cannot hold
   {
     kernels::KernelRuntime runtime(sim.get(), nullptr);
     for (size_t i = 0; i < trace.instances.size(); ++i) {
-      const std::vector<pb::CallRecord>* calls = &trace.calls[i];
+      const uint32_t instance = static_cast<uint32_t>(i);
       absl::Status s = runtime.AddKernel(
           trace.instances[i].pe(), trace.instances[i].request_id(),
-          [calls](kernels::Tl& tl) { return ReplayCalls(tl, calls); });
+          [&trace, instance, &bad](kernels::Tl& tl) {
+            return ReplayCalls(tl, &trace, instance, &bad);
+          });
       if (!s.ok()) return s;
     }
     if (sim_options.record_calls) sim->context().op_log->AddLaunch(trace.launch);
@@ -218,6 +269,7 @@ absl::StatusOr<launch::LaunchResult> Replay(const RecordedTrace& trace,
     result.runtime_status = runtime.Run();
     result.report = sim->BuildReport(trace.launch.comm_critical_path_ps());
   }
+  if (!bad.ok()) return bad;
   if (out) {
     out->close();
     if (!*out) return Invalid(absl::StrCat("trace_out: write to ", options.trace_out, " failed"));

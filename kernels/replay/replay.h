@@ -8,8 +8,7 @@
 //   issue and stall records are skipped. Errors are one line, InvalidArgument unless the file
 //   is cut short or malformed (DataLoss): another schema version ("schema_version: ..."), a
 //   trace without calls (an op log of a run without --trace, or of a build before schema 2),
-//   a call of an unknown instance, calls out of order, an input or a wait naming a call that
-//   is not an earlier one of its instance ("wait on call ...").
+//   a call of an unknown instance, calls out of order. Calls stay serialized until replayed.
 // - Replay simulates the trace on its own chip, or on `chip` (a what-if: any timing number may
 //   differ; the geometry the streams need — SIPs, CUBE mesh, PE mesh, channels per PE — must
 //   not: InvalidArgument "topology: ..."), with the trace's issue-cost profile unless one is
@@ -21,8 +20,10 @@
 //   from the LaunchRecord (the critical path is the recorded chip's).
 // - A trace whose instances have no call is refused (InvalidArgument "trace: ... no call to
 //   replay"), never reported as 0 cycles.
-// - Without an op log (keep_op_log false, no trace_out) the run is split into islands: CUBEs
-//   joined when an instance on one sends to or receives from a PE of the other.
+// - Without an op log (keep_op_log false, no trace_out) the run is split into the recorded
+//   launch's islands (LaunchRecord.cube_sets, as `ahbm run` does).
+// - A call's references (inputs, wait) are checked when its instance reaches it: a bad one
+//   stops the replay with InvalidArgument naming the instance and call.
 #ifndef AHBMSIM_KERNELS_REPLAY_REPLAY_H_
 #define AHBMSIM_KERNELS_REPLAY_REPLAY_H_
 
@@ -41,9 +42,19 @@ namespace ahbm::replay {
 struct RecordedTrace {
   pb::TraceHeader header;
   pb::LaunchRecord launch;
-  std::vector<pb::InstanceRecord> instances;       // by instance number
-  std::vector<std::vector<pb::CallRecord>> calls;  // by instance, in call order
+  std::vector<pb::InstanceRecord> instances;              // by instance number
+  // The calls, serialized (pb::CallRecord) back to back in `call_bytes`: a full-chip trace
+  // has millions, and parsed messages would take several times the memory (replay parses
+  // each into one reused message as its instance reaches it).
+  struct CallSpan {
+    uint64_t offset = 0;
+    uint32_t size = 0;
+  };
+  std::string call_bytes;
+  std::vector<std::vector<CallSpan>> calls;  // by instance, in call order
   uint64_t total_calls = 0;
+  // Call `index` of `instance`, parsed into `out`; false if its bytes are not a CallRecord.
+  bool Call(uint32_t instance, uint64_t index, pb::CallRecord& out) const;
 };
 
 absl::StatusOr<RecordedTrace> ReadTrace(std::istream& in);

@@ -425,7 +425,7 @@ Handles HandlesOf(const pb::InputGroup& group, absl::Span<const uint64_t> handle
 
 }  // namespace
 
-Call Tl::Replay(const pb::CallRecord& r, absl::Span<const uint64_t> handles) {
+Call Tl::Replay(pb::CallRecord& r, absl::Span<const uint64_t> handles) {
   const auto peer = [&r] {
     return r.peer_ipcq() ? Peer::Ipcq(static_cast<topology::Dir>(r.peer_dir()))
                          : Peer::Pe(r.peer_pe());
@@ -461,10 +461,10 @@ Call Tl::Replay(const pb::CallRecord& r, absl::Span<const uint64_t> handles) {
   const uint64_t id = rt_->NextCmdId(pe_);
   // The recorded command under its new id; scheduler groups become depends_on / holds, auto-wait
   // groups the call's auto-waits.
-  const auto issue = [&](const auto& recorded) {
+  const auto issue = [&](auto& recorded) {
     using C = std::decay_t<decltype(recorded)>;
     auto cmd = NewCommand<C>(id);
-    *cmd = recorded;
+    *cmd = std::move(recorded);
     cmd->set_cmd_id(id);
     Handles held;
     std::vector<InputLog> inputs;
@@ -490,17 +490,17 @@ Call Tl::Replay(const pb::CallRecord& r, absl::Span<const uint64_t> handles) {
   };
   switch (r.command_case()) {
     case pb::CallRecord::kDma:
-      return issue(r.dma());
+      return issue(*r.mutable_dma());
     case pb::CallRecord::kGemm:
-      return issue(r.gemm());
+      return issue(*r.mutable_gemm());
     case pb::CallRecord::kMath:
-      return issue(r.math());
+      return issue(*r.mutable_math());
     case pb::CallRecord::kComposite:
-      return issue(r.composite());
+      return issue(*r.mutable_composite());
     case pb::CallRecord::kSoftmaxPv:
-      return issue(r.softmax_pv());
+      return issue(*r.mutable_softmax_pv());
     case pb::CallRecord::kLseMerge:
-      return issue(r.lse_merge());
+      return issue(*r.mutable_lse_merge());
     case pb::CallRecord::COMMAND_NOT_SET:
       break;
   }

@@ -117,8 +117,9 @@ class Tl {
   // Replay (kernels/replay): issues recorded call `r` of this instance again (COMMAND, SEND,
   // RECV, WAIT, WAIT_ALL): a command gets a new id, its dependencies come from the recorded
   // input groups by the rules above, each producer through `handles` (call index + 1 -> this
-  // run's handle; 0 -> none). The result's producer is the call's handle.
-  Call Replay(const pb::CallRecord& r, absl::Span<const uint64_t> handles);
+  // run's handle; 0 -> none). The result's producer is the call's handle. The command is
+  // moved out of `r`.
+  Call Replay(pb::CallRecord& r, absl::Span<const uint64_t> handles);
 
   // Resolves a direction name: "N"/"S"/"E"/"W" (IPCQ), "cube_N"/... (same PE index of the
   // neighbouring CUBE, NOC), "global_E"/"global_W" (same CUBE and PE of the next / previous SIP,
