@@ -1,10 +1,11 @@
 // Replay against the run it came from (issue 12: "replay is at least as fast as the original
 // run"). For each workload (topology/chip_4sip.textproto, timing mode, zero profile), setup
 // records a trace once (`ahbm run --trace`, not timed); then
+//   Record/<workload>   the original run, recording its trace (`ahbm run --trace`);
 //   Run/<workload>      the kernel run as `ahbm run` without --trace: launch::RunWorkload;
 //   Replay/<workload>   the same as `ahbm replay --trace`: ReadTraceFile + Replay.
-// Neither keeps an op log, so both simulate the CUBE Groups as islands and the reports match
-// (checked: a mismatch skips with an error). One iteration per repetition; run Run and Replay
+// Run and Replay keep no op log, so both simulate the CUBE Groups as islands and their reports
+// match (checked: a mismatch skips with an error); Record streams the op log and the calls. One iteration per repetition; run Run and Replay
 // of a workload alternately for a ratio (bench/README.md).
 //   bazel run -c opt //bench:replay_bench -- --benchmark_filter=decode
 #include <cstdint>
@@ -93,6 +94,28 @@ void RunKernel(benchmark::State& state, Workload w) {
   Finish(state, report, recorded->report);
 }
 
+void RecordTrace(benchmark::State& state, Workload w) {
+  absl::StatusOr<pb::Chip> chip = Chip();
+  if (!chip.ok()) {
+    state.SkipWithError(std::string(chip.status().message()).c_str());
+    return;
+  }
+  for (auto _ : state) {
+    launch::LaunchOptions options;
+    options.keep_op_log = false;
+    options.trace_path = absl::StrCat(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp",
+                                      "/replay_bench_record.trace");
+    absl::StatusOr<launch::LaunchResult> result = launch::RunWorkload(*chip, Proto(w), options);
+    if (!result.ok()) {
+      state.SkipWithError(std::string(result.status().message()).c_str());
+      return;
+    }
+    state.counters["events"] = benchmark::Counter(static_cast<double>(result->report.events()));
+    state.counters["latency_ns"] =
+        benchmark::Counter(static_cast<double>(result->report.latency_ps()) / 1e3);
+  }
+}
+
 void ReplayTrace(benchmark::State& state, Workload w) {
   absl::StatusOr<Recorded> recorded = Record(w);
   if (!recorded.ok()) {
@@ -124,7 +147,8 @@ const bool registered = [] {
                             Workload{"prefill_ring_s2048", pb::PREFILL, pb::RING, 2048},
                             Workload{"decode_opt3_s1024", pb::DECODE, pb::OPT3, 1024}}) {
     using Fn = void (*)(benchmark::State&, Workload);
-    for (const auto& [kind, fn] : {std::pair<const char*, Fn>{"Run/", RunKernel},
+    for (const auto& [kind, fn] : {std::pair<const char*, Fn>{"Record/", RecordTrace},
+                                   std::pair<const char*, Fn>{"Run/", RunKernel},
                                    std::pair<const char*, Fn>{"Replay/", ReplayTrace}}) {
       benchmark::RegisterBenchmark((std::string(kind) + w.name).c_str(), fn, w)
           ->Unit(benchmark::kMillisecond)
