@@ -122,8 +122,11 @@ class KernelRuntime : public sim::CpuRuntime {
   // A scratch_scope opens at the arena's top (returned: its mark) and closes at its mark.
   uint64_t EnterScope(Instance& inst);
   void LeaveScope(Instance& inst, uint64_t mark);
-  // Whether the run records a trace (its Instance and Call records; ChipSimOptions).
-  bool recording() const { return sim_->context().record_calls; }
+  // Whether the run records a trace (its Instance and Call records; ChipSimOptions) — not
+  // once the engine is shut down (coroutine frames destroyed then close their scopes).
+  bool recording() const {
+    return sim_->context().record_calls && !sim_->context().engine->shut_down();
+  }
   bool Done(uint32_t pe, uint64_t handle) const { return CpuOf(pe).core.IsDone(handle); }
   [[noreturn]] void Fail(Instance& inst, const std::string& reason);
   std::string PeName(uint32_t pe) const;
