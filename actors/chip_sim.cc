@@ -27,7 +27,10 @@ absl::Status SetIslands(const std::vector<std::vector<uint32_t>>& islands,
                         const std::set<uint32_t>& built, const topology::ChipIndex& index,
                         bool op_log, Engine& engine) {
   if (islands.size() < 2) return absl::OkStatus();
-  if (op_log) return absl::InvalidArgumentError("islands: not with an op log (island order)");
+  if (op_log) {
+    return absl::InvalidArgumentError(
+        "islands: not with an op log or a message trace (they record the one heap's order)");
+  }
   std::vector<uint32_t> island_of_cube(index.num_cubes(), Engine::kNoIsland);
   size_t covered = 0;
   for (uint32_t i = 0; i < islands.size(); ++i) {
@@ -111,10 +114,16 @@ absl::StatusOr<std::unique_ptr<ChipSim>> ChipSim::Create(const pb::Chip& chip,
     }
     sim->cubes_.insert(c);
   }
-  if (absl::Status s = SetIslands(options.islands, sim->cubes_, ctx.index, ctx.op_log != nullptr,
+  if (absl::Status s = SetIslands(options.islands, sim->cubes_, ctx.index,
+                                  ctx.op_log != nullptr || options.message_trace_stream != nullptr,
                                   *sim->engine_);
       !s.ok()) {
     return s;
+  }
+  if (options.message_trace_stream != nullptr) {
+    sim->message_trace_ =
+        std::make_unique<observe::MessageTraceWriter>(options.message_trace_stream);
+    sim->engine_->SetMessageTracer(sim->message_trace_.get());
   }
   const uint32_t pes = ctx.index.pes_per_cube();
   for (uint32_t cube : sim->cubes_) {

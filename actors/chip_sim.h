@@ -39,6 +39,7 @@
 #include "actors/units/hbm_channel_actor.h"
 #include "caf/actor.hpp"
 #include "caf/actor_addr.hpp"
+#include "actors/observe/message_trace.h"
 #include "actors/observe/op_log.h"
 #include "actors/units/command_stream.h"
 #include "actors/units/unit_context.h"
@@ -65,6 +66,9 @@ struct ChipSimOptions {
   // and their digests, and the kernel runtime adds Instance and Call records (replay input).
   bool record_calls = false;
   pb::Workload workload;
+  // Every delivered message as a pb::Envelope, length-delimited (observe/message_trace.h).
+  // Not with islands (the file is in the one heap's delivery order).
+  std::ostream* message_trace_stream = nullptr;
 };
 
 class ChipSim {
@@ -101,6 +105,7 @@ class ChipSim {
   ChipSimOptions options_;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<observe::OpLog> op_log_;
+  std::unique_ptr<observe::MessageTraceWriter> message_trace_;
   std::unique_ptr<UnitContext> ctx_;
   std::unique_ptr<HbmChannelTable> hbm_channels_;
   std::unique_ptr<LinkNetworkModel> network_;

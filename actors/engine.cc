@@ -133,8 +133,11 @@ void Engine::SetTimer(UnitId unit, SimTime delay, uint64_t arg) {
   event.timer_arg = arg;
 }
 
-void Engine::Push(UnitId src, SimTime delay, UnitId dst, caf::mailbox_element* element) {
-  PushEvent(src, delay, dst).message = element;
+Engine::EventKey Engine::Push(UnitId src, SimTime delay, UnitId dst,
+                              caf::mailbox_element* element) {
+  Event& event = PushEvent(src, delay, dst);
+  event.message = element;
+  return event.key;
 }
 
 Engine::Event& Engine::PushEvent(UnitId src, SimTime delay, UnitId dst) {
@@ -243,6 +246,7 @@ void Engine::DeliverNext(std::vector<Event>& heap) {
   current_src_ = event.src();
   current_key_ = event.key;
   if (!event.is_timer) {
+    if (tracer_ != nullptr) tracer_->OnDeliver(event.key);
     caf::mailbox_element_ptr element(event.message);
     unit->actor->activate(delivery_unit_.get(), *element);
   } else {

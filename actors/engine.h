@@ -60,6 +60,7 @@
 #include <memory>
 #include <ostream>
 #include <string>
+#include <type_traits>
 #include <typeinfo>
 #include <utility>
 #include <vector>
@@ -72,7 +73,9 @@
 #include "caf/actor_system.hpp"
 #include "caf/actor_system_config.hpp"
 #include "caf/delegated.hpp"
+#include "caf/atom.hpp"
 #include "caf/mailbox_element.hpp"
+#include "google/protobuf/message.h"
 #include "caf/message_id.hpp"
 
 namespace caf {
@@ -118,8 +121,33 @@ class Engine {
   template <class... Ts>
   void Send(UnitId src, SimTime delay, UnitId dst, Ts&&... xs) {
     static_assert(sizeof...(Ts) > 0, "Send needs a message");
-    Push(src, delay, dst, internal::MakePooledElement(pool_, kMessageId, std::forward<Ts>(xs)...));
+    if (tracer_ == nullptr) {
+      Push(src, delay, dst, internal::MakePooledElement(pool_, kMessageId, std::forward<Ts>(xs)...));
+      return;
+    }
+    // Traced: the message is looked at before the element takes it.
+    const google::protobuf::Message* traced = ProtoOf(xs...);
+    const std::string name = traced == nullptr ? NameOf(xs...) : std::string();
+    const EventKey key = Push(src, delay, dst,
+                              internal::MakePooledElement(pool_, kMessageId, std::forward<Ts>(xs)...));
+    tracer_->OnSend(key, dst, traced, name);
   }
+
+  // Sees every message (not a wake-up) when it is sent and when it is delivered: a message
+  // trace (observe/message_trace.h). Optional; one at a time.
+  class MessageTracer {
+   public:
+    // `message`: the protobuf message the event carries (a std::shared_ptr<const T> of a
+    // protobuf T), or null for another type, which `name` names ("atom cpustart", else the
+    // C++ type's name).
+    virtual void OnSend(unsigned __int128 key, UnitId dst, const google::protobuf::Message* message,
+                        const std::string& name) = 0;
+    virtual void OnDeliver(unsigned __int128 key) = 0;
+
+   protected:
+    ~MessageTracer() = default;
+  };
+  void SetMessageTracer(MessageTracer* tracer) { tracer_ = tracer; }
 
   // What a unit's own wake-ups run (SetTimer). Implemented by the unit's state object.
   class TimerHandler {
@@ -208,7 +236,28 @@ class Engine {
   static constexpr caf::message_id kMessageId{caf::make_message_id().integer_value() |
                                               caf::message_id::answered_flag_mask};
 
-  void Push(UnitId src, SimTime delay, UnitId dst, caf::mailbox_element* element);
+  // Returns the event's key.
+  EventKey Push(UnitId src, SimTime delay, UnitId dst, caf::mailbox_element* element);
+  // A message's protobuf (the first element, a std::shared_ptr<const T> of a protobuf T), or
+  // null.
+  template <class T, class... Rest>
+  static const google::protobuf::Message* ProtoOf(const T& x, const Rest&...) {
+    if constexpr (requires { typename T::element_type; x.get(); }) {
+      if constexpr (std::is_base_of_v<google::protobuf::Message,
+                                      std::remove_cv_t<typename T::element_type>>) {
+        return x.get();
+      }
+    }
+    return nullptr;
+  }
+  template <class T, class... Rest>
+  static std::string NameOf(const T&, const Rest&...) {
+    if constexpr (requires { { T::value } -> std::convertible_to<caf::atom_value>; }) {
+      return "atom " + caf::to_string(T::value);
+    } else {
+      return typeid(T).name();
+    }
+  }
   // Adds an event keyed (time, src, next src_seq) for dst to the heap and returns it for the
   // caller to fill in (a message, or is_timer and timer_arg). Its fields are written in place:
   // an Event assembled on the stack and then copied whole stalled store forwarding.
@@ -255,6 +304,7 @@ class Engine {
   SimTime now_;
   UnitId current_src_ = 0;
   EventKey current_key_ = 0;
+  MessageTracer* tracer_ = nullptr;
   uint64_t events_processed_ = 0;
   // Actor types seen by Register, and whether they are event-based (a handful; searched
   // linearly, never iterated into results).

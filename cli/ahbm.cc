@@ -252,6 +252,7 @@ absl::Status RunRun(const ParsedFlags& flags) {
   options.inputs_dir = flags.GetOr("inputs_dir", "");
   options.outputs_dir = flags.GetOr("outputs_dir", "");
   options.trace_path = flags.GetOr("trace", "");
+  options.message_trace_path = flags.GetOr("message_trace", "");
   options.per_tile_detail = per_tile_detail;
   options.keep_op_log = flags.Get("chrome_trace").has_value();  // only the Chrome trace reads it
   absl::StatusOr<launch::LaunchResult> result = launch::RunWorkload(*chip, workload, options);
@@ -282,6 +283,7 @@ absl::Status RunReplay(const ParsedFlags& flags) {
   }
   options.issue_cost_profile = flags.GetOr("issue_cost_profile", "");
   options.trace_out = flags.GetOr("trace_out", "");
+  options.message_trace = flags.GetOr("message_trace", "");
   options.keep_op_log = flags.Get("chrome_trace").has_value();
   absl::StatusOr<launch::LaunchResult> result = replay::Replay(*trace, options);
   if (!result.ok()) return result.status();
@@ -391,6 +393,10 @@ std::vector<FlagSpec> RunFlags() {
        "record a replayable trace here: the op log and every kernel call (length-delimited "
        "ahbm.pb.TraceRecord; ahbm replay)",
        ""},
+      {"message_trace",
+       "write every message the engine delivers here (length-delimited ahbm.pb.Envelope: time, "
+       "source, sequence, destination, the command)",
+       ""},
       {"chrome_trace", "write a Chrome trace / Perfetto JSON here", ""},
       {"report_json", "write the report as JSON here", ""},
       {"report_csv", "write the per-unit stats as CSV here (every unit)", ""},
@@ -435,6 +441,7 @@ const std::vector<Command>& Commands() {
         {"topology", "what-if chip config (default: the trace's own; same geometry)", ""},
         {"issue_cost_profile", "PE CPU issue-cost profile (default: the trace's)", ""},
         {"trace_out", "record this replay as a trace here", ""},
+        {"message_trace", "write every message the engine delivers here (ahbm.pb.Envelope)", ""},
         {"chrome_trace", "write a Chrome trace / Perfetto JSON here", ""},
         {"report_json", "write the report as JSON here", ""},
         {"report_csv", "write the per-unit stats as CSV here (every unit)", ""},

@@ -136,6 +136,12 @@ cmp -s "$tmp/run_op1.pb" "$tmp/run_op2.pb" || fail "run op logs differ between t
   --report_json="$tmp/again.json" >/dev/null || fail "replay exited $?"
 cmp -s "$tmp/rec.pb" "$tmp/again.pb" || fail "the replay's trace differs from the recording"
 cmp -s "$tmp/rec.json" "$tmp/again.json" || fail "the replay's report differs from the recording's"
+"$ahbm" replay --trace="$tmp/rec.pb" --message_trace="$tmp/messages.pb" >/dev/null ||
+  fail "replay with a message trace exited $?"
+[[ -s "$tmp/messages.pb" ]] || fail "replay wrote an empty message trace"
+"$ahbm" run --topology=$small --kernel=decode --variant=opt2 --h_q=8 --h_kv=2 --c=4 --p=4 \
+  --s=2048 --users=2 --message_trace="$tmp/run_messages.pb" >/dev/null || fail "run with a message trace exited $?"
+cmp -s "$tmp/messages.pb" "$tmp/run_messages.pb" || fail "replay and run message traces differ"
 sed 's/bytes_per_cycle: 32/bytes_per_cycle: 64/' topology/small.textproto >"$tmp/hbm_x2.textproto"
 expect 0 "latency:" replay --trace="$tmp/rec.pb" --topology="$tmp/hbm_x2.textproto"
 expect_one_line_error 'topology: the trace.s streams need 1 SIPs of 2x4 CUBEs' \

@@ -203,8 +203,17 @@ absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& chip, const pb::Workloa
   sim_options.per_tile_detail = options.per_tile_detail;
   sim_options.keep_op_log = options.keep_op_log;
   sim_options.cubes = plan.Cubes();
+  std::unique_ptr<std::ofstream> message_trace;
+  if (!options.message_trace_path.empty()) {
+    message_trace = std::make_unique<std::ofstream>(options.message_trace_path,
+                                                    std::ios::binary | std::ios::trunc);
+    if (!*message_trace) {
+      return Invalid(absl::StrCat("message_trace: cannot write ", options.message_trace_path));
+    }
+    sim_options.message_trace_stream = message_trace.get();
+  }
   // Nothing records the order of events across CUBE Groups: simulate them one after another.
-  if (!options.keep_op_log && options.trace_path.empty() && options.islands) {
+  if (!options.keep_op_log && options.trace_path.empty() && !message_trace && options.islands) {
     sim_options.islands = IslandsOf(plan.CubeSets(), sim_options.cubes);
   }
   sim_options.workload_summary = plan.Summary();
@@ -249,6 +258,12 @@ absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& chip, const pb::Workloa
   if (trace) {
     trace->close();
     if (!*trace) return Invalid(absl::StrCat("trace: write to ", options.trace_path, " failed"));
+  }
+  if (message_trace) {
+    message_trace->close();
+    if (!*message_trace) {
+      return Invalid(absl::StrCat("message_trace: write to ", options.message_trace_path, " failed"));
+    }
   }
   result.report = sim->BuildReport(plan.CommCriticalPathPs());
   result.op_log = sim->TakeOpLogRecords();

@@ -41,6 +41,7 @@ struct LaunchOptions {
   std::string inputs_dir;   // data mode: read the inputs' .npy files here (else from seed)
   std::string outputs_dir;  // data mode: write the outputs' .npy files here (else nowhere)
   std::string trace_path;   // stream the op log here (length-delimited TraceRecords)
+  std::string message_trace_path;  // every delivered message here (pb::Envelope, delimited)
   bool per_tile_detail = false;  // op log: one record per tile op as well
   // Without an op log (kept or streamed): the plan's CUBE islands are simulated one after
   // another (KernelPlan::CubeSets); false keeps one heap (tests compare the two).

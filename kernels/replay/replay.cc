@@ -238,7 +238,13 @@ absl::StatusOr<launch::LaunchResult> Replay(const RecordedTrace& trace,
     sim_options.record_calls = true;
     sim_options.workload = trace.header.workload();
   }
-  if (!options.keep_op_log && out == nullptr) {
+  std::unique_ptr<std::ofstream> messages;
+  if (!options.message_trace.empty()) {
+    messages = std::make_unique<std::ofstream>(options.message_trace, std::ios::binary | std::ios::trunc);
+    if (!*messages) return Invalid(absl::StrCat("message_trace: cannot write ", options.message_trace));
+    sim_options.message_trace_stream = messages.get();
+  }
+  if (!options.keep_op_log && out == nullptr && messages == nullptr) {
     std::vector<uint32_t> cubes = sim_options.cubes;
     if (cubes.empty()) {
       for (uint32_t c = 0; c < index.num_cubes(); ++c) cubes.push_back(c);
@@ -270,6 +276,10 @@ absl::StatusOr<launch::LaunchResult> Replay(const RecordedTrace& trace,
     result.report = sim->BuildReport(trace.launch.comm_critical_path_ps());
   }
   if (!bad.ok()) return bad;
+  if (messages) {
+    messages->close();
+    if (!*messages) return Invalid(absl::StrCat("message_trace: write to ", options.message_trace, " failed"));
+  }
   if (out) {
     out->close();
     if (!*out) return Invalid(absl::StrCat("trace_out: write to ", options.trace_out, " failed"));

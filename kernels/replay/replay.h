@@ -64,6 +64,7 @@ struct ReplayOptions {
   std::optional<pb::Chip> chip;    // validated; default: the trace's
   std::string issue_cost_profile;  // default: the trace's
   std::string trace_out;           // also record this replay as a trace here
+  std::string message_trace;       // every delivered message here (pb::Envelope)
   bool keep_op_log = true;
 };
 
