@@ -83,35 +83,15 @@ uint64_t OpLog::AddOp(pb::OpRecord op) {
   return seq;
 }
 
-void OpLog::AddIssue(pb::IssueRecord issue) {
-  pb::TraceRecord record;
-  *record.mutable_issue() = std::move(issue);
-  Append(std::move(record));
-}
+void OpLog::AddIssue(pb::IssueRecord issue) { Add(std::move(issue), &pb::TraceRecord::mutable_issue); }
 
-void OpLog::AddStall(pb::StallRecord stall) {
-  pb::TraceRecord record;
-  *record.mutable_stall() = std::move(stall);
-  Append(std::move(record));
-}
+void OpLog::AddStall(pb::StallRecord stall) { Add(std::move(stall), &pb::TraceRecord::mutable_stall); }
 
-void OpLog::AddInstance(pb::InstanceRecord instance) {
-  pb::TraceRecord record;
-  *record.mutable_instance() = std::move(instance);
-  Append(std::move(record));
-}
+void OpLog::AddInstance(pb::InstanceRecord instance) { Add(std::move(instance), &pb::TraceRecord::mutable_instance); }
 
-void OpLog::AddLaunch(pb::LaunchRecord launch) {
-  pb::TraceRecord record;
-  *record.mutable_launch() = std::move(launch);
-  Append(std::move(record));
-}
+void OpLog::AddLaunch(pb::LaunchRecord launch) { Add(std::move(launch), &pb::TraceRecord::mutable_launch); }
 
-void OpLog::AddCall(pb::CallRecord call) {
-  pb::TraceRecord record;
-  *record.mutable_call() = std::move(call);
-  Append(std::move(record));
-}
+void OpLog::AddCall(pb::CallRecord call) { Add(std::move(call), &pb::TraceRecord::mutable_call); }
 
 std::string MessageDigest(const google::protobuf::Message& message) {
   std::string bytes;

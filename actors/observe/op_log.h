@@ -22,6 +22,7 @@
 #include <istream>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -66,6 +67,13 @@ class OpLog {
 
  private:
   void Append(pb::TraceRecord record);
+  // Appends `r` as the TraceRecord field `field` returns.
+  template <class R>
+  void Add(R r, R* (pb::TraceRecord::*field)()) {
+    pb::TraceRecord record;
+    *(record.*field)() = std::move(r);
+    Append(std::move(record));
+  }
 
   std::ostream* stream_ = nullptr;
   bool keep_records_ = true;

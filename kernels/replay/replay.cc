@@ -92,10 +92,10 @@ std::vector<std::vector<uint32_t>> CubeSets(const pb::LaunchRecord& launch) {
   return sets;
 }
 
-}  // namespace
-
 // The first byte of a serialized TraceRecord: its oneof field's tag (field << 3 | LEN).
 constexpr char Tag(int field) { return static_cast<char>(field << 3 | 2); }
+
+}  // namespace
 
 absl::StatusOr<RecordedTrace> ReadTrace(std::istream& in) {
   RecordedTrace trace;
