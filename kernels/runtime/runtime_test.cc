@@ -526,10 +526,14 @@ TEST_F(RuntimeTiming, DeadlockedKernelIsReported) {
 // Islands (CUBEs simulated one after the other): the run's first error is the earliest in
 // event order, as on one heap, though island 0 (CUBE 0) runs first and fails later in time.
 TEST_F(RuntimeTiming, IslandsReportTheEarliestErrorAndEveryDeadlockedPe) {
+  // CUBEs 0 and 1 on one heap, or as two islands.
+  const auto two_cubes = [](bool islands) {
+    return Harness(false, "zero", LoadSmall(), {0, 1},
+                   islands ? std::vector<std::vector<uint32_t>>{{0}, {1}}
+                           : std::vector<std::vector<uint32_t>>{});
+  };
   for (const bool islands : {false, true}) {
-    Harness h(false, "zero", LoadSmall(), {0, 1},
-              islands ? std::vector<std::vector<uint32_t>>{{0}, {1}}
-                      : std::vector<std::vector<uint32_t>>{});
+    Harness h = two_cubes(islands);
     for (const uint32_t pe : {0u, 4u}) {
       ASSERT_TRUE(h.runtime
                       ->AddKernel(pe, 0,
@@ -557,9 +561,7 @@ TEST_F(RuntimeTiming, IslandsReportTheEarliestErrorAndEveryDeadlockedPe) {
         << "islands " << islands;
   }
   for (const bool islands : {false, true}) {
-    Harness h(false, "zero", LoadSmall(), {0, 1},
-              islands ? std::vector<std::vector<uint32_t>>{{0}, {1}}
-                      : std::vector<std::vector<uint32_t>>{});
+    Harness h = two_cubes(islands);
     for (const uint32_t pe : {2u, 6u}) {
       ASSERT_TRUE(h.runtime
                       ->AddKernel(pe, 0,
