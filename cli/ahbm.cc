@@ -26,6 +26,7 @@
 #include "actors/inject.h"
 #include "actors/observe/chrome_trace.h"
 #include "actors/observe/report.h"
+#include "actors/observe/trace_diff.h"
 #include "cli/flags.h"
 #include "kernels/launch/compare.h"
 #include "kernels/launch/launch.h"
@@ -67,6 +68,7 @@ struct Command {
   std::string summary;
   std::vector<FlagSpec> flags;
   std::function<absl::Status(const ParsedFlags&)> run;
+  size_t positional = 0;  // positional arguments it takes (ahbm diff A B)
 };
 
 absl::Status RunValidate(const ParsedFlags& flags) {
@@ -298,6 +300,27 @@ absl::Status RunReplay(const ParsedFlags& flags) {
   return absl::OkStatus();
 }
 
+// ahbm diff A B: two traces (or reports) of the same streams compared (observe/trace_diff.h).
+absl::Status RunDiff(const ParsedFlags& flags) {
+  if (flags.positional().size() != 2) {
+    return absl::InvalidArgumentError(
+        "diff: give two runs, `ahbm diff A B` (traces from --trace/--trace_out or reports from "
+        "--report_json)");
+  }
+  const std::string rows_text = flags.GetOr("path_rows", "40");
+  size_t rows = 0;
+  if (!absl::SimpleAtoi(rows_text, &rows) || rows == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--path_rows: '", rows_text, "' is not a positive whole number"));
+  }
+  absl::StatusOr<observe::RunRecord> a = observe::ReadRun(flags.positional()[0]);
+  if (!a.ok()) return a.status();
+  absl::StatusOr<observe::RunRecord> b = observe::ReadRun(flags.positional()[1]);
+  if (!b.ok()) return b.status();
+  std::fputs(observe::FormatDiff(*a, *b, rows).c_str(), stdout);
+  return absl::OkStatus();
+}
+
 // ahbm compare: every decode variant and the baseline on one DECODE workload (timing mode),
 // as one table (launch::Compare; rows and defaults from the kernel's launcher, decode_run.h).
 // --reduce_options: opt1/opt3/opt2 x reduce_payload x reduce_merge (CompareReduceOptions).
@@ -448,6 +471,11 @@ const std::vector<Command>& Commands() {
         {"units", "report table: summary (per unit kind, the 10 busiest units) or all",
          "summary"}},
        RunReplay},
+      {"diff",
+       "A B: two runs of the same streams compared: latency, busy time per unit kind, the first "
+       "diverging command, each critical path",
+       {{"path_rows", "critical-path rows shown per run (the longest, in time order)", "40"}},
+       RunDiff, /*positional=*/2},
       {"compare",
        "Llama3-70B decode: every variant and the pre-ADR baseline on one workload, one table",
        CompareFlags(), RunCompare},
@@ -500,7 +528,7 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "ahbm: unknown command '%s' (see 'ahbm help')\n", name.c_str());
     return kExitBadInput;
   }
-  absl::StatusOr<ParsedFlags> flags = ParseFlags(name, command->flags, args);
+  absl::StatusOr<ParsedFlags> flags = ParseFlags(name, command->flags, args, command->positional);
   absl::Status status = flags.ok() ? command->run(*flags) : flags.status();
   if (status.ok()) return kExitOk;
   const std::string message(status.message());

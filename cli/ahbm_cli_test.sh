@@ -152,6 +152,21 @@ expect_one_line_error 'no recorded calls' replay --trace="$tmp/op1.pb"
 expect_one_line_error 'trace: cannot read no/such.pb' replay --trace=no/such.pb
 expect_one_line_error '--trace: the trace to replay is required' replay
 
+# Diff: the recording against its 2x-HBM replay parts at a command's end; against its
+# same-topology replay nowhere; two reports give the totals only; bad input is one line.
+"$ahbm" replay --trace="$tmp/rec.pb" --topology="$tmp/hbm_x2.textproto" --trace_out="$tmp/fast.pb" \
+  --report_json="$tmp/fast.json" >/dev/null || fail "what-if replay exited $?"
+expect 0 "first divergence at [0-9]+ ps: pe [0-9]+ i[0-9]+ c[0-9]+ .* (issue|start|end)_ps [0-9]+ -> [0-9]+" \
+  diff "$tmp/rec.pb" "$tmp/fast.pb"
+expect 0 "critical path of B:" diff "$tmp/rec.pb" "$tmp/fast.pb" --path_rows=5
+expect 0 "no matched step has other times" diff "$tmp/rec.pb" "$tmp/again.pb"
+expect 0 "steps and critical paths: need two traces" diff "$tmp/rec.json" "$tmp/fast.json"
+expect_one_line_error 'diff: give two runs' diff "$tmp/rec.pb"
+expect_one_line_error 'cut.pb: op log record [0-9]+ .*truncated' diff "$tmp/rec.pb" "$tmp/cut.pb"
+expect_one_line_error 'op1.pb: an op log without its chip' diff "$tmp/op1.pb" "$tmp/rec.pb"
+expect_one_line_error '--path_rows: .0. is not a positive whole number' \
+  diff "$tmp/rec.pb" "$tmp/fast.pb" --path_rows=0
+
 # The deadlock demo exits 3 within seconds, naming every waiting PE.
 out=$(timeout 30 "$ahbm" run --topology=$small --kernel=selftest_deadlock --cube=2 \
   --chrome_trace="$tmp/deadlock.json" 2>"$tmp/err")

@@ -19,9 +19,14 @@ std::string ParsedFlags::GetOr(const std::string& name, const std::string& fallb
 
 absl::StatusOr<ParsedFlags> ParseFlags(const std::string& command,
                                        const std::vector<FlagSpec>& specs,
-                                       const std::vector<std::string>& args) {
+                                       const std::vector<std::string>& args,
+                                       size_t max_positional) {
   ParsedFlags parsed;
   for (const std::string& arg : args) {
+    if (arg.rfind("--", 0) != 0 && parsed.positional_.size() < max_positional) {
+      parsed.positional_.push_back(arg);
+      continue;
+    }
     if (arg.rfind("--", 0) != 0 || arg.size() == 2) {
       return absl::InvalidArgumentError(absl::StrCat(
           "unexpected argument '", arg, "' for 'ahbm ", command, "' (flags are --name=value)"));

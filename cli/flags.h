@@ -1,7 +1,9 @@
-// Command-line flags of the `ahbm` tool: `--name=value` or a bare `--name` (= "true").
+// Command-line flags of the `ahbm` tool: `--name=value` or a bare `--name` (= "true"), and the
+// positional arguments of commands that take them (`ahbm diff A B`).
 //
 // Contract: every flag a command does not declare is an error naming the flag and the
-// command; a flag given twice is an error; nothing is silently ignored (DESIGN §6).
+// command; a flag given twice is an error; an argument that is not a flag is an error unless
+// the command takes that many positional arguments; nothing is silently ignored (DESIGN §6).
 #ifndef AHBM_CLI_FLAGS_H_
 #define AHBM_CLI_FLAGS_H_
 
@@ -27,17 +29,21 @@ class ParsedFlags {
   // The value given, or the spec's default.
   std::string GetOr(const std::string& name, const std::string& fallback) const;
   const std::map<std::string, std::string>& values() const { return values_; }
+  const std::vector<std::string>& positional() const { return positional_; }
 
  private:
   friend absl::StatusOr<ParsedFlags> ParseFlags(const std::string&, const std::vector<FlagSpec>&,
-                                                const std::vector<std::string>&);
+                                                const std::vector<std::string>&, size_t);
   std::map<std::string, std::string> values_;
+  std::vector<std::string> positional_;
 };
 
-// Parses `args` (everything after the command word) against `specs`.
+// Parses `args` (everything after the command word) against `specs`; up to `max_positional`
+// arguments that do not start with "--" are kept, in order, as positional().
 absl::StatusOr<ParsedFlags> ParseFlags(const std::string& command,
                                        const std::vector<FlagSpec>& specs,
-                                       const std::vector<std::string>& args);
+                                       const std::vector<std::string>& args,
+                                       size_t max_positional = 0);
 
 // "  --name=<default>  help" lines for `ahbm help <command>`.
 std::string FlagsHelp(const std::vector<FlagSpec>& specs);

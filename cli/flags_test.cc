@@ -38,6 +38,15 @@ TEST(FlagsTest, ErrorsNameTheFlag) {
             "unexpected argument 'topology' for 'ahbm run' (flags are --name=value)");
 }
 
+TEST(FlagsTest, PositionalArgumentsUpToTheCommandsCount) {
+  absl::StatusOr<ParsedFlags> parsed = ParseFlags("diff", kSpecs, {"a.trace", "--data", "b.json"}, 2);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->positional(), (std::vector<std::string>{"a.trace", "b.json"}));
+  EXPECT_EQ(parsed->Get("data"), "true");
+  EXPECT_EQ(ParseFlags("diff", kSpecs, {"a", "b", "c"}, 2).status().message(),
+            "unexpected argument 'c' for 'ahbm diff' (flags are --name=value)");
+}
+
 TEST(FlagsTest, HelpListsEveryFlag) {
   const std::string help = FlagsHelp(kSpecs);
   EXPECT_NE(help.find("--topology=a.textproto"), std::string::npos);

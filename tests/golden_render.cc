@@ -121,14 +121,18 @@ std::string RenderRecord(const pb::TraceRecord& record) {
                           " cmd=", o.cmd_id(), " t=", o.issue_ps(), "/", o.start_ps(), "/",
                           o.end_ps(), " rw=", o.bytes_read(), "/", o.bytes_written(),
                           " flops=", o.flops(), " dep=", IdList(o.depends_on()),
-                          " req=", o.request_id(), " label='", o.label(), "'");
+                          " req=", o.request_id(), " label='", o.label(), "'",
+                          o.parent_cmd_id() != 0 ? absl::StrCat(" parent=", o.parent_cmd_id()) : "",
+                          o.message_id() != 0 ? absl::StrCat(" msg=", o.message_id()) : "",
+                          o.call() != 0 ? absl::StrCat(" call=", o.instance(), "/", o.call() - 1) : "");
     }
     case pb::TraceRecord::kIssue: {
       const pb::IssueRecord& i = record.issue();
       return absl::StrCat("issue pe=", i.pe(), " req=", i.request_id(), " cmd=", i.cmd_id(),
                           " t=", i.issue_ps(), " blocking=", i.blocking() ? 1 : 0,
                           " dep=", IdList(i.depends_on()),
-                          " recv_dep=", IdList(i.recv_depends_on()), " ", CommandText(i));
+                          " recv_dep=", IdList(i.recv_depends_on()), " ", CommandText(i),
+                          i.call() != 0 ? absl::StrCat(" call=", i.instance(), "/", i.call() - 1) : "");
     }
     case pb::TraceRecord::kStall: {
       const pb::StallRecord& s = record.stall();
@@ -141,6 +145,8 @@ std::string RenderRecord(const pb::TraceRecord& record) {
       return absl::StrCat("launch ", record.launch().ShortDebugString());
     case pb::TraceRecord::kCall:
       return absl::StrCat("call ", record.call().ShortDebugString());
+    case pb::TraceRecord::kReport:
+      return absl::StrCat("report latency_ps=", record.report().latency_ps());
     case pb::TraceRecord::RECORD_NOT_SET:
       break;
   }

@@ -112,6 +112,13 @@ UnitKind ChipIndex::KindOf(UnitId id) const {
   return static_cast<UnitKind>(k);
 }
 
+int64_t ChipIndex::GlobalPeOfUnit(UnitId id) const {
+  const UnitKind kind = KindOf(id);
+  // A PE's own kinds number their units by global PE (one each).
+  if (kind > UnitKind::kMath) return -1;
+  return id.value() - KindBase(kind);
+}
+
 int64_t ChipIndex::GlobalCubeOfUnit(UnitId id) const {
   const UnitKind kind = KindOf(id);
   const uint32_t offset = id.value() - KindBase(kind);

@@ -94,6 +94,8 @@ class ChipIndex {
   // The global CUBE a unit belongs to (its PE's, its channel's, its router's); -1 for a UCIe
   // unit (a SIP's).
   int64_t GlobalCubeOfUnit(UnitId id) const;
+  // The global PE of a PE's own unit (CPU, scheduler, DMA, GEMM, MATH); -1 for other units.
+  int64_t GlobalPeOfUnit(UnitId id) const;
   // "sip0.cube5.pe3.gemm", "sip0.cube5.pe3.ipcq.E", "sip1.cube0.hbm12", "sip0.cube2.noc",
   // "sip1.ucie".
   std::string Name(UnitId id) const;

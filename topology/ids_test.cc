@@ -32,15 +32,17 @@ TEST(ChipIndexTest, PeAndCubeNumberingRoundTrips) {
   }
 }
 
-// ... and the CUBE it belongs to (GlobalCubeOfUnit; a SIP's UCIe unit none).
+// ... and the CUBE it belongs to (GlobalCubeOfUnit; a SIP's UCIe unit none), and a PE's own
+// units their PE (GlobalPeOfUnit; -1 for the others).
 TEST(ChipIndexTest, EveryUnitHasADistinctIdAndName) {
   const ChipIndex index(MakeChip(/*sips=*/2, 2, 4, 2, 2, /*channels_per_pe=*/8));
   std::set<uint32_t> ids;
   std::set<std::string> names;
-  const auto add = [&](UnitId id, UnitKind kind, int64_t cube) {
+  const auto add = [&](UnitId id, UnitKind kind, int64_t cube, int64_t pe = -1) {
     EXPECT_LT(id.value(), index.num_units());
     EXPECT_EQ(index.KindOf(id), kind) << index.Name(id);
     EXPECT_EQ(index.GlobalCubeOfUnit(id), cube) << index.Name(id);
+    EXPECT_EQ(index.GlobalPeOfUnit(id), pe) << index.Name(id);
     ids.insert(id.value());
     names.insert(index.Name(id));
   };
@@ -48,7 +50,7 @@ TEST(ChipIndexTest, EveryUnitHasADistinctIdAndName) {
     const PeId pe = index.PeOf(g);
     for (UnitKind kind : {UnitKind::kPeCpu, UnitKind::kPeScheduler, UnitKind::kDma,
                           UnitKind::kGemm, UnitKind::kMath}) {
-      add(index.PeUnit(kind, pe), kind, index.GlobalCube(pe.cube_id()));
+      add(index.PeUnit(kind, pe), kind, index.GlobalCube(pe.cube_id()), g);
     }
     for (Dir dir : kAllDirs) {
       add(index.IpcqUnit(pe, dir), UnitKind::kIpcq, index.GlobalCube(pe.cube_id()));

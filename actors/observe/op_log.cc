@@ -32,6 +32,8 @@ const char* RecordKindName(pb::TraceRecord::RecordCase record_case) {
       return "call";
     case pb::TraceRecord::kLaunch:
       return "launch";
+    case pb::TraceRecord::kReport:
+      return "report";
     case pb::TraceRecord::RECORD_NOT_SET:
       return "empty";
   }
@@ -92,6 +94,7 @@ void OpLog::AddInstance(pb::InstanceRecord instance) { Add(std::move(instance), 
 void OpLog::AddLaunch(pb::LaunchRecord launch) { Add(std::move(launch), &pb::TraceRecord::mutable_launch); }
 
 void OpLog::AddCall(pb::CallRecord call) { Add(std::move(call), &pb::TraceRecord::mutable_call); }
+void OpLog::AddReport(pb::Report report) { Add(std::move(report), &pb::TraceRecord::mutable_report); }
 
 std::string MessageDigest(const google::protobuf::Message& message) {
   std::string bytes;

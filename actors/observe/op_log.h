@@ -54,6 +54,8 @@ class OpLog {
   void AddLaunch(pb::LaunchRecord launch);
   void AddInstance(pb::InstanceRecord instance);
   void AddCall(pb::CallRecord call);
+  // A recorded trace's last record.
+  void AddReport(pb::Report report);
 
   const std::vector<pb::TraceRecord>& records() const { return records_; }
   // Moves the records out (the log is empty afterwards; streaming is unaffected).
@@ -85,7 +87,9 @@ class OpLog {
 
 // The trace schema this build writes and reads (TraceHeader.schema_version). 2: the header
 // carries the chip, workload and digests of a recorded trace; Instance and Call records.
-inline constexpr uint32_t kTraceSchemaVersion = 2;
+// 3: DMA pieces name their command, sends/receives their message, a recorded trace's issue,
+// send and receive records their call; the report ends a recorded trace.
+inline constexpr uint32_t kTraceSchemaVersion = 3;
 
 // A message's digest (TraceHeader topology_digest / workload_digest): 16 hex digits of the
 // 64-bit FNV-1a hash of its deterministic serialization.

@@ -35,8 +35,8 @@ void SendCompletion(Engine* engine, UnitId self_id, UnitId dst, uint64_t cmd_id,
 
 // Stats and op log of one finished command (ctx may be null).
 // Commands overlap: busy_ps counts the union of their [start, end) spans.
-void Record(UnitContext* ctx, DmaActorState& st, UnitId self_id, uint64_t cmd_id, DmaKind kind,
-            uint64_t bytes, SimTime issue, SimTime start, SimTime end) {
+void Record(UnitContext* ctx, DmaActorState& st, UnitId self_id, const pb::DmaCmd& cmd,
+            DmaKind kind, uint64_t bytes, SimTime issue, SimTime start, SimTime end) {
   if (ctx == nullptr) return;
   pb::UnitStats& s = ctx->stats.At(self_id);
   s.set_ops(s.ops() + 1);
@@ -52,7 +52,8 @@ void Record(UnitContext* ctx, DmaActorState& st, UnitId self_id, uint64_t cmd_id
   rec.set_unit(self_id);
   rec.set_unit_name(ctx->Name(self_id));
   rec.set_op(kind == DmaKind::kHbmRead ? "dma_read" : write ? "dma_write" : "dma_copy");
-  rec.set_cmd_id(cmd_id);
+  rec.set_cmd_id(cmd.cmd_id());
+  rec.set_parent_cmd_id(cmd.parent_cmd_id());
   rec.set_issue_ps(issue.value());
   rec.set_start_ps(start.value());
   rec.set_end_ps(end.value());
@@ -153,14 +154,14 @@ caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, const 
         if (plan->kind == DmaKind::kTcmCopy) {
           const DmaTiming timing = st.model->Execute(*plan, now, {});
           SendCompletion(engine, self_id, requester, cmd_id, timing.start, timing.done);
-          Record(ctx, st, self_id, cmd_id, plan->kind, plan->useful_bytes.value(), now,
+          Record(ctx, st, self_id, *cmd, plan->kind, plan->useful_bytes.value(), now,
                  timing.start, timing.done);
           return;
         }
         AHBM_CHECK(!plan->channels.empty()) << "HBM plan without channels, cmd " << cmd_id;
         const Served served = ServeShares(st, *plan, now);
         st.in_flight[cmd_id] = served.end;
-        Record(ctx, st, self_id, cmd_id, plan->kind, plan->useful_bytes.value(), now,
+        Record(ctx, st, self_id, *cmd, plan->kind, plan->useful_bytes.value(), now,
                served.start, served.end);
         SendCompletion(engine, self_id, requester, cmd_id, served.start, served.end);
       },
@@ -171,6 +172,7 @@ caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, const 
         AHBM_CHECK(batch->cmds_size() > 0)
             << "DMA unit " << self_id << ": empty batch " << batch->batch_id();
         struct Done {
+          const pb::DmaCmd* cmd;
           uint64_t cmd_id;
           uint64_t bytes;
           Served served;
@@ -185,7 +187,7 @@ caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, const 
           AHBM_CHECK(plan->kind == DmaKind::kHbmRead && !InFlight(st, cmd_id, now))
               << "DMA unit " << self_id << ": batch cmd " << cmd_id
               << " is not a new HBM read";
-          done.push_back({cmd_id, plan->useful_bytes.value(), ServeShares(st, *plan, now)});
+          done.push_back({&cmd, cmd_id, plan->useful_bytes.value(), ServeShares(st, *plan, now)});
           st.in_flight[cmd_id] = done.back().served.end;
         }
         auto msg = std::make_shared<pb::DmaBatchDone>();
@@ -203,7 +205,7 @@ caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, const 
             return a.served.last_channel < b.served.last_channel;
           });
           for (const Done& d : done) {
-            Record(ctx, st, self_id, d.cmd_id, DmaKind::kHbmRead, d.bytes, now, d.served.start,
+            Record(ctx, st, self_id, *d.cmd, DmaKind::kHbmRead, d.bytes, now, d.served.start,
                    d.served.end);
           }
         }

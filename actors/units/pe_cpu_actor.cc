@@ -203,7 +203,7 @@ SimTime PeCpu::Charge(uint32_t cycles) {
 
 SimTime PeCpu::IssueCommand(CpuInstance& inst, const CpuCommand& command,
                             std::span<const uint64_t> wait_for,
-                            std::span<const uint64_t> recv_depends_on) {
+                            std::span<const uint64_t> recv_depends_on, CallKey call) {
   const SimTime issue = Charge(IssueCycles(profile_, command));
   const uint64_t id = CommandId(command);
   ++commands_issued_;
@@ -216,6 +216,10 @@ SimTime PeCpu::IssueCommand(CpuInstance& inst, const CpuCommand& command,
     rec.set_blocking(IsBlocking(command));
     for (uint64_t d : wait_for) rec.add_depends_on(d);
     for (uint64_t d : recv_depends_on) rec.add_recv_depends_on(d);
+    if (call.call != 0) {
+      rec.set_instance(call.instance);
+      rec.set_call(call.call);
+    }
     FillIssue(command, rec);
     log->AddIssue(std::move(rec));
   }

@@ -69,6 +69,12 @@ const pb::IssueCostProfile* FindIssueCostProfile(const pb::Chip& chip, const std
 class PeCpu;
 
 // One program instance on a PE CPU: a kernel coroutine or an injected command stream.
+// A recorded trace's kernel instance and call index + 1 (0: no recorded call).
+struct CallKey {
+  uint32_t instance = 0;
+  uint64_t call = 0;
+};
+
 class CpuInstance {
  public:
   enum class State : uint8_t { kNew, kReady, kWaiting, kDone };
@@ -147,9 +153,10 @@ class PeCpu : public CpuProbe {
   SimTime Charge(uint32_t cycles);
   // Issues `command` for `inst`: charges its cost, writes its IssueRecord and marks it
   // outstanding; returns the issue time. The caller sends it (SendCommand) at once or later.
+  // `call`: the recorded trace's (instance, call index + 1) of the command, for its IssueRecord.
   SimTime IssueCommand(CpuInstance& inst, const CpuCommand& command,
                        std::span<const uint64_t> wait_for,
-                       std::span<const uint64_t> recv_depends_on = {});
+                       std::span<const uint64_t> recv_depends_on = {}, CallKey call = {});
   // Sends `command` to the PE scheduler at `at` (>= now).
   void SendCommand(const CpuCommand& command, SimTime at);
 

@@ -459,11 +459,13 @@ pb::DmaCmd& PeScheduler::BatchSlot(Cmd& c, uint32_t tile_index) {
   }
   pb::DmaCmd& dma = *batch_->add_cmds();
   dma.set_cmd_id(NewDma(c, tile_index, /*whole_command=*/false));
+  dma.set_parent_cmd_id(c.cmd_id);
   return dma;
 }
 
 void PeScheduler::SendDma(Cmd& c, pb::DmaCmd dma, uint32_t tile_index, bool whole_command) {
   dma.set_cmd_id(NewDma(c, tile_index, whole_command));
+  dma.set_parent_cmd_id(c.cmd_id);
   ++dma_replies_pending_;
   engine_->Send(self_, SimTime(0), dma_unit_,
                 std::shared_ptr<const pb::DmaCmd>(std::make_shared<pb::DmaCmd>(std::move(dma))));

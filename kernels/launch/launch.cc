@@ -255,6 +255,8 @@ absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& chip, const pb::Workloa
     sim->context().op_log->AddLaunch(std::move(launch));
   }
   result.runtime_status = runtime.Run();
+  result.report = sim->BuildReport(plan.CommCriticalPathPs());
+  if (sim_options.record_calls) sim->context().op_log->AddReport(result.report);
   if (trace) {
     trace->close();
     if (!*trace) return Invalid(absl::StrCat("trace: write to ", options.trace_path, " failed"));
@@ -265,7 +267,6 @@ absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& chip, const pb::Workloa
       return Invalid(absl::StrCat("message_trace: write to ", options.message_trace_path, " failed"));
     }
   }
-  result.report = sim->BuildReport(plan.CommCriticalPathPs());
   result.op_log = sim->TakeOpLogRecords();
   if (result.runtime_status.ok() && data) {
     absl::StatusOr<NpyArrays> outputs = plan.Gather(*store);

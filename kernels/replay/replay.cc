@@ -178,6 +178,9 @@ absl::StatusOr<RecordedTrace> ReadTrace(std::istream& in) {
         trace.instances.push_back(record->instance());
         trace.calls.emplace_back();
         break;
+      case pb::TraceRecord::kReport:
+        trace.report = std::move(*record->mutable_report());
+        break;
       default:
         return Invalid(absl::StrCat(reader.where(), ": not a trace record"));
     }
@@ -185,6 +188,11 @@ absl::StatusOr<RecordedTrace> ReadTrace(std::istream& in) {
   if (!trace.header.has_chip() || !launch) {
     return Invalid(
         "trace: no recorded calls (an op log without them); record one with `ahbm run --trace`");
+  }
+  if (!trace.report) {
+    return absl::DataLossError(absl::StrCat(
+        "trace: ends after ", reader.records_read(), " records without the report a recording "
+        "ends with (cut short?)"));
   }
   return trace;
 }
@@ -274,6 +282,7 @@ absl::StatusOr<launch::LaunchResult> Replay(const RecordedTrace& trace,
     result.islands = sim->engine().islands();
     result.runtime_status = runtime.Run();
     result.report = sim->BuildReport(trace.launch.comm_critical_path_ps());
+    if (sim_options.record_calls) sim->context().op_log->AddReport(result.report);
   }
   if (!bad.ok()) return bad;
   if (messages) {

@@ -34,6 +34,7 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/launch/launch.h"
+#include "proto/report.pb.h"
 #include "proto/topology.pb.h"
 #include "proto/trace.pb.h"
 
@@ -53,6 +54,7 @@ struct RecordedTrace {
   std::string call_bytes;
   std::vector<std::vector<CallSpan>> calls;  // by instance, in call order
   uint64_t total_calls = 0;
+  std::optional<pb::Report> report;  // the recorded run's (the trace's last record)
   // Call `index` of `instance`, parsed into `out`; false if its bytes are not a CallRecord.
   bool Call(uint32_t instance, uint64_t index, pb::CallRecord& out) const;
 };

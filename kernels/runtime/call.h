@@ -50,6 +50,7 @@ struct Invocation {
   uint64_t written_begin = 0;    // TCM bytes the call writes (scratch-scope check)
   uint64_t written_end = 0;
   std::vector<InputLog> inputs;  // only while recording a trace (KernelRuntime::recording)
+  uint64_t call = 0;             // while recording: the call's index + 1 (CallRecord.index)
 };
 
 // The call's name in wait texts: "load", "store", "composite", "dot", "ex_composite",

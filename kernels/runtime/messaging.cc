@@ -46,7 +46,7 @@ bool KernelRuntime::IssueSend(Instance& inst, Cpu& cpu, const Invocation& inv) {
     send->set_request_id(inst.request_id());
     inv.payload.WriteTo(*send->mutable_payload());
     engine.Send(cpu.core.unit(), issue - now, queue, std::shared_ptr<const pb::IpcqSend>(send));
-    RecordSend(inst, "send_ipcq", id, dst, inv.payload.bytes(), issue);
+    RecordSend(inst, inv, "send_ipcq", id, dst, issue);
     if (!blocks) return true;
     inst.waiting_send = true;
     inst.waiting_message = id;
@@ -65,7 +65,7 @@ bool KernelRuntime::IssueSend(Instance& inst, Cpu& cpu, const Invocation& inv) {
   send->set_bytes(inv.payload.bytes());
   send->set_request_id(inst.request_id());
   inv.payload.WriteTo(*send->mutable_payload());
-  RecordSend(inst, "send_noc", id, peer.pe(), inv.payload.bytes(), issue);
+  RecordSend(inst, inv, "send_noc", id, peer.pe(), issue);
   // Room at the destination endpoint: its receive posted, or queue credit (runtime.h).
   const std::optional<sim::NocEndpointModel::Departure> dep = Endpoint(peer.pe()).Send(
       now, inst.pe, inst.request_id(), id, issue, sim::Bytes(inv.payload.bytes()));
@@ -93,6 +93,7 @@ bool KernelRuntime::PostRecv(Instance& inst, Cpu& cpu, const Invocation& inv) {
   post.inst = &inst;
   post.posted = issue;
   post.dst = inv.result;
+  post.call = inv.call;
   cpu.channels[key].recvs.push_back(post);
   if (inv.peer->kind() == Peer::Kind::kPe) {
     // The NOC endpoint learns of the receive: a message waiting for it may leave.
@@ -190,6 +191,11 @@ uint64_t KernelRuntime::Deliver(Cpu& cpu, const IncomingMessage& msg, const Post
     rec.set_request_id(recv.inst->request_id());
     rec.set_label(absl::StrCat("from pe ", msg.src_pe, " msg ", msg.message_id,
                                staged ? " (staged)" : ""));
+    rec.set_message_id(msg.message_id);
+    if (recv.call != 0) {
+      rec.set_instance(recv.inst->ordinal);
+      rec.set_call(recv.call);
+    }
     log->AddOp(std::move(rec));
   }
   return recv.handle;
@@ -262,6 +268,7 @@ void KernelRuntime::PumpChannel(Cpu& cpu, uint64_t key) {
       rec.set_request_id(head.request_id);
       rec.set_label(absl::StrCat("from pe ", head.src_pe, " msg ", head.message_id,
                                  " (request ", head.stage_for, " waits)"));
+      rec.set_message_id(head.message_id);
       log->AddOp(std::move(rec));
     }
     ch.staged.push_back(std::move(head));
@@ -321,10 +328,11 @@ std::string KernelRuntime::HeadOfLine(const Instance& inst) const {
   return "";
 }
 
-void KernelRuntime::RecordSend(const Instance& inst, const std::string& op, uint64_t message_id,
-                               uint32_t dst_pe, uint64_t bytes, SimTime issue) {
+void KernelRuntime::RecordSend(const Instance& inst, const Invocation& inv, const std::string& op,
+                               uint64_t message_id, uint32_t dst_pe, SimTime issue) {
   observe::OpLog* log = sim_->context().op_log;
   if (log == nullptr) return;
+  const uint64_t bytes = inv.payload.bytes();
   const Cpu& cpu = CpuOf(inst.pe);
   pb::IssueRecord issue_rec;
   issue_rec.set_pe(inst.pe);
@@ -336,6 +344,10 @@ void KernelRuntime::RecordSend(const Instance& inst, const std::string& op, uint
   chunk->set_dst_pe(dst_pe);
   chunk->set_bytes(bytes);
   chunk->set_request_id(inst.request_id());
+  if (inv.call != 0) {
+    issue_rec.set_instance(inst.ordinal);
+    issue_rec.set_call(inv.call);
+  }
   log->AddIssue(std::move(issue_rec));
   pb::OpRecord rec;
   rec.set_unit(cpu.core.unit());
@@ -347,6 +359,11 @@ void KernelRuntime::RecordSend(const Instance& inst, const std::string& op, uint
   rec.set_bytes_written(bytes);
   rec.set_request_id(inst.request_id());
   rec.set_label(absl::StrCat("to pe ", dst_pe, " msg ", message_id));
+  rec.set_message_id(message_id);
+  if (inv.call != 0) {
+    rec.set_instance(inst.ordinal);
+    rec.set_call(inv.call);
+  }
   log->AddOp(std::move(rec));
 }
 

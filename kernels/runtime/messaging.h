@@ -46,6 +46,7 @@ struct PostedRecv {
   Instance* inst = nullptr;
   sim::SimTime posted;       // cpu time of the post
   Tensor dst;
+  uint64_t call = 0;         // while recording: the receive's call index + 1
 };
 
 // One incoming channel: an IPCQ queue from a neighbour, or NOC messages from one PE.

@@ -261,11 +261,12 @@ void KernelRuntime::RecordScope(Instance& inst, pb::CallRecord::Kind kind, uint6
   sim_->context().op_log->AddCall(std::move(r));
 }
 
-void KernelRuntime::RecordCall(Instance& inst, const Invocation& inv) {
+void KernelRuntime::RecordCall(Instance& inst, Invocation& inv) {
   static constexpr pb::CallRecord::Kind kKinds[] = {
       pb::CallRecord::COMMAND, pb::CallRecord::SEND, pb::CallRecord::RECV,
       pb::CallRecord::WAIT, pb::CallRecord::WAIT_ALL};
   pb::CallRecord r = NewCallRecord(inst, kKinds[static_cast<int>(inv.kind)]);
+  inv.call = r.index() + 1;
   if (inv.kind == Invocation::Kind::kCommand) {
     std::visit(
         [&r](const auto& cmd) {
@@ -361,7 +362,8 @@ bool KernelRuntime::IssueWaitAll(Instance& inst, Cpu& cpu) {
 }
 
 bool KernelRuntime::IssueCommand(Instance& inst, Cpu& cpu, const std::shared_ptr<Invocation>& inv) {
-  const SimTime issue = cpu.core.IssueCommand(inst, inv->command, inv->wait_for, inv->held_for_recv);
+  const SimTime issue = cpu.core.IssueCommand(inst, inv->command, inv->wait_for, inv->held_for_recv,
+                                              {inst.ordinal, inv->call});
   HandOrHold(cpu, *inv, issue);
   NoteWrite(cpu, *inv, inv->cmd_id);
   if (!sim::IsBlocking(inv->command)) return true;

@@ -219,11 +219,11 @@ class KernelRuntime : public sim::CpuRuntime {
   // Sends each held message's NocAccepted from unit `from` at its departure.
   void ReleaseNoc(sim::UnitId from, const std::vector<sim::NocEndpointModel::Departure>& deps);
   // Op log: an IssueRecord (for replay) and an OpRecord "send_ipcq"/"send_noc" on the CPU unit.
-  void RecordSend(const Instance& inst, const std::string& op, uint64_t message_id,
-                  uint32_t dst_pe, uint64_t bytes, SimTime issue);
+  void RecordSend(const Instance& inst, const Invocation& inv, const std::string& op,
+                  uint64_t message_id, uint32_t dst_pe, SimTime issue);
   std::string Describe(const Instance& inst) const;
   // Recording: the call's CallRecord (handles as call indices of the instance).
-  void RecordCall(Instance& inst, const Invocation& inv);
+  void RecordCall(Instance& inst, Invocation& inv);
   void RecordScope(Instance& inst, pb::CallRecord::Kind kind, uint64_t mark);
   pb::CallRecord NewCallRecord(Instance& inst, pb::CallRecord::Kind kind);
   uint64_t CallOf(const Instance& inst, uint64_t handle) const;
