@@ -271,18 +271,19 @@ absl::StatusOr<DecodeConfig> DecodeConfigOf(const pb::Chip& chip, const pb::Work
   return ConfigOf(chip, w, &cubes);
 }
 
-uint64_t DecodeCommCriticalPathPs(const pb::Chip& chip, const DecodeConfig& cfg,
-                                  const kernels::DecodeLaunch& launch) {
+std::vector<pb::CommHop> DecodeCommHops(const DecodeConfig& cfg,
+                                        const kernels::DecodeLaunch& launch) {
   const uint64_t rows = uint64_t{launch.g} * cfg.t_q;
   const uint64_t small = rows * 4, big = rows * cfg.d * 4;  // m or l, and O (fp32)
-  const auto triplet = [&](const pb::Link& link) {
-    const uint64_t bw = link.bytes_per_cycle();
-    const uint64_t cycles = link.latency_cycles() + 2 * ((small + bw - 1) / bw) + (big + bw - 1) / bw;
-    return cycles * (1'000'000 / link.clock_mhz());
-  };
-  const uint64_t ipcq = triplet(chip.sip().cube().ipcq().link());
-  const uint64_t noc = triplet(chip.sip().noc().link());
-  return launch.level2_rounds * ipcq + launch.level1_rounds * noc;
+  std::vector<pb::CommHop> hops(2);
+  hops[0].set_link(pb::CommHop::IPCQ);
+  hops[0].set_rounds(launch.level2_rounds);
+  hops[1].set_link(pb::CommHop::NOC);
+  hops[1].set_rounds(launch.level1_rounds);
+  for (pb::CommHop& hop : hops) {
+    for (uint64_t bytes : {small, small, big}) hop.add_message_bytes(bytes);
+  }
+  return hops;
 }
 
 namespace {
@@ -334,9 +335,7 @@ class DecodePlan final : public QkvPlan {
     return kernels::GatherDecodeOutput(store, cfg_, launch_, u);
   }
 
-  uint64_t CommCriticalPathPs() const override {
-    return DecodeCommCriticalPathPs(chip_, cfg_, launch_);
-  }
+  std::vector<pb::CommHop> CommHops() const override { return DecodeCommHops(cfg_, launch_); }
   uint32_t ReduceRounds() const override {
     return launch_.level2_rounds + launch_.level1_rounds;  // baselines too
   }

@@ -95,9 +95,10 @@ inline constexpr uint64_t kDataModeHostBytes = uint64_t{4} << 30;
 // (DecodeLauncher::Prepare without the shared unused-field check).
 absl::StatusOr<kernels::DecodeConfig> DecodeConfigOf(const pb::Chip& chip, const pb::Workload& w);
 
-// Communication critical path of the launch's static reduce, in ps.
-uint64_t DecodeCommCriticalPathPs(const pb::Chip& chip, const kernels::DecodeConfig& cfg,
-                                  const kernels::DecodeLaunch& launch);
+// The legs of the launch's static reduce (its communication critical path): level-2 rounds
+// over IPCQ, level-1 rounds over the NOC, each an (m, l, O) triplet in fp32.
+std::vector<pb::CommHop> DecodeCommHops(const kernels::DecodeConfig& cfg,
+                                        const kernels::DecodeLaunch& launch);
 
 }  // namespace ahbm::launch
 

@@ -144,6 +144,21 @@ absl::StatusOr<host::NpyArray> ReadNpyInput(const std::string& dir, const std::s
   return array;
 }
 
+uint64_t CommCriticalPathPs(const pb::Chip& chip, const std::vector<pb::CommHop>& hops) {
+  uint64_t total = 0;
+  for (const pb::CommHop& hop : hops) {
+    AHBM_CHECK(hop.link() == pb::CommHop::IPCQ || hop.link() == pb::CommHop::NOC)
+        << "communication hop without its link";
+    const pb::Link& link = hop.link() == pb::CommHop::IPCQ ? chip.sip().cube().ipcq().link()
+                                                           : chip.sip().noc().link();
+    const uint64_t bw = link.bytes_per_cycle();
+    uint64_t cycles = link.latency_cycles();
+    for (uint64_t bytes : hop.message_bytes()) cycles += (bytes + bw - 1) / bw;
+    total += hop.rounds() * cycles * (1'000'000 / link.clock_mhz());
+  }
+  return total;
+}
+
 std::vector<std::vector<uint32_t>> IslandsOf(const std::vector<std::vector<uint32_t>>& sets,
                                              const std::vector<uint32_t>& cubes) {
   if (sets.empty()) return {};
@@ -245,7 +260,8 @@ absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& chip, const pb::Workloa
   if (sim_options.record_calls) {
     pb::LaunchRecord launch;
     launch.set_workload_summary(sim_options.workload_summary);
-    launch.set_comm_critical_path_ps(plan.CommCriticalPathPs());
+    launch.set_comm_critical_path_ps(CommCriticalPathPs(chip, plan.CommHops()));
+    for (const pb::CommHop& hop : plan.CommHops()) *launch.add_comm_hops() = hop;
     launch.set_reduce_rounds(result.reduce_rounds);
     launch.set_composites(result.composites);
     launch.set_grid_composites(result.grid_composites);
@@ -255,7 +271,7 @@ absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& chip, const pb::Workloa
     sim->context().op_log->AddLaunch(std::move(launch));
   }
   result.runtime_status = runtime.Run();
-  result.report = sim->BuildReport(plan.CommCriticalPathPs());
+  result.report = sim->BuildReport(CommCriticalPathPs(chip, plan.CommHops()));
   if (sim_options.record_calls) sim->context().op_log->AddReport(result.report);
   if (trace) {
     trace->close();

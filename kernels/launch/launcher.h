@@ -36,6 +36,7 @@
 #include "kernels/memory/memory_store.h"
 #include "kernels/runtime/runtime.h"
 #include "proto/topology.pb.h"
+#include "proto/trace.pb.h"
 #include "proto/workload.pb.h"
 
 namespace ahbm::launch {
@@ -66,9 +67,9 @@ class KernelPlan {
   virtual absl::StatusOr<NpyArrays> SeenInputs(const kernels::MemoryStore& store) const = 0;
   // Data mode, after a run whose status is OK: the outputs.
   virtual absl::StatusOr<NpyArrays> Gather(const kernels::MemoryStore& store) const = 0;
-  // Report extras, after Launch: the communication critical path the roofline adds (ps) and
-  // LaunchResult::reduce_rounds.
-  virtual uint64_t CommCriticalPathPs() const { return 0; }
+  // Report extras, after Launch: the legs of the communication critical path the roofline adds
+  // (CommCriticalPathPs prices them on a chip) and LaunchResult::reduce_rounds.
+  virtual std::vector<pb::CommHop> CommHops() const { return {}; }
   virtual uint32_t ReduceRounds() const { return 0; }
   // LaunchResult::composites / grid_composites (prefill's causal skip), after Launch.
   virtual uint64_t Composites() const { return 0; }
@@ -79,6 +80,10 @@ class KernelPlan {
   // same results; 512 PEs at once do not fit the host's caches, one CUBE Group does).
   virtual std::vector<std::vector<uint32_t>> CubeSets() const { return {}; }
 };
+
+// The communication critical path of `hops` on `chip`, in ps: per round, the link's latency
+// plus each message's bytes at the link's bandwidth (whole cycles per message), at its clock.
+uint64_t CommCriticalPathPs(const pb::Chip& chip, const std::vector<pb::CommHop>& hops);
 
 // The islands of `cubes` (ChipSimOptions::islands): `sets` merged where they share a CUBE,
 // every CUBE in no set alone, ordered by their smallest CUBE. Empty when `sets` is.

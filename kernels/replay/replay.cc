@@ -168,6 +168,12 @@ absl::StatusOr<RecordedTrace> ReadTrace(std::istream& in) {
         break;
       case pb::TraceRecord::kLaunch:
         trace.launch = record->launch();
+        for (const pb::CommHop& hop : trace.launch.comm_hops()) {
+          if (hop.link() != pb::CommHop::IPCQ && hop.link() != pb::CommHop::NOC) {
+            return Invalid(absl::StrCat(reader.where(), ": a communication hop over link ",
+                                        static_cast<int>(hop.link()), " (want IPCQ or NOC)"));
+          }
+        }
         launch = true;
         break;
       case pb::TraceRecord::kInstance:
@@ -275,13 +281,20 @@ absl::StatusOr<launch::LaunchResult> Replay(const RecordedTrace& trace,
           });
       if (!s.ok()) return s;
     }
-    if (sim_options.record_calls) sim->context().op_log->AddLaunch(trace.launch);
+    // The roofline's communication critical path on the replay's chip (a what-if's own).
+    const uint64_t comm_ps = launch::CommCriticalPathPs(
+        chip, {trace.launch.comm_hops().begin(), trace.launch.comm_hops().end()});
+    if (sim_options.record_calls) {
+      pb::LaunchRecord launch = trace.launch;
+      launch.set_comm_critical_path_ps(comm_ps);
+      sim->context().op_log->AddLaunch(std::move(launch));
+    }
     result.reduce_rounds = trace.launch.reduce_rounds();
     result.composites = trace.launch.composites();
     result.grid_composites = trace.launch.grid_composites();
     result.islands = sim->engine().islands();
     result.runtime_status = runtime.Run();
-    result.report = sim->BuildReport(trace.launch.comm_critical_path_ps());
+    result.report = sim->BuildReport(comm_ps);
     if (sim_options.record_calls) sim->context().op_log->AddReport(result.report);
   }
   if (!bad.ok()) return bad;

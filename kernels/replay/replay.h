@@ -16,8 +16,9 @@
 //   the simulation (dependencies, waits, issue costs), never from the recording; scratch
 //   scopes close where they closed; a recorded kernel error stops the instance there. On the
 //   same chip the op log and the report equal the recorded run's.
-// - The report's workload line, communication critical path and the LaunchResult extras come
-//   from the LaunchRecord (the critical path is the recorded chip's).
+// - The report's workload line and the LaunchResult extras come from the LaunchRecord; the
+//   roofline's communication critical path is its legs (comm_hops) priced on the replay's chip,
+//   so a what-if's roofline is that chip's (launch::CommCriticalPathPs).
 // - A trace whose instances have no call is refused (InvalidArgument "trace: ... no call to
 //   replay"), never reported as 0 cycles.
 // - Without an op log (keep_op_log false, no trace_out) the run is split into the recorded

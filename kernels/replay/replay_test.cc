@@ -207,17 +207,13 @@ TEST_P(WhatIfTest, ReplayOnAnotherTopologyEqualsTheKernelRunThere) {
     differ += got[i] != want[i];
   }
   if (!mask_tcm) EXPECT_EQ(differ, 0u);
-  // The report too, but for the roofline's communication critical path: the kernels compute
-  // it at launch from the chip they launch on, and the trace carries the recorded chip's.
-  pb::Report want_report = direct->report;
-  pb::Report got_report = replayed->report;
-  for (pb::Report* r : {&want_report, &got_report}) {
-    r->mutable_roofline()->clear_comm_critical_path_ps();
-    r->mutable_roofline()->clear_bound_ps();
-    r->mutable_roofline()->clear_binding_resource();
-    r->clear_roofline_ratio();
+  // The report too, roofline included: the communication critical path is priced on the
+  // replay's chip (a decode's reduce moves with the NOC latency).
+  EXPECT_EQ(replayed->report.DebugString(), direct->report.DebugString());
+  if (what_if.name == "noc_latency_x2" && c.name.starts_with("decode")) {
+    EXPECT_GT(replayed->report.roofline().comm_critical_path_ps(),
+              recorded->report.roofline().comm_critical_path_ps());
   }
-  EXPECT_EQ(got_report.DebugString(), want_report.DebugString());
 }
 
 INSTANTIATE_TEST_SUITE_P(
