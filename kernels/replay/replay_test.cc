@@ -324,6 +324,47 @@ TEST(ReplayGuardRails, AWaitOnACallThatDoesNotExistIsRefused) {
   EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("instance 0 call 2: wait on call 7, which is not an earlier call of it"));
 }
 
+// A kernel that threw after issuing records KERNEL_ERROR where it threw: the replayed instance
+// stops there, the run reports that error (not the deadlock of the PEs that wait for it), and
+// a recording of the replay holds the same call.
+TEST(ReplayKernelError, ARecordedKernelErrorStopsItsInstanceThere) {
+  std::vector<pb::TraceRecord> records = SmallTrace();
+  // Instance 5 throws at its tenth call, after its first nine were issued.
+  for (pb::TraceRecord& r : records) {
+    if (r.has_call() && r.call().instance() == 5 && r.call().index() == 9) {
+      pb::CallRecord error;
+      error.set_instance(5);
+      error.set_index(9);
+      error.set_kind(pb::CallRecord::KERNEL_ERROR);
+      error.set_error("pe 5: injected kernel error");
+      *r.mutable_call() = error;
+    }
+  }
+  const std::string path = TmpPath("kernel_error.trace");
+  ASSERT_TRUE(observe::WriteOpLogFile(path, records).ok());
+  absl::StatusOr<RecordedTrace> trace = ReadTraceFile(path);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  ReplayOptions options;
+  options.trace_out = TmpPath("kernel_error.replayed");
+  absl::StatusOr<launch::LaunchResult> replayed = Replay(*trace, options);
+  ASSERT_TRUE(replayed.ok()) << replayed.status();
+  EXPECT_FALSE(replayed->runtime_status.ok());
+  EXPECT_THAT(std::string(replayed->runtime_status.message()),
+              ::testing::HasSubstr("pe 5: injected kernel error"));
+  // Instance 5 issued its first nine calls and nothing after the error.
+  uint64_t calls_of_5 = 0;
+  bool error_recorded = false;
+  for (const pb::TraceRecord& r : replayed->op_log) {
+    if (!r.has_call() || r.call().instance() != 5) continue;
+    ++calls_of_5;
+    error_recorded = error_recorded || (r.call().kind() == pb::CallRecord::KERNEL_ERROR &&
+                                        r.call().index() == 9 &&
+                                        r.call().error() == "pe 5: injected kernel error");
+  }
+  EXPECT_EQ(calls_of_5, 10u);
+  EXPECT_TRUE(error_recorded);
+}
+
 TEST(ReplayGuardRails, ATraceWithoutCallsIsNeverZeroCycles) {
   std::vector<pb::TraceRecord> records = SmallTrace();
   std::erase_if(records, [](const pb::TraceRecord& r) { return r.has_call(); });
