@@ -27,6 +27,7 @@ run decode bench/decode_bench '^Decode/opt2/zero/s:1024/' \
 run prefill bench/prefill_bench '^Prefill/ring/s:512/' \
   events events_per_s latency_ns composites
 run replay bench/replay_bench '^(Run|Replay)/decode_opt3_s1024/' events latency_ns
+run hbm bench/hbm_bench '^kv_same_bank/per_bank' pct_of_peak lat_mean_ns lat_max_ns
 run engine bench/engine_bench '^BM_CompositeGemmStream/per_tile:0/' \
   events events_per_s sim_ns_per_s
 run engine_fixed bench/engine_bench '^BM_ChipSimCreateShutdown/' \

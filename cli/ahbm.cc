@@ -24,6 +24,7 @@
 #include "absl/strings/str_split.h"
 #include "actors/chip_sim.h"
 #include "actors/inject.h"
+#include "actors/models/hbm_patterns.h"
 #include "actors/observe/chrome_trace.h"
 #include "actors/observe/report.h"
 #include "actors/observe/trace_diff.h"
@@ -321,6 +322,57 @@ absl::Status RunDiff(const ParsedFlags& flags) {
   return absl::OkStatus();
 }
 
+// ahbm hbm: one pseudo-channel's bank model on issue 13's access patterns (hbm_patterns.h).
+absl::Status RunHbm(const ParsedFlags& flags) {
+  std::vector<std::string> patterns = sim::HbmPatternNames();
+  const std::string pattern = flags.GetOr("pattern", "all");
+  if (pattern != "all") {
+    if (std::find(patterns.begin(), patterns.end(), pattern) == patterns.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("--pattern: unknown '", pattern, "' (want ",
+                                                     absl::StrJoin(patterns, ", "), " or all)"));
+    }
+    patterns = {pattern};
+  }
+  const std::vector<std::pair<std::string, sim::HbmBankTiming::Refresh>> all_modes = {
+      {"none", sim::HbmBankTiming::Refresh::kNone},
+      {"all_bank", sim::HbmBankTiming::Refresh::kAllBank},
+      {"per_bank", sim::HbmBankTiming::Refresh::kPerBank}};
+  std::vector<std::pair<std::string, sim::HbmBankTiming::Refresh>> modes;
+  const std::string refresh = flags.GetOr("refresh", "all");
+  for (const auto& m : all_modes) {
+    if (refresh == "all" || refresh == m.first) modes.push_back(m);
+  }
+  if (modes.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--refresh: unknown '", refresh, "' (want none, all_bank, per_bank or all)"));
+  }
+  const std::string bursts_text = flags.GetOr("bursts", "200000");
+  uint64_t bursts = 0;
+  if (!absl::SimpleAtoi(bursts_text, &bursts) || bursts == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--bursts: '", bursts_text, "' is not a positive whole number"));
+  }
+  const sim::HbmBankTiming timing;
+  const double tck_ns = 0.625;  // HBM3 6400 Mbps
+  std::printf("HBM3-like pseudo-channel (tCK 0.625 ns, 32 B bursts, FR-FCFS, 32-entry queue), "
+              "%llu bursts per pattern\n",
+              static_cast<unsigned long long>(bursts));
+  std::printf("%-16s %-9s %8s %14s %13s\n", "pattern", "refresh", "of peak", "latency mean",
+              "latency max");
+  for (const std::string& p : patterns) {
+    for (const auto& [name, mode] : modes) {
+      sim::HbmBankTiming t = timing;
+      t.refresh = mode;
+      absl::StatusOr<sim::HbmPatternResult> r = sim::RunHbmPattern(t, p, bursts);
+      if (!r.ok()) return absl::InvalidArgumentError(absl::StrCat("--", r.status().message()));
+      std::printf("%-16s %-9s %7.1f%% %11.1f ns %10.1f ns\n", p.c_str(), name.c_str(),
+                  100 * r->fraction_of_peak, r->mean_latency_cycles * tck_ns,
+                  r->max_latency_cycles * tck_ns);
+    }
+  }
+  return absl::OkStatus();
+}
+
 // ahbm compare: every decode variant and the baseline on one DECODE workload (timing mode),
 // as one table (launch::Compare; rows and defaults from the kernel's launcher, decode_run.h).
 // --reduce_options: opt1/opt3/opt2 x reduce_payload x reduce_merge (CompareReduceOptions).
@@ -471,6 +523,12 @@ const std::vector<Command>& Commands() {
         {"units", "report table: summary (per unit kind, the 10 busiest units) or all",
          "summary"}},
        RunReplay},
+      {"hbm",
+       "one HBM pseudo-channel's bank model on access patterns: fraction of peak, latency",
+       {{"pattern", "seq_bank_group, seq_row, kv_banks, kv_same_bank, streams8 or all", "all"},
+        {"refresh", "none, all_bank, per_bank or all", "all"},
+        {"bursts", "32 B bursts per pattern", "200000"}},
+       RunHbm},
       {"diff",
        "A B: two runs of the same streams compared: latency, busy time per unit kind, the first "
        "diverging command, each critical path",

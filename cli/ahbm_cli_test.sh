@@ -152,6 +152,12 @@ expect_one_line_error 'no recorded calls' replay --trace="$tmp/op1.pb"
 expect_one_line_error 'trace: cannot read no/such.pb' replay --trace=no/such.pb
 expect_one_line_error '--trace: the trace to replay is required' replay
 
+# The HBM bank model on one pattern; bad names are one line.
+expect 0 "kv_same_bank +per_bank +[0-9.]+%" hbm --pattern=kv_same_bank --refresh=per_bank --bursts=2000
+expect_one_line_error "--pattern: unknown 'zigzag'" hbm --pattern=zigzag
+expect_one_line_error "--refresh: unknown 'y'" hbm --refresh=y
+expect_one_line_error "--bursts: '0' is not a positive whole number" hbm --bursts=0
+
 # Diff: the recording against its 2x-HBM replay parts at a command's end; against its
 # same-topology replay nowhere; two reports give the totals only; bad input is one line.
 "$ahbm" replay --trace="$tmp/rec.pb" --topology="$tmp/hbm_x2.textproto" --trace_out="$tmp/fast.pb" \

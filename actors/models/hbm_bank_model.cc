@@ -1,0 +1,248 @@
+#include "actors/models/hbm_bank_model.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "base/check.h"
+
+namespace ahbm::sim {
+namespace {
+
+constexpr uint64_t kNever = std::numeric_limits<uint64_t>::max();
+
+}  // namespace
+
+HbmBankModel::HbmBankModel(const HbmBankTiming& timing)
+    : timing_(timing),
+      banks_(timing.banks()),
+      group_next_col_(timing.stack_ids * timing.bank_groups, 0),
+      group_next_act_(timing.stack_ids * timing.bank_groups, 0),
+      sid_last_col_(timing.stack_ids, 0) {
+  AHBM_CHECK(timing.banks() > 0 && timing.queue_depth > 0) << "HBM bank model without banks";
+  // A refresh due again before the last one ends would starve every request.
+  AHBM_CHECK(timing.refresh != HbmBankTiming::Refresh::kAllBank || timing.t_refi > timing.t_rfc)
+      << "HBM bank model: t_refi " << timing.t_refi << " <= t_rfc " << timing.t_rfc;
+  AHBM_CHECK(timing.refresh != HbmBankTiming::Refresh::kPerBank ||
+             uint64_t{timing.t_refi_pb} * timing.banks() > timing.t_rfc_pb)
+      << "HBM bank model: t_refi_pb x banks <= t_rfc_pb";
+  if (timing_.refresh == HbmBankTiming::Refresh::kAllBank) next_refresh_ = timing_.t_refi;
+  if (timing_.refresh == HbmBankTiming::Refresh::kPerBank) next_refresh_ = timing_.t_refi_pb;
+}
+
+uint32_t HbmBankModel::BankIndex(const HbmBankAddress& a) const {
+  return (a.sid * timing_.bank_groups + a.bank_group) * timing_.banks_per_group + a.bank;
+}
+
+void HbmBankModel::Add(const Request& r) {
+  AHBM_CHECK(!Full()) << "HBM bank model: request " << r.id << " added to a full queue";
+  AHBM_CHECK(r.address.sid < timing_.stack_ids && r.address.bank_group < timing_.bank_groups &&
+             r.address.bank < timing_.banks_per_group && r.address.column < timing_.columns)
+      << "HBM bank model: request " << r.id << " outside the pseudo-channel";
+  queue_.push_back(r);
+}
+
+HbmBankModel::Cmd HbmBankModel::NextCmd(const Request& r) const {
+  const Bank& b = banks_[BankIndex(r.address)];
+  if (!b.open) return Cmd::kAct;
+  if (b.row != r.address.row) return Cmd::kPre;
+  return r.write ? Cmd::kWrite : Cmd::kRead;
+}
+
+uint64_t HbmBankModel::ReadyRow(uint32_t bank, Cmd cmd) const {
+  const Bank& b = banks_[bank];
+  if (cmd == Cmd::kPre) return b.next_pre;
+  const uint32_t group = bank / timing_.banks_per_group;
+  uint64_t t = std::max({b.next_act, group_next_act_[group], next_act_any_, refresh_busy_until_});
+  if (act_window_.size() == 4) t = std::max(t, act_window_.front() + timing_.t_faw);
+  return t;
+}
+
+uint64_t HbmBankModel::ReadyCol(const HbmBankAddress& a, bool write) const {
+  const Bank& b = banks_[BankIndex(a)];
+  const uint32_t group = a.sid * timing_.bank_groups + a.bank_group;
+  uint64_t t = std::max(b.act_at + (write ? timing_.t_rcd_wr : timing_.t_rcd), group_next_col_[group]);
+  if (any_col_ != 0) {
+    t = std::max(t, last_col_ + (a.sid == last_col_sid_ ? timing_.t_ccd_s : timing_.t_ccd_r));
+    t = std::max(t, last_col_ + timing_.t_burst);
+    if (write && !last_col_write_) t = std::max(t, last_col_ + timing_.t_rtw);
+    if (!write && last_col_write_) {
+      t = std::max(t, last_col_ + timing_.t_cwl + timing_.t_burst + timing_.t_wtr_s);
+    }
+  }
+  return t;
+}
+
+uint64_t HbmBankModel::Ready(const Request& r, Cmd cmd) const {
+  const uint64_t arrival = r.arrival;
+  if (cmd == Cmd::kRead || cmd == Cmd::kWrite) {
+    return std::max(arrival, ReadyCol(r.address, cmd == Cmd::kWrite));
+  }
+  return std::max(arrival, ReadyRow(BankIndex(r.address), cmd));
+}
+
+void HbmBankModel::Issue(size_t index, Cmd cmd, uint64_t at) {
+  Request& r = queue_[index];
+  const uint32_t bank_index = BankIndex(r.address);
+  Bank& b = banks_[bank_index];
+  const uint32_t group = bank_index / timing_.banks_per_group;
+  switch (cmd) {
+    case Cmd::kAct:
+      r.activated = true;
+      b.open = true;
+      b.row = r.address.row;
+      b.act_at = at;
+      b.next_pre = std::max(b.next_pre, at + timing_.t_ras);
+      b.next_act = at + timing_.t_rc;
+      group_next_act_[group] = at + timing_.t_rrd_l;
+      next_act_any_ = at + timing_.t_rrd_s;
+      act_window_.push_back(at);
+      if (act_window_.size() > 4) act_window_.pop_front();
+      ++acts_;
+      return;
+    case Cmd::kPre:
+      b.open = false;
+      b.next_act = std::max(b.next_act, at + timing_.t_rp);
+      ++pres_;
+      return;
+    case Cmd::kRead:
+    case Cmd::kWrite: {
+      const bool write = cmd == Cmd::kWrite;
+      group_next_col_[group] = at + timing_.t_ccd_l;
+      last_col_ = at;
+      any_col_ = 1;
+      last_col_sid_ = r.address.sid;
+      last_col_write_ = write;
+      b.next_pre = std::max(b.next_pre, at + (write ? timing_.t_cwl + timing_.t_burst + timing_.t_wr
+                                                    : timing_.t_rtp));
+      r.done = at + (write ? timing_.t_cwl : timing_.t_cl) + timing_.t_burst;
+      ++(write ? writes_ : reads_);
+      served_.push_back(r);
+      queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(index));
+      return;
+    }
+  }
+}
+
+bool HbmBankModel::RefreshStep(uint64_t at, bool& row_bus_used) {
+  if (timing_.refresh == HbmBankTiming::Refresh::kNone || at < next_refresh_) return false;
+  if (timing_.refresh == HbmBankTiming::Refresh::kAllBank) {
+    // PREab once every open row may close, then REFab once every bank may activate.
+    bool any_open = false;
+    uint64_t pre_at = 0, ref_at = 0;
+    for (const Bank& b : banks_) {
+      any_open = any_open || b.open;
+      if (b.open) pre_at = std::max(pre_at, b.next_pre);
+      ref_at = std::max(ref_at, b.next_act);
+    }
+    if (any_open) {
+      if (pre_at <= at && !row_bus_used) {
+        for (Bank& b : banks_) {
+          if (!b.open) continue;
+          b.open = false;
+          b.next_act = std::max(b.next_act, at + timing_.t_rp);
+        }
+        ++pres_;
+        row_bus_used = true;
+      }
+      return true;
+    }
+    if (ref_at <= at && !row_bus_used) {
+      refresh_busy_until_ = at + timing_.t_rfc;
+      next_refresh_ += timing_.t_refi;
+      ++refs_;
+      row_bus_used = true;
+      return false;
+    }
+    return true;
+  }
+  // Per bank: the due bank closes, then refreshes; the others go on.
+  Bank& b = banks_[refresh_bank_];
+  if (b.open) {
+    if (b.next_pre <= at && !row_bus_used) {
+      b.open = false;
+      b.next_act = std::max(b.next_act, at + timing_.t_rp);
+      ++pres_;
+      row_bus_used = true;
+    }
+    return false;
+  }
+  if (b.next_act <= at && at >= last_ref_ + timing_.t_rrefd && !row_bus_used) {
+    b.next_act = at + timing_.t_rfc_pb;
+    last_ref_ = at;
+    next_act_any_ = std::max(next_act_any_, at + timing_.t_rrefd);
+    next_refresh_ += timing_.t_refi_pb;
+    refresh_bank_ = (refresh_bank_ + 1) % timing_.banks();
+    ++refs_;
+    row_bus_used = true;
+  }
+  return false;
+}
+
+void HbmBankModel::Run(uint64_t until) {
+  while (now_ <= until && !queue_.empty()) {
+    bool row_bus = false, col_bus = false;
+    const bool blocked = RefreshStep(now_, row_bus);
+    bool issued = row_bus;
+    // The bank a per-bank refresh waits to close takes no ACT.
+    const bool pb_due = (timing_.refresh == HbmBankTiming::Refresh::kPerBank && now_ >= next_refresh_) || blocked;
+    uint64_t next = kNever;
+    {
+      for (size_t i = 0; i < queue_.size();) {
+        const Request& r = queue_[i];
+        if (timing_.scheduler == HbmBankTiming::Scheduler::kFcfs && i > 0) break;
+        const Cmd cmd = NextCmd(r);
+        const bool row_cmd = cmd == Cmd::kAct || cmd == Cmd::kPre;
+        const uint32_t bank = BankIndex(r.address);
+        bool allowed = !(row_cmd ? row_bus : col_bus);
+        // A due per-bank refresh holds every request's row commands (it waits ahead of them,
+        // as in Ramulator's priority buffer).
+        // Only a request that opened its row itself (the active buffer) may still read.
+        if (pb_due && (row_cmd || !r.activated)) allowed = false;
+        if (cmd == Cmd::kPre) {
+          // Never close a row an older queued request still hits.
+          for (size_t j = 0; j < i && allowed; ++j) {
+            const Request& o = queue_[j];
+            if (o.activated && BankIndex(o.address) == bank) allowed = false;
+          }
+        }
+        const uint64_t ready = Ready(r, cmd);
+        if (allowed && ready <= now_) {
+          Issue(i, cmd, now_);
+          issued = true;
+          (row_cmd ? row_bus : col_bus) = true;
+          if (!row_cmd) continue;  // the request left the queue: i is the next one
+        } else if (allowed || ready > now_) {
+          next = std::min(next, std::max(ready, now_ + 1));
+        }
+        ++i;
+      }
+    }
+    if (issued || blocked || next == kNever) {
+      ++now_;
+    } else {
+      // Nothing can issue before `next` (nor a refresh before it is due).
+      uint64_t wake = next;
+      if (timing_.refresh != HbmBankTiming::Refresh::kNone) wake = std::min(wake, std::max(next_refresh_, now_ + 1));
+      now_ = wake;
+    }
+  }
+}
+
+uint64_t HbmBankModel::RunUntilRoom() {
+  while (Full()) Run(now_);
+  return now_;
+}
+
+std::vector<HbmBankModel::Request> HbmBankModel::TakeServed() { return std::exchange(served_, {}); }
+
+uint64_t HbmBankModel::commands(const std::string& name) const {
+  if (name == "ACT") return acts_;
+  if (name == "PRE") return pres_;
+  if (name == "RD") return reads_;
+  if (name == "WR") return writes_;
+  if (name == "REF") return refs_;
+  return 0;
+}
+
+}  // namespace ahbm::sim

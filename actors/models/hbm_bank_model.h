@@ -1,0 +1,127 @@
+// A bank, row and refresh model of one HBM pseudo-channel (issue 13; DESIGN §2), the pattern of
+// Ramulator 2's HBM3 device and its FR-FCFS controller, at command level: ACT, PRE, RD, WR,
+// all-bank and per-bank refresh, with the constraints of the stack id, bank group and bank
+// levels. A plain class (STYLE 4): no CAF, no engine; time is whole cycles of the channel clock
+// (CK). Work in progress: the channel actors still use the FIFO (hbm_channel_model.h).
+//
+// Contract:
+// - Requests are one burst each (burst_bytes), to a decoded address (stack id, bank group, bank,
+//   row, column). Add() queues one at its arrival cycle (non-decreasing); the queue holds at
+//   most queue_depth requests (Full()).
+// - Each cycle the controller may issue one row command (ACT, PRE, REF) and one column command
+//   (RD, WR). Of the queued requests whose next command (ACT to a closed bank, PRE on a row
+//   conflict, RD/WR on a row hit) meets every constraint now, FR-FCFS takes the oldest; FCFS
+//   only ever looks at the oldest request. The row stays open (open-page policy); a PRE never
+//   closes a row an older queued request still hits.
+// - Constraints, in cycles: bank ACT->RD t_rcd, ACT->PRE t_ras, RD->PRE t_rtp, WR->PRE
+//   t_cwl + t_burst + t_wr, PRE->ACT t_rp, ACT->ACT t_rc; bank group RD->RD / WR->WR t_ccd_l,
+//   ACT->ACT t_rrd_l; stack id RD->RD t_ccd_s (t_ccd_r across stack ids); pseudo-channel data
+//   bus t_burst per burst, ACT->ACT t_rrd_s, four ACTs per t_faw, RD->WR t_rtw, WR->RD
+//   t_cwl + t_burst + t_wtr_s.
+// - Refresh: kAllBank every t_refi: the open rows are precharged, REFab holds every bank for
+//   t_rfc; kPerBank every t_refi_pb one bank (cycling banks, then stack ids), once closed, is
+//   refreshed for t_rfc_pb (REF->REF t_rrefd). A due refresh goes before requests.
+// - A read is done at its RD cycle + t_cl + t_burst; a write at its WR cycle + t_cwl + t_burst.
+// - Run(until) issues every command due up to `until`; Done() hands back finished requests.
+#ifndef AHBMSIM_ACTORS_MODELS_HBM_BANK_MODEL_H_
+#define AHBMSIM_ACTORS_MODELS_HBM_BANK_MODEL_H_
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+namespace ahbm::sim {
+
+struct HbmBankTiming {
+  uint32_t stack_ids = 2, bank_groups = 4, banks_per_group = 4;
+  uint32_t columns = 32;  // bursts per row
+  uint32_t burst_bytes = 32;
+  // Cycles of the channel clock (Ramulator 2 HBM3_6400Mbps, tCK 625 ps).
+  uint32_t t_burst = 2, t_cl = 20, t_cwl = 10, t_rcd = 31, t_rcd_wr = 15, t_rp = 26, t_ras = 45,
+           t_rc = 72, t_wr = 33, t_rtp = 9, t_ccd_s = 2, t_ccd_l = 4, t_ccd_r = 3, t_rrd_s = 4,
+           t_rrd_l = 5, t_faw = 24, t_wtr_s = 7, t_rtw = 20;
+  enum class Refresh : uint8_t { kNone, kAllBank, kPerBank };
+  Refresh refresh = Refresh::kNone;
+  uint32_t t_rfc = 560, t_rfc_pb = 320, t_refi = 6240, t_refi_pb = 195, t_rrefd = 8;
+  enum class Scheduler : uint8_t { kFcfs, kFrFcfs };
+  Scheduler scheduler = Scheduler::kFrFcfs;
+  uint32_t queue_depth = 32;
+
+  uint32_t banks() const { return stack_ids * bank_groups * banks_per_group; }
+};
+
+// A burst's place in the pseudo-channel.
+struct HbmBankAddress {
+  uint32_t sid = 0, bank_group = 0, bank = 0;  // bank within its group
+  uint32_t row = 0, column = 0;
+};
+
+class HbmBankModel {
+ public:
+  explicit HbmBankModel(const HbmBankTiming& timing);
+
+  struct Request {
+    uint64_t id = 0;
+    HbmBankAddress address;
+    bool write = false;
+    uint64_t arrival = 0;  // cycle
+    uint64_t done = 0;     // cycle the last byte is delivered (set when served)
+    bool activated = false;  // it opened its row (an ACT of its own)
+  };
+
+  bool Full() const { return queue_.size() >= timing_.queue_depth; }
+  bool Empty() const { return queue_.empty(); }
+  // Queues `r` (arrival non-decreasing; the queue must not be Full()).
+  void Add(const Request& r);
+  // Issues every command due at cycles <= until (the queue may empty earlier).
+  void Run(uint64_t until);
+  // Issues commands until the queue has room or is empty; returns the cycle reached.
+  uint64_t RunUntilRoom();
+  // The requests whose column command has issued, in issue order (moved out).
+  std::vector<Request> TakeServed();
+  uint64_t now() const { return now_; }
+  uint64_t commands(const std::string& name) const;
+
+ private:
+  struct Bank {
+    bool open = false;
+    uint32_t row = 0;
+    uint64_t act_at = 0, next_act = 0, next_pre = 0, next_col = 0;
+    bool ever_act = false;
+  };
+  enum class Cmd : uint8_t { kAct, kPre, kRead, kWrite };
+
+  uint32_t BankIndex(const HbmBankAddress& a) const;
+  // The next command `r` needs and the first cycle >= now_ it may issue.
+  Cmd NextCmd(const Request& r) const;
+  uint64_t Ready(const Request& r, Cmd cmd) const;
+  uint64_t ReadyRow(uint32_t bank, Cmd cmd) const;
+  uint64_t ReadyCol(const HbmBankAddress& a, bool write) const;
+  void Issue(size_t index, Cmd cmd, uint64_t at);
+  // Refresh: the next refresh's due cycle and whether it can start now (banks closed).
+  bool RefreshStep(uint64_t at, bool& row_bus_used);
+
+  HbmBankTiming timing_;
+  std::vector<Bank> banks_;
+  std::vector<uint64_t> group_next_col_, group_next_act_;  // by (sid, bank group)
+  std::vector<uint64_t> sid_last_col_;                     // by sid: last column cycle + 1
+  uint64_t last_col_ = 0, any_col_ = 0;                    // any_col_: a column was issued
+  uint32_t last_col_sid_ = 0;
+  bool last_col_write_ = false;
+  uint64_t next_act_any_ = 0;
+  std::deque<uint64_t> act_window_;  // the last four ACT cycles (t_faw)
+  uint64_t next_refresh_ = 0;        // due cycle of the next refresh
+  uint32_t refresh_bank_ = 0;        // per-bank: the bank refreshed next
+  uint64_t refresh_busy_until_ = 0;  // all-bank: REFab holds every bank until then
+  uint64_t last_ref_ = 0;
+  bool refresh_pending_ = false;
+  std::deque<Request> queue_;
+  std::vector<Request> served_;
+  uint64_t now_ = 0;
+  uint64_t acts_ = 0, pres_ = 0, reads_ = 0, writes_ = 0, refs_ = 0;
+};
+
+}  // namespace ahbm::sim
+
+#endif  // AHBMSIM_ACTORS_MODELS_HBM_BANK_MODEL_H_
