@@ -39,7 +39,24 @@ void HbmBankModel::Add(const Request& r) {
   AHBM_CHECK(r.address.sid < timing_.stack_ids && r.address.bank_group < timing_.bank_groups &&
              r.address.bank < timing_.banks_per_group && r.address.column < timing_.columns)
       << "HBM bank model: request " << r.id << " outside the pseudo-channel";
-  queue_.push_back(r);
+  const uint32_t bank = BankIndex(r.address);
+  Group* group = nullptr;
+  for (uint32_t g : order_) {
+    if (groups_[g].bank == bank && groups_[g].row == r.address.row) group = &groups_[g];
+  }
+  if (group == nullptr) {
+    uint32_t slot = 0;
+    while (slot < groups_.size() && groups_[slot].live()) ++slot;
+    if (slot == groups_.size()) groups_.emplace_back();
+    group = &groups_[slot];
+    group->bank = bank;
+    group->row = r.address.row;
+    group->requests.clear();
+    group->head = 0;
+    order_.push_back(slot);  // the youngest request: last in age order
+  }
+  group->requests.emplace_back(next_seq_++, r);
+  ++queued_;
 }
 
 HbmBankModel::Cmd HbmBankModel::NextCmd(const Request& r) const {
@@ -81,8 +98,8 @@ uint64_t HbmBankModel::Ready(const Request& r, Cmd cmd) const {
   return std::max(arrival, ReadyRow(BankIndex(r.address), cmd));
 }
 
-void HbmBankModel::Issue(size_t index, Cmd cmd, uint64_t at) {
-  Request& r = queue_[index];
+void HbmBankModel::Issue(uint32_t g, Cmd cmd, uint64_t at) {
+  Request& r = groups_[g].oldest();
   const uint32_t bank_index = BankIndex(r.address);
   Bank& b = banks_[bank_index];
   const uint32_t group = bank_index / timing_.banks_per_group;
@@ -118,7 +135,9 @@ void HbmBankModel::Issue(size_t index, Cmd cmd, uint64_t at) {
       r.done = at + (write ? timing_.t_cwl : timing_.t_cl) + timing_.t_burst;
       ++(write ? writes_ : reads_);
       served_.push_back(r);
-      queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(index));
+      ++groups_[g].head;
+      --queued_;
+      order_stale_ = true;
       return;
     }
   }
@@ -180,7 +199,15 @@ bool HbmBankModel::RefreshStep(uint64_t at, bool& row_bus_used) {
 }
 
 void HbmBankModel::Run(uint64_t until) {
-  while (now_ <= until && !queue_.empty()) {
+  auto oldest_first = [this](uint32_t a, uint32_t b) {
+    return groups_[a].front().first < groups_[b].front().first;
+  };
+  while (now_ <= until && queued_ > 0) {
+    if (order_stale_) {
+      std::erase_if(order_, [this](uint32_t g) { return !groups_[g].live(); });
+      std::sort(order_.begin(), order_.end(), oldest_first);
+      order_stale_ = false;
+    }
     bool row_bus = false, col_bus = false;
     const bool blocked = RefreshStep(now_, row_bus);
     bool issued = row_bus;
@@ -188,8 +215,13 @@ void HbmBankModel::Run(uint64_t until) {
     const bool pb_due = (timing_.refresh == HbmBankTiming::Refresh::kPerBank && now_ >= next_refresh_) || blocked;
     uint64_t next = kNever;
     {
-      for (size_t i = 0; i < queue_.size();) {
-        const Request& r = queue_[i];
+      for (size_t i = 0; i < order_.size();) {
+        const uint32_t g = order_[i];
+        if (!groups_[g].live()) {  // served out this cycle
+          ++i;
+          continue;
+        }
+        const Request& r = groups_[g].oldest();
         if (timing_.scheduler == HbmBankTiming::Scheduler::kFcfs && i > 0) break;
         const Cmd cmd = NextCmd(r);
         const bool row_cmd = cmd == Cmd::kAct || cmd == Cmd::kPre;
@@ -202,16 +234,15 @@ void HbmBankModel::Run(uint64_t until) {
         if (cmd == Cmd::kPre) {
           // Never close a row an older queued request still hits.
           for (size_t j = 0; j < i && allowed; ++j) {
-            const Request& o = queue_[j];
-            if (o.activated && BankIndex(o.address) == bank) allowed = false;
+            const Group& other = groups_[order_[j]];
+            if (other.live() && other.bank == bank && other.front().second.activated) allowed = false;
           }
         }
         const uint64_t ready = Ready(r, cmd);
         if (allowed && ready <= now_) {
-          Issue(i, cmd, now_);
+          Issue(g, cmd, now_);
           issued = true;
           (row_cmd ? row_bus : col_bus) = true;
-          if (!row_cmd) continue;  // the request left the queue: i is the next one
         } else if (allowed || ready > now_) {
           next = std::min(next, std::max(ready, now_ + 1));
         }

@@ -70,8 +70,8 @@ class HbmBankModel {
     bool activated = false;  // it opened its row (an ACT of its own)
   };
 
-  bool Full() const { return queue_.size() >= timing_.queue_depth; }
-  bool Empty() const { return queue_.empty(); }
+  bool Full() const { return queued_ >= timing_.queue_depth; }
+  bool Empty() const { return queued_ == 0; }
   // Queues `r` (arrival non-decreasing; the queue must not be Full()).
   void Add(const Request& r);
   // Issues every command due at cycles <= until (the queue may empty earlier).
@@ -92,13 +92,26 @@ class HbmBankModel {
   };
   enum class Cmd : uint8_t { kAct, kPre, kRead, kWrite };
 
+  // The queued requests of one (bank, row), oldest first. Only the oldest can be the next to
+  // issue: the others need the same command, meet the same constraints and arrived no earlier.
+  struct Group {
+    uint32_t bank = 0;
+    uint32_t row = 0;
+    std::vector<std::pair<uint64_t, Request>> requests;  // (arrival order, request)
+    size_t head = 0;                                     // requests before it were served
+    bool live() const { return head < requests.size(); }
+    const std::pair<uint64_t, Request>& front() const { return requests[head]; }
+    Request& oldest() { return requests[head].second; }
+  };
+
   uint32_t BankIndex(const HbmBankAddress& a) const;
   // The next command `r` needs and the first cycle >= now_ it may issue.
   Cmd NextCmd(const Request& r) const;
   uint64_t Ready(const Request& r, Cmd cmd) const;
   uint64_t ReadyRow(uint32_t bank, Cmd cmd) const;
   uint64_t ReadyCol(const HbmBankAddress& a, bool write) const;
-  void Issue(size_t index, Cmd cmd, uint64_t at);
+  // Issues `cmd` for the oldest request of groups_[g].
+  void Issue(uint32_t g, Cmd cmd, uint64_t at);
   // Refresh: the next refresh's due cycle and whether it can start now (banks closed).
   bool RefreshStep(uint64_t at, bool& row_bus_used);
 
@@ -116,7 +129,10 @@ class HbmBankModel {
   uint64_t refresh_busy_until_ = 0;  // all-bank: REFab holds every bank until then
   uint64_t last_ref_ = 0;
   bool refresh_pending_ = false;
-  std::deque<Request> queue_;
+  std::vector<Group> groups_;       // slots; a served-out group's slot is reused
+  std::vector<uint32_t> order_;     // the live groups, oldest request first
+  bool order_stale_ = false;
+  uint64_t queued_ = 0, next_seq_ = 0;
   std::vector<Request> served_;
   uint64_t now_ = 0;
   uint64_t acts_ = 0, pres_ = 0, reads_ = 0, writes_ = 0, refs_ = 0;
