@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "actors/models/hbm_bank_model.h"
 #include "actors/observe/report.h"
 #include "actors/units/dma_actor.h"
 #include "actors/units/engine_unit_actor.h"
@@ -217,6 +218,7 @@ pb::Report ChipSim::BuildReport(uint64_t comm_critical_path_ps) const {
   report.set_topology_name(ctx.chip.name());
   report.set_workload_summary(options_.workload_summary);
   report.set_issue_cost_profile(ctx.issue_cost_profile);
+  report.set_hbm_model(HbmModelName(ctx.chip.sip().cube().hbm_channel()));
   report.set_latency_ps(latency_.value());
   report.set_events(engine_->events_processed());
   AHBM_CHECK(!engine_->shut_down()) << "BuildReport after the engine's Shutdown: the link units "

@@ -79,12 +79,86 @@ absl::Status ValidateLink(const pb::Link& link, absl::string_view path) {
   return Positive(Field(path, "latency_cycles"), link.latency_cycles());
 }
 
+// The bank model's fields (HbmChannel.model BANK).
+absl::Status ValidateHbmBank(const pb::HbmChannel& hbm, absl::string_view path) {
+  const pb::HbmBankConfig& b = hbm.bank();
+  const std::string bank = Field(path, "bank");
+  AHBM_RETURN_IF_ERROR(Present(hbm.has_bank(), bank));
+  const std::pair<const char*, uint32_t> positive[] = {
+      {"stack_ids", b.stack_ids()}, {"bank_groups", b.bank_groups()},
+      {"banks_per_group", b.banks_per_group()}, {"row_bytes", b.row_bytes()},
+      {"burst_bytes", b.burst_bytes()}, {"burst_cycles", b.burst_cycles()},
+      {"t_cl_cycles", b.t_cl_cycles()}, {"t_cwl_cycles", b.t_cwl_cycles()},
+      {"t_rcd_rd_cycles", b.t_rcd_rd_cycles()}, {"t_rcd_wr_cycles", b.t_rcd_wr_cycles()},
+      {"t_rp_cycles", b.t_rp_cycles()}, {"t_ras_cycles", b.t_ras_cycles()},
+      {"t_rc_cycles", b.t_rc_cycles()}, {"t_wr_cycles", b.t_wr_cycles()},
+      {"t_rtp_cycles", b.t_rtp_cycles()}, {"t_ccd_s_cycles", b.t_ccd_s_cycles()},
+      {"t_ccd_l_cycles", b.t_ccd_l_cycles()}, {"t_ccd_r_cycles", b.t_ccd_r_cycles()},
+      {"t_rrd_s_cycles", b.t_rrd_s_cycles()}, {"t_rrd_l_cycles", b.t_rrd_l_cycles()},
+      {"t_faw_cycles", b.t_faw_cycles()}, {"t_wtr_s_cycles", b.t_wtr_s_cycles()},
+      {"t_rtw_cycles", b.t_rtw_cycles()}, {"queue_depth", b.queue_depth()}};
+  for (const auto& [name, value] : positive) {
+    AHBM_RETURN_IF_ERROR(Positive(Field(bank, name), value));
+  }
+  if (b.refresh() == pb::REFRESH_UNSPECIFIED) {
+    return Invalid(Field(bank, "refresh"), " must be set (NO_REFRESH, ALL_BANK or PER_BANK)");
+  }
+  if (b.scheduler() == pb::SCHEDULER_UNSPECIFIED) {
+    return Invalid(Field(bank, "scheduler"), " must be set (FR_FCFS or FCFS)");
+  }
+  if (b.address_map() == pb::ADDRESS_MAP_UNSPECIFIED) {
+    return Invalid(Field(bank, "address_map"), " must be set (BANK_GROUP_FIRST or COLUMN_FIRST)");
+  }
+  if (b.row_bytes() % b.burst_bytes() != 0) {
+    return Invalid(Field(bank, "row_bytes"), " (", b.row_bytes(), ") must be a multiple of ",
+                   Field(bank, "burst_bytes"), " (", b.burst_bytes(), ")");
+  }
+  if (uint64_t{hbm.bytes_per_cycle()} * b.burst_cycles() != b.burst_bytes()) {
+    return Invalid(Field(path, "bytes_per_cycle"), " (", hbm.bytes_per_cycle(),
+                   ") must be the bank model's peak, ", Field(bank, "burst_bytes"), " / ",
+                   Field(bank, "burst_cycles"), " (", b.burst_bytes(), " / ", b.burst_cycles(), ")");
+  }
+  if (hbm.interleave_bytes() % b.burst_bytes() != 0) {
+    return Invalid(Field(path, "interleave_bytes"), " (", hbm.interleave_bytes(),
+                   ") must be a multiple of ", Field(bank, "burst_bytes"), " (", b.burst_bytes(), ")");
+  }
+  const uint64_t idle = uint64_t{b.t_rcd_rd_cycles()} + b.t_cl_cycles() + b.burst_cycles();
+  if (hbm.first_byte_latency_cycles() < idle) {
+    return Invalid(Field(path, "first_byte_latency_cycles"), " (", hbm.first_byte_latency_cycles(),
+                   ") must cover the DRAM's idle read, t_rcd_rd + t_cl + burst = ", idle, " cycles");
+  }
+  if (b.refresh() == pb::ALL_BANK) {
+    AHBM_RETURN_IF_ERROR(Positive(Field(bank, "t_rfc_cycles"), b.t_rfc_cycles()));
+    if (b.t_refi_cycles() <= b.t_rfc_cycles()) {
+      return Invalid(Field(bank, "t_refi_cycles"), " (", b.t_refi_cycles(), ") must exceed ",
+                     Field(bank, "t_rfc_cycles"), " (", b.t_rfc_cycles(), ")");
+    }
+  }
+  if (b.refresh() == pb::PER_BANK) {
+    AHBM_RETURN_IF_ERROR(Positive(Field(bank, "t_rfc_pb_cycles"), b.t_rfc_pb_cycles()));
+    AHBM_RETURN_IF_ERROR(Positive(Field(bank, "t_refi_pb_cycles"), b.t_refi_pb_cycles()));
+    const uint64_t banks = uint64_t{b.stack_ids()} * b.bank_groups() * b.banks_per_group();
+    if (uint64_t{b.t_refi_pb_cycles()} * banks <= b.t_rfc_pb_cycles()) {
+      return Invalid(Field(bank, "t_refi_pb_cycles"), " (", b.t_refi_pb_cycles(), ") x ", banks,
+                     " banks must exceed ", Field(bank, "t_rfc_pb_cycles"), " (",
+                     b.t_rfc_pb_cycles(), ")");
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateHbmChannel(const pb::HbmChannel& hbm, absl::string_view path) {
   AHBM_RETURN_IF_ERROR(Clock(Field(path, "clock_mhz"), hbm.clock_mhz()));
   AHBM_RETURN_IF_ERROR(Positive(Field(path, "bytes_per_cycle"), hbm.bytes_per_cycle()));
   AHBM_RETURN_IF_ERROR(
       Positive(Field(path, "first_byte_latency_cycles"), hbm.first_byte_latency_cycles()));
-  return Positive(Field(path, "interleave_bytes"), hbm.interleave_bytes());
+  AHBM_RETURN_IF_ERROR(Positive(Field(path, "interleave_bytes"), hbm.interleave_bytes()));
+  if (hbm.model() == pb::BANK) return ValidateHbmBank(hbm, path);
+  if (hbm.has_bank()) {
+    return Invalid(Field(path, "bank"), " is set but ", Field(path, "model"),
+                   " is FIFO; set model: BANK to use it, or remove it");
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ValidateGemm(const pb::GemmEngine& gemm, absl::string_view path) {

@@ -54,13 +54,15 @@ using ChannelCounts = absl::InlinedVector<uint64_t, kInlineChannels>;
 class RunCharger {
  public:
   // `per_channel` is indexed by channel within the owner's channels.
+  // With `addrs` (one list per channel), each chunk's channel-local byte address is listed too.
   RunCharger(uint64_t chunk_bytes, uint64_t interleave_bytes, uint64_t run_bytes,
-             ChannelCounts& per_channel)
+             ChannelCounts& per_channel, std::vector<std::vector<uint64_t>>* addrs = nullptr)
       : chunk_bytes_(chunk_bytes),
         chunks_per_block_(interleave_bytes / chunk_bytes),
         run_bytes_(run_bytes),
         stripe_bytes_(interleave_bytes * per_channel.size()),
-        per_channel_(per_channel) {}
+        per_channel_(per_channel),
+        addrs_(addrs) {}
 
   // The run starting at local address `addr`, after the runs charged so far.
   void Run(uint64_t addr) {
@@ -81,7 +83,7 @@ class RunCharger {
     const uint64_t period = stripe_bytes_ / std::gcd(step % stripe_bytes_, stripe_bytes_);
     const uint64_t periods = (count - 1) / period;
     uint64_t i = 1;
-    if (periods >= 2) {
+    if (periods >= 2 && addrs_ == nullptr) {
       const ChannelCounts before = per_channel_;
       for (; i <= period; ++i) Run(addr + i * step);
       for (size_t c = 0; c < per_channel_.size(); ++c) {
@@ -100,6 +102,12 @@ class RunCharger {
   void AddChunks(uint64_t first, uint64_t last) {
     const uint64_t per_block = chunks_per_block_;
     const uint64_t n = per_channel_.size();
+    if (addrs_ != nullptr) {
+      for (uint64_t c = first; c <= last; ++c) {
+        const uint64_t block = c / per_block;
+        (*addrs_)[block % n].push_back(((block / n) * per_block + c % per_block) * chunk_bytes_);
+      }
+    }
     const uint64_t b0 = first / per_block;
     const uint64_t b1 = last / per_block;
     if (b0 == b1) {
@@ -120,6 +128,7 @@ class RunCharger {
   const uint64_t run_bytes_;
   const uint64_t stripe_bytes_;
   ChannelCounts& per_channel_;
+  std::vector<std::vector<uint64_t>>* addrs_;
   bool has_previous_ = false;
   uint64_t previous_last_chunk_ = 0;
 };
@@ -156,7 +165,8 @@ DmaModel::DmaModel(const pb::Chip& chip, uint32_t pe)
       region_bytes_(chip.sip().cube().hbm_bytes() / chip.sip().cube().pes()),
       chunk_bytes_(chip.sip().cube().pe().dma().chunk_bytes()),
       interleave_bytes_(chip.sip().cube().hbm_channel().interleave_bytes()),
-      remote_extra_(chip.sip().cube().pe().dma().remote_channel_extra_cycles()) {
+      remote_extra_(chip.sip().cube().pe().dma().remote_channel_extra_cycles()),
+      chunk_addrs_(chip.sip().cube().hbm_channel().model() == pb::BANK) {
   AHBM_CHECK(pe_ < index_.num_pes()) << "pe " << pe_ << " of " << index_.num_pes();
   AHBM_CHECK(chunk_bytes_.value() > 0 && interleave_bytes_ % chunk_bytes_.value() == 0)
       << "dma.chunk_bytes " << chunk_bytes_ << " must divide interleave_bytes " << interleave_bytes_
@@ -255,7 +265,9 @@ absl::StatusOr<DmaPlan> DmaModel::PlanHbmWithContext(const TensorView& tensor, D
   // Walk the runs in row-major order, charging the chunks each touches: row by row along the
   // innermost outer dim (a dense tensor is one row of one run).
   ChannelCounts per_channel(index_.channels_per_pe(), 0);
-  RunCharger charger(chunk, interleave_bytes_, run_bytes, per_channel);
+  std::vector<std::vector<uint64_t>> addrs(chunk_addrs_ ? per_channel.size() : 0);
+  RunCharger charger(chunk, interleave_bytes_, run_bytes, per_channel,
+                     chunk_addrs_ ? &addrs : nullptr);
   const Dim row = dims.empty() ? Dim{1, 0} : dims.back();
   if (!dims.empty()) dims.pop_back();
   const uint64_t row_step = row.stride * elem;
@@ -295,7 +307,8 @@ absl::StatusOr<DmaPlan> DmaModel::PlanHbmWithContext(const TensorView& tensor, D
   for (uint32_t i = 0; i < per_channel.size(); ++i) {
     if (per_channel[i] == 0) continue;
     plan.channels.push_back(
-        DmaChannelShare{first_channel + i, per_channel[i], Bytes(per_channel[i] * chunk)});
+        DmaChannelShare{first_channel + i, per_channel[i], Bytes(per_channel[i] * chunk),
+                        chunk_addrs_ ? std::move(addrs[i]) : std::vector<uint64_t>{}});
     plan.charged_bytes += Bytes(per_channel[i] * chunk);
   }
   return plan;

@@ -99,6 +99,9 @@ struct DmaChannelShare {
   uint32_t channel = 0;  // CUBE-local channel index (topology::ChipIndex::HbmChannelUnit)
   uint64_t chunks = 0;
   Bytes bytes;  // chunks * chunk_bytes
+  // BANK channels only (HbmChannel.model): each chunk's channel-local byte address, in transfer
+  // order (the bank model maps them to banks and rows). Empty for FIFO channels.
+  std::vector<uint64_t> chunk_addrs;
 
   friend bool operator==(const DmaChannelShare&, const DmaChannelShare&) = default;
 };
@@ -191,6 +194,7 @@ class DmaModel {
   Bytes chunk_bytes_;
   uint64_t interleave_bytes_;
   Cycles remote_extra_;
+  bool chunk_addrs_ = false;  // BANK channels: plans list each chunk's address
   SimTime tcm_free_at_;
   DmaStats stats_;
 };

@@ -247,6 +247,30 @@ TEST(DmaModelTest, StridedRunsOfHalfAChunkPayWholeChunks) {
   EXPECT_EQ(dma.stats().hbm_charged_bytes, Bytes(rows * k.chunk));
 }
 
+// BANK channels (issue 13): the plan lists each chunk's channel-local address, in transfer order,
+// for the bank model to map; the charge is the FIFO plan's. The same strided tile as above: row
+// r is chunk r of the region, block r on channel r % 8 at channel-local block r / 8.
+TEST(DmaModelTest, BankChannelsGetEachChunksChannelLocalAddress) {
+  pb::Chip chip = Load(kShipped);
+  const Numbers k = NumbersOf(chip);
+  const HbmTensor tile{0, Addr(0), Bytes(2), {64, k.chunk / 4}, {k.chunk / 2, 1}};
+  const DmaPlan fifo = MustPlan(DmaModel(chip, 0), tile);
+  for (const DmaChannelShare& share : fifo.channels) EXPECT_TRUE(share.chunk_addrs.empty());
+  const pb::Chip hbm3 = Load("topology/chip_4sip_hbm3.textproto");
+  *chip.mutable_sip()->mutable_cube()->mutable_hbm_channel() = hbm3.sip().cube().hbm_channel();
+  const DmaPlan bank = MustPlan(DmaModel(chip, 0), tile);
+  ASSERT_EQ(bank.channels.size(), fifo.channels.size());
+  for (size_t i = 0; i < bank.channels.size(); ++i) {
+    const DmaChannelShare& share = bank.channels[i];
+    EXPECT_EQ(share.chunks, fifo.channels[i].chunks);
+    EXPECT_EQ(share.bytes, fifo.channels[i].bytes);
+    ASSERT_EQ(share.chunk_addrs.size(), share.chunks);
+    for (uint64_t j = 0; j < share.chunk_addrs.size(); ++j) {
+      EXPECT_EQ(share.chunk_addrs[j], j * k.chunk) << "channel " << share.channel << " chunk " << j;
+    }
+  }
+}
+
 struct RunCase {
   uint64_t offset;  // run start, bytes from address 0
   uint64_t length;  // run bytes

@@ -30,6 +30,76 @@ HbmBankModel::HbmBankModel(const HbmBankTiming& timing)
   if (timing_.refresh == HbmBankTiming::Refresh::kPerBank) next_refresh_ = timing_.t_refi_pb;
 }
 
+std::string HbmModelName(const pb::HbmChannel& hbm) {
+  if (hbm.model() != pb::BANK) return "fifo";
+  const pb::HbmBankConfig& b = hbm.bank();
+  return "bank (" + pb::HbmRefresh_Name(b.refresh()) + " refresh, " +
+         pb::HbmScheduler_Name(b.scheduler()) + ", " + pb::HbmAddressMap_Name(b.address_map()) + ")";
+}
+
+HbmBankTiming BankTimingOf(const pb::HbmChannel& hbm) {
+  const pb::HbmBankConfig& b = hbm.bank();
+  HbmBankTiming t;
+  t.stack_ids = b.stack_ids();
+  t.bank_groups = b.bank_groups();
+  t.banks_per_group = b.banks_per_group();
+  t.columns = b.row_bytes() / b.burst_bytes();
+  t.burst_bytes = b.burst_bytes();
+  t.t_burst = b.burst_cycles();
+  t.t_cl = b.t_cl_cycles();
+  t.t_cwl = b.t_cwl_cycles();
+  t.t_rcd = b.t_rcd_rd_cycles();
+  t.t_rcd_wr = b.t_rcd_wr_cycles();
+  t.t_rp = b.t_rp_cycles();
+  t.t_ras = b.t_ras_cycles();
+  t.t_rc = b.t_rc_cycles();
+  t.t_wr = b.t_wr_cycles();
+  t.t_rtp = b.t_rtp_cycles();
+  t.t_ccd_s = b.t_ccd_s_cycles();
+  t.t_ccd_l = b.t_ccd_l_cycles();
+  t.t_ccd_r = b.t_ccd_r_cycles();
+  t.t_rrd_s = b.t_rrd_s_cycles();
+  t.t_rrd_l = b.t_rrd_l_cycles();
+  t.t_faw = b.t_faw_cycles();
+  t.t_wtr_s = b.t_wtr_s_cycles();
+  t.t_rtw = b.t_rtw_cycles();
+  t.refresh = b.refresh() == pb::ALL_BANK   ? HbmBankTiming::Refresh::kAllBank
+              : b.refresh() == pb::PER_BANK ? HbmBankTiming::Refresh::kPerBank
+                                            : HbmBankTiming::Refresh::kNone;
+  t.t_rfc = b.t_rfc_cycles();
+  t.t_refi = b.t_refi_cycles();
+  t.t_rfc_pb = b.t_rfc_pb_cycles();
+  t.t_refi_pb = b.t_refi_pb_cycles();
+  t.t_rrefd = b.t_rrefd_cycles();
+  t.scheduler = b.scheduler() == pb::FCFS ? HbmBankTiming::Scheduler::kFcfs
+                                          : HbmBankTiming::Scheduler::kFrFcfs;
+  t.queue_depth = b.queue_depth();
+  return t;
+}
+
+HbmBankAddress MapBurst(uint64_t burst, pb::HbmAddressMap map, const HbmBankTiming& t) {
+  HbmBankAddress a;
+  uint64_t rest = burst;
+  auto take = [&rest](uint32_t n) {
+    const uint32_t v = static_cast<uint32_t>(rest % n);
+    rest /= n;
+    return v;
+  };
+  if (map == pb::COLUMN_FIRST) {
+    a.column = take(t.columns);
+    a.sid = take(t.stack_ids);
+    a.bank_group = take(t.bank_groups);
+    a.bank = take(t.banks_per_group);
+  } else {
+    a.bank_group = take(t.bank_groups);
+    a.column = take(t.columns);
+    a.sid = take(t.stack_ids);
+    a.bank = take(t.banks_per_group);
+  }
+  a.row = static_cast<uint32_t>(rest);
+  return a;
+}
+
 uint32_t HbmBankModel::BankIndex(const HbmBankAddress& a) const {
   return (a.sid * timing_.bank_groups + a.bank_group) * timing_.banks_per_group + a.bank;
 }
@@ -39,6 +109,10 @@ void HbmBankModel::Add(const Request& r) {
   AHBM_CHECK(r.address.sid < timing_.stack_ids && r.address.bank_group < timing_.bank_groups &&
              r.address.bank < timing_.banks_per_group && r.address.column < timing_.columns)
       << "HBM bank model: request " << r.id << " outside the pseudo-channel";
+  if (queued_ == 0 && r.arrival > now_) {
+    RefreshWhileIdle(r.arrival);
+    now_ = r.arrival;
+  }
   const uint32_t bank = BankIndex(r.address);
   Group* group = nullptr;
   for (uint32_t g : order_) {
@@ -167,9 +241,7 @@ bool HbmBankModel::RefreshStep(uint64_t at, bool& row_bus_used) {
       return true;
     }
     if (ref_at <= at && !row_bus_used) {
-      refresh_busy_until_ = at + timing_.t_rfc;
-      next_refresh_ += timing_.t_refi;
-      ++refs_;
+      RefreshAll(at);
       row_bus_used = true;
       return false;
     }
@@ -187,22 +259,67 @@ bool HbmBankModel::RefreshStep(uint64_t at, bool& row_bus_used) {
     return false;
   }
   if (b.next_act <= at && at >= last_ref_ + timing_.t_rrefd && !row_bus_used) {
-    b.next_act = at + timing_.t_rfc_pb;
-    last_ref_ = at;
-    next_act_any_ = std::max(next_act_any_, at + timing_.t_rrefd);
-    next_refresh_ += timing_.t_refi_pb;
-    refresh_bank_ = (refresh_bank_ + 1) % timing_.banks();
-    ++refs_;
+    RefreshBank(at);
     row_bus_used = true;
   }
   return false;
 }
 
-void HbmBankModel::Run(uint64_t until) {
+void HbmBankModel::RefreshAll(uint64_t at) {
+  refresh_busy_until_ = at + timing_.t_rfc;
+  next_refresh_ += timing_.t_refi;
+  ++refs_;
+}
+
+void HbmBankModel::RefreshBank(uint64_t at) {
+  banks_[refresh_bank_].next_act = at + timing_.t_rfc_pb;
+  last_ref_ = at;
+  next_act_any_ = std::max(next_act_any_, at + timing_.t_rrefd);
+  next_refresh_ += timing_.t_refi_pb;
+  refresh_bank_ = (refresh_bank_ + 1) % timing_.banks();
+  ++refs_;
+}
+
+void HbmBankModel::RefreshWhileIdle(uint64_t cycle) {
+  if (timing_.refresh == HbmBankTiming::Refresh::kNone) return;
+  while (next_refresh_ < cycle) {
+    const uint64_t due = std::max(next_refresh_, now_);
+    if (timing_.refresh == HbmBankTiming::Refresh::kAllBank) {
+      // PREab when the open rows may close, REFab when every bank may activate.
+      uint64_t pre = due;
+      bool any_open = false;
+      for (const Bank& b : banks_) {
+        if (b.open) pre = std::max(pre, b.next_pre);
+        any_open = any_open || b.open;
+      }
+      uint64_t ref = pre;
+      for (Bank& b : banks_) {
+        if (b.open) {
+          b.open = false;
+          b.next_act = std::max(b.next_act, pre + timing_.t_rp);
+        }
+        ref = std::max(ref, b.next_act);
+      }
+      pres_ += any_open ? 1 : 0;
+      RefreshAll(ref);
+    } else {
+      Bank& b = banks_[refresh_bank_];
+      uint64_t ref = std::max(due, last_ref_ + timing_.t_rrefd);
+      if (b.open) {
+        b.open = false;
+        b.next_act = std::max(b.next_act, std::max(ref, b.next_pre) + timing_.t_rp);
+        ++pres_;
+      }
+      RefreshBank(std::max(ref, b.next_act));
+    }
+  }
+}
+
+void HbmBankModel::Advance(uint64_t until, bool until_room) {
   auto oldest_first = [this](uint32_t a, uint32_t b) {
     return groups_[a].front().first < groups_[b].front().first;
   };
-  while (now_ <= until && queued_ > 0) {
+  while (now_ <= until && queued_ > 0 && !(until_room && !Full())) {
     if (order_stale_) {
       std::erase_if(order_, [this](uint32_t g) { return !groups_[g].live(); });
       std::sort(order_.begin(), order_.end(), oldest_first);
@@ -258,11 +375,6 @@ void HbmBankModel::Run(uint64_t until) {
       now_ = wake;
     }
   }
-}
-
-uint64_t HbmBankModel::RunUntilRoom() {
-  while (Full()) Run(now_);
-  return now_;
 }
 
 std::vector<HbmBankModel::Request> HbmBankModel::TakeServed() { return std::exchange(served_, {}); }

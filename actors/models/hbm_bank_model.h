@@ -31,6 +31,8 @@
 #include <string>
 #include <vector>
 
+#include "proto/topology.pb.h"
+
 namespace ahbm::sim {
 
 struct HbmBankTiming {
@@ -57,6 +59,15 @@ struct HbmBankAddress {
   uint32_t row = 0, column = 0;
 };
 
+// "fifo", or "bank (ALL_BANK refresh, FR_FCFS, BANK_GROUP_FIRST)": the report's hbm_model.
+std::string HbmModelName(const pb::HbmChannel& hbm);
+
+// The timing of a validated BANK channel (topology Validate()).
+HbmBankTiming BankTimingOf(const pb::HbmChannel& hbm);
+
+// Where burst `burst` (a channel-local address / burst_bytes) lies under `map`.
+HbmBankAddress MapBurst(uint64_t burst, pb::HbmAddressMap map, const HbmBankTiming& t);
+
 class HbmBankModel {
  public:
   explicit HbmBankModel(const HbmBankTiming& timing);
@@ -72,12 +83,18 @@ class HbmBankModel {
 
   bool Full() const { return queued_ >= timing_.queue_depth; }
   bool Empty() const { return queued_ == 0; }
-  // Queues `r` (arrival non-decreasing; the queue must not be Full()).
+  // Queues `r` (arrival non-decreasing; the queue must not be Full()). Into an empty queue, the
+  // refreshes that fell due while the channel was idle (before r.arrival) happen then.
   void Add(const Request& r);
   // Issues every command due at cycles <= until (the queue may empty earlier).
-  void Run(uint64_t until);
+  void Run(uint64_t until) { Advance(until, /*until_room=*/false); }
   // Issues commands until the queue has room or is empty; returns the cycle reached.
-  uint64_t RunUntilRoom();
+  uint64_t RunUntilRoom() {
+    Advance(UINT64_MAX, /*until_room=*/true);
+    return now_;
+  }
+  // Issues commands until every queued request is served.
+  void RunToEmpty() { Advance(UINT64_MAX, /*until_room=*/false); }
   // The requests whose column command has issued, in issue order (moved out).
   std::vector<Request> TakeServed();
   uint64_t now() const { return now_; }
@@ -114,6 +131,12 @@ class HbmBankModel {
   void Issue(uint32_t g, Cmd cmd, uint64_t at);
   // Refresh: the next refresh's due cycle and whether it can start now (banks closed).
   bool RefreshStep(uint64_t at, bool& row_bus_used);
+  void Advance(uint64_t until, bool until_room);
+  // The refreshes due before `cycle` on an idle channel, at their due times.
+  void RefreshWhileIdle(uint64_t cycle);
+  // REFab / the next REFpb at `at` (its bank closed).
+  void RefreshAll(uint64_t at);
+  void RefreshBank(uint64_t at);
 
   HbmBankTiming timing_;
   std::vector<Bank> banks_;

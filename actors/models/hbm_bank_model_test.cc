@@ -90,6 +90,24 @@ TEST(HbmBankModel, ARequestThatMeetsAnAllBankRefresh) {
   EXPECT_EQ(done[1], 1639u);
 }
 
+TEST(HbmBankModel, RefreshesGoOnWhileTheChannelIsIdle) {
+  HbmBankTiming t;
+  t.refresh = HbmBankTiming::Refresh::kAllBank;
+  t.t_refi = 1000;
+  // Idle from 53 to 2500: PREab at 1000 and REFab at 1026, then REFab at 2000, which holds
+  // every bank until 2560. The read arriving at 2500: ACT 2560, RD 2591, done 2613.
+  HbmBankModel model(t);
+  model.Add({0, At(0, 0, 1), false, 0});
+  model.RunToEmpty();
+  model.Add({1, At(0, 0, 1), false, 2500});
+  model.RunToEmpty();
+  const std::vector<Request> served = model.TakeServed();
+  ASSERT_EQ(served.size(), 2u);
+  EXPECT_EQ(served[1].done, 2613u);
+  EXPECT_EQ(model.commands("REF"), 2u);
+  EXPECT_EQ(model.commands("ACT"), 2u);  // the refresh closed row 1
+}
+
 TEST(HbmBankModel, APerBankRefreshHoldsOnlyItsBankLong) {
   HbmBankTiming t;
   t.refresh = HbmBankTiming::Refresh::kPerBank;

@@ -19,8 +19,8 @@ HbmBankAddress InBank(uint64_t j, uint32_t sid, uint32_t group, uint32_t bank, u
           static_cast<uint32_t>(j % t.columns)};
 }
 
-// Burst `i` of a sequential stream whose bank group changes every burst: bank group, column,
-// stack id, then row; in bank `bank` of each group, from row `row0`.
+// Burst `i` of a sequential stream laid out BANK_GROUP_FIRST (MapBurst), its bank numbers
+// shifted by `bank` and its rows by `row0`.
 HbmBankAddress BankGroupFirst(uint64_t i, uint32_t bank, uint32_t row0, const HbmBankTiming& t) {
   HbmBankAddress a;
   a.bank_group = static_cast<uint32_t>(i % t.bank_groups);
@@ -43,22 +43,12 @@ HbmBankAddress RoundRobin(uint64_t i, uint32_t piece, uint32_t n,
 }
 
 Pattern Find(const std::string& name) {
+  // The two address maps of a sequential stream (MapBurst).
   if (name == "seq_bank_group") {
-    return [](uint64_t i, const HbmBankTiming& t) { return BankGroupFirst(i, 0, 0, t); };
+    return [](uint64_t i, const HbmBankTiming& t) { return MapBurst(i, pb::BANK_GROUP_FIRST, t); };
   }
   if (name == "seq_row") {
-    return [](uint64_t i, const HbmBankTiming& t) {
-      HbmBankAddress a;
-      a.column = static_cast<uint32_t>(i % t.columns);
-      uint64_t rest = i / t.columns;
-      a.sid = static_cast<uint32_t>(rest % t.stack_ids);
-      rest /= t.stack_ids;
-      a.bank_group = static_cast<uint32_t>(rest % t.bank_groups);
-      rest /= t.bank_groups;
-      a.bank = static_cast<uint32_t>(rest % t.banks_per_group);
-      a.row = static_cast<uint32_t>(rest / t.banks_per_group);
-      return a;
-    };
+    return [](uint64_t i, const HbmBankTiming& t) { return MapBurst(i, pb::COLUMN_FIRST, t); };
   }
   if (name == "kv_banks" || name == "kv_same_bank") {
     const bool same = name == "kv_same_bank";
@@ -113,7 +103,7 @@ absl::StatusOr<HbmPatternResult> RunHbmPattern(const HbmBankTiming& timing,
     model.Add({i, at(i, timing), false, arrival, 0});
     collect();
   }
-  while (!model.Empty()) model.Run(model.now());
+  model.RunToEmpty();
   collect();
   out.bursts = served;
   out.cycles = last_done;

@@ -272,6 +272,7 @@ std::string FormatReportTable(const pb::Report& report, const TableOptions& opti
   absl::StrAppend(&out, "topology:  ", report.topology_name(), "\n");
   absl::StrAppend(&out, "workload:  ", report.workload_summary(), "\n");
   absl::StrAppend(&out, "profile:   ", report.issue_cost_profile(), "\n");
+  if (!report.hbm_model().empty()) absl::StrAppend(&out, "hbm:       ", report.hbm_model(), "\n");
   absl::StrAppend(&out, "latency:   ", report.latency_ps(),
                   " ps = ", Scaled(report.latency_ps(), 3),
                   " ns = ", Scaled(report.latency_ps(), 6), " µs\n");

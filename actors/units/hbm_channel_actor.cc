@@ -8,18 +8,73 @@
 
 namespace ahbm::sim {
 
+HbmChannelServer::HbmChannelServer(UnitId unit, const pb::HbmChannel& config, StatsBoard* stats)
+    : unit_(unit), model_(config), stats_board_(stats) {
+  if (config.model() != pb::BANK) return;
+  timing_ = BankTimingOf(config);
+  bank_ = std::make_unique<HbmBankModel>(timing_);
+  map_ = config.bank().address_map();
+  path_cycles_ = config.first_byte_latency_cycles() - (timing_.t_rcd + timing_.t_cl + timing_.t_burst);
+}
+
+void HbmChannelServer::Count(const HbmGrant&, SimTime busy, Bytes bytes, HbmOp op) {
+  if (stats_board_ == nullptr) return;
+  if (stats_ == nullptr) stats_ = &stats_board_->At(unit_);
+  stats_->set_ops(stats_->ops() + 1);
+  stats_->set_busy_ps(stats_->busy_ps() + busy.value());
+  if (op == HbmOp::kWrite) {
+    stats_->set_bytes_written(stats_->bytes_written() + bytes.value());
+  } else {
+    stats_->set_bytes_read(stats_->bytes_read() + bytes.value());
+  }
+}
+
 HbmGrant HbmChannelServer::Serve(SimTime now, Bytes bytes, HbmOp op) {
+  AHBM_CHECK(bank_ == nullptr) << "HBM channel " << unit_ << ": a BANK channel needs addresses";
   const HbmGrant grant = model_.Access(now, bytes, op);
-  if (stats_board_ != nullptr) {
-    if (stats_ == nullptr) stats_ = &stats_board_->At(unit_);
-    stats_->set_ops(stats_->ops() + 1);
-    stats_->set_busy_ps(stats_->busy_ps() + (grant.free_at - grant.start).value());
-    if (op == HbmOp::kWrite) {
-      stats_->set_bytes_written(stats_->bytes_written() + bytes.value());
-    } else {
-      stats_->set_bytes_read(stats_->bytes_read() + bytes.value());
+  Count(grant, grant.free_at - grant.start, bytes, op);
+  return grant;
+}
+
+HbmGrant HbmChannelServer::ServeChunks(SimTime now, std::span<const uint64_t> addrs,
+                                       Bytes chunk_bytes, HbmOp op) {
+  AHBM_CHECK(bank_ != nullptr) << "HBM channel " << unit_ << ": chunk addresses on a FIFO channel";
+  AHBM_CHECK(!addrs.empty() && chunk_bytes.value() % timing_.burst_bytes == 0)
+      << "HBM channel " << unit_ << ": " << addrs.size() << " chunks of " << chunk_bytes;
+  const ClockDomain& clock = model_.clock();
+  const uint64_t arrival = clock.ToCyclesCeil(now).value();
+  const uint64_t bursts_per_chunk = chunk_bytes.value() / timing_.burst_bytes;
+  uint64_t first_col = UINT64_MAX, last_col = 0, last_done = 0;
+  auto collect = [&] {
+    for (const HbmBankModel::Request& r : bank_->TakeServed()) {
+      const uint64_t col = r.done - (r.write ? timing_.t_cwl : timing_.t_cl) - timing_.t_burst;
+      first_col = std::min(first_col, col);
+      last_col = std::max(last_col, col);
+      last_done = std::max(last_done, r.done);
+    }
+  };
+  for (uint64_t addr : addrs) {
+    for (uint64_t k = 0; k < bursts_per_chunk; ++k) {
+      if (bank_->Full()) {
+        bank_->RunUntilRoom();
+        collect();
+      }
+      HbmBankModel::Request r;
+      r.id = next_request_++;
+      r.address = MapBurst(addr / timing_.burst_bytes + k, map_, timing_);
+      r.write = op == HbmOp::kWrite;
+      r.arrival = std::max(arrival, bank_->now());
+      bank_->Add(r);
     }
   }
+  bank_->RunToEmpty();
+  collect();
+  HbmGrant grant;
+  grant.start = clock.ToTime(Cycles(first_col));
+  grant.free_at = clock.ToTime(Cycles(last_col + timing_.t_burst));
+  grant.done = clock.ToTime(Cycles(last_done + path_cycles_));
+  const uint64_t bursts = addrs.size() * bursts_per_chunk;
+  Count(grant, clock.ToTime(Cycles(bursts * timing_.t_burst)), chunk_bytes * addrs.size(), op);
   return grant;
 }
 

@@ -28,10 +28,12 @@
 #define AHBMSIM_ACTORS_UNITS_HBM_CHANNEL_ACTOR_H_
 
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "actors/engine.h"
+#include "actors/models/hbm_bank_model.h"
 #include "actors/models/hbm_channel_model.h"
 #include "actors/time.h"
 #include "actors/units/unit_context.h"
@@ -45,15 +47,29 @@ namespace ahbm::sim {
 class HbmChannelServer {
  public:
   // `stats` may be null (no stats kept).
-  HbmChannelServer(UnitId unit, const pb::HbmChannel& config, StatsBoard* stats)
-      : unit_(unit), model_(config), stats_board_(stats) {}
+  HbmChannelServer(UnitId unit, const pb::HbmChannel& config, StatsBoard* stats);
 
+  // FIFO channels: `bytes` wherever they are.
   HbmGrant Serve(SimTime now, Bytes bytes, HbmOp op);
+  // BANK channels: the chunks at these channel-local byte addresses, burst by burst, all queued
+  // at `now` and served to the last before this returns — later requests never overtake them
+  // (the grant is final at arrival; FR-FCFS reorders within one call). start: the first burst's
+  // column command; free_at: the last's data bus end; done: the last byte plus the fixed path
+  // latency (first_byte_latency_cycles - the DRAM's idle read).
+  HbmGrant ServeChunks(SimTime now, std::span<const uint64_t> addrs, Bytes chunk_bytes, HbmOp op);
+  bool bank() const { return bank_ != nullptr; }
   UnitId unit() const { return unit_; }
 
  private:
+  void Count(const HbmGrant& grant, SimTime busy, Bytes bytes, HbmOp op);
+
   UnitId unit_;
   HbmChannelModel model_;
+  std::unique_ptr<HbmBankModel> bank_;  // BANK channels
+  HbmBankTiming timing_;
+  pb::HbmAddressMap map_ = pb::ADDRESS_MAP_UNSPECIFIED;
+  uint64_t path_cycles_ = 0;
+  uint64_t next_request_ = 0;
   StatsBoard* stats_board_;
   pb::UnitStats* stats_ = nullptr;  // stats_board_->At(unit_), looked up at the first request
 };
