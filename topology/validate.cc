@@ -153,6 +153,15 @@ absl::Status ValidateHbmChannel(const pb::HbmChannel& hbm, absl::string_view pat
   AHBM_RETURN_IF_ERROR(
       Positive(Field(path, "first_byte_latency_cycles"), hbm.first_byte_latency_cycles()));
   AHBM_RETURN_IF_ERROR(Positive(Field(path, "interleave_bytes"), hbm.interleave_bytes()));
+  if (hbm.has_fifo_efficiency_ppm()) {
+    const std::string eff = Field(path, "fifo_efficiency_ppm");
+    if (hbm.model() == pb::BANK) {
+      return Invalid(eff, " is for the FIFO model; the BANK model times banks itself");
+    }
+    if (hbm.fifo_efficiency_ppm() == 0 || hbm.fifo_efficiency_ppm() > 1'000'000) {
+      return Invalid(eff, " must be in [1, 1000000] (got ", hbm.fifo_efficiency_ppm(), ")");
+    }
+  }
   if (hbm.model() == pb::BANK) return ValidateHbmBank(hbm, path);
   if (hbm.has_bank()) {
     return Invalid(Field(path, "bank"), " is set but ", Field(path, "model"),

@@ -32,6 +32,7 @@ TEST_P(ShippedConfigTest, Validates) {
 INSTANTIATE_TEST_SUITE_P(Configs, ShippedConfigTest,
                          ::testing::Values("topology/chip_2sip.textproto",
                                            "topology/chip_4sip.textproto",
+                                           "topology/chip_4sip_hbm3.textproto",
                                            "topology/small.textproto"));
 
 TEST(ValidateTest, ZeroIsAllowedWhereDocumented) {
@@ -126,6 +127,10 @@ std::vector<InvalidCase> InvalidCases() {
        [](pb::Chip& c) { Cube(c).set_hbm_bytes(Cube(c).hbm_bytes() + 4096); },
        "sip.cube.hbm_bytes (17179873280) must be a multiple of sip.cube.hbm_pseudo_channels * "
        "sip.cube.hbm_channel.interleave_bytes (32 * 256 = 8192)"},
+      {"FifoEfficiencyZero", [](pb::Chip& c) { Hbm(c).set_fifo_efficiency_ppm(0); },
+       "sip.cube.hbm_channel.fifo_efficiency_ppm must be in [1, 1000000] (got 0)"},
+      {"FifoEfficiencyAboveOne", [](pb::Chip& c) { Hbm(c).set_fifo_efficiency_ppm(1000001); },
+       "sip.cube.hbm_channel.fifo_efficiency_ppm must be in [1, 1000000] (got 1000001)"},
       {"HbmChannelMissing", [](pb::Chip& c) { Cube(c).clear_hbm_channel(); },
        "sip.cube.hbm_channel is missing"},
       {"PeMissing", [](pb::Chip& c) { Cube(c).clear_pe(); }, "sip.cube.pe is missing"},
@@ -276,17 +281,67 @@ std::vector<InvalidCase> InvalidCases() {
 
 class InvalidFieldTest : public ::testing::TestWithParam<InvalidCase> {};
 
-TEST_P(InvalidFieldTest, NamesTheField) {
-  pb::Chip chip = SmallChip();
-  ASSERT_TRUE(Validate(chip).ok());
-  GetParam().mutate(chip);
+// `chip` validates; after `c.mutate` it fails with one line holding `c.expected`.
+void ExpectNamesTheField(pb::Chip chip, const InvalidCase& c) {
+  ASSERT_TRUE(Validate(chip).ok()) << Validate(chip);
+  c.mutate(chip);
   const absl::Status status = Validate(chip);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
-  EXPECT_THAT(std::string(status.message()), HasSubstr(GetParam().expected));
+  EXPECT_THAT(std::string(status.message()), HasSubstr(c.expected));
   EXPECT_THAT(std::string(status.message()), Not(HasSubstr("\n")));
 }
 
+TEST_P(InvalidFieldTest, NamesTheField) { ExpectNamesTheField(SmallChip(), GetParam()); }
+
 INSTANTIATE_TEST_SUITE_P(Fields, InvalidFieldTest, ::testing::ValuesIn(InvalidCases()),
+                         [](const ::testing::TestParamInfo<InvalidCase>& info) {
+                           return info.param.name;
+                         });
+
+// The bank model's fields (HbmChannel.model BANK), on the small chip with chip_4sip_hbm3's
+// channels.
+std::vector<InvalidCase> BankCases() {
+  auto bank = [](pb::Chip& c) -> pb::HbmBankConfig& { return *Hbm(c).mutable_bank(); };
+  const std::string b = "sip.cube.hbm_channel.bank";
+  return {
+      {"BankMissing", [](pb::Chip& c) { Hbm(c).clear_bank(); }, b + " is missing"},
+      {"BankWithFifo", [](pb::Chip& c) { Hbm(c).set_model(pb::FIFO); },
+       b + " is set but sip.cube.hbm_channel.model is FIFO"},
+      {"TrcdZero", [=](pb::Chip& c) { bank(c).set_t_rcd_rd_cycles(0); },
+       b + ".t_rcd_rd_cycles must be > 0 (got 0)"},
+      {"RefreshUnset", [=](pb::Chip& c) { bank(c).clear_refresh(); },
+       b + ".refresh must be set (NO_REFRESH, ALL_BANK or PER_BANK)"},
+      {"AddressMapUnset", [=](pb::Chip& c) { bank(c).clear_address_map(); },
+       b + ".address_map must be set"},
+      {"RowNotWholeBursts", [=](pb::Chip& c) { bank(c).set_row_bytes(1000); },
+       b + ".row_bytes (1000) must be a multiple of " + b + ".burst_bytes (32)"},
+      {"PeakNotTheBanks", [](pb::Chip& c) { Hbm(c).set_bytes_per_cycle(32); },
+       "sip.cube.hbm_channel.bytes_per_cycle (32) must be the bank model's peak"},
+      {"FirstByteBelowTheDram", [](pb::Chip& c) { Hbm(c).set_first_byte_latency_cycles(40); },
+       "sip.cube.hbm_channel.first_byte_latency_cycles (40) must cover the DRAM's idle read, "
+       "t_rcd_rd + t_cl + burst = 53 cycles"},
+      {"RefreshStarves", [=](pb::Chip& c) { bank(c).set_t_refi_cycles(500); },
+       b + ".t_refi_cycles (500) must exceed " + b + ".t_rfc_cycles (560)"},
+      {"FifoEfficiencyOnABank", [](pb::Chip& c) { Hbm(c).set_fifo_efficiency_ppm(900000); },
+       "sip.cube.hbm_channel.fifo_efficiency_ppm is for the FIFO model"},
+      {"PerBankRefreshStarves",
+       [=](pb::Chip& c) {
+         bank(c).set_refresh(pb::PER_BANK);
+         bank(c).set_t_refi_pb_cycles(10);
+       },
+       b + ".t_refi_pb_cycles (10) x 32 banks must exceed " + b + ".t_rfc_pb_cycles (320)"},
+  };
+}
+
+class InvalidBankFieldTest : public ::testing::TestWithParam<InvalidCase> {};
+
+TEST_P(InvalidBankFieldTest, NamesTheField) {
+  pb::Chip chip = SmallChip();
+  Hbm(chip) = LoadTopologyFile("topology/chip_4sip_hbm3.textproto")->sip().cube().hbm_channel();
+  ExpectNamesTheField(chip, GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(Bank, InvalidBankFieldTest, ::testing::ValuesIn(BankCases()),
                          [](const ::testing::TestParamInfo<InvalidCase>& info) {
                            return info.param.name;
                          });

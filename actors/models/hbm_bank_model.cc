@@ -31,7 +31,10 @@ HbmBankModel::HbmBankModel(const HbmBankTiming& timing)
 }
 
 std::string HbmModelName(const pb::HbmChannel& hbm) {
-  if (hbm.model() != pb::BANK) return "fifo";
+  if (hbm.model() != pb::BANK) {
+    if (!hbm.has_fifo_efficiency_ppm()) return "fifo";
+    return "fifo (efficiency " + std::to_string(hbm.fifo_efficiency_ppm()) + " ppm)";
+  }
   const pb::HbmBankConfig& b = hbm.bank();
   return "bank (" + pb::HbmRefresh_Name(b.refresh()) + " refresh, " +
          pb::HbmScheduler_Name(b.scheduler()) + ", " + pb::HbmAddressMap_Name(b.address_map()) + ")";

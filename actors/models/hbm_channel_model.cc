@@ -25,12 +25,16 @@ std::ostream& operator<<(std::ostream& os, const HbmGrant& grant) {
 HbmChannelModel::HbmChannelModel(const pb::HbmChannel& config)
     : clock_(ChannelClock(config)),
       bytes_per_cycle_(config.bytes_per_cycle()),
+      efficiency_ppm_(config.has_fifo_efficiency_ppm() ? config.fifo_efficiency_ppm() : 1'000'000),
       first_byte_latency_(config.first_byte_latency_cycles()) {
   AHBM_CHECK(bytes_per_cycle_ > 0) << "hbm_channel.bytes_per_cycle is 0 (not validated)";
 }
 
 Cycles HbmChannelModel::OccupancyCycles(Bytes bytes) const {
-  return Cycles((bytes.value() + bytes_per_cycle_ - 1) / bytes_per_cycle_);
+  if (efficiency_ppm_ == 1'000'000) return Cycles((bytes.value() + bytes_per_cycle_ - 1) / bytes_per_cycle_);
+  const unsigned __int128 scaled = static_cast<unsigned __int128>(bytes.value()) * 1'000'000;
+  const unsigned __int128 rate = static_cast<unsigned __int128>(bytes_per_cycle_) * efficiency_ppm_;
+  return Cycles(static_cast<uint64_t>((scaled + rate - 1) / rate));
 }
 
 HbmGrant HbmChannelModel::Access(SimTime arrival, Bytes bytes, HbmOp op) {

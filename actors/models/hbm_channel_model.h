@@ -12,7 +12,8 @@
 //   arrival time (the engine's event order). Presenting an earlier arrival after a later one is
 //   a bug of the caller (AHBM_CHECK). Equal arrival times are served in call order.
 // - A request of N bytes arriving at time t:
-//     occupancy = ceil(N / bytes_per_cycle) cycles
+//     occupancy = ceil(N / bytes_per_cycle) cycles  (/ fifo_efficiency when set: ceil(N * 10^6 /
+//                 (bytes_per_cycle * fifo_efficiency_ppm)))
 //     start     = the first channel clock edge >= max(t, free_at)
 //     free_at'  = start + occupancy                               (the data bus is busy until then)
 //     done      = start + first_byte_latency_cycles + occupancy   (the last byte has arrived)
@@ -62,7 +63,7 @@ class HbmChannelModel {
   // Serves one request of `bytes` (> 0) arriving at `arrival`; see the contract above.
   HbmGrant Access(SimTime arrival, Bytes bytes, HbmOp op);
 
-  // ceil(bytes / bytes_per_cycle): how long `bytes` hold the data bus.
+  // ceil(bytes / (bytes_per_cycle x efficiency)): how long `bytes` hold the data bus.
   Cycles OccupancyCycles(Bytes bytes) const;
 
   const ClockDomain& clock() const { return clock_; }
@@ -75,6 +76,7 @@ class HbmChannelModel {
  private:
   ClockDomain clock_;
   uint64_t bytes_per_cycle_;
+  uint64_t efficiency_ppm_;  // fifo_efficiency_ppm (1000000 when unset)
   Cycles first_byte_latency_;
   SimTime free_at_;
   SimTime last_arrival_;

@@ -100,6 +100,19 @@ TEST(HbmChannelModelTest, RequestArrivingWhileBusyWaits) {
   EXPECT_EQ(second.done, first.free_at + SimTime((k.latency_cycles + occupancy) * k.period_ps));
 }
 
+// fifo_efficiency_ppm 896000 (the bank model's sequential stream under all-bank refresh): 4096 B
+// at 32 B/cycle hold the bus ceil(4096 / (32 * 0.896)) = ceil(142.857) = 143 cycles, not 128.
+TEST(HbmChannelModelTest, AnEfficiencyFactorStretchesTheOccupancy) {
+  pb::HbmChannel config = ShippedChannel();
+  ASSERT_EQ(config.bytes_per_cycle(), 32u);
+  config.set_fifo_efficiency_ppm(896000);
+  const Numbers k = NumbersOf(config);
+  HbmChannelModel channel(config);
+  const HbmGrant g = channel.Access(SimTime(0), Bytes(4096), HbmOp::kRead);
+  EXPECT_EQ(g.free_at, SimTime(143 * k.period_ps));
+  EXPECT_EQ(g.done, SimTime((k.latency_cycles + 143) * k.period_ps));
+}
+
 TEST(HbmChannelModelTest, RequestArrivingAfterTheChannelIsFreeStartsAtItsArrival) {
   const pb::HbmChannel config = ShippedChannel();
   const Numbers k = NumbersOf(config);
