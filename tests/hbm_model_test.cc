@@ -9,9 +9,11 @@
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
+#include "kernels/host/placement.h"
 #include "kernels/launch/launch.h"
 #include "kernels/replay/replay.h"
 #include "proto/workload.pb.h"
+#include "topology/kv_placement.h"
 #include "topology/loader.h"
 #include "topology/validate.h"
 
@@ -88,6 +90,53 @@ TEST(HbmModel, BankRunsAreDeterministicAndReplayExactly) {
   absl::StatusOr<launch::LaunchResult> again = replay::Replay(*trace, {});
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->report.DebugString(), a.report.DebugString());
+}
+
+// kv_bank_layout INTERLEAVED: the same values, V half a bank cycle from K on every PE; refused
+// on FIFO channels.
+TEST(HbmModel, InterleavedKvLayoutMovesVHalfABankCycle) {
+  const std::string w = absl::StrCat(kDecode, " data: true");
+  const launch::LaunchResult naive = RunOn(SmallHbm3(true), w);
+  const launch::LaunchResult inter = RunOn(SmallHbm3(true), absl::StrCat(w, " kv_bank_layout: INTERLEAVED"));
+  EXPECT_EQ(naive.outputs.at("o").data, inter.outputs.at("o").data);
+  pb::Workload fifo_w;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      absl::StrCat(kDecode, " kv_bank_layout: INTERLEAVED"), &fifo_w));
+  const absl::StatusOr<launch::LaunchResult> refused = launch::RunWorkload(SmallHbm3(false), fifo_w, {});
+  EXPECT_TRUE(absl::IsInvalidArgument(refused.status())) << refused.status();
+  EXPECT_NE(refused.status().message().find("kv_bank_layout: INTERLEAVED needs BANK HBM channels"),
+            std::string::npos);
+}
+
+// PadForBankInterleave: on every PE of a KV head, V's shard starts half a bank cycle after K's:
+// the bank period per channel is 1 KiB rows x 2 stack ids x 4 bank groups x 4 banks = 32 KiB,
+// 256 KiB over a PE's 8 channels, so V - K = 128 KiB (mod 256 KiB); the naive V follows K.
+TEST(HbmModel, PadForBankInterleavePutsVHalfABankCycleAfterK) {
+  const pb::Chip chip = SmallHbm3(true);
+  const topology::ChipIndex index(chip);
+  absl::StatusOr<topology::KvPlacement> kv = topology::KvPlacement::Create(1, 4, 1000, 0, 0);
+  ASSERT_TRUE(kv.ok());
+  const std::vector<host::KvHeadGroup> heads = {{{0}, {0, 1, 2, 3}}};
+  for (const bool interleave : {false, true}) {
+    host::HbmAllocator allocator(chip);
+    absl::StatusOr<host::PlacedTensor> k =
+        host::PlaceKvCache(allocator, "k", {1, 1000, 128}, pb::BF16, *kv, heads);
+    ASSERT_TRUE(k.ok()) << k.status();
+    if (interleave) ASSERT_TRUE(host::PadForBankInterleave(allocator, *k).ok());
+    absl::StatusOr<host::PlacedTensor> v =
+        host::PlaceKvCache(allocator, "v", {1, 1000, 128}, pb::BF16, *kv, heads);
+    ASSERT_TRUE(v.ok()) << v.status();
+    ASSERT_EQ(k->shards().size(), 4u);
+    for (size_t i = 0; i < 4; ++i) {
+      const uint64_t ka = k->shards()[i].ref.addr(), va = v->shards()[i].ref.addr();
+      const uint64_t k_bytes = 250 * 128 * 2;  // B = 1000 / 4 slots of d 128, bf16
+      if (interleave) {
+        EXPECT_EQ((va - ka) % (256 * 1024), 128u * 1024) << "pe " << i;
+      } else {
+        EXPECT_EQ(va - ka, (k_bytes + 255) / 256 * 256) << "pe " << i;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -214,6 +214,9 @@ absl::StatusOr<PlacedRequest> PlaceDecodeRequest(
       allocator, absl::StrCat("k[", u, "]"), kv_shape, pb::BF16, *kv, heads,
       host::KvLayout{host::SlotLayout::kTileMajor, k_tile == 0 ? kv->block() : k_tile});
   if (!k.ok()) return k.status();
+  if (cfg.kv_bank_interleaved) {
+    if (absl::Status s = host::PadForBankInterleave(allocator, *k); !s.ok()) return s;
+  }
   absl::StatusOr<host::PlacedTensor> v = host::PlaceKvCache(
       allocator, absl::StrCat("v[", u, "]"), kv_shape, pb::BF16, *kv, heads, host::KvLayout{});
   if (!v.ok()) return v.status();

@@ -61,6 +61,7 @@ struct DecodeConfig {
   uint32_t start_cube = 0;
   uint32_t start_pe = 0;
   bool rotate_by_request = true;
+  bool kv_bank_interleaved = false;  // kv_bank_layout INTERLEAVED (host::PadForBankInterleave)
   bool scratch_scope = true;  // tests only: without it long sweeps overflow the scratch arena
   // Short-context variant (ADR rev2 §B long/short item 2): > 0 puts `kv_per_cube` whole KV
   // heads on each CUBE (C = 1, PE-SP only, Level-2 reduce only); 0 = the long-context kernel.

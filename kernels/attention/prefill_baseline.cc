@@ -295,6 +295,9 @@ absl::StatusOr<PrefillLaunch> LaunchPrefillFanout(const pb::Chip& chip, const Pr
           allocator, absl::StrCat("k[", u, "][", gi, "]"), kv_shape, pb::BF16, *kv, heads,
           host::KvLayout{host::SlotLayout::kTileMajor, cfg.tile});
       if (!k.ok()) return k.status();
+      if (cfg.kv_bank_interleaved) {
+        if (absl::Status s = host::PadForBankInterleave(allocator, *k); !s.ok()) return s;
+      }
       absl::StatusOr<host::PlacedTensor> v = host::PlaceKvCache(
           allocator, absl::StrCat("v[", u, "][", gi, "]"), kv_shape, pb::BF16, *kv, heads, host::KvLayout{});
       if (!v.ok()) return v.status();

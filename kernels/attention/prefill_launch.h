@@ -68,6 +68,7 @@ struct PrefillConfig {
   uint32_t start_cube = 0;
   uint32_t start_pe = 0;
   bool rotate_by_request = true;
+  bool kv_bank_interleaved = false;  // kv_bank_layout INTERLEAVED (host::PadForBankInterleave)
   std::vector<uint64_t> request_lengths;
   uint64_t ring_message_bytes = 16 << 10;  // NOC message chunk of the ring
   // IPCQ message chunk of the baseline's K/V fan-out (0: the topology's IPCQ queue, 256 KiB).

@@ -192,6 +192,8 @@ std::string PeName(const topology::ChipIndex& index, uint32_t pe) {
 HbmAllocator::HbmAllocator(const pb::Chip& chip)
     : index_(chip),
       region_bytes_(chip.sip().cube().hbm_bytes() / chip.sip().cube().pes()),
+      hbm_(chip.sip().cube().hbm_channel()),
+      channels_per_pe_(chip.sip().cube().pe().hbm_channels()),
       next_(index_.num_pes(), 0) {}
 
 absl::StatusOr<uint64_t> HbmAllocator::Allocate(uint32_t pe, uint64_t bytes, uint64_t align) {
@@ -294,6 +296,31 @@ absl::StatusOr<PlacedTensor> PlaceRowWise(HbmAllocator& allocator, std::string n
     tensor.shards_.push_back(std::move(shard));
   }
   return tensor;
+}
+
+absl::Status PadForBankInterleave(HbmAllocator& allocator, const PlacedTensor& k) {
+  const pb::HbmChannel& hbm = allocator.hbm_channel();
+  if (hbm.model() != pb::BANK) {
+    return absl::InvalidArgumentError(
+        "kv_bank_layout: INTERLEAVED needs BANK HBM channels (hbm_channel.model); the FIFO "
+        "times no banks");
+  }
+  const pb::HbmBankConfig& b = hbm.bank();
+  const uint64_t bank_step = uint64_t{b.row_bytes()} * b.stack_ids() * b.bank_groups();
+  const uint64_t period = bank_step * b.banks_per_group() * allocator.channels_per_pe();
+  std::vector<bool> done(allocator.index().num_pes(), false);
+  for (const Shard& shard : k.shards()) {
+    const uint32_t pe = shard.ref.pe();
+    if (done[pe]) continue;
+    done[pe] = true;
+    const uint64_t want = (shard.ref.addr() + period / 2) % period;
+    const uint64_t next = allocator.used_bytes(pe);
+    const uint64_t pad = (want + period - next % period) % period;
+    if (pad == 0) continue;
+    absl::StatusOr<uint64_t> gap = allocator.Allocate(pe, pad);
+    if (!gap.ok()) return gap.status();
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<PlacedTensor> PlaceKvCache(HbmAllocator& allocator, std::string name,

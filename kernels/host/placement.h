@@ -73,10 +73,14 @@ class HbmAllocator {
   uint64_t used_bytes(uint32_t pe) const;
   uint64_t region_bytes() const { return region_bytes_; }
   const topology::ChipIndex& index() const { return index_; }
+  const pb::HbmChannel& hbm_channel() const { return hbm_; }
+  uint32_t channels_per_pe() const { return channels_per_pe_; }
 
  private:
   topology::ChipIndex index_;
   uint64_t region_bytes_;
+  pb::HbmChannel hbm_;
+  uint32_t channels_per_pe_;
   std::vector<uint64_t> next_;  // per global PE
 };
 
@@ -162,6 +166,13 @@ class PlacedTensor {
 [[nodiscard]] absl::StatusOr<PlacedTensor> PlaceKvCache(
     HbmAllocator& allocator, std::string name, std::vector<uint64_t> shape, pb::DType dtype,
     const topology::KvPlacement& kv, std::span<const KvHeadGroup> heads, KvLayout layout = {});
+
+// kv_bank_layout INTERLEAVED (issue 13): pads each PE that holds a shard of `k` so that its next
+// allocation starts half a bank cycle after its first K shard (in the PE's address space: the
+// channels' bank period, burst_bytes x columns x stack ids x bank groups x banks per group per
+// channel, times the PE's channels). Place V right after. InvalidArgument unless the chip's
+// channels are BANK.
+[[nodiscard]] absl::Status PadForBankInterleave(HbmAllocator& allocator, const PlacedTensor& k);
 
 // Every shard, in the order of the contract.
 const std::vector<Shard>& ShardsOf(const PlacedTensor& tensor);

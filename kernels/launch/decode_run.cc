@@ -166,6 +166,7 @@ absl::StatusOr<DecodeConfig> ConfigOf(const pb::Chip& chip, const pb::Workload& 
   cfg.start_cube = w.start_cube();
   cfg.start_pe = w.start_pe();
   cfg.rotate_by_request = !w.no_rotation();
+  cfg.kv_bank_interleaved = w.kv_bank_layout() == pb::INTERLEAVED;
   absl::StatusOr<RequestBatch> batch =
       RequestBatchOf(w, "context length", "the context length, new token included");
   if (!batch.ok()) return batch.status();
@@ -359,7 +360,7 @@ class DecodeLauncher final : public KernelLauncher {
             "users",         "start_cube",    "start_pe",       "no_rotation",
             "level1_reduce", "level2_reduce", "k_layout",       "sip",
             "kv_per_cube",   "request_lengths", "reduce_payload", "reduce_merge",
-            "short_long_threshold"};
+            "short_long_threshold", "kv_bank_layout"};
   }
   absl::StatusOr<std::unique_ptr<KernelPlan>> Prepare(const pb::Chip& chip,
                                                       const pb::Workload& w) const override {

@@ -91,6 +91,7 @@ absl::StatusOr<PrefillConfig> ConfigOf(const pb::Chip& chip, const pb::Workload&
   cfg.start_cube = w.start_cube();
   cfg.start_pe = w.start_pe();
   cfg.rotate_by_request = !w.no_rotation();
+  cfg.kv_bank_interleaved = w.kv_bank_layout() == pb::INTERLEAVED;
   absl::StatusOr<RequestBatch> batch = RequestBatchOf(w, "prompt length", "the prompt length");
   if (!batch.ok()) return batch.status();
   cfg.users = batch->users;
@@ -265,7 +266,7 @@ class PrefillLauncher final : public KernelLauncher {
             "t_q",         "max_context", "c",          "p",         "group_rows",
             "group_cols",  "tile",       "q_tile",      "users",     "start_cube",
             "start_pe",    "no_rotation", "sip",        "kv_per_cube", "request_lengths",
-            "query_split", "short_long_threshold"};
+            "query_split", "short_long_threshold", "kv_bank_layout"};
   }
   absl::StatusOr<std::unique_ptr<KernelPlan>> Prepare(const pb::Chip& chip,
                                                       const pb::Workload& w) const override {

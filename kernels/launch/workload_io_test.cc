@@ -90,8 +90,8 @@ TEST(WorkloadFields, ListsEveryFieldInProtoOrder) {
   ASSERT_EQ(fields.size(), static_cast<size_t>(pb::Workload::descriptor()->field_count()));
   EXPECT_EQ(fields.front().name, "kernel");
   EXPECT_THAT(fields.front().help, HasSubstr("SELFTEST_DEADLOCK"));
-  EXPECT_EQ(fields.back().name, "short_long_threshold");
-  EXPECT_THAT(fields.back().help, HasSubstr("uint64"));
+  EXPECT_EQ(fields.back().name, "kv_bank_layout");
+  EXPECT_THAT(fields.back().help, HasSubstr("INTERLEAVED"));
 }
 
 TEST(SetWorkloadField, RepeatedFieldTakesACommaSeparatedList) {
