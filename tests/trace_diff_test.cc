@@ -162,7 +162,9 @@ TEST(CriticalPath, ADecodeRunsPathIsOrderedAndCrossesPes) {
   bool message = false;
   for (size_t i = 0; i < path.size(); ++i) {
     EXPECT_LE(path[i].from_ps, path[i].to_ps) << i;
-    if (i > 0) EXPECT_LE(path[i - 1].to_ps, path[i].from_ps) << i;
+    if (i > 0) {
+      EXPECT_LE(path[i - 1].to_ps, path[i].from_ps) << i;
+    }
     message = message || path[i].edge == Edge::kMessage;
   }
   EXPECT_TRUE(message);

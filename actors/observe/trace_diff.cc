@@ -64,8 +64,6 @@ absl::StatusOr<RunRecord> ReadTraceRun(const std::string& path, std::istream& in
   return run;
 }
 
-std::string Ps(uint64_t ps) { return absl::StrCat(ps); }
-
 std::string Delta(uint64_t a, uint64_t b) {
   const int64_t d = static_cast<int64_t>(b) - static_cast<int64_t>(a);
   return absl::StrCat(d > 0 ? "+" : "", d);

@@ -206,7 +206,9 @@ TEST_P(WhatIfTest, ReplayOnAnotherTopologyEqualsTheKernelRunThere) {
     ASSERT_EQ(text(got[i]), text(want[i])) << "record " << i;
     differ += got[i] != want[i];
   }
-  if (!mask_tcm) EXPECT_EQ(differ, 0u);
+  if (!mask_tcm) {
+    EXPECT_EQ(differ, 0u);
+  }
   // The report too, roofline included: the communication critical path is priced on the
   // replay's chip (a decode's reduce moves with the NOC latency).
   EXPECT_EQ(replayed->report.DebugString(), direct->report.DebugString());
