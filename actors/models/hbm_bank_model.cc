@@ -334,6 +334,7 @@ void HbmBankModel::Advance(uint64_t until, bool until_room) {
     // The bank a per-bank refresh waits to close takes no ACT.
     const bool pb_due = (timing_.refresh == HbmBankTiming::Refresh::kPerBank && now_ >= next_refresh_) || blocked;
     uint64_t next = kNever;
+    bool row_needed = false;  // some request's next command is an ACT or a PRE
     {
       for (size_t i = 0; i < order_.size();) {
         const uint32_t g = order_[i];
@@ -345,6 +346,7 @@ void HbmBankModel::Advance(uint64_t until, bool until_room) {
         if (timing_.scheduler == HbmBankTiming::Scheduler::kFcfs && i > 0) break;
         const Cmd cmd = NextCmd(r);
         const bool row_cmd = cmd == Cmd::kAct || cmd == Cmd::kPre;
+        row_needed = row_needed || row_cmd;
         const uint32_t bank = BankIndex(r.address);
         bool allowed = !(row_cmd ? row_bus : col_bus);
         // A due per-bank refresh holds every request's row commands (it waits ahead of them,
@@ -369,7 +371,18 @@ void HbmBankModel::Advance(uint64_t until, bool until_room) {
         ++i;
       }
     }
-    if (issued || blocked || next == kNever) {
+    // Only reads were due and one went: no command can go before the data bus frees (every
+    // column command waits t_burst after the last, and no request needs a row command, and no
+    // refresh falls due in between), so skip to then — the same timeline, fewer steps. Not
+    // while a source waits for room, nor after the last request: either would see a later now().
+    const bool only_reads = !until_room && queued_ > 0 && col_bus && !row_bus && !row_needed &&
+                            !blocked && !pb_due &&
+                            timing_.scheduler == HbmBankTiming::Scheduler::kFrFcfs &&
+                            (timing_.refresh == HbmBankTiming::Refresh::kNone ||
+                             next_refresh_ >= now_ + timing_.t_burst);
+    if (only_reads) {
+      now_ += timing_.t_burst;
+    } else if (issued || blocked || next == kNever) {
       ++now_;
     } else {
       // Nothing can issue before `next` (nor a refresh before it is due).
