@@ -17,8 +17,7 @@ HbmBankModel::HbmBankModel(const HbmBankTiming& timing)
     : timing_(timing),
       banks_(timing.banks()),
       group_next_col_(timing.stack_ids * timing.bank_groups, 0),
-      group_next_act_(timing.stack_ids * timing.bank_groups, 0),
-      sid_last_col_(timing.stack_ids, 0) {
+      group_next_act_(timing.stack_ids * timing.bank_groups, 0) {
   AHBM_CHECK(timing.banks() > 0 && timing.queue_depth > 0) << "HBM bank model without banks";
   // A refresh due again before the last one ends would starve every request.
   AHBM_CHECK(timing.refresh != HbmBankTiming::Refresh::kAllBank || timing.t_refi > timing.t_rfc)

@@ -2,7 +2,8 @@
 // Ramulator 2's HBM3 device and its FR-FCFS controller, at command level: ACT, PRE, RD, WR,
 // all-bank and per-bank refresh, with the constraints of the stack id, bank group and bank
 // levels. A plain class (STYLE 4): no CAF, no engine; time is whole cycles of the channel clock
-// (CK). Work in progress: the channel actors still use the FIFO (hbm_channel_model.h).
+// (CK). A BANK channel's server (units/hbm_channel_actor.h) times DMA chunks with it;
+// hbm_patterns.h runs it on the calibration patterns.
 //
 // Contract:
 // - Requests are one burst each (burst_bytes), to a decoded address (stack id, bank group, bank,
@@ -22,7 +23,8 @@
 //   t_rfc; kPerBank every t_refi_pb one bank (cycling banks, then stack ids), once closed, is
 //   refreshed for t_rfc_pb (REF->REF t_rrefd). A due refresh goes before requests.
 // - A read is done at its RD cycle + t_cl + t_burst; a write at its WR cycle + t_cwl + t_burst.
-// - Run(until) issues every command due up to `until`; Done() hands back finished requests.
+// - Run(until) issues every command due up to `until`, RunUntilRoom until the queue has room,
+//   RunToEmpty until every request is served; TakeServed() hands back the served requests.
 #ifndef AHBMSIM_ACTORS_MODELS_HBM_BANK_MODEL_H_
 #define AHBMSIM_ACTORS_MODELS_HBM_BANK_MODEL_H_
 
@@ -104,8 +106,7 @@ class HbmBankModel {
   struct Bank {
     bool open = false;
     uint32_t row = 0;
-    uint64_t act_at = 0, next_act = 0, next_pre = 0, next_col = 0;
-    bool ever_act = false;
+    uint64_t act_at = 0, next_act = 0, next_pre = 0;
   };
   enum class Cmd : uint8_t { kAct, kPre, kRead, kWrite };
 
@@ -141,7 +142,6 @@ class HbmBankModel {
   HbmBankTiming timing_;
   std::vector<Bank> banks_;
   std::vector<uint64_t> group_next_col_, group_next_act_;  // by (sid, bank group)
-  std::vector<uint64_t> sid_last_col_;                     // by sid: last column cycle + 1
   uint64_t last_col_ = 0, any_col_ = 0;                    // any_col_: a column was issued
   uint32_t last_col_sid_ = 0;
   bool last_col_write_ = false;
