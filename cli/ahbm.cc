@@ -308,12 +308,7 @@ absl::Status RunDiff(const ParsedFlags& flags) {
         "diff: give two runs, `ahbm diff A B` (traces from --trace/--trace_out or reports from "
         "--report_json)");
   }
-  const std::string rows_text = flags.GetOr("path_rows", "40");
-  size_t rows = 0;
-  if (!absl::SimpleAtoi(rows_text, &rows) || rows == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--path_rows: '", rows_text, "' is not a positive whole number"));
-  }
+  ASSIGN_OR_RETURN_FLAG(rows, IntFlag(flags, "path_rows", "40"));
   absl::StatusOr<observe::RunRecord> a = observe::ReadRun(flags.positional()[0]);
   if (!a.ok()) return a.status();
   absl::StatusOr<observe::RunRecord> b = observe::ReadRun(flags.positional()[1]);
@@ -346,12 +341,7 @@ absl::Status RunHbm(const ParsedFlags& flags) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--refresh: unknown '", refresh, "' (want none, all_bank, per_bank or all)"));
   }
-  const std::string bursts_text = flags.GetOr("bursts", "200000");
-  uint64_t bursts = 0;
-  if (!absl::SimpleAtoi(bursts_text, &bursts) || bursts == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--bursts: '", bursts_text, "' is not a positive whole number"));
-  }
+  ASSIGN_OR_RETURN_FLAG(bursts, IntFlag(flags, "bursts", "200000"));
   const sim::HbmBankTiming timing;
   const double tck_ns = 0.625;  // HBM3 6400 Mbps
   std::printf("HBM3-like pseudo-channel (tCK 0.625 ns, 32 B bursts, FR-FCFS, 32-entry queue), "

@@ -156,7 +156,7 @@ expect_one_line_error '--trace: the trace to replay is required' replay
 expect 0 "kv_same_bank +per_bank +[0-9.]+%" hbm --pattern=kv_same_bank --refresh=per_bank --bursts=2000
 expect_one_line_error "--pattern: unknown 'zigzag'" hbm --pattern=zigzag
 expect_one_line_error "--refresh: unknown 'y'" hbm --refresh=y
-expect_one_line_error "--bursts: '0' is not a positive whole number" hbm --bursts=0
+expect_one_line_error "--bursts: must be a positive integer \(got '0'\)" hbm --bursts=0
 
 # Diff: the recording against its 2x-HBM replay parts at a command's end; against its
 # same-topology replay nowhere; two reports give the totals only; bad input is one line.
@@ -170,7 +170,7 @@ expect 0 "steps and critical paths: need two traces" diff "$tmp/rec.json" "$tmp/
 expect_one_line_error 'diff: give two runs' diff "$tmp/rec.pb"
 expect_one_line_error 'cut.pb: op log record [0-9]+ .*truncated' diff "$tmp/rec.pb" "$tmp/cut.pb"
 expect_one_line_error 'op1.pb: an op log without its chip' diff "$tmp/op1.pb" "$tmp/rec.pb"
-expect_one_line_error '--path_rows: .0. is not a positive whole number' \
+expect_one_line_error "--path_rows: must be a positive integer \(got '0'\)" \
   diff "$tmp/rec.pb" "$tmp/fast.pb" --path_rows=0
 
 # The deadlock demo exits 3 within seconds, naming every waiting PE.

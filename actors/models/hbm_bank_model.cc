@@ -155,7 +155,7 @@ uint64_t HbmBankModel::ReadyCol(const HbmBankAddress& a, bool write) const {
   const Bank& b = banks_[BankIndex(a)];
   const uint32_t group = a.sid * timing_.bank_groups + a.bank_group;
   uint64_t t = std::max(b.act_at + (write ? timing_.t_rcd_wr : timing_.t_rcd), group_next_col_[group]);
-  if (any_col_ != 0) {
+  if (any_col_) {
     t = std::max(t, last_col_ + (a.sid == last_col_sid_ ? timing_.t_ccd_s : timing_.t_ccd_r));
     t = std::max(t, last_col_ + timing_.t_burst);
     if (write && !last_col_write_) t = std::max(t, last_col_ + timing_.t_rtw);
@@ -203,7 +203,7 @@ void HbmBankModel::Issue(uint32_t g, Cmd cmd, uint64_t at) {
       const bool write = cmd == Cmd::kWrite;
       group_next_col_[group] = at + timing_.t_ccd_l;
       last_col_ = at;
-      any_col_ = 1;
+      any_col_ = true;
       last_col_sid_ = r.address.sid;
       last_col_write_ = write;
       b.next_pre = std::max(b.next_pre, at + (write ? timing_.t_cwl + timing_.t_burst + timing_.t_wr

@@ -142,7 +142,8 @@ class HbmBankModel {
   HbmBankTiming timing_;
   std::vector<Bank> banks_;
   std::vector<uint64_t> group_next_col_, group_next_act_;  // by (sid, bank group)
-  uint64_t last_col_ = 0, any_col_ = 0;                    // any_col_: a column was issued
+  uint64_t last_col_ = 0;
+  bool any_col_ = false;  // a column command was issued
   uint32_t last_col_sid_ = 0;
   bool last_col_write_ = false;
   uint64_t next_act_any_ = 0;

@@ -17,7 +17,7 @@ HbmChannelServer::HbmChannelServer(UnitId unit, const pb::HbmChannel& config, St
   path_cycles_ = config.first_byte_latency_cycles() - (timing_.t_rcd + timing_.t_cl + timing_.t_burst);
 }
 
-void HbmChannelServer::Count(const HbmGrant&, SimTime busy, Bytes bytes, HbmOp op) {
+void HbmChannelServer::Count(SimTime busy, Bytes bytes, HbmOp op) {
   if (stats_board_ == nullptr) return;
   if (stats_ == nullptr) stats_ = &stats_board_->At(unit_);
   stats_->set_ops(stats_->ops() + 1);
@@ -32,7 +32,7 @@ void HbmChannelServer::Count(const HbmGrant&, SimTime busy, Bytes bytes, HbmOp o
 HbmGrant HbmChannelServer::Serve(SimTime now, Bytes bytes, HbmOp op) {
   AHBM_CHECK(bank_ == nullptr) << "HBM channel " << unit_ << ": a BANK channel needs addresses";
   const HbmGrant grant = model_.Access(now, bytes, op);
-  Count(grant, grant.free_at - grant.start, bytes, op);
+  Count(grant.free_at - grant.start, bytes, op);
   return grant;
 }
 
@@ -74,7 +74,7 @@ HbmGrant HbmChannelServer::ServeChunks(SimTime now, std::span<const uint64_t> ad
   grant.free_at = clock.ToTime(Cycles(last_col + timing_.t_burst));
   grant.done = clock.ToTime(Cycles(last_done + path_cycles_));
   const uint64_t bursts = addrs.size() * bursts_per_chunk;
-  Count(grant, clock.ToTime(Cycles(bursts * timing_.t_burst)), chunk_bytes * addrs.size(), op);
+  Count(clock.ToTime(Cycles(bursts * timing_.t_burst)), chunk_bytes * addrs.size(), op);
   return grant;
 }
 

@@ -61,7 +61,7 @@ class HbmChannelServer {
   UnitId unit() const { return unit_; }
 
  private:
-  void Count(const HbmGrant& grant, SimTime busy, Bytes bytes, HbmOp op);
+  void Count(SimTime busy, Bytes bytes, HbmOp op);
 
   UnitId unit_;
   HbmChannelModel model_;

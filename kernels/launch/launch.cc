@@ -257,11 +257,11 @@ absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& chip, const pb::Workloa
   result.islands = sim->engine().islands();
   result.composites = plan.Composites();
   result.grid_composites = plan.GridComposites();
+  const std::vector<pb::CommHop> comm_hops = plan.CommHops();
   if (sim_options.record_calls) {
     pb::LaunchRecord launch;
     launch.set_workload_summary(sim_options.workload_summary);
-    launch.set_comm_critical_path_ps(CommCriticalPathPs(chip, plan.CommHops()));
-    for (const pb::CommHop& hop : plan.CommHops()) *launch.add_comm_hops() = hop;
+    launch.mutable_comm_hops()->Assign(comm_hops.begin(), comm_hops.end());
     launch.set_reduce_rounds(result.reduce_rounds);
     launch.set_composites(result.composites);
     launch.set_grid_composites(result.grid_composites);
@@ -271,7 +271,7 @@ absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& chip, const pb::Workloa
     sim->context().op_log->AddLaunch(std::move(launch));
   }
   result.runtime_status = runtime.Run();
-  result.report = sim->BuildReport(CommCriticalPathPs(chip, plan.CommHops()));
+  result.report = sim->BuildReport(CommCriticalPathPs(chip, comm_hops));
   if (sim_options.record_calls) sim->context().op_log->AddReport(result.report);
   if (trace) {
     trace->close();

@@ -281,20 +281,15 @@ absl::StatusOr<launch::LaunchResult> Replay(const RecordedTrace& trace,
           });
       if (!s.ok()) return s;
     }
-    // The roofline's communication critical path on the replay's chip (a what-if's own).
-    const uint64_t comm_ps = launch::CommCriticalPathPs(
-        chip, {trace.launch.comm_hops().begin(), trace.launch.comm_hops().end()});
-    if (sim_options.record_calls) {
-      pb::LaunchRecord launch = trace.launch;
-      launch.set_comm_critical_path_ps(comm_ps);
-      sim->context().op_log->AddLaunch(std::move(launch));
-    }
+    if (sim_options.record_calls) sim->context().op_log->AddLaunch(trace.launch);
     result.reduce_rounds = trace.launch.reduce_rounds();
     result.composites = trace.launch.composites();
     result.grid_composites = trace.launch.grid_composites();
     result.islands = sim->engine().islands();
     result.runtime_status = runtime.Run();
-    result.report = sim->BuildReport(comm_ps);
+    // The roofline's communication critical path, priced on the replay's chip (a what-if's own).
+    result.report = sim->BuildReport(launch::CommCriticalPathPs(
+        chip, {trace.launch.comm_hops().begin(), trace.launch.comm_hops().end()}));
     if (sim_options.record_calls) sim->context().op_log->AddReport(result.report);
   }
   if (!bad.ok()) return bad;
