@@ -69,6 +69,9 @@ struct ChipSimOptions {
   // Every delivered message as a pb::Envelope, length-delimited (observe/message_trace.h).
   // Not with islands (the file is in the one heap's delivery order).
   std::ostream* message_trace_stream = nullptr;
+  // BANK HBM channels: the call memo (hbm_call_memo.h; the same results, faster), off, or
+  // checked against the simulation at every hit.
+  HbmCallMemo::Mode hbm_call_memo = HbmCallMemo::Mode::kOn;
 };
 
 class ChipSim {
@@ -97,6 +100,7 @@ class ChipSim {
   // engine's Shutdown() (it reads the link units' counters).
   pb::Report BuildReport(uint64_t comm_critical_path_ps = 0) const;
   UnitContext& context() { return *ctx_; }
+  HbmCallMemo::Stats hbm_call_memo_stats() const { return hbm_channels_->memo_stats(); }
   Engine& engine() { return *engine_; }
 
  private:

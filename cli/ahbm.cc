@@ -102,6 +102,16 @@ absl::StatusOr<bool> BoolFlag(const ParsedFlags& flags, const std::string& name)
       absl::StrCat("--", name, ": must be true or false (got '", text, "')"));
 }
 
+// --hbm_call_memo: on, off or verify (actors/models/hbm_call_memo.h).
+absl::StatusOr<sim::HbmCallMemo::Mode> MemoFlag(const ParsedFlags& flags) {
+  const std::string text = flags.GetOr("hbm_call_memo", "on");
+  if (text == "on") return sim::HbmCallMemo::Mode::kOn;
+  if (text == "off") return sim::HbmCallMemo::Mode::kOff;
+  if (text == "verify") return sim::HbmCallMemo::Mode::kVerify;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--hbm_call_memo: must be on, off or verify (got '", text, "')"));
+}
+
 // --units: the report table's unit rows — "summary" (per kind and the 10 busiest) or "all".
 absl::StatusOr<observe::TableOptions> TableFlag(const ParsedFlags& flags) {
   const std::string text = flags.GetOr("units", "summary");
@@ -250,7 +260,9 @@ absl::Status RunRun(const ParsedFlags& flags) {
   ASSIGN_OR_RETURN_FLAG(per_tile_detail, BoolFlag(flags, "per_tile_detail"));
   ASSIGN_OR_RETURN_FLAG(save_inputs, BoolFlag(flags, "save_inputs"));
   ASSIGN_OR_RETURN_FLAG(table_options, TableFlag(flags));
+  ASSIGN_OR_RETURN_FLAG(memo, MemoFlag(flags));
   launch::LaunchOptions options;
+  options.hbm_call_memo = memo;
   options.save_inputs = save_inputs;
   options.inputs_dir = flags.GetOr("inputs_dir", "");
   options.outputs_dir = flags.GetOr("outputs_dir", "");
@@ -267,6 +279,10 @@ absl::Status RunRun(const ParsedFlags& flags) {
   }
   if (!result->runtime_status.ok()) return result->runtime_status;
   std::fputs(observe::FormatReportTable(result->report, table_options).c_str(), stdout);
+  if (const sim::HbmCallMemo::Stats& m = result->hbm_call_memo; m.calls > 0) {
+    std::fprintf(stderr, "hbm call memo: %llu of %llu channel calls replayed\n",
+                 static_cast<unsigned long long>(m.hits), static_cast<unsigned long long>(m.calls));
+  }
   return absl::OkStatus();
 }
 
@@ -465,7 +481,11 @@ std::vector<FlagSpec> RunFlags() {
       {"chrome_trace", "write a Chrome trace / Perfetto JSON here", ""},
       {"report_json", "write the report as JSON here", ""},
       {"report_csv", "write the per-unit stats as CSV here (every unit)", ""},
-      {"units", "report table: summary (per unit kind, the 10 busiest units) or all", "summary"}};
+      {"units", "report table: summary (per unit kind, the 10 busiest units) or all", "summary"},
+      {"hbm_call_memo",
+       "BANK HBM channels: replay repeated channel calls from a memo (on; the same results), "
+       "simulate every one (off), or both and check (verify)",
+       "on"}};
   for (const launch::WorkloadField& field : launch::WorkloadFields()) {
     flags.push_back({field.name, field.help, ""});
   }

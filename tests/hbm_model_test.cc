@@ -92,6 +92,41 @@ TEST(HbmModel, BankRunsAreDeterministicAndReplayExactly) {
   EXPECT_EQ(again->report.DebugString(), a.report.DebugString());
 }
 
+// The call memo (actors/models/hbm_call_memo.h) changes nothing but speed: decode (opt1, opt3,
+// multi-user T_q > 1) and a ring prefill give the same op log byte for byte with it off, on, and
+// checked at every hit; and it does replay most channel calls.
+TEST(HbmModel, TheCallMemoGivesTheSimulatedOpLog) {
+  const std::vector<std::string> workloads = {
+      kDecode,
+      "kernel: DECODE variant: OPT1 h_q: 8 h_kv: 1 c: 2 p: 4 tile: 64 s: 2048",
+      "kernel: DECODE variant: OPT3 h_q: 8 h_kv: 1 c: 2 p: 4 tile: 64 t_q: 2 "
+      "request_lengths: 700 request_lengths: 1000",
+      "kernel: PREFILL variant: RING h_q: 2 h_kv: 1 c: 2 p: 4 tile: 64 s: 512"};
+  for (const std::string& w : workloads) {
+    SCOPED_TRACE(w);
+    std::string logs[3];
+    sim::HbmCallMemo::Stats stats[3];
+    const sim::HbmCallMemo::Mode modes[3] = {sim::HbmCallMemo::Mode::kOff,
+                                             sim::HbmCallMemo::Mode::kOn,
+                                             sim::HbmCallMemo::Mode::kVerify};
+    for (int m = 0; m < 3; ++m) {
+      launch::LaunchOptions options;
+      options.hbm_call_memo = modes[m];
+      const launch::LaunchResult r = RunOn(SmallHbm3(true), w, options);
+      for (const pb::TraceRecord& record : r.op_log) logs[m] += record.SerializeAsString();
+      logs[m] += r.report.SerializeAsString();
+      stats[m] = r.hbm_call_memo;
+    }
+    EXPECT_FALSE(logs[0].empty());
+    EXPECT_TRUE(logs[1] == logs[0]) << "the memo changed the op log";
+    EXPECT_TRUE(logs[2] == logs[0]);
+    EXPECT_EQ(stats[0].calls, 0u);
+    EXPECT_GT(stats[1].calls, 0u);
+    EXPECT_GT(stats[1].hits * 2, stats[1].calls) << stats[1].hits << " of " << stats[1].calls;
+    EXPECT_EQ(stats[2].hits, stats[1].hits);
+  }
+}
+
 // kv_bank_layout INTERLEAVED: the same values, V half a bank cycle from K on every PE; refused
 // on FIFO channels.
 TEST(HbmModel, InterleavedKvLayoutMovesVHalfABankCycle) {

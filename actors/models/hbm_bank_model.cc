@@ -25,8 +25,13 @@ HbmBankModel::HbmBankModel(const HbmBankTiming& timing)
   AHBM_CHECK(timing.refresh != HbmBankTiming::Refresh::kPerBank ||
              uint64_t{timing.t_refi_pb} * timing.banks() > timing.t_rfc_pb)
       << "HBM bank model: t_refi_pb x banks <= t_rfc_pb";
+  next_refresh_ = kNever;
   if (timing_.refresh == HbmBankTiming::Refresh::kAllBank) next_refresh_ = timing_.t_refi;
   if (timing_.refresh == HbmBankTiming::Refresh::kPerBank) next_refresh_ = timing_.t_refi_pb;
+  // The constants added to a stored time before it is compared with now (ReadyRow, ReadyCol).
+  horizon_ = 1 + std::max({timing.t_rcd, timing.t_rcd_wr, timing.t_faw, timing.t_ccd_s,
+                           timing.t_ccd_r, timing.t_burst, timing.t_rtw, timing.t_rrefd,
+                           timing.t_cwl + timing.t_burst + timing.t_wtr_s});
 }
 
 std::string HbmModelName(const pb::HbmChannel& hbm) {
@@ -102,19 +107,12 @@ HbmBankAddress MapBurst(uint64_t burst, pb::HbmAddressMap map, const HbmBankTimi
   return a;
 }
 
-uint32_t HbmBankModel::BankIndex(const HbmBankAddress& a) const {
-  return (a.sid * timing_.bank_groups + a.bank_group) * timing_.banks_per_group + a.bank;
-}
-
 void HbmBankModel::Add(const Request& r) {
   AHBM_CHECK(!Full()) << "HBM bank model: request " << r.id << " added to a full queue";
   AHBM_CHECK(r.address.sid < timing_.stack_ids && r.address.bank_group < timing_.bank_groups &&
              r.address.bank < timing_.banks_per_group && r.address.column < timing_.columns)
       << "HBM bank model: request " << r.id << " outside the pseudo-channel";
-  if (queued_ == 0 && r.arrival > now_) {
-    RefreshWhileIdle(r.arrival);
-    now_ = r.arrival;
-  }
+  if (queued_ == 0) IdleUntil(r.arrival);
   const uint32_t bank = BankIndex(r.address);
   Group* group = nullptr;
   for (uint32_t g : order_) {
@@ -191,12 +189,12 @@ void HbmBankModel::Issue(uint32_t g, Cmd cmd, uint64_t at) {
       next_act_any_ = at + timing_.t_rrd_s;
       act_window_.push_back(at);
       if (act_window_.size() > 4) act_window_.pop_front();
-      ++acts_;
+      ++counts_.act;
       return;
     case Cmd::kPre:
       b.open = false;
       b.next_act = std::max(b.next_act, at + timing_.t_rp);
-      ++pres_;
+      ++counts_.pre;
       return;
     case Cmd::kRead:
     case Cmd::kWrite: {
@@ -208,8 +206,9 @@ void HbmBankModel::Issue(uint32_t g, Cmd cmd, uint64_t at) {
       last_col_write_ = write;
       b.next_pre = std::max(b.next_pre, at + (write ? timing_.t_cwl + timing_.t_burst + timing_.t_wr
                                                     : timing_.t_rtp));
+      r.column_at = at;
       r.done = at + (write ? timing_.t_cwl : timing_.t_cl) + timing_.t_burst;
-      ++(write ? writes_ : reads_);
+      ++(write ? counts_.wr : counts_.rd);
       served_.push_back(r);
       ++groups_[g].head;
       --queued_;
@@ -237,7 +236,7 @@ bool HbmBankModel::RefreshStep(uint64_t at, bool& row_bus_used) {
           b.open = false;
           b.next_act = std::max(b.next_act, at + timing_.t_rp);
         }
-        ++pres_;
+        ++counts_.pre;
         row_bus_used = true;
       }
       return true;
@@ -255,7 +254,7 @@ bool HbmBankModel::RefreshStep(uint64_t at, bool& row_bus_used) {
     if (b.next_pre <= at && !row_bus_used) {
       b.open = false;
       b.next_act = std::max(b.next_act, at + timing_.t_rp);
-      ++pres_;
+      ++counts_.pre;
       row_bus_used = true;
     }
     return false;
@@ -270,7 +269,7 @@ bool HbmBankModel::RefreshStep(uint64_t at, bool& row_bus_used) {
 void HbmBankModel::RefreshAll(uint64_t at) {
   refresh_busy_until_ = at + timing_.t_rfc;
   next_refresh_ += timing_.t_refi;
-  ++refs_;
+  ++counts_.ref;
 }
 
 void HbmBankModel::RefreshBank(uint64_t at) {
@@ -279,7 +278,7 @@ void HbmBankModel::RefreshBank(uint64_t at) {
   next_act_any_ = std::max(next_act_any_, at + timing_.t_rrefd);
   next_refresh_ += timing_.t_refi_pb;
   refresh_bank_ = (refresh_bank_ + 1) % timing_.banks();
-  ++refs_;
+  ++counts_.ref;
 }
 
 void HbmBankModel::RefreshWhileIdle(uint64_t cycle) {
@@ -302,7 +301,7 @@ void HbmBankModel::RefreshWhileIdle(uint64_t cycle) {
         }
         ref = std::max(ref, b.next_act);
       }
-      pres_ += any_open ? 1 : 0;
+      counts_.pre += any_open ? 1 : 0;
       RefreshAll(ref);
     } else {
       Bank& b = banks_[refresh_bank_];
@@ -310,7 +309,7 @@ void HbmBankModel::RefreshWhileIdle(uint64_t cycle) {
       if (b.open) {
         b.open = false;
         b.next_act = std::max(b.next_act, std::max(ref, b.next_pre) + timing_.t_rp);
-        ++pres_;
+        ++counts_.pre;
       }
       RefreshBank(std::max(ref, b.next_act));
     }
@@ -394,12 +393,165 @@ void HbmBankModel::Advance(uint64_t until, bool until_room) {
 
 std::vector<HbmBankModel::Request> HbmBankModel::TakeServed() { return std::exchange(served_, {}); }
 
+void HbmBankModel::IdleUntil(uint64_t cycle) {
+  AHBM_CHECK(queued_ == 0) << "HBM bank model: IdleUntil with " << queued_ << " queued";
+  if (cycle <= now_) return;
+  RefreshWhileIdle(cycle);
+  now_ = cycle;
+}
+
+HbmCallResult HbmBankModel::ServeCall(uint64_t arrival, std::span<const HbmBankAddress> bursts,
+                                      bool write) {
+  AHBM_CHECK(queued_ == 0 && !bursts.empty()) << "HBM bank model: a call needs bursts and an empty queue";
+  IdleUntil(arrival);
+  served_.clear();
+  HbmCallResult result{kNever, 0, 0};
+  auto collect = [&] {
+    for (const Request& r : served_) {
+      result.first_col = std::min(result.first_col, r.column_at);
+      result.last_col = std::max(result.last_col, r.column_at);
+      result.last_done = std::max(result.last_done, r.done);
+    }
+    served_.clear();
+  };
+  Request r;
+  r.write = write;
+  for (const HbmBankAddress& a : bursts) {
+    if (Full()) {
+      RunUntilRoom();
+      collect();
+    }
+    r.address = a;
+    r.arrival = std::max(arrival, now_);
+    Add(r);
+    ++r.id;
+  }
+  RunToEmpty();
+  collect();
+  return result;
+}
+
+namespace {
+
+// `t` relative to t0, held at -horizon (and at -t0: a time is never negative).
+inline int32_t Rel(uint64_t t, uint64_t t0, uint32_t horizon) {
+  if (t >= t0) return static_cast<int32_t>(std::min<uint64_t>(t - t0, INT32_MAX));
+  return -static_cast<int32_t>(std::min<uint64_t>({t0 - t, horizon, t0}));
+}
+
+inline uint64_t Abs(int32_t rel, uint64_t t0) { return static_cast<uint64_t>(static_cast<int64_t>(t0) + rel); }
+
+}  // namespace
+
+void HbmBankModel::AppendState(uint64_t t0, uint64_t row_base, uint64_t row_lo, uint64_t row_hi,
+                               std::vector<int32_t>& out) const {
+  const uint32_t h = horizon_;
+  const int32_t idle = Rel(0, t0, h);  // a time so far back it binds nothing
+  // Written through a pointer into room for the longest state (this runs for every call).
+  const size_t start = out.size();
+  out.resize(start + 5 * banks_.size() + 2 * group_next_col_.size() + 6 + act_window_.size() + 1);
+  int32_t* p = out.data() + start;
+  for (const Bank& b : banks_) {
+    const int32_t next_act = Rel(b.next_act, t0, h), next_pre = Rel(b.next_pre, t0, h);
+    if (!b.open) {
+      // 0: closed and idle; 3: closed, times follow.
+      if (next_act == idle && next_pre == idle) {
+        *p++ = 0;
+      } else {
+        *p++ = 3;
+        *p++ = next_act;
+        *p++ = next_pre;
+      }
+      continue;
+    }
+    // 1: open on row_base + the next value; 2: open on a row outside the call's.
+    const bool in_call = b.row >= row_lo && b.row <= row_hi;
+    *p++ = in_call ? 1 : 2;
+    *p++ = in_call ? static_cast<int32_t>(static_cast<int64_t>(b.row) - static_cast<int64_t>(row_base)) : 0;
+    *p++ = Rel(b.act_at, t0, h);
+    *p++ = next_act;
+    *p++ = next_pre;
+  }
+  for (uint64_t t : group_next_col_) *p++ = Rel(t, t0, h);
+  for (uint64_t t : group_next_act_) *p++ = Rel(t, t0, h);
+  // The last column command, while it may still bind.
+  const bool binds = any_col_ && last_col_ + h > t0;
+  *p++ = binds ? 1 : 0;
+  *p++ = binds ? Rel(last_col_, t0, h) : 0;
+  *p++ = binds ? static_cast<int32_t>(last_col_sid_) : 0;
+  *p++ = binds && last_col_write_ ? 1 : 0;
+  *p++ = Rel(next_act_any_, t0, h);
+  *p++ = static_cast<int32_t>(act_window_.size());
+  for (uint64_t t : act_window_) *p++ = Rel(t, t0, h);
+  *p++ = Rel(refresh_busy_until_, t0, h);
+  out.resize(static_cast<size_t>(p - out.data()));
+}
+
+void HbmBankModel::AppendRefreshSchedule(uint64_t t0, std::vector<int32_t>& out) const {
+  // A refresh due before t0 is overdue (the channel was busy): it goes first.
+  const int64_t due = static_cast<int64_t>(next_refresh_) - static_cast<int64_t>(t0);
+  AHBM_CHECK(due > INT32_MIN && due < INT32_MAX) << "HBM bank model: refresh due " << due << " cycles away";
+  out.insert(out.end(), {static_cast<int32_t>(due), static_cast<int32_t>(refresh_bank_),
+                         Rel(last_ref_, t0, horizon_)});
+}
+
+void HbmBankModel::RestoreState(uint64_t t0, uint64_t row_base, std::span<const int32_t> state) {
+  AHBM_CHECK(queued_ == 0) << "HBM bank model: RestoreState with " << queued_ << " queued";
+  size_t at = 0;
+  auto next = [&] { return state[at++]; };
+  const uint64_t idle = Abs(Rel(0, t0, horizon_), t0);
+  for (Bank& b : banks_) {
+    const int32_t how = next();
+    b.open = how == 1 || how == 2;
+    if (how == 0) {
+      b.next_act = b.next_pre = idle;
+      continue;
+    }
+    if (how == 3) {
+      b.next_act = Abs(next(), t0);
+      b.next_pre = Abs(next(), t0);
+      continue;
+    }
+    const int32_t row = next();
+    if (how == 1) b.row = static_cast<uint32_t>(static_cast<int64_t>(row_base) + row);
+    b.act_at = Abs(next(), t0);
+    b.next_act = Abs(next(), t0);
+    b.next_pre = Abs(next(), t0);
+  }
+  for (uint64_t& t : group_next_col_) t = Abs(next(), t0);
+  for (uint64_t& t : group_next_act_) t = Abs(next(), t0);
+  any_col_ = next() != 0;
+  last_col_ = Abs(next(), t0);
+  last_col_sid_ = static_cast<uint32_t>(next());
+  last_col_write_ = next() != 0;
+  next_act_any_ = Abs(next(), t0);
+  act_window_.resize(static_cast<size_t>(next()));
+  for (uint64_t& t : act_window_) t = Abs(next(), t0);
+  refresh_busy_until_ = Abs(next(), t0);
+  if (at < state.size()) {  // the refresh schedule follows
+    next_refresh_ = Abs(next(), t0);
+    refresh_bank_ = static_cast<uint32_t>(next());
+    last_ref_ = Abs(next(), t0);
+  }
+  AHBM_CHECK(at == state.size()) << "HBM bank model: a restored state of " << state.size()
+                                 << " values, " << at << " read";
+}
+
+void HbmBankModel::AddCounts(const HbmCommandCounts& delta, uint64_t now) {
+  counts_.act += delta.act;
+  counts_.pre += delta.pre;
+  counts_.rd += delta.rd;
+  counts_.wr += delta.wr;
+  counts_.ref += delta.ref;
+  now_ = now;
+}
+
 uint64_t HbmBankModel::commands(const std::string& name) const {
-  if (name == "ACT") return acts_;
-  if (name == "PRE") return pres_;
-  if (name == "RD") return reads_;
-  if (name == "WR") return writes_;
-  if (name == "REF") return refs_;
+  if (name == "ACT") return counts_.act;
+  if (name == "PRE") return counts_.pre;
+  if (name == "RD") return counts_.rd;
+  if (name == "WR") return counts_.wr;
+  if (name == "REF") return counts_.ref;
   return 0;
 }
 

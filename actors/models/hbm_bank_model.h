@@ -25,11 +25,16 @@
 // - A read is done at its RD cycle + t_cl + t_burst; a write at its WR cycle + t_cwl + t_burst.
 // - Run(until) issues every command due up to `until`, RunUntilRoom until the queue has room,
 //   RunToEmpty until every request is served; TakeServed() hands back the served requests.
+// - ServeCall() is what a channel server does with one DMA call: its bursts queued from its
+//   arrival as room allows, every one served before it returns. The model is invariant under a
+//   shift in time, so a call can be replayed from a memo (hbm_call_memo.h) through
+//   AppendState / RestoreState.
 #ifndef AHBMSIM_ACTORS_MODELS_HBM_BANK_MODEL_H_
 #define AHBMSIM_ACTORS_MODELS_HBM_BANK_MODEL_H_
 
 #include <cstdint>
 #include <deque>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -61,6 +66,19 @@ struct HbmBankAddress {
   uint32_t row = 0, column = 0;
 };
 
+// What one call (ServeCall) got: cycles of its first and last column command, and of its last
+// byte.
+struct HbmCallResult {
+  uint64_t first_col = 0, last_col = 0, last_done = 0;
+  bool operator==(const HbmCallResult&) const = default;
+};
+
+// Commands issued so far.
+struct HbmCommandCounts {
+  uint64_t act = 0, pre = 0, rd = 0, wr = 0, ref = 0;
+  bool operator==(const HbmCommandCounts&) const = default;
+};
+
 // "fifo", or "bank (ALL_BANK refresh, FR_FCFS, BANK_GROUP_FIRST)": the report's hbm_model.
 std::string HbmModelName(const pb::HbmChannel& hbm);
 
@@ -79,7 +97,8 @@ class HbmBankModel {
     HbmBankAddress address;
     bool write = false;
     uint64_t arrival = 0;  // cycle
-    uint64_t done = 0;     // cycle the last byte is delivered (set when served)
+    uint64_t column_at = 0;  // cycle of its column command (set when served)
+    uint64_t done = 0;       // cycle the last byte is delivered (set when served)
     bool activated = false;  // it opened its row (an ACT of its own)
   };
 
@@ -101,6 +120,38 @@ class HbmBankModel {
   std::vector<Request> TakeServed();
   uint64_t now() const { return now_; }
   uint64_t commands(const std::string& name) const;
+  const HbmCommandCounts& counts() const { return counts_; }
+  const HbmBankTiming& timing() const { return timing_; }
+  uint32_t BankIndex(const HbmBankAddress& a) const {
+    return (a.sid * timing_.bank_groups + a.bank_group) * timing_.banks_per_group + a.bank;
+  }
+
+  // One call on an empty queue: the refreshes due while idle before `arrival` happen, then
+  // `bursts` (all reads or all writes) are queued at max(arrival, now()) in order as the queue
+  // has room, and every one is served.
+  HbmCallResult ServeCall(uint64_t arrival, std::span<const HbmBankAddress> bursts, bool write);
+  // With an empty queue: the refreshes due before `cycle` happen, and now() becomes `cycle` if
+  // it was earlier.
+  void IdleUntil(uint64_t cycle);
+
+  // The call memo's view (hbm_call_memo.h), with an empty queue. AppendState appends what
+  // decides how a call starting at t0 (>= now()) to rows [row_lo, row_hi] goes, provided no
+  // refresh falls due before it ends: every time relative to t0, held at -horizon() when so
+  // far back that no constraint can still see it; a bank closed, open on row_base + k (k given)
+  // for a row in the call's range, or open on another row. AppendRefreshSchedule appends the
+  // rest, for a call that meets a refresh: the next due cycle (exact), the bank refreshed next,
+  // the last per-bank refresh. RestoreState(t0', row_base', state) sets the state they would
+  // show as `state` from t0' and row_base' (a bank open on another row keeps its row; the
+  // refresh schedule only if `state` holds it).
+  void AppendState(uint64_t t0, uint64_t row_base, uint64_t row_lo, uint64_t row_hi,
+                   std::vector<int32_t>& out) const;
+  void AppendRefreshSchedule(uint64_t t0, std::vector<int32_t>& out) const;
+  void RestoreState(uint64_t t0, uint64_t row_base, std::span<const int32_t> state);
+  uint32_t horizon() const { return horizon_; }
+  // Cycle the next refresh falls due (UINT64_MAX: never).
+  uint64_t refresh_due() const { return next_refresh_; }
+  // The memo replays a call's commands as these counts and now() as `now`.
+  void AddCounts(const HbmCommandCounts& delta, uint64_t now);
 
  private:
   struct Bank {
@@ -122,7 +173,6 @@ class HbmBankModel {
     Request& oldest() { return requests[head].second; }
   };
 
-  uint32_t BankIndex(const HbmBankAddress& a) const;
   // The next command `r` needs and the first cycle >= now_ it may issue.
   Cmd NextCmd(const Request& r) const;
   uint64_t Ready(const Request& r, Cmd cmd) const;
@@ -148,18 +198,18 @@ class HbmBankModel {
   bool last_col_write_ = false;
   uint64_t next_act_any_ = 0;
   std::deque<uint64_t> act_window_;  // the last four ACT cycles (t_faw)
-  uint64_t next_refresh_ = 0;        // due cycle of the next refresh
+  uint64_t next_refresh_ = 0;        // due cycle of the next refresh (UINT64_MAX: none)
   uint32_t refresh_bank_ = 0;        // per-bank: the bank refreshed next
   uint64_t refresh_busy_until_ = 0;  // all-bank: REFab holds every bank until then
   uint64_t last_ref_ = 0;
-  bool refresh_pending_ = false;
   std::vector<Group> groups_;       // slots; a served-out group's slot is reused
   std::vector<uint32_t> order_;     // the live groups, oldest request first
   bool order_stale_ = false;
   uint64_t queued_ = 0, next_seq_ = 0;
   std::vector<Request> served_;
   uint64_t now_ = 0;
-  uint64_t acts_ = 0, pres_ = 0, reads_ = 0, writes_ = 0, refs_ = 0;
+  HbmCommandCounts counts_;
+  uint32_t horizon_ = 0;  // > every constant a stored time is compared with
 };
 
 }  // namespace ahbm::sim

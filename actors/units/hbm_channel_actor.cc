@@ -8,11 +8,16 @@
 
 namespace ahbm::sim {
 
-HbmChannelServer::HbmChannelServer(UnitId unit, const pb::HbmChannel& config, StatsBoard* stats)
-    : unit_(unit), model_(config), stats_board_(stats) {
+HbmChannelServer::HbmChannelServer(UnitId unit, const pb::HbmChannel& config, StatsBoard* stats,
+                                   HbmCallMemo* memo)
+    : unit_(unit), model_(config), memo_(memo), stats_board_(stats) {
   if (config.model() != pb::BANK) return;
   timing_ = BankTimingOf(config);
   bank_ = std::make_unique<HbmBankModel>(timing_);
+  if (memo_ == nullptr) {
+    own_memo_ = std::make_unique<HbmCallMemo>(HbmCallMemo::Mode::kOff);
+    memo_ = own_memo_.get();
+  }
   map_ = config.bank().address_map();
   path_cycles_ = config.first_byte_latency_cycles() - (timing_.t_rcd + timing_.t_cl + timing_.t_burst);
 }
@@ -44,37 +49,17 @@ HbmGrant HbmChannelServer::ServeChunks(SimTime now, std::span<const uint64_t> ad
   const ClockDomain& clock = model_.clock();
   const uint64_t arrival = clock.ToCyclesCeil(now).value();
   const uint64_t bursts_per_chunk = chunk_bytes.value() / timing_.burst_bytes;
-  uint64_t first_col = UINT64_MAX, last_col = 0, last_done = 0;
-  auto collect = [&] {
-    for (const HbmBankModel::Request& r : bank_->TakeServed()) {
-      const uint64_t col = r.done - (r.write ? timing_.t_cwl : timing_.t_cl) - timing_.t_burst;
-      first_col = std::min(first_col, col);
-      last_col = std::max(last_col, col);
-      last_done = std::max(last_done, r.done);
-    }
-  };
-  for (uint64_t addr : addrs) {
-    for (uint64_t k = 0; k < bursts_per_chunk; ++k) {
-      if (bank_->Full()) {
-        bank_->RunUntilRoom();
-        collect();
-      }
-      HbmBankModel::Request r;
-      r.id = next_request_++;
-      r.address = MapBurst(addr / timing_.burst_bytes + k, map_, timing_);
-      r.write = op == HbmOp::kWrite;
-      r.arrival = std::max(arrival, bank_->now());
-      bank_->Add(r);
-    }
-  }
-  bank_->RunToEmpty();
-  collect();
+  chunks_.clear();
+  for (uint64_t addr : addrs) chunks_.push_back(addr / timing_.burst_bytes);
+  const HbmCallResult call =
+      memo_->Serve(*bank_, map_, arrival, chunks_, static_cast<uint32_t>(bursts_per_chunk),
+                   op == HbmOp::kWrite);
   HbmGrant grant;
-  grant.start = clock.ToTime(Cycles(first_col));
-  grant.free_at = clock.ToTime(Cycles(last_col + timing_.t_burst));
-  grant.done = clock.ToTime(Cycles(last_done + path_cycles_));
-  const uint64_t bursts = addrs.size() * bursts_per_chunk;
-  Count(clock.ToTime(Cycles(bursts * timing_.t_burst)), chunk_bytes * addrs.size(), op);
+  grant.start = clock.ToTime(Cycles(call.first_col));
+  grant.free_at = clock.ToTime(Cycles(call.last_col + timing_.t_burst));
+  grant.done = clock.ToTime(Cycles(call.last_done + path_cycles_));
+  Count(clock.ToTime(Cycles(addrs.size() * bursts_per_chunk * timing_.t_burst)),
+        chunk_bytes * addrs.size(), op);
   return grant;
 }
 
@@ -82,8 +67,30 @@ HbmChannelServer& HbmChannelTable::Add(UnitId unit, const pb::HbmChannel& config
                                        StatsBoard* stats) {
   if (by_unit_.size() <= unit) by_unit_.resize(unit + 1);
   AHBM_CHECK(by_unit_[unit] == nullptr) << "HBM channel unit " << unit << " added twice";
-  by_unit_[unit] = std::make_unique<HbmChannelServer>(unit, config, stats);
+  HbmCallMemo* memo = nullptr;
+  if (config.model() == pb::BANK) {
+    const std::string bytes = config.SerializeAsString();
+    for (const auto& [config_bytes, m] : memos_) {
+      if (config_bytes == bytes) memo = m.get();
+    }
+    if (memo == nullptr) {
+      memos_.emplace_back(bytes, std::make_unique<HbmCallMemo>(memo_mode_));
+      memo = memos_.back().second.get();
+    }
+  }
+  by_unit_[unit] = std::make_unique<HbmChannelServer>(unit, config, stats, memo);
   return *by_unit_[unit];
+}
+
+HbmCallMemo::Stats HbmChannelTable::memo_stats() const {
+  HbmCallMemo::Stats sum;
+  for (const auto& [config_bytes, m] : memos_) {
+    sum.calls += m->stats().calls;
+    sum.hits += m->stats().hits;
+    sum.stored += m->stats().stored;
+    sum.flushes += m->stats().flushes;
+  }
+  return sum;
 }
 
 void HbmChannelTable::Missing(UnitId unit) {

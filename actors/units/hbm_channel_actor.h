@@ -34,6 +34,7 @@
 
 #include "actors/engine.h"
 #include "actors/models/hbm_bank_model.h"
+#include "actors/models/hbm_call_memo.h"
 #include "actors/models/hbm_channel_model.h"
 #include "actors/time.h"
 #include "actors/units/unit_context.h"
@@ -46,8 +47,10 @@ namespace ahbm::sim {
 
 class HbmChannelServer {
  public:
-  // `stats` may be null (no stats kept).
-  HbmChannelServer(UnitId unit, const pb::HbmChannel& config, StatsBoard* stats);
+  // `stats` may be null (no stats kept); `memo` (BANK channels; null: a memo of its own that
+  // only simulates) outlives it.
+  HbmChannelServer(UnitId unit, const pb::HbmChannel& config, StatsBoard* stats,
+                   HbmCallMemo* memo = nullptr);
 
   // FIFO channels: `bytes` wherever they are.
   HbmGrant Serve(SimTime now, Bytes bytes, HbmOp op);
@@ -55,7 +58,7 @@ class HbmChannelServer {
   // at `now` and served to the last before this returns — later requests never overtake them
   // (the grant is final at arrival; FR-FCFS reorders within one call). start: the first burst's
   // column command; free_at: the last's data bus end; done: the last byte plus the fixed path
-  // latency (first_byte_latency_cycles - the DRAM's idle read).
+  // latency (first_byte_latency_cycles - the DRAM's idle read). Through the memo if given.
   HbmGrant ServeChunks(SimTime now, std::span<const uint64_t> addrs, Bytes chunk_bytes, HbmOp op);
   bool bank() const { return bank_ != nullptr; }
   UnitId unit() const { return unit_; }
@@ -66,17 +69,22 @@ class HbmChannelServer {
   UnitId unit_;
   HbmChannelModel model_;
   std::unique_ptr<HbmBankModel> bank_;  // BANK channels
+  std::unique_ptr<HbmCallMemo> own_memo_;  // when given none
+  HbmCallMemo* memo_;
   HbmBankTiming timing_;
   pb::HbmAddressMap map_ = pb::ADDRESS_MAP_UNSPECIFIED;
   uint64_t path_cycles_ = 0;
-  uint64_t next_request_ = 0;
+  std::vector<uint64_t> chunks_;  // one call's chunks as burst indices, reused
   StatsBoard* stats_board_;
   pb::UnitStats* stats_ = nullptr;  // stats_board_->At(unit_), looked up at the first request
 };
 
 // The channel servers of one simulation, by channel unit id. Outlives every unit that uses it.
+// BANK channels of one configuration share one call memo (hbm_call_memo.h) in `memo_mode`.
 class HbmChannelTable {
  public:
+  explicit HbmChannelTable(HbmCallMemo::Mode memo_mode = HbmCallMemo::Mode::kOn)
+      : memo_mode_(memo_mode) {}
   // Each unit once.
   HbmChannelServer& Add(UnitId unit, const pb::HbmChannel& config, StatsBoard* stats);
   // The server of channel unit `unit`; AHBM_CHECK that it was added.
@@ -85,9 +93,13 @@ class HbmChannelTable {
     if (s == nullptr) [[unlikely]] Missing(unit);
     return *s;
   }
+  // The calls and hits of every memo.
+  HbmCallMemo::Stats memo_stats() const;
 
  private:
   [[noreturn]] static void Missing(UnitId unit);
+  HbmCallMemo::Mode memo_mode_;
+  std::vector<std::pair<std::string, std::unique_ptr<HbmCallMemo>>> memos_;  // by config bytes
   std::vector<std::unique_ptr<HbmChannelServer>> by_unit_;
 };
 

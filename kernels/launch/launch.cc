@@ -217,6 +217,7 @@ absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& chip, const pb::Workloa
   sim_options.issue_cost_profile = w.issue_cost_profile();
   sim_options.per_tile_detail = options.per_tile_detail;
   sim_options.keep_op_log = options.keep_op_log;
+  sim_options.hbm_call_memo = options.hbm_call_memo;
   sim_options.cubes = plan.Cubes();
   std::unique_ptr<std::ofstream> message_trace;
   if (!options.message_trace_path.empty()) {
@@ -272,6 +273,7 @@ absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& chip, const pb::Workloa
   }
   result.runtime_status = runtime.Run();
   result.report = sim->BuildReport(CommCriticalPathPs(chip, comm_hops));
+  result.hbm_call_memo = sim->hbm_call_memo_stats();
   if (sim_options.record_calls) sim->context().op_log->AddReport(result.report);
   if (trace) {
     trace->close();

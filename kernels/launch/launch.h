@@ -29,6 +29,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "actors/models/hbm_call_memo.h"
 #include "kernels/host/npy.h"
 #include "proto/report.pb.h"
 #include "proto/topology.pb.h"
@@ -51,6 +52,8 @@ struct LaunchOptions {
   // see them) into outputs_dir, so a run can be checked with any other tool. Needs outputs_dir
   // and no inputs_dir.
   bool save_inputs = false;
+  // BANK HBM channels: the call memo's mode (ChipSimOptions::hbm_call_memo).
+  sim::HbmCallMemo::Mode hbm_call_memo = sim::HbmCallMemo::Mode::kOn;
 };
 
 struct LaunchResult {
@@ -64,6 +67,7 @@ struct LaunchResult {
   // KernelPlan::ReduceRounds (DECODE: sequential reduce rounds of the static schedule,
   // decode_run.h).
   uint32_t reduce_rounds = 0;
+  sim::HbmCallMemo::Stats hbm_call_memo;  // calls and hits of the BANK channels' call memo
   // PREFILL: GEMM composites the kernels issue (causal skip) and the full grid's count.
   uint64_t composites = 0;
   uint64_t grid_composites = 0;
