@@ -41,7 +41,8 @@ namespace ahbm::golden {
 namespace {
 
 constexpr char kSmall[] = "topology/small.textproto";
-constexpr char kChip4[] = "topology/chip_4sip.textproto";
+constexpr char kChip4[] = "topology/chip_4sip.textproto";  // BANK HBM channels
+constexpr char kChip4Fifo[] = "topology/chip_4sip_fifo.textproto";
 constexpr char kEventsLine[] = "report events=";
 
 // What a case produces: the op log and the report (plus launch-only facts).
@@ -442,6 +443,8 @@ std::vector<Case> AllCases() {
     chip("chip4_decode_opt2_packed_fused_realistic", w);
   }
   chip("chip4_decode_auto_s1024_zero", ChipDecode(pb::AUTO, 1024, "zero"));
+  cases.push_back({"chip4fifo_decode_opt3_zero", kChip4Fifo, true,
+                   Run(ChipDecode(pb::OPT3, 131072, "zero"))});
   return cases;
 }
 

@@ -102,6 +102,20 @@ std::string TopologySummary(const pb::Chip& chip) {
                         hbm.bytes_per_cycle(), hbm.clock_mhz(),
                         Decimal(GigabytesPerSecond(hbm.bytes_per_cycle(), hbm.clock_mhz())),
                         hbm.first_byte_latency_cycles(), Size(hbm.interleave_bytes()));
+  if (hbm.model() == pb::BANK) {
+    const pb::HbmBankConfig& b = hbm.bank();
+    absl::StrAppendFormat(&out,
+                          "  HBM   timing: bank model, %d stack ids x %d bank groups x %d banks, %s "
+                          "rows\n        %s refresh, %s controller (%d requests), %s map\n",
+                          b.stack_ids(), b.bank_groups(), b.banks_per_group(), Size(b.row_bytes()),
+                          pb::HbmRefresh_Name(b.refresh()), pb::HbmScheduler_Name(b.scheduler()),
+                          b.queue_depth(), pb::HbmAddressMap_Name(b.address_map()));
+  } else if (hbm.has_fifo_efficiency_ppm()) {
+    absl::StrAppendFormat(&out, "  HBM   timing: FIFO at %s%% of peak on any pattern\n",
+                          Decimal(hbm.fifo_efficiency_ppm() / 1e4));
+  } else {
+    absl::StrAppendFormat(&out, "  HBM   timing: FIFO at 100%% of peak on any pattern\n");
+  }
   absl::StrAppendFormat(&out,
                         "  PE    %d MHz; GEMM %dx%d, fill/drain %d cycles; tile %d/%d/%d "
                         "(m/k/n), %d composites in flight\n",

@@ -85,6 +85,8 @@ TEST_P(SummaryPeaksTest, ShowsPeaksComputedFromTheConfig) {
 INSTANTIATE_TEST_SUITE_P(Configs, SummaryPeaksTest,
                          ::testing::Values("topology/chip_2sip.textproto",
                                            "topology/chip_4sip.textproto",
+                                           "topology/chip_4sip_fifo.textproto",
+                                           "topology/chip_4sip_hbm3.textproto",
                                            "topology/small.textproto"));
 
 TEST(SummaryTest, ShippedChipNumbers) {
@@ -99,8 +101,15 @@ TEST(SummaryTest, ShippedChipNumbers) {
   EXPECT_THAT(summary, HasSubstr("balance per PE: 8 FLOP/byte"));
   EXPECT_THAT(summary, HasSubstr("TCM   4 MiB per PE: 1 MiB scratch + 3 MiB persistent"));
   EXPECT_THAT(summary, HasSubstr("HBM   32 GiB per CUBE, 64 channels (8 per PE)\n"));
-  EXPECT_THAT(summary, HasSubstr("channel 32 B/cycle @ 1000 MHz (32 GB/s), first byte 100 cycles, "
+  // HBM3 at 8 Gbps per pin: 32 B per 2 cycles of 2 GHz, 100 ns first byte.
+  EXPECT_THAT(summary, HasSubstr("channel 16 B/cycle @ 2000 MHz (32 GB/s), first byte 200 cycles, "
                                  "interleave 256 B\n"));
+  EXPECT_THAT(summary, HasSubstr("HBM   timing: bank model, 2 stack ids x 4 bank groups x 4 banks, "
+                                 "1 KiB rows\n        ALL_BANK refresh, FR_FCFS controller (32 "
+                                 "requests), BANK_GROUP_FIRST map\n"));
+  EXPECT_THAT(TopologySummary(Load("topology/chip_4sip_fifo.textproto")),
+              HasSubstr("channel 32 B/cycle @ 1000 MHz (32 GB/s), first byte 100 cycles, "
+                        "interleave 256 B\n  HBM   timing: FIFO at 100% of peak on any pattern\n"));
   EXPECT_THAT(summary, HasSubstr("PE    1000 MHz; GEMM 8x128, fill/drain 16 cycles; tile 32/64/128 "
                                  "(m/k/n), 4 composites in flight\n"));
   EXPECT_THAT(summary, HasSubstr("MATH  128 lanes/cycle, transcendental 32/cycle, reduction +7 "

@@ -20,7 +20,7 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-constexpr char kShipped[] = "topology/chip_2sip.textproto";
+constexpr char kShipped[] = "topology/chip_4sip_fifo.textproto";  // FIFO channels: closed-form times
 constexpr char kSmall[] = "topology/small.textproto";
 
 pb::Chip Load(const std::string& path) {

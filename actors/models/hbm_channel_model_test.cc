@@ -13,7 +13,7 @@ namespace {
 
 // The shipped chip's channel: every expectation below is computed from these numbers.
 pb::HbmChannel ShippedChannel() {
-  absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile("topology/chip_2sip.textproto");
+  absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile("topology/chip_4sip_fifo.textproto");
   EXPECT_TRUE(chip.ok()) << chip.status();
   return chip.ok() ? chip->sip().cube().hbm_channel() : pb::HbmChannel();
 }

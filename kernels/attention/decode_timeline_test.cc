@@ -187,7 +187,7 @@ Table Opt2() {
 class DecodeTimeline : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile("topology/chip_4sip.textproto");
+    absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile("topology/chip_4sip_fifo.textproto");
     ASSERT_TRUE(chip.ok()) << chip.status();
     chip_ = *chip;
     // The numbers the derivation uses.

@@ -176,7 +176,7 @@ Table Expected() {
 class PrefillTimeline : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile("topology/chip_2sip.textproto");
+    absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile("topology/chip_4sip_fifo.textproto");
     ASSERT_TRUE(chip.ok()) << chip.status();
     chip_ = *chip;
     // The numbers the derivation uses.
