@@ -28,6 +28,7 @@ run prefill bench/prefill_bench '^Prefill/ring/s:512/' \
   events events_per_s latency_ns composites
 run replay bench/replay_bench '^(Run|Replay)/decode_opt3_s1024/' events latency_ns
 run hbm bench/hbm_bench '^kv_same_bank/per_bank' pct_of_peak lat_mean_ns lat_max_ns
+run hbm_memo bench/hbm_bench '^DecodeCalls/memo:on/refresh:all_bank' pct_of_peak hit_pct bursts_per_s
 run engine bench/engine_bench '^BM_CompositeGemmStream/per_tile:0/' \
   events events_per_s sim_ns_per_s
 run engine_fixed bench/engine_bench '^BM_ChipSimCreateShutdown/' \
