@@ -158,6 +158,20 @@ expect_one_line_error "--pattern: unknown 'zigzag'" hbm --pattern=zigzag
 expect_one_line_error "--refresh: unknown 'y'" hbm --refresh=y
 expect_one_line_error "--bursts: must be a positive integer \(got '0'\)" hbm --bursts=0
 
+# The shipped chip's BANK channels with the call memo off, on and checked: one report.
+for memo in off on verify; do
+  "$ahbm" run --kernel=decode --variant=opt3 --s=4096 --hbm_call_memo=$memo \
+    --report_json="$tmp/memo_$memo.json" >/dev/null 2>"$tmp/memo_$memo.err" ||
+    fail "run --hbm_call_memo=$memo exited $?: $(cat "$tmp/memo_$memo.err")"
+done
+cmp -s "$tmp/memo_off.json" "$tmp/memo_on.json" || fail "the call memo changed the report"
+cmp -s "$tmp/memo_off.json" "$tmp/memo_verify.json" || fail "verify changed the report"
+grep -q '"hbm_model": "bank' "$tmp/memo_on.json" || fail "the shipped chip's report names no bank model"
+grep -qE 'hbm call memo: [0-9]+ of [0-9]+ channel calls replayed' "$tmp/memo_on.err" ||
+  fail "run printed no memo line: $(cat "$tmp/memo_on.err")"
+expect_one_line_error "--hbm_call_memo: must be on, off or verify \(got 'maybe'\)" run \
+  --topology=$small --hbm_call_memo=maybe
+
 # Diff: the recording against its 2x-HBM replay parts at a command's end; against its
 # same-topology replay nowhere; two reports give the totals only; bad input is one line.
 "$ahbm" replay --trace="$tmp/rec.pb" --topology="$tmp/hbm_x2.textproto" --trace_out="$tmp/fast.pb" \
