@@ -358,11 +358,26 @@ absl::Status RunHbm(const ParsedFlags& flags) {
         "--refresh: unknown '", refresh, "' (want none, all_bank, per_bank or all)"));
   }
   ASSIGN_OR_RETURN_FLAG(bursts, IntFlag(flags, "bursts", "200000"));
-  const sim::HbmBankTiming timing;
-  const double tck_ns = 0.625;  // HBM3 6400 Mbps
-  std::printf("HBM3-like pseudo-channel (tCK 0.625 ns, 32 B bursts, FR-FCFS, 32-entry queue), "
-              "%llu bursts per pattern\n",
-              static_cast<unsigned long long>(bursts));
+  // Ramulator 2's HBM3 6400 Mbps part, or a topology's BANK channel.
+  sim::HbmBankTiming timing;
+  double tck_ns = 0.625;
+  std::string part = "Ramulator 2 HBM3_6400Mbps";
+  if (const auto path = flags.Get("topology")) {
+    absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile(*path);
+    if (!chip.ok()) return chip.status();
+    const pb::HbmChannel& hbm = chip->sip().cube().hbm_channel();
+    if (hbm.model() != pb::BANK) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--topology: ", *path, " times HBM with the FIFO; the patterns need model: BANK"));
+    }
+    timing = sim::BankTimingOf(hbm);
+    tck_ns = 1000.0 / hbm.clock_mhz();
+    part = absl::StrCat(chip->name(), "'s channel");
+  }
+  std::printf("%s (tCK %.3f ns, %u B bursts, %s, %u-entry queue), %llu bursts per pattern\n",
+              part.c_str(), tck_ns, timing.burst_bytes,
+              timing.scheduler == sim::HbmBankTiming::Scheduler::kFcfs ? "FCFS" : "FR-FCFS",
+              timing.queue_depth, static_cast<unsigned long long>(bursts));
   std::printf("%-16s %-9s %8s %14s %13s\n", "pattern", "refresh", "of peak", "latency mean",
               "latency max");
   for (const std::string& p : patterns) {
@@ -537,7 +552,9 @@ const std::vector<Command>& Commands() {
        "one HBM pseudo-channel's bank model on access patterns: fraction of peak, latency",
        {{"pattern", "seq_bank_group, seq_row, kv_banks, kv_same_bank, streams8 or all", "all"},
         {"refresh", "none, all_bank, per_bank or all", "all"},
-        {"bursts", "32 B bursts per pattern", "200000"}},
+        {"bursts", "32 B bursts per pattern", "200000"},
+        {"topology", "time a BANK channel of this chip config (default: Ramulator 2's HBM3 6400)",
+         ""}},
        RunHbm},
       {"diff",
        "A B: two runs of the same streams compared: latency, busy time per unit kind, the first "

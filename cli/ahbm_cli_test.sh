@@ -157,6 +157,10 @@ expect 0 "kv_same_bank +per_bank +[0-9.]+%" hbm --pattern=kv_same_bank --refresh
 expect_one_line_error "--pattern: unknown 'zigzag'" hbm --pattern=zigzag
 expect_one_line_error "--refresh: unknown 'y'" hbm --refresh=y
 expect_one_line_error "--bursts: must be a positive integer \(got '0'\)" hbm --bursts=0
+expect 0 "ahbm-4sip's channel \(tCK 0.500 ns" hbm --topology=topology/chip_4sip.textproto \
+  --pattern=seq_bank_group --refresh=none --bursts=2000
+expect_one_line_error "--topology: topology/small.textproto times HBM with the FIFO" hbm \
+  --topology=topology/small.textproto
 
 # The shipped chip's BANK channels with the call memo off, on and checked: one report.
 for memo in off on verify; do

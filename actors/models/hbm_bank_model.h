@@ -136,7 +136,7 @@ class HbmBankModel {
 
   // The call memo's view (hbm_call_memo.h), with an empty queue. AppendState appends what
   // decides how a call starting at t0 (>= now()) to rows [row_lo, row_hi] goes, provided no
-  // refresh falls due before it ends: every time relative to t0, held at -horizon() when so
+  // refresh falls due before it ends: every time relative to t0, held at -horizon (below) when so
   // far back that no constraint can still see it; a bank closed, open on row_base + k (k given)
   // for a row in the call's range, or open on another row. AppendRefreshSchedule appends the
   // rest, for a call that meets a refresh: the next due cycle (exact), the bank refreshed next,
@@ -147,7 +147,6 @@ class HbmBankModel {
                    std::vector<int32_t>& out) const;
   void AppendRefreshSchedule(uint64_t t0, std::vector<int32_t>& out) const;
   void RestoreState(uint64_t t0, uint64_t row_base, std::span<const int32_t> state);
-  uint32_t horizon() const { return horizon_; }
   // Cycle the next refresh falls due (UINT64_MAX: never).
   uint64_t refresh_due() const { return next_refresh_; }
   // The memo replays a call's commands as these counts and now() as `now`.

@@ -46,7 +46,6 @@ class HbmCallMemo {
   HbmCallResult Serve(HbmBankModel& model, pb::HbmAddressMap map, uint64_t arrival,
                       std::span<const uint64_t> chunks, uint32_t chunk_bursts, bool write);
   const Stats& stats() const { return stats_; }
-  Mode mode() const { return mode_; }
 
  private:
   struct Entry {
