@@ -315,6 +315,7 @@ expect_one_line_error 'users: 3 but request_lengths lists 2 requests' run --topo
 "$ahbm" compare --topology=$small --h_q=8 --h_kv=2 --d=64 --s=2000 --c=2 --p=4 --tile=64 \
   >"$tmp/compare.txt" 2>&1 || fail "compare exited $?: $(cat "$tmp/compare.txt")"
 grep -qE "^baseline_fanout .* 1\.000 " "$tmp/compare.txt" || fail "compare: no baseline_fanout row at 1.000"
+grep -q "^hbm:       fifo$" "$tmp/compare.txt" || fail "compare names no HBM model: $(head -5 "$tmp/compare.txt")"
 for v in opt1 opt3 opt2 baseline_fanout baseline_rev1_tree; do
   [[ $(grep -cE "^$v " "$tmp/compare.txt") -eq 1 ]] || fail "compare: no one $v row: $(cat "$tmp/compare.txt")"
 done

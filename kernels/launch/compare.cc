@@ -165,7 +165,8 @@ std::string FormatCompareTable(const pb::Chip& chip, const std::vector<CompareRo
                              summary.substr(colon));
     }
     absl::StrAppend(&out, "workload:  ", summary, "\n");
-    absl::StrAppend(&out, "profile:   ", rows.front().report.issue_cost_profile(), "\n\n");
+    absl::StrAppend(&out, "profile:   ", rows.front().report.issue_cost_profile(), "\n");
+    absl::StrAppend(&out, "hbm:       ", rows.front().report.hbm_model(), "\n\n");
   }
   if (reduce_options) {
     absl::StrAppend(&out, absl::StrFormat("%-6s %-8s %-10s %11s %10s %10s %11s %7s %10s %6s %9s\n",
