@@ -157,7 +157,9 @@ TEST(HbmModel, PadForBankInterleavePutsVHalfABankCycleAfterK) {
     absl::StatusOr<host::PlacedTensor> k =
         host::PlaceKvCache(allocator, "k", {1, 1000, 128}, pb::BF16, *kv, heads);
     ASSERT_TRUE(k.ok()) << k.status();
-    if (interleave) ASSERT_TRUE(host::PadForBankInterleave(allocator, *k).ok());
+    if (interleave) {
+      ASSERT_TRUE(host::PadForBankInterleave(allocator, *k).ok());
+    }
     absl::StatusOr<host::PlacedTensor> v =
         host::PlaceKvCache(allocator, "v", {1, 1000, 128}, pb::BF16, *kv, heads);
     ASSERT_TRUE(v.ok()) << v.status();

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
+#include "actors/models/hbm_timing_model.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/check.h"
@@ -166,7 +167,7 @@ DmaModel::DmaModel(const pb::Chip& chip, uint32_t pe)
       chunk_bytes_(chip.sip().cube().pe().dma().chunk_bytes()),
       interleave_bytes_(chip.sip().cube().hbm_channel().interleave_bytes()),
       remote_extra_(chip.sip().cube().pe().dma().remote_channel_extra_cycles()),
-      chunk_addrs_(chip.sip().cube().hbm_channel().model() == pb::BANK) {
+      chunk_addrs_(HbmModelNeedsAddresses(chip.sip().cube().hbm_channel())) {
   AHBM_CHECK(pe_ < index_.num_pes()) << "pe " << pe_ << " of " << index_.num_pes();
   AHBM_CHECK(chunk_bytes_.value() > 0 && interleave_bytes_ % chunk_bytes_.value() == 0)
       << "dma.chunk_bytes " << chunk_bytes_ << " must divide interleave_bytes " << interleave_bytes_

@@ -99,8 +99,9 @@ struct DmaChannelShare {
   uint32_t channel = 0;  // CUBE-local channel index (topology::ChipIndex::HbmChannelUnit)
   uint64_t chunks = 0;
   Bytes bytes;  // chunks * chunk_bytes
-  // BANK channels only (HbmChannel.model): each chunk's channel-local byte address, in transfer
-  // order (the bank model maps them to banks and rows). Empty for FIFO channels.
+  // Channels whose timing model needs addresses (BANK; hbm_timing_model.h): each chunk's
+  // channel-local byte address, in transfer order (the bank model maps them to banks and
+  // rows). Empty for FIFO channels.
   std::vector<uint64_t> chunk_addrs;
 
   friend bool operator==(const DmaChannelShare&, const DmaChannelShare&) = default;

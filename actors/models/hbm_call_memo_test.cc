@@ -121,8 +121,11 @@ TEST(HbmCallMemo, EveryCallAsSimulatedOnRandomStreams) {
     // Open rows of every shape make many states without refresh (120-130 hits here); an
     // all-bank refresh closes them all now and then (600-650). Per-bank refresh falls due every
     // 195 cycles, inside nearly every call, at a phase its key must hold (1-2).
-    if (c.timing.refresh == HbmBankTiming::Refresh::kNone) EXPECT_GT(memo.stats().hits, 100u);
-    if (c.timing.refresh == HbmBankTiming::Refresh::kAllBank) EXPECT_GT(memo.stats().hits, 500u);
+    if (c.timing.refresh == HbmBankTiming::Refresh::kNone) {
+      EXPECT_GT(memo.stats().hits, 100u);
+    } else if (c.timing.refresh == HbmBankTiming::Refresh::kAllBank) {
+      EXPECT_GT(memo.stats().hits, 500u);
+    }
     EXPECT_LT(memo.stats().hits, memo.stats().calls);
   }
 }

@@ -83,10 +83,8 @@ Served ServeShares(DmaActorState& st, const DmaPlan& plan, SimTime now) {
     if (server == nullptr) {
       server = &st.channels->At(st.index->HbmChannelUnit(plan.cube, share.channel).value());
     }
-    const HbmGrant grant =
-        server->bank() ? server->ServeChunks(now, share.chunk_addrs,
-                                             Bytes(share.bytes.value() / share.chunks), op)
-                       : server->Serve(now, share.bytes, op);
+    const HbmGrant grant = server->Serve(
+        {now, share.bytes, op, share.chunk_addrs, Bytes(share.bytes.value() / share.chunks)});
     served.start = std::min(served.start, grant.start);
     served.end = std::max(served.end, grant.done + extra);
     served.last_channel = std::max(served.last_channel, server->unit());

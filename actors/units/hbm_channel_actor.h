@@ -1,29 +1,31 @@
-// One HBM pseudo-channel unit (DESIGN §2-§3): its FIFO state (HbmChannelServer, a plain class
-// over HbmChannelModel) and the thin CAF actor that is its message port (STYLE 4).
+// One HBM pseudo-channel unit (DESIGN §2-§3): its timing state (HbmChannelServer, a plain class
+// over the channel's HbmTimingModel, models/hbm_timing_model.h) and the thin CAF actor that is
+// its message port (STYLE 4).
 //
 // Folded requests: a DMA's per-channel request and the channel's reply carry no timing of their
-// own — the DMA asks at now(), the channel answers at once with a FIFO grant, a future time
-// that later requests cannot change. So the DMA actors of a CUBE call their channels' servers
-// directly, inside their own handler (HbmChannelTable), instead of sending one event per
-// channel and getting one back. The engine runs one handler at a time, so this is a plain,
-// deterministic call. Tie-break rule: requests reaching one channel at the same instant are
-// served in the order the requesting handlers run (engine delivery order of the DMA commands),
-// and one command's parts in its own order.
+// own — the DMA asks at now(), the channel answers at once with a grant, a future time that
+// later requests cannot change (every registered model keeps that contract). So the DMA actors
+// of a CUBE call their channels' servers directly, inside their own handler (HbmChannelTable),
+// instead of sending one event per channel and getting one back. The engine runs one handler
+// at a time, so this is a plain, deterministic call. Tie-break rule: requests reaching one
+// channel at the same instant are served in the order the requesting handlers run (engine
+// delivery order of the DMA commands), and one command's parts in its own order.
 //
 // HbmChannelServer contract:
-// - Serve(now, bytes, op) = HbmChannelModel::Access(now, bytes, op), calls in non-decreasing
-//   `now` (the engine's order). With a StatsBoard: ops += 1, busy_ps += data-bus occupancy
-//   (grant.free_at - grant.start), bytes_read / bytes_written += bytes.
+// - Serve(access) = the timing model's Serve, calls in non-decreasing `now` (the engine's
+//   order). With a StatsBoard: ops += 1, busy_ps += the model's data-bus occupancy,
+//   bytes_read / bytes_written += bytes.
 // - A zero-byte request is a bug of the caller (the model's AHBM_CHECK).
 //
-// Channel actor (ports):
+// Channel actor (ports; models that need no addresses):
 // - in  std::shared_ptr<const pb::HbmRequest> from any unit.
 // - out std::shared_ptr<const pb::HbmResponse> to that unit (engine->current_src()), at once,
 //   with the grant: request_id and bytes copied from the request, start_ps = grant.start,
 //   done_ps = grant.done, channel = this unit's id. A request with `parts` is served part by
 //   part in order, exactly like separate requests at the same instant; the response lists one
 //   grant per part (`parts`) instead of start_ps / done_ps.
-// The actor and the folded calls share the one server, so both kinds of requester see one FIFO.
+// The actor and the folded calls share the one server, so both kinds of requester see one
+// channel.
 #ifndef AHBMSIM_ACTORS_UNITS_HBM_CHANNEL_ACTOR_H_
 #define AHBMSIM_ACTORS_UNITS_HBM_CHANNEL_ACTOR_H_
 
@@ -33,9 +35,9 @@
 #include <vector>
 
 #include "actors/engine.h"
-#include "actors/models/hbm_bank_model.h"
 #include "actors/models/hbm_call_memo.h"
 #include "actors/models/hbm_channel_model.h"
+#include "actors/models/hbm_timing_model.h"
 #include "actors/time.h"
 #include "actors/units/unit_context.h"
 #include "caf/behavior.hpp"
@@ -47,44 +49,33 @@ namespace ahbm::sim {
 
 class HbmChannelServer {
  public:
-  // `stats` may be null (no stats kept); `memo` (BANK channels; null: a memo of its own that
-  // only simulates) outlives it.
+  // `stats` may be null (no stats kept); `context` outlives it.
   HbmChannelServer(UnitId unit, const pb::HbmChannel& config, StatsBoard* stats,
-                   HbmCallMemo* memo = nullptr);
+                   HbmModelContext& context);
 
-  // FIFO channels: `bytes` wherever they are.
-  HbmGrant Serve(SimTime now, Bytes bytes, HbmOp op);
-  // BANK channels: the chunks at these channel-local byte addresses, burst by burst, all queued
-  // at `now` and served to the last before this returns — later requests never overtake them
-  // (the grant is final at arrival; FR-FCFS reorders within one call). start: the first burst's
-  // column command; free_at: the last's data bus end; done: the last byte plus the fixed path
-  // latency (first_byte_latency_cycles - the DRAM's idle read). Through the memo if given.
-  HbmGrant ServeChunks(SimTime now, std::span<const uint64_t> addrs, Bytes chunk_bytes, HbmOp op);
-  bool bank() const { return bank_ != nullptr; }
+  // One access through the channel's timing model (hbm_timing_model.h), counted in the stats.
+  HbmGrant Serve(const HbmAccess& access);
+  // `bytes` anywhere: models that do not need addresses (FIFO).
+  HbmGrant Serve(SimTime now, Bytes bytes, HbmOp op) { return Serve({now, bytes, op, {}, {}}); }
+  // Whether accesses must list their chunks' channel-local addresses (BANK).
+  bool needs_addresses() const { return needs_addresses_; }
   UnitId unit() const { return unit_; }
 
  private:
-  void Count(SimTime busy, Bytes bytes, HbmOp op);
-
   UnitId unit_;
-  HbmChannelModel model_;
-  std::unique_ptr<HbmBankModel> bank_;  // BANK channels
-  std::unique_ptr<HbmCallMemo> own_memo_;  // when given none
-  HbmCallMemo* memo_;
-  HbmBankTiming timing_;
-  pb::HbmAddressMap map_ = pb::ADDRESS_MAP_UNSPECIFIED;
-  uint64_t path_cycles_ = 0;
-  std::vector<uint64_t> chunks_;  // one call's chunks as burst indices, reused
+  std::unique_ptr<HbmTimingModel> model_;
+  bool needs_addresses_;
   StatsBoard* stats_board_;
   pb::UnitStats* stats_ = nullptr;  // stats_board_->At(unit_), looked up at the first request
 };
 
-// The channel servers of one simulation, by channel unit id. Outlives every unit that uses it.
-// BANK channels of one configuration share one call memo (hbm_call_memo.h) in `memo_mode`.
+// The channel servers of one simulation, by channel unit id, and what their models share
+// (HbmModelContext: the BANK channels' call memos, in `memo_mode`). Outlives every unit that
+// uses it.
 class HbmChannelTable {
  public:
   explicit HbmChannelTable(HbmCallMemo::Mode memo_mode = HbmCallMemo::Mode::kOn)
-      : memo_mode_(memo_mode) {}
+      : context_(memo_mode) {}
   // Each unit once.
   HbmChannelServer& Add(UnitId unit, const pb::HbmChannel& config, StatsBoard* stats);
   // The server of channel unit `unit`; AHBM_CHECK that it was added.
@@ -93,13 +84,12 @@ class HbmChannelTable {
     if (s == nullptr) [[unlikely]] Missing(unit);
     return *s;
   }
-  // The calls and hits of every memo.
-  HbmCallMemo::Stats memo_stats() const;
+  // The calls and hits of every call memo.
+  HbmCallMemo::Stats memo_stats() const { return context_.memo_stats(); }
 
  private:
   [[noreturn]] static void Missing(UnitId unit);
-  HbmCallMemo::Mode memo_mode_;
-  std::vector<std::pair<std::string, std::unique_ptr<HbmCallMemo>>> memos_;  // by config bytes
+  HbmModelContext context_;
   std::vector<std::unique_ptr<HbmChannelServer>> by_unit_;
 };
 
