@@ -107,7 +107,8 @@ absl::Status ValidateHbmBank(const pb::HbmChannel& hbm, absl::string_view path) 
     return Invalid(Field(bank, "scheduler"), " must be set (FR_FCFS or FCFS)");
   }
   if (b.address_map() == pb::ADDRESS_MAP_UNSPECIFIED) {
-    return Invalid(Field(bank, "address_map"), " must be set (BANK_GROUP_FIRST or COLUMN_FIRST)");
+    return Invalid(Field(bank, "address_map"),
+                   " must be set (BANK_GROUP_FIRST, COLUMN_FIRST or BANK_GROUP_FIRST_HASHED)");
   }
   if (b.row_bytes() % b.burst_bytes() != 0) {
     return Invalid(Field(bank, "row_bytes"), " (", b.row_bytes(), ") must be a multiple of ",

@@ -104,7 +104,16 @@ HbmBankAddress MapBurst(uint64_t burst, pb::HbmAddressMap map, const HbmBankTimi
     a.bank = take(t.banks_per_group);
   }
   a.row = static_cast<uint32_t>(rest);
+  if (map == pb::BANK_GROUP_FIRST_HASHED) {
+    a.bank_group = static_cast<uint32_t>((a.bank_group + rest) % t.bank_groups);
+    a.bank = static_cast<uint32_t>((a.bank + rest / t.bank_groups) % t.banks_per_group);
+  }
   return a;
+}
+
+uint64_t RowShiftBursts(pb::HbmAddressMap map, const HbmBankTiming& t) {
+  const uint64_t row = uint64_t{t.columns} * t.banks();
+  return map == pb::BANK_GROUP_FIRST_HASHED ? row * t.bank_groups * t.banks_per_group : row;
 }
 
 void HbmBankModel::Add(const Request& r) {

@@ -87,6 +87,10 @@ HbmBankTiming BankTimingOf(const pb::HbmChannel& hbm);
 
 // Where burst `burst` (a channel-local address / burst_bytes) lies under `map`.
 HbmBankAddress MapBurst(uint64_t burst, pb::HbmAddressMap map, const HbmBankTiming& t);
+// The shift (in bursts, a whole number of rows over every bank) that `map` repeats under:
+// MapBurst(b + k * RowShiftBursts) is MapBurst(b) k * RowShiftBursts / (columns * banks) rows
+// further, in the same bank and column (the call memo keys calls relative to it).
+uint64_t RowShiftBursts(pb::HbmAddressMap map, const HbmBankTiming& t);
 
 class HbmBankModel {
  public:

@@ -3,7 +3,9 @@
 // tRFCpb 320, tRREFD 8), and the calibration table of issue 13 within ±4 points.
 #include "actors/models/hbm_bank_model.h"
 
+#include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "actors/models/hbm_patterns.h"
@@ -144,6 +146,34 @@ TEST(HbmBankModel, ReproducesTheRamulatorTable) {
           << row.pattern << " refresh " << static_cast<int>(mode);
     }
   }
+}
+
+// Every address map is a bijection, and repeats RowShiftBursts later a whole number of rows on;
+// the hashed map puts bursts one row apart (same offset in the row sweep) in other bank groups.
+TEST(HbmAddressMap, MapsAreBijectionsThatRepeatRowsOn) {
+  const HbmBankTiming t;
+  const uint64_t row_sweep = uint64_t{t.columns} * t.banks();  // 1024 bursts
+  for (pb::HbmAddressMap map : {pb::BANK_GROUP_FIRST, pb::COLUMN_FIRST, pb::BANK_GROUP_FIRST_HASHED}) {
+    SCOPED_TRACE(pb::HbmAddressMap_Name(map));
+    const uint64_t shift = RowShiftBursts(map, t);
+    std::set<std::tuple<uint32_t, uint32_t, uint32_t, uint32_t, uint32_t>> seen;
+    for (uint64_t b = 0; b < 2 * shift; ++b) {
+      const HbmBankAddress a = MapBurst(b, map, t);
+      ASSERT_EQ(a.row, b / row_sweep);
+      ASSERT_TRUE(seen.insert({a.sid, a.bank_group, a.bank, a.row, a.column}).second) << b;
+      const HbmBankAddress later = MapBurst(b + 3 * shift, map, t);
+      ASSERT_EQ(later.row, a.row + 3 * shift / row_sweep);
+      ASSERT_EQ(std::tie(later.sid, later.bank_group, later.bank, later.column),
+                std::tie(a.sid, a.bank_group, a.bank, a.column));
+    }
+  }
+  EXPECT_EQ(RowShiftBursts(pb::BANK_GROUP_FIRST, t), row_sweep);
+  EXPECT_EQ(RowShiftBursts(pb::BANK_GROUP_FIRST_HASHED, t), row_sweep * 16);
+  // K at burst 0 and V one row sweep later: the same bank under BANK_GROUP_FIRST, not hashed.
+  const HbmBankAddress k = MapBurst(0, pb::BANK_GROUP_FIRST_HASHED, t);
+  const HbmBankAddress v = MapBurst(row_sweep, pb::BANK_GROUP_FIRST_HASHED, t);
+  EXPECT_EQ(MapBurst(0, pb::BANK_GROUP_FIRST, t).bank_group, MapBurst(row_sweep, pb::BANK_GROUP_FIRST, t).bank_group);
+  EXPECT_NE(k.bank_group, v.bank_group);
 }
 
 TEST(HbmPatterns, AnUnknownPatternIsOneLine) {

@@ -26,7 +26,8 @@ bool HbmCallMemo::BuildKey(const HbmBankModel& model, pb::HbmAddressMap map, uin
                            std::span<const uint64_t> chunks, uint32_t chunk_bursts, bool write) {
   const HbmBankTiming& t = model.timing();
   const uint64_t period = uint64_t{t.columns} * t.banks();  // bursts per row over every bank
-  const uint64_t base = chunks[0] / period * period;
+  const uint64_t shift = RowShiftBursts(map, t);            // the map repeats, rows on
+  const uint64_t base = chunks[0] / shift * shift;
   values_.clear();
   values_.push_back(write ? 1 : 0);
   values_.push_back(static_cast<int32_t>(map));

@@ -2,8 +2,8 @@
 // 32 B burst at command level, ~0.6 µs of host time each; a kernel's DMA calls repeat a few
 // shapes thousands of times (one channel's 8 KiB share of a K or V tile is 256 bursts over the
 // same eight banks). The model is invariant under a shift in time, and an address map under a
-// shift by whole rows (burst b + k * P, P = bursts per row over every bank, lies in the same
-// bank k rows further). So a call whose key — its chunks relative to the row of its first, and
+// shift by whole rows (burst b + k * RowShiftBursts lies in the same bank and column, rows
+// further). So a call whose key — its chunks relative to the row of its first, and
 // the model's state relative to the call's start cycle and that row
 // (HbmBankModel::AppendState) — was seen before, and that ends before the next refresh falls
 // due, goes exactly as the first one did, shifted: the memo restores the state after it, the

@@ -82,10 +82,11 @@ TEST(HbmCallMemo, EveryCallAsSimulatedOnRandomStreams) {
     for (int i = 0; i < 3000; ++i) {
       Call call;
       const uint64_t tile = rng() % 4;
-      switch (rng() % 6) {
+      switch (rng() % 7) {
         case 0: call = Stream(tile * 256, 32); break;  // a tile of a stream
         case 1: call = Stream((tile % 2) * row_bursts * 3, 8); break;
         case 2: call = Stream(tile * 40, 1, pb::COLUMN_FIRST); break;
+        case 5: call = Stream(tile * 256 + tile * row_bursts, 32, pb::BANK_GROUP_FIRST_HASHED); break;
         case 4: call = Stream(tile * 256 + row_bursts, 32); break;  // the next row of the stream
         case 3:  // K and V pieces, rows apart in one bank, a few rows on
           call.chunks = {tile * row_bursts, (tile + 2) * row_bursts, tile * row_bursts + 8,
