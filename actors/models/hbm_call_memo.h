@@ -17,7 +17,7 @@
 // - A call that meets a refresh is keyed with the refresh schedule as well (the next due cycle
 //   relative to its start, exact; the bank refreshed next): such keys repeat less often. Past
 //   max_bytes of keys and states the memo starts again empty.
-// - Cost of a hit: the key (one value per chunk, ~170 of state) hashed and compared, and the
+// - Cost of a hit: the key (one value per chunk, 40-170 of state) hashed and compared, and the
 //   state restored; no burst is mapped, no event sent, nothing allocated once warm.
 #ifndef AHBMSIM_ACTORS_MODELS_HBM_CALL_MEMO_H_
 #define AHBMSIM_ACTORS_MODELS_HBM_CALL_MEMO_H_
