@@ -6,16 +6,13 @@
 #include "base/check.h"
 
 namespace ahbm::sim {
-namespace {
 
-ClockDomain ChannelClock(const pb::HbmChannel& config) {
+ClockDomain HbmChannelClock(const pb::HbmChannel& config) {
   absl::StatusOr<ClockDomain> clock = ClockDomain::FromMHz(config.clock_mhz());
   AHBM_CHECK(clock.ok()) << "hbm_channel.clock_mhz: " << clock.status()
                          << " (the topology was not validated)";
   return *clock;
 }
-
-}  // namespace
 
 std::ostream& operator<<(std::ostream& os, const HbmGrant& grant) {
   return os << "{start=" << grant.start << " free_at=" << grant.free_at << " done=" << grant.done
@@ -23,7 +20,7 @@ std::ostream& operator<<(std::ostream& os, const HbmGrant& grant) {
 }
 
 HbmChannelModel::HbmChannelModel(const pb::HbmChannel& config)
-    : clock_(ChannelClock(config)),
+    : clock_(HbmChannelClock(config)),
       bytes_per_cycle_(config.bytes_per_cycle()),
       efficiency_ppm_(config.has_fifo_efficiency_ppm() ? config.fifo_efficiency_ppm() : 1'000'000),
       first_byte_latency_(config.first_byte_latency_cycles()) {

@@ -48,6 +48,9 @@ struct HbmGrant {
 };
 std::ostream& operator<<(std::ostream& os, const HbmGrant& grant);
 
+// The clock domain of a validated channel config (AHBM_CHECK: a bad clock_mhz).
+ClockDomain HbmChannelClock(const pb::HbmChannel& config);
+
 struct HbmChannelStats {
   SimTime busy_ps;      // data-bus occupancy, summed over requests
   Bytes bytes_read;     // bytes of HbmOp::kRead requests

@@ -2,18 +2,11 @@
 
 #include <map>
 
-#include "absl/status/statusor.h"
 #include "actors/models/hbm_bank_model.h"
 #include "base/check.h"
 
 namespace ahbm::sim {
 namespace {
-
-ClockDomain ChannelClock(const pb::HbmChannel& config) {
-  absl::StatusOr<ClockDomain> clock = ClockDomain::FromMHz(config.clock_mhz());
-  AHBM_CHECK(clock.ok()) << "hbm_channel.clock_mhz: " << clock.status() << " (not validated)";
-  return *clock;
-}
 
 // FIFO: HbmChannelModel as it is.
 class FifoTiming final : public HbmTimingModel {
@@ -36,9 +29,9 @@ class FifoTiming final : public HbmTimingModel {
 class BankTiming final : public HbmTimingModel {
  public:
   BankTiming(const pb::HbmChannel& config, HbmCallMemo& memo)
-      : clock_(ChannelClock(config)),
-        timing_(BankTimingOf(config)),
-        model_(timing_),
+      : clock_(HbmChannelClock(config)),
+        model_(BankTimingOf(config)),
+        timing_(model_.timing()),
         memo_(memo),
         map_(config.bank().address_map()),
         path_cycles_(config.first_byte_latency_cycles() -
@@ -64,8 +57,8 @@ class BankTiming final : public HbmTimingModel {
 
  private:
   ClockDomain clock_;
-  HbmBankTiming timing_;
   HbmBankModel model_;
+  const HbmBankTiming& timing_;  // model_'s
   HbmCallMemo& memo_;
   pb::HbmAddressMap map_;
   uint64_t path_cycles_;
