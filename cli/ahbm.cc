@@ -382,6 +382,10 @@ absl::Status RunDiff(const ParsedFlags& flags) {
   if (!a.ok()) return a.status();
   absl::StatusOr<observe::RunRecord> b = observe::ReadRun(flags.positional()[1]);
   if (!b.ok()) return b.status();
+  ASSIGN_OR_RETURN_FLAG(force, BoolFlag(flags, "force"));
+  if (!force) {
+    if (absl::Status s = observe::CheckSameStreams(*a, *b); !s.ok()) return s;
+  }
   std::fputs(observe::FormatDiff(*a, *b, rows).c_str(), stdout);
   return absl::OkStatus();
 }
@@ -628,7 +632,11 @@ const std::vector<Command>& Commands() {
       {"diff",
        "A B: two runs of the same streams compared: latency, busy time per unit kind, the first "
        "diverging command, each critical path",
-       {{"path_rows", "critical-path rows shown per run (the longest, in time order)", "40"}},
+       {{"path_rows", "critical-path rows shown per run (the longest, in time order)", "40"},
+        {"force",
+         "compare runs of other workloads or chip geometries too (refused by default: their "
+         "steps do not correspond)",
+         "false", /*boolean=*/true}},
        RunDiff, /*positional=*/2},
       {"compare",
        "Llama3-70B decode (or --kernel=prefill): every variant and the pre-ADR baselines on one "
