@@ -60,7 +60,7 @@ constexpr char kWorkspace[] = "ahbmsim";  // WORKSPACE's name: the runfiles dire
 // The directories the install's files are read from, in order: the runfiles of `bazel run`
 // and `bazel test` ($RUNFILES_DIR, $TEST_SRCDIR), then the runfiles tree Bazel builds beside
 // the binary (<binary>.runfiles; /proc/self/exe resolves the .bazel/bin symlink), then beside
-// the path it was started by. The runfiles hold the shipped topologies and workloads
+// the path it was started by, then the runfiles tree that path lies in. The runfiles hold the shipped topologies and workloads
 // (cli/BUILD.bazel data) as links into the repository that built the binary.
 std::vector<std::filesystem::path> InstallRoots(const char* argv0) {
   std::vector<std::filesystem::path> roots;
@@ -72,7 +72,14 @@ std::vector<std::filesystem::path> InstallRoots(const char* argv0) {
   std::error_code error;
   const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", error);
   if (!error) roots.push_back(exe.string() + ".runfiles/" + kWorkspace);
-  if (argv0 != nullptr) roots.push_back(std::string(argv0) + ".runfiles/" + kWorkspace);
+  if (argv0 != nullptr) {
+    const std::string started(argv0);
+    roots.push_back(started + ".runfiles/" + kWorkspace);
+    // Started from inside another target's runfiles tree (a test's data): that tree.
+    if (const size_t at = started.rfind(".runfiles/"); at != std::string::npos) {
+      roots.push_back(started.substr(0, at) + ".runfiles/" + kWorkspace);
+    }
+  }
   return roots;
 }
 
