@@ -60,8 +60,9 @@ constexpr char kWorkspace[] = "ahbmsim";  // WORKSPACE's name: the runfiles dire
 // The directories the install's files are read from, in order: the runfiles of `bazel run`
 // and `bazel test` ($RUNFILES_DIR, $TEST_SRCDIR), then the runfiles tree Bazel builds beside
 // the binary (<binary>.runfiles; /proc/self/exe resolves the .bazel/bin symlink), then beside
-// the path it was started by, then the runfiles tree that path lies in. The runfiles hold the shipped topologies and workloads
-// (cli/BUILD.bazel data) as links into the repository that built the binary.
+// the path it was started by, then the runfiles tree that path lies in. The runfiles hold the
+// shipped topologies and workloads (cli/BUILD.bazel data) as links into the repository that
+// built the binary.
 std::vector<std::filesystem::path> InstallRoots(const char* argv0) {
   std::vector<std::filesystem::path> roots;
   for (const char* env : {"RUNFILES_DIR", "TEST_SRCDIR"}) {

@@ -403,10 +403,10 @@ absl::Status UnitsFit(const pb::Chip& chip) {
     return Invalid("sips * sip.cubes * (1 NOC router + sip.cube.pes * ", kUnitsPerPe,
                    " + sip.cube.hbm_pseudo_channels) + sips (", chip.sips(), " * ",
                    chip.sip().cubes(), " * (1 + ", cube.pes(), " * ", kUnitsPerPe, " + ",
-                   cube.hbm_pseudo_channels(), ") + ", chip.sips(), " = ",
-                   Decimal128(units),
+                   cube.hbm_pseudo_channels(), ") + ", chip.sips(), " = ", Decimal128(units),
                    " simulated units) must be <= ", kMaxUnits,
-                   " (120 times chip_4sip's 8772; each costs ~2 KiB of host memory when simulated)");
+                   " (120 times chip_4sip's 8772; each costs ~2 KiB of host memory when "
+                   "simulated)");
   }
   if (cubes * cube.hbm_bytes() > std::numeric_limits<uint64_t>::max()) {
     return Invalid("sips * sip.cubes * sip.cube.hbm_bytes (", chip.sips(), " * ",
