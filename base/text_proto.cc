@@ -10,6 +10,7 @@
 #include <system_error>
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
@@ -18,9 +19,23 @@
 namespace ahbm {
 namespace {
 
+// `text` with every byte outside printable ASCII written as a C escape (\x89, \n, \t), so
+// that a binary or garbled file does not reach the terminal as raw bytes.
+std::string Printable(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    if (c >= 0x20 && c < 0x7f) {
+      out.push_back(c);
+    } else {
+      out += absl::CHexEscape(std::string(1, c));
+    }
+  }
+  return out;
+}
+
 // What follows an error position on 0-based `line` of `text`: ` (source line: <the line,
-// trimmed and cut to 80 characters>)`, ` (at end of input)` when nothing but blanks is left, or
-// nothing when the line itself is blank.
+// trimmed, cut to 80 bytes, escaped>)`, ` (at end of input)` when nothing but blanks is left,
+// or nothing when the line itself is blank.
 std::string SourceContext(std::string_view text, int line) {
   constexpr std::string_view kBlanks = " \t\r\n";
   size_t start = 0;
@@ -38,7 +53,7 @@ std::string SourceContext(std::string_view text, int line) {
   source = source.substr(first, source.find_last_not_of(kBlanks) + 1 - first);
   constexpr size_t kMaxChars = 80;
   const bool cut = source.size() > kMaxChars;
-  return absl::StrCat(" (source line: ", std::string(source.substr(0, kMaxChars)),
+  return absl::StrCat(" (source line: ", Printable(source.substr(0, kMaxChars)),
                       cut ? "...)" : ")");
 }
 
@@ -53,14 +68,19 @@ class FirstErrorCollector : public google::protobuf::io::ErrorCollector {
                 const std::string& message) override {
     if (first_error_.has_value()) return;
     // The parser reports 0-based positions, or -1 when an error has no position.
+    // Its message may quote a token of the file: escaped and cut like the source line.
+    constexpr size_t kMaxMessageChars = 200;
+    std::string_view shown = message;
+    const bool cut = shown.size() > kMaxMessageChars;
+    shown = shown.substr(0, kMaxMessageChars);
     if (line < 0) {
-      first_error_ = absl::StrCat(source_name_, ": ", message);
+      first_error_ = absl::StrCat(source_name_, ": ", Printable(shown), cut ? "..." : "");
       return;
     }
     // Protobuf's message may end in a blank (e.g. "got: " followed by an empty token).
-    const size_t end = message.find_last_not_of(' ') + 1;
+    shown = shown.substr(0, shown.find_last_not_of(' ') + 1);
     first_error_ = absl::StrCat(source_name_, ":", line + 1, ":", column + 1, ": ",
-                                message.substr(0, end), SourceContext(text_, line));
+                                Printable(shown), cut ? "..." : "", SourceContext(text_, line));
   }
 
   const std::optional<std::string>& first_error() const { return first_error_; }

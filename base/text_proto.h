@@ -3,7 +3,9 @@
 // Contract:
 // - ParseTextProto: unknown fields and extensions are errors; the first parser error is
 //   InvalidArgument "<source>:<line>:<col>: <message> (source line: <the line, trimmed, cut at
-//   80 characters>)" — or " (at end of input)" — and "<source>: <message>" without a position.
+//   80 bytes>)" — or " (at end of input)" — and "<source>: <message>" without a position.
+//   The message (cut at 200 bytes) and the line are printable ASCII: every other byte is
+//   written as a C escape (\x89, \t), so a binary file's bytes never reach the terminal.
 // - ReadTextFile: the whole file; NotFound "cannot read <what> \"<path>\": <reason>" when it
 //   cannot be opened or read (a directory included).
 #ifndef AHBMSIM_BASE_TEXT_PROTO_H_

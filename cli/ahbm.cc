@@ -3,13 +3,20 @@
 //   ahbm stream [--topology=F] ... run an injected command stream (no kernels) and report
 //   ahbm run [--topology=F] [--workload=W] [--<workload field>=V ...] ...
 //                                  run a workload's kernels (kernels/launch) and report
-//   ahbm help [command]
+//   ahbm replay, diff, hbm, compare (see `ahbm help`)
+//   ahbm help [command], ahbm <command> --help   a command's flags
+//   ahbm version, ahbm --version                   version, git commit, build type
+// Relative paths are taken from the current directory; the default topology, and a shipped
+// topology or workload file named by its repository path (topology/small.textproto) that is
+// not there, are read from the install (InstallPath).
 // Exit codes: 0 success, 2 bad input (InvalidArgument / NotFound: one line naming the field or
 // file and the reason), 3 kernel deadlock (FailedPrecondition "deadlock: ..." naming each
 // waiting PE), 1 anything else.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -29,6 +36,7 @@
 #include "actors/observe/report.h"
 #include "actors/observe/trace_diff.h"
 #include "cli/flags.h"
+#include "cli/version.h"
 #include "kernels/launch/compare.h"
 #include "kernels/launch/launch.h"
 #include "kernels/launch/launcher.h"
@@ -46,6 +54,61 @@ constexpr int kExitBadInput = 2;
 constexpr int kExitDeadlock = 3;
 constexpr int kExitOther = 1;
 constexpr char kDefaultTopology[] = "topology/chip_4sip.textproto";
+constexpr char kVersion[] = "0.1";
+constexpr char kWorkspace[] = "ahbmsim";  // WORKSPACE's name: the runfiles directory
+
+// The directories the install's files are read from, in order: the runfiles of `bazel run`
+// and `bazel test` ($RUNFILES_DIR, $TEST_SRCDIR), then the runfiles tree Bazel builds beside
+// the binary (<binary>.runfiles; /proc/self/exe resolves the .bazel/bin symlink), then beside
+// the path it was started by, then the runfiles tree that path lies in. The runfiles hold the
+// shipped topologies and workloads (cli/BUILD.bazel data) as links into the repository that
+// built the binary.
+std::vector<std::filesystem::path> InstallRoots(const char* argv0) {
+  std::vector<std::filesystem::path> roots;
+  for (const char* env : {"RUNFILES_DIR", "TEST_SRCDIR"}) {
+    if (const char* dir = std::getenv(env); dir != nullptr && *dir != '\0') {
+      roots.push_back(std::filesystem::path(dir) / kWorkspace);
+    }
+  }
+  std::error_code error;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (!error) roots.push_back(exe.string() + ".runfiles/" + kWorkspace);
+  if (argv0 != nullptr) {
+    const std::string started(argv0);
+    roots.push_back(started + ".runfiles/" + kWorkspace);
+    // Started from inside another target's runfiles tree (a test's data): that tree.
+    if (const size_t at = started.rfind(".runfiles/"); at != std::string::npos) {
+      roots.push_back(started.substr(0, at) + ".runfiles/" + kWorkspace);
+    }
+  }
+  return roots;
+}
+
+std::vector<std::filesystem::path>& Roots() {
+  static std::vector<std::filesystem::path> roots;
+  return roots;
+}
+
+// A file the user named, or a default: the path as given when it is absolute or exists
+// (relative to the current directory), else the install's copy of it when the install has
+// one (a shipped topology or workload named by its repository path), else as given (the read
+// then fails naming it).
+std::string InstallPath(const std::string& path) {
+  std::error_code error;
+  if (path.empty() || std::filesystem::path(path).is_absolute() ||
+      std::filesystem::exists(path, error)) {
+    return path;
+  }
+  for (const std::filesystem::path& root : Roots()) {
+    const std::filesystem::path candidate = root / path;
+    if (std::filesystem::is_regular_file(candidate, error)) return candidate.string();
+  }
+  return path;
+}
+
+absl::StatusOr<pb::Chip> LoadTopologyFlag(const ParsedFlags& flags) {
+  return topology::LoadTopologyFile(InstallPath(flags.GetOr("topology", kDefaultTopology)));
+}
 // `ahbm compare`'s default rows: the ADR kernels and the baselines that run in seconds at full
 // scale; baseline_fanout_group (gate 3, minutes at full scale) is named with --variants.
 // `ahbm compare` without --kernel.
@@ -74,7 +137,7 @@ struct Command {
 
 absl::Status RunValidate(const ParsedFlags& flags) {
   const std::string path = flags.GetOr("topology", kDefaultTopology);
-  absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile(path);
+  absl::StatusOr<pb::Chip> chip = LoadTopologyFlag(flags);
   if (!chip.ok()) return chip.status();
   std::fputs(topology::TopologySummary(*chip).c_str(), stdout);
   std::printf("%s: valid\n", path.c_str());
@@ -165,8 +228,7 @@ absl::Status WriteRunFiles(const ParsedFlags& flags, const topology::ChipIndex& 
 // ahbm stream: every PE of the chosen CUBEs runs "DMA dma_bytes, then composite GEMM
 // (m, k, n) x count" (actors/inject.h); prints the report table.
 absl::Status RunStream(const ParsedFlags& flags) {
-  const std::string path = flags.GetOr("topology", kDefaultTopology);
-  absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile(path);
+  absl::StatusOr<pb::Chip> chip = LoadTopologyFlag(flags);
   if (!chip.ok()) return chip.status();
   ASSIGN_OR_RETURN_FLAG(m, IntFlag(flags, "m", "8"));
   ASSIGN_OR_RETURN_FLAG(k, IntFlag(flags, "k", "128"));
@@ -236,7 +298,7 @@ absl::Status RunStream(const ParsedFlags& flags) {
 absl::StatusOr<pb::Workload> WorkloadFromFlags(const ParsedFlags& flags) {
   pb::Workload workload;
   if (const auto file = flags.Get("workload")) {
-    absl::StatusOr<pb::Workload> loaded = launch::LoadWorkloadFile(*file);
+    absl::StatusOr<pb::Workload> loaded = launch::LoadWorkloadFile(InstallPath(*file));
     if (!loaded.ok()) return loaded.status();
     workload = *std::move(loaded);
   }
@@ -251,8 +313,7 @@ absl::StatusOr<pb::Workload> WorkloadFromFlags(const ParsedFlags& flags) {
 }
 
 absl::Status RunRun(const ParsedFlags& flags) {
-  const std::string path = flags.GetOr("topology", kDefaultTopology);
-  absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile(path);
+  absl::StatusOr<pb::Chip> chip = LoadTopologyFlag(flags);
   if (!chip.ok()) return chip.status();
   absl::StatusOr<pb::Workload> workload_or = WorkloadFromFlags(flags);
   if (!workload_or.ok()) return workload_or.status();
@@ -296,7 +357,7 @@ absl::Status RunReplay(const ParsedFlags& flags) {
   if (!trace.ok()) return trace.status();
   replay::ReplayOptions options;
   if (const auto path = flags.Get("topology")) {
-    absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile(*path);
+    absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile(InstallPath(*path));
     if (!chip.ok()) return chip.status();
     options.chip = *chip;
   }
@@ -329,6 +390,10 @@ absl::Status RunDiff(const ParsedFlags& flags) {
   if (!a.ok()) return a.status();
   absl::StatusOr<observe::RunRecord> b = observe::ReadRun(flags.positional()[1]);
   if (!b.ok()) return b.status();
+  ASSIGN_OR_RETURN_FLAG(force, BoolFlag(flags, "force"));
+  if (!force) {
+    if (absl::Status s = observe::CheckSameStreams(*a, *b); !s.ok()) return s;
+  }
   std::fputs(observe::FormatDiff(*a, *b, rows).c_str(), stdout);
   return absl::OkStatus();
 }
@@ -363,7 +428,7 @@ absl::Status RunHbm(const ParsedFlags& flags) {
   double tck_ns = 0.625;
   std::string part = "Ramulator 2 HBM3_6400Mbps";
   if (const auto path = flags.Get("topology")) {
-    absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile(*path);
+    absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile(InstallPath(*path));
     if (!chip.ok()) return chip.status();
     const pb::HbmChannel& hbm = chip->sip().cube().hbm_channel();
     if (hbm.model() != pb::BANK) {
@@ -398,8 +463,7 @@ absl::Status RunHbm(const ParsedFlags& flags) {
 // as one table (launch::Compare; rows and defaults from the kernel's launcher, decode_run.h).
 // --reduce_options: opt1/opt3/opt2 x reduce_payload x reduce_merge (CompareReduceOptions).
 absl::Status RunCompare(const ParsedFlags& flags) {
-  const std::string path = flags.GetOr("topology", kDefaultTopology);
-  absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile(path);
+  absl::StatusOr<pb::Chip> chip = LoadTopologyFlag(flags);
   if (!chip.ok()) return chip.status();
   absl::StatusOr<pb::Workload> workload = WorkloadFromFlags(flags);
   if (!workload.ok()) return workload.status();
@@ -457,21 +521,35 @@ absl::Status RunCompare(const ParsedFlags& flags) {
   return absl::OkStatus();
 }
 
+// The workload's bool fields (data, no_rotation) are boolean flags: a bare --data is true.
+void MarkBooleanWorkloadFlags(std::vector<FlagSpec>& flags) {
+  for (FlagSpec& flag : flags) {
+    const google::protobuf::FieldDescriptor* field =
+        pb::Workload::descriptor()->FindFieldByName(flag.name);
+    if (field != nullptr && field->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_BOOL) {
+      flag.boolean = true;
+    }
+  }
+}
+
 std::vector<FlagSpec> CompareFlags() {
   std::vector<FlagSpec> flags = {
       {"topology", "chip config, protobuf text format (ahbm.pb.Chip)", kDefaultTopology},
-      {"variants", "comma-separated decode variants, in table order",
+      {"variants", "comma-separated variants of the kernel, in table order (prefill: "
+                   "flash,short_context,ring,baseline_fanout)",
        VariantNames(CompareSpecOf(kCompareKernel).rows, ",")},
       {"reduce_options",
        "each variant x reduce_payload {triplet, packed} x reduce_merge {primitive, fused} "
        "(default variants then opt1,opt3,opt2)",
-       "false"},
-      {"workload", "DECODE workload, protobuf text format; flags below override it", ""}};
+       "false", /*boolean=*/true},
+      {"workload", "DECODE or PREFILL workload, protobuf text format; flags below override it",
+       ""}};
   for (const launch::WorkloadField& field : launch::WorkloadFields()) {
     flags.push_back({field.name, field.help,
                      field.name == "s" ? absl::StrCat(CompareSpecOf(kCompareKernel).default_s)
                                        : ""});
   }
+  MarkBooleanWorkloadFlags(flags);
   return flags;
 }
 
@@ -483,8 +561,8 @@ std::vector<FlagSpec> RunFlags() {
       {"inputs_dir", "data mode: read the inputs' .npy files here (default: from seed)", ""},
       {"outputs_dir", "data mode: write the outputs' .npy files here", ""},
       {"save_inputs", "data mode: also write the inputs generated from seed into outputs_dir",
-       "false"},
-      {"per_tile_detail", "op log: one record per tile op as well", "false"},
+       "false", /*boolean=*/true},
+      {"per_tile_detail", "op log: one record per tile op as well", "false", /*boolean=*/true},
       {"trace",
        "record a replayable trace here: the op log and every kernel call (length-delimited "
        "ahbm.pb.TraceRecord; ahbm replay)",
@@ -504,6 +582,7 @@ std::vector<FlagSpec> RunFlags() {
   for (const launch::WorkloadField& field : launch::WorkloadFields()) {
     flags.push_back({field.name, field.help, ""});
   }
+  MarkBooleanWorkloadFlags(flags);
   return flags;
 }
 
@@ -523,8 +602,9 @@ const std::vector<Command>& Commands() {
         {"n", "composite GEMM columns (out is [m, n] fp32 in TCM)", "256"},
         {"count", "composites per PE", "64"},
         {"profile", "PE CPU issue-cost profile (default: the chip's default)", ""},
-        {"per_tile_events", "step the schedulers tile by tile (same results, more events)", "false"},
-        {"per_tile_detail", "op log: one record per tile op as well", "false"},
+        {"per_tile_events", "step the schedulers tile by tile (same results, more events)", "false",
+         /*boolean=*/true},
+        {"per_tile_detail", "op log: one record per tile op as well", "false", /*boolean=*/true},
         {"trace", "write the op log here (length-delimited ahbm.pb.TraceRecord)", ""},
         {"chrome_trace", "write a Chrome trace / Perfetto JSON here", ""},
         {"report_json", "write the report as JSON here", ""},
@@ -533,7 +613,8 @@ const std::vector<Command>& Commands() {
          "summary"}},
        RunStream},
       {"run",
-       "run a workload's kernels (DECODE, SELFTEST_*) and print the report",
+       "run a workload's kernels (decode, prefill, selftest_gemm, selftest_allreduce, "
+       "selftest_deadlock) and print the report",
        RunFlags(), RunRun},
       {"replay",
        "run a recorded trace's kernel calls again (no kernel code), here or on another topology",
@@ -559,10 +640,15 @@ const std::vector<Command>& Commands() {
       {"diff",
        "A B: two runs of the same streams compared: latency, busy time per unit kind, the first "
        "diverging command, each critical path",
-       {{"path_rows", "critical-path rows shown per run (the longest, in time order)", "40"}},
+       {{"path_rows", "critical-path rows shown per run (the longest, in time order)", "40"},
+        {"force",
+         "compare runs of other workloads or chip geometries too (refused by default: their "
+         "steps do not correspond)",
+         "false", /*boolean=*/true}},
        RunDiff, /*positional=*/2},
       {"compare",
-       "Llama3-70B decode: every variant and the pre-ADR baseline on one workload, one table",
+       "Llama3-70B decode (or --kernel=prefill): every variant and the pre-ADR baselines on one "
+       "workload, one table",
        CompareFlags(), RunCompare},
   };
   return commands;
@@ -574,7 +660,13 @@ std::string Usage() {
     absl::StrAppend(&out, "  ", command.name, std::string(12 - command.name.size(), ' '),
                     command.summary, "\n");
   }
-  absl::StrAppend(&out, "  help        this text, or 'ahbm help <command>' for its flags\n");
+  absl::StrAppend(&out, "  help        this text, or 'ahbm help <command>' (ahbm <command> --help) "
+                       "for its flags\n",
+                  "  version     the version, git commit and build type (also --version)\n");
+  absl::StrAppend(&out,
+                  "\nRelative paths are taken from the current directory; the default topology "
+                  "and the shipped\nfiles (topology/*.textproto, kernels/selftest/*.textproto) "
+                  "are read from the install\nwhen they are not there.\n");
   return out;
 }
 
@@ -601,6 +693,7 @@ int Help(const std::vector<std::string>& args) {
 }
 
 int Main(int argc, char** argv) {
+  Roots() = InstallRoots(argv[0]);
   if (argc < 2) {
     std::fputs(Usage().c_str(), stderr);
     return kExitBadInput;
@@ -608,10 +701,18 @@ int Main(int argc, char** argv) {
   const std::string name = argv[1];
   const std::vector<std::string> args(argv + 2, argv + argc);
   if (name == "help" || name == "--help" || name == "-h") return Help(args);
+  if (name == "version" || name == "--version") {
+    std::printf("ahbm %s (commit %s, %s build)\n", kVersion, AHBM_GIT_COMMIT, AHBM_BUILD_TYPE);
+    return kExitOk;
+  }
   const Command* command = FindCommand(name);
   if (command == nullptr) {
     std::fprintf(stderr, "ahbm: unknown command '%s' (see 'ahbm help')\n", name.c_str());
     return kExitBadInput;
+  }
+  if (std::any_of(args.begin(), args.end(),
+                  [](const std::string& a) { return a == "--help" || a == "-h"; })) {
+    return Help({name});
   }
   absl::StatusOr<ParsedFlags> flags = ParseFlags(name, command->flags, args, command->positional);
   absl::Status status = flags.ok() ? command->run(*flags) : flags.status();

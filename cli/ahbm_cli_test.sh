@@ -413,6 +413,74 @@ expect_one_line_error 'unknown_workload\.textproto:[0-9]+:[0-9]+: .*bogus_field'
 expect_one_line_error 'cannot read workload file "no/such/workload.textproto"' \
   run --topology=$small --workload=no/such/workload.textproto
 
+# --version / version: the version, the git commit (or unknown) and the build type.
+for v in --version version; do
+  expect 0 '^ahbm [0-9.]+ \(commit ([0-9a-f]+(-dirty)?|unknown), (fastbuild|opt|dbg) build\)$' $v
+done
+# A command's help: help <command>, <command> --help and -h print it and exit 0.
+for h in "help run" "run --help" "run -h" "run --kernel=decode --help"; do
+  expect 0 "^ahbm run: run a workload's kernels \(decode, prefill, selftest_gemm" $h
+done
+expect 0 "--topology=topology/chip_4sip.textproto" run --help
+expect 0 "--force" diff --help
+expect 0 "decode \(or --kernel=prefill\)" help
+# A value flag without its value is refused (--topology read a file named "true").
+expect_one_line_error '^ahbm validate: --topology: needs a value \(--topology=\.\.\.\)$' \
+  validate --topology
+expect_one_line_error '^ahbm run: --workload: needs a value' run --workload=
+expect_one_line_error '^ahbm run: --data: needs a value \(--data=true\|false\)$' run --data=
+expect 0 "data mode" run --topology=$small --workload=kernels/selftest/gemm.textproto --data
+# A binary file as topology or workload: one line, its bytes escaped, none raw.
+head -c 400 "$ahbm" >"$tmp/garbage.textproto"
+for args in "validate --topology=$tmp/garbage.textproto" \
+  "run --topology=$small --workload=$tmp/garbage.textproto"; do
+  expect_one_line_error 'garbage\.textproto:1:1: .*\(source line: \\x7fELF' $args
+  "$ahbm" $args 2>"$tmp/err" >/dev/null
+  ! LC_ALL=C grep -q '[^[:print:]]' "$tmp/err" ||
+    fail "ahbm $args wrote raw bytes: $(od -c "$tmp/err" | head -3)"
+done
+# From another directory: the default topology and shipped files come from the install; a
+# relative path that exists there is the user's.
+abs_ahbm=$(cd "$(dirname "$ahbm")" && pwd)/$(basename "$ahbm")
+mkdir -p "$tmp/elsewhere/topology"
+sed 's/^name: "small"$/name: "mine"/' topology/small.textproto >"$tmp/elsewhere/topology/small.textproto"
+for clean in "" "env -u RUNFILES_DIR -u TEST_SRCDIR"; do
+  out=$(cd "$tmp/elsewhere" && $clean "$abs_ahbm" validate 2>&1) ||
+    fail "validate from another directory ($clean) exited $?: $out"
+  grep -q '^topology "ahbm-4sip"' <<<"$out" || fail "validate from another directory ($clean): $out"
+  out=$(cd "$tmp/elsewhere" && $clean "$abs_ahbm" run --topology=topology/chip_2sip.textproto \
+    --workload=kernels/selftest/gemm.textproto 2>&1) ||
+    fail "a shipped topology and workload from another directory ($clean) exited $?: $out"
+  out=$(cd "$tmp/elsewhere" && $clean "$abs_ahbm" validate --topology=topology/small.textproto 2>&1)
+  grep -q '^topology "mine"' <<<"$out" ||
+    fail "a relative path in the current directory was not used: $out"
+done
+# NaN or Inf in an input .npy is refused naming the file and the first element.
+mkdir -p "$tmp/nan"
+write_npy "$tmp/nan/a.npy" "2, 4" 8 '\x00\x00\xc0\x7f'
+write_npy "$tmp/nan/b.npy" "4, 3" 12 "$half"
+expect_one_line_error "$tmp/nan/a.npy: element \[0, 0\] is NaN \(inputs must be finite\)" run \
+  --topology=$small --kernel=selftest_gemm --gemm_m=2 --gemm_k=4 --gemm_n=3 --data \
+  --inputs_dir="$tmp/nan"
+# Chips beyond what the tool simulates are refused at load, counted without overflow.
+for sips in 1000000 4000000000; do
+  sed "s/^sips: 1$/sips: $sips/" topology/small.textproto >"$tmp/sips.textproto"
+  expect_one_line_error "sips \\* sip.cubes .* = [0-9]+ simulated units\) must be <= 1048576" \
+    validate --topology="$tmp/sips.textproto"
+done
+# diff refuses runs of other workloads or chips, and a JSON that is no report, unless --force.
+"$ahbm" run --topology=$small --kernel=decode --variant=opt2 --h_q=8 --h_kv=2 --c=4 --p=4 \
+  --s=1024 --users=2 --trace="$tmp/other.pb" --report_json="$tmp/other.json" >/dev/null ||
+  fail "recorded run of another workload exited $?"
+expect_one_line_error "other.pb: not a run of .*rec.pb's streams: another workload \(A has s: 2048\)" \
+  diff "$tmp/rec.pb" "$tmp/other.pb"
+expect_one_line_error "other.json: not a run of .*rec.json's streams: another workload" \
+  diff "$tmp/rec.json" "$tmp/other.json"
+expect 0 "steps \(commands, sends, receives\)" diff "$tmp/rec.pb" "$tmp/other.pb" --force
+echo '{}' >"$tmp/empty.json"
+expect_one_line_error "empty.json: not a run's report: no topology_name" \
+  diff "$tmp/rec.json" "$tmp/empty.json"
+
 if [[ $failures -ne 0 ]]; then
   echo "$failures check(s) failed"
   exit 1

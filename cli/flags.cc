@@ -33,14 +33,18 @@ absl::StatusOr<ParsedFlags> ParseFlags(const std::string& command,
     }
     const size_t eq = arg.find('=');
     const std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
-    const std::string value = eq == std::string::npos ? "true" : arg.substr(eq + 1);
-    const bool known = std::any_of(specs.begin(), specs.end(),
-                                   [&](const FlagSpec& spec) { return spec.name == name; });
-    if (!known) {
+    const auto spec = std::find_if(specs.begin(), specs.end(),
+                                   [&](const FlagSpec& s) { return s.name == name; });
+    if (spec == specs.end()) {
       return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name, " for 'ahbm ",
                                                      command, "' (see 'ahbm help ", command,
                                                      "')"));
     }
+    if (eq == std::string::npos ? !spec->boolean : eq + 1 == arg.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("--", name, ": needs a value (--", name, "=",
+                                                     spec->boolean ? "true|false" : "...", ")"));
+    }
+    const std::string value = eq == std::string::npos ? "true" : arg.substr(eq + 1);
     if (!parsed.values_.emplace(name, value).second) {
       return absl::InvalidArgumentError(absl::StrCat("flag --", name, " given twice"));
     }

@@ -1,8 +1,10 @@
-// Command-line flags of the `ahbm` tool: `--name=value` or a bare `--name` (= "true"), and the
-// positional arguments of commands that take them (`ahbm diff A B`).
+// Command-line flags of the `ahbm` tool: `--name=value`, or a bare `--name` (= "true") for a
+// boolean flag, and the positional arguments of commands that take them (`ahbm diff A B`).
 //
 // Contract: every flag a command does not declare is an error naming the flag and the
-// command; a flag given twice is an error; an argument that is not a flag is an error unless
+// command; a flag given twice is an error; a flag that takes a value and is given without one
+// (`--topology`, `--topology=`) is an error "--<name>: needs a value (--<name>=...)"; a boolean
+// flag given with an empty value likewise; an argument that is not a flag is an error unless
 // the command takes that many positional arguments; nothing is silently ignored (DESIGN §6).
 #ifndef AHBM_CLI_FLAGS_H_
 #define AHBM_CLI_FLAGS_H_
@@ -20,6 +22,7 @@ struct FlagSpec {
   std::string name;
   std::string help;
   std::string default_value;  // shown in help; empty = no default
+  bool boolean = false;       // true or false; a bare --name means true
 };
 
 class ParsedFlags {

@@ -6,7 +6,7 @@ namespace ahbm::cli {
 namespace {
 
 const std::vector<FlagSpec> kSpecs = {{"topology", "chip config", "a.textproto"},
-                                      {"data", "data mode", ""}};
+                                      {"data", "data mode", "", /*boolean=*/true}};
 
 TEST(FlagsTest, ParsesValuesAndBareBooleans) {
   const absl::StatusOr<ParsedFlags> flags =
@@ -36,6 +36,16 @@ TEST(FlagsTest, ErrorsNameTheFlag) {
             "flag --data given twice");
   EXPECT_EQ(ParseFlags("run", kSpecs, {"topology"}).status().message(),
             "unexpected argument 'topology' for 'ahbm run' (flags are --name=value)");
+}
+
+// A value flag without its value was read as "true" (--topology read a file named "true").
+TEST(FlagsTest, ValueFlagWithoutValueIsRefused) {
+  EXPECT_EQ(ParseFlags("run", kSpecs, {"--topology"}).status().message(),
+            "--topology: needs a value (--topology=...)");
+  EXPECT_EQ(ParseFlags("run", kSpecs, {"--topology="}).status().message(),
+            "--topology: needs a value (--topology=...)");
+  EXPECT_EQ(ParseFlags("run", kSpecs, {"--data="}).status().message(),
+            "--data: needs a value (--data=true|false)");
 }
 
 TEST(FlagsTest, PositionalArgumentsUpToTheCommandsCount) {

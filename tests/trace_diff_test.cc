@@ -2,6 +2,8 @@
 // command stream with one engine-contention edge, and the diff of a recorded run against its
 // replay with 2x HBM bandwidth, whose first diverging command is known by construction.
 #include <cstdint>
+#include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -134,13 +136,15 @@ TEST(CriticalPath, IssueCostsStartTheChainOnTheCpu) {
 }
 
 // Records the small decode every test here uses as a trace at TempDir/name.
-std::string RecordDecode(const std::string& name, launch::LaunchResult* result = nullptr) {
+constexpr char kDecode[] = "kernel: DECODE variant: OPT3 h_q: 8 h_kv: 1 c: 2 p: 4 tile: 64 ";
+
+std::string RecordDecode(const std::string& name, launch::LaunchResult* result = nullptr,
+                         const std::string& fields = "s: 512", const pb::Chip& chip = Small()) {
   pb::Workload w;
-  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(
-      "kernel: DECODE variant: OPT3 h_q: 8 h_kv: 1 c: 2 p: 4 tile: 64 s: 512", &w));
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(kDecode + fields, &w));
   launch::LaunchOptions options;
   options.trace_path = absl::StrCat(::testing::TempDir(), "/", name);
-  absl::StatusOr<launch::LaunchResult> r = launch::RunWorkload(Small(), w, options);
+  absl::StatusOr<launch::LaunchResult> r = launch::RunWorkload(chip, w, options);
   EXPECT_TRUE(r.ok()) << r.status();
   if (result != nullptr && r.ok()) *result = *std::move(r);
   return options.trace_path;
@@ -210,6 +214,8 @@ TEST(TraceDiff, ARunAgainstItsReplayWithTwiceTheHbmBandwidth) {
   EXPECT_EQ(same.differing, 0u);
   EXPECT_FALSE(same.first.has_value());
 
+  EXPECT_TRUE(observe::CheckSameStreams(*a, *b).ok()) << observe::CheckSameStreams(*a, *b);
+
   const std::string text = observe::FormatDiff(*a, *b, 10);
   EXPECT_NE(text.find("first divergence at 104000 ps: pe 0 i0 c0 dma_load cmd 1: end_ps 108000 "
                       "-> 104000 (-4000)"),
@@ -218,6 +224,69 @@ TEST(TraceDiff, ARunAgainstItsReplayWithTwiceTheHbmBandwidth) {
   EXPECT_NE(text.find(absl::StrCat("latency_ps", std::string(18 - 10, ' '))), std::string::npos);
   EXPECT_NE(text.find("hbm_channel"), std::string::npos);
   EXPECT_NE(text.find("critical path of B"), std::string::npos);
+}
+
+// Two unrelated runs diffed to "848 matched" steps with exit 0: runs of other streams are
+// refused, naming what differs; other profiles and a what-if chip of the same geometry are not.
+TEST(TraceDiff, RunsOfOtherStreamsAreRefused) {
+  const std::string base = RecordDecode("base.trace");
+  const std::string other_s = RecordDecode("other_s.trace", nullptr, "s: 256");
+  const std::string realistic =
+      RecordDecode("realistic.trace", nullptr, "s: 512 issue_cost_profile: \"realistic\"");
+  pb::Chip two_sips = Small();
+  two_sips.set_sips(2);
+  const std::string bigger = RecordDecode("bigger.trace", nullptr, "s: 512", two_sips);
+  pb::Chip four_channels = Small();  // per PE: the units differ, not the workload line
+  four_channels.mutable_sip()->mutable_cube()->set_hbm_pseudo_channels(16);
+  four_channels.mutable_sip()->mutable_cube()->mutable_pe()->set_hbm_channels(4);
+  absl::StatusOr<observe::RunRecord> e =
+      observe::ReadRun(RecordDecode("channels.trace", nullptr, "s: 512", four_channels));
+  ASSERT_TRUE(e.ok()) << e.status();
+  absl::StatusOr<observe::RunRecord> a = observe::ReadRun(base);
+  absl::StatusOr<observe::RunRecord> b = observe::ReadRun(other_s);
+  absl::StatusOr<observe::RunRecord> c = observe::ReadRun(realistic);
+  absl::StatusOr<observe::RunRecord> d = observe::ReadRun(bigger);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok() && d.ok());
+  const absl::Status workload = observe::CheckSameStreams(*a, *b);
+  EXPECT_TRUE(absl::IsInvalidArgument(workload)) << workload;
+  EXPECT_EQ(workload.message(),
+            absl::StrCat(other_s, ": not a run of ", base, "'s streams: another workload (A has "
+                         "s: 512) (diff compares a run with its replay or another profile; "
+                         "--force compares anyway)"));
+  EXPECT_TRUE(observe::CheckSameStreams(*a, *c).ok()) << observe::CheckSameStreams(*a, *c);
+  const absl::Status chip = observe::CheckSameStreams(*a, *d);
+  EXPECT_TRUE(absl::IsInvalidArgument(chip)) << chip;
+  EXPECT_NE(chip.message().find("another chip geometry (2 SIP(s) of 2x4 CUBEs of 2x2 PEs, 8 "
+                                "channels per PE, CUBEs 0,1; A: 1 SIP(s) of"),
+            std::string::npos)
+      << chip;
+
+  // Reports alone: the workload line and the units.
+  observe::RunRecord ra{base, a->report, std::nullopt, nullptr};
+  observe::RunRecord rb{other_s, b->report, std::nullopt, nullptr};
+  observe::RunRecord rc{realistic, c->report, std::nullopt, nullptr};
+  observe::RunRecord re{"channels.json", e->report, std::nullopt, nullptr};
+  EXPECT_NE(observe::CheckSameStreams(ra, rb).message().find("another workload ('"),
+            std::string::npos);
+  EXPECT_TRUE(observe::CheckSameStreams(ra, rc).ok()) << observe::CheckSameStreams(ra, rc);
+  EXPECT_NE(observe::CheckSameStreams(ra, re).message().find("another chip (79 units on small; "
+                                                            "A: 111 on small)"),
+            std::string::npos)
+      << observe::CheckSameStreams(ra, re);
+}
+
+// `{}` (or any JSON that is no report) read as an empty report and diffed with exit 0.
+TEST(TraceDiff, AJsonWithoutAReportsFieldsIsRefused) {
+  const std::string path = absl::StrCat(::testing::TempDir(), "/empty.json");
+  {
+    std::ofstream out(path);
+    out << "{}\n";
+  }
+  absl::StatusOr<observe::RunRecord> run = observe::ReadRun(path);
+  EXPECT_TRUE(absl::IsInvalidArgument(run.status())) << run.status();
+  EXPECT_EQ(run.status().message(),
+            absl::StrCat(path, ": not a run's report: no topology_name (write one with "
+                         "--report_json)"));
 }
 
 TEST(TraceDiff, ACutTraceIsRefused) {

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
@@ -116,6 +117,21 @@ TEST(LoaderTest, LongSourceLineIsCut) {
   ASSERT_EQ(chip.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(Message(chip.status()),
               HasSubstr(absl::StrCat("(source line: sips: ", value.substr(0, 74), "...)")));
+}
+
+// A binary file (here an ELF header and a terminal escape) is quoted as escaped text, never as
+// raw bytes: the message holds printable ASCII only.
+TEST(LoaderTest, GarbageIsQuotedEscaped) {
+  constexpr char kBytes[] = "\x7f" "ELF\x02\x01\x01\x00\x1b[31m\xff\xfe red";
+  const std::string garbage(kBytes, sizeof(kBytes) - 1);
+  absl::StatusOr<pb::Chip> chip = ParseTopologyText(garbage, "t.bin");
+  ASSERT_EQ(chip.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string message = Message(chip.status());
+  for (const char c : message) {
+    EXPECT_TRUE(c >= 0x20 && c < 0x7f) << "byte " << int{static_cast<unsigned char>(c)} << " in "
+                                       << absl::CHexEscape(message);
+  }
+  EXPECT_THAT(message, HasSubstr("(source line: \\x7fELF\\x02\\x01\\x01\\x00\\x1b[31m"));
 }
 
 TEST(LoaderTest, RepeatedScalarFieldIsRejected) {

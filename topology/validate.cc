@@ -2,10 +2,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "absl/numeric/int128.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
@@ -22,6 +24,14 @@ namespace ahbm::topology {
 namespace {
 
 constexpr uint64_t kPicosecondsPerMicrosecond = 1'000'000;
+// What the tool simulates (validate.h: limits): units per chip, banks and queue entries per
+// HBM channel.
+constexpr uint64_t kMaxUnits = uint64_t{1} << 20;
+constexpr uint64_t kMaxBanksPerChannel = 1024;
+constexpr uint64_t kMaxBankQueueDepth = 1024;
+// Units of one PE besides its HBM channels: CPU, scheduler, DMA, GEMM, MATH and four IPCQ
+// queues (topology/ids.h).
+constexpr uint64_t kUnitsPerPe = 9;
 
 // "sip.cube" + "pes" -> "sip.cube.pes".
 std::string Field(absl::string_view path, absl::string_view field) {
@@ -55,6 +65,12 @@ absl::Status Clock(absl::string_view path, uint32_t clock_mhz) {
   return Invalid(path, " must divide ", kPicosecondsPerMicrosecond,
                  " so that one cycle is a whole number of picoseconds, the simulator's ",
                  "time base (got ", clock_mhz, ")");
+}
+
+// A product of counts: its decimal digits below 2^64, else "over 2^64".
+std::string Decimal128(absl::uint128 value) {
+  if (absl::Uint128High64(value) != 0) return "over 2^64";
+  return absl::StrCat(absl::Uint128Low64(value));
 }
 
 bool IsPowerOfTwo(uint64_t value) { return value != 0 && (value & (value - 1)) == 0; }
@@ -99,6 +115,19 @@ absl::Status ValidateHbmBank(const pb::HbmChannel& hbm, absl::string_view path) 
       {"t_rtw_cycles", b.t_rtw_cycles()}, {"queue_depth", b.queue_depth()}};
   for (const auto& [name, value] : positive) {
     AHBM_RETURN_IF_ERROR(Positive(Field(bank, name), value));
+  }
+  // Each channel keeps a state per bank and a request queue: bounded like the unit count.
+  const absl::uint128 banks =
+      absl::uint128{b.stack_ids()} * b.bank_groups() * b.banks_per_group();
+  if (banks > kMaxBanksPerChannel) {
+    return Invalid(Field(bank, "stack_ids"), " * bank_groups * banks_per_group (", b.stack_ids(),
+                   " * ", b.bank_groups(), " * ", b.banks_per_group(), " = ",
+                   Decimal128(banks), ") must be <= ", kMaxBanksPerChannel,
+                   " banks per channel (HBM3 has 64)");
+  }
+  if (b.queue_depth() > kMaxBankQueueDepth) {
+    return Invalid(Field(bank, "queue_depth"), " must be <= ", kMaxBankQueueDepth, " (got ",
+                   b.queue_depth(), ")");
   }
   if (b.refresh() == pb::REFRESH_UNSPECIFIED) {
     return Invalid(Field(bank, "refresh"), " must be set (NO_REFRESH, ALL_BANK or PER_BANK)");
@@ -362,6 +391,31 @@ absl::Status ValidateUcie(const pb::Ucie& ucie, const pb::MeshShape& cube_mesh,
                  ")");
 }
 
+// The chip's simulated units (topology/ids.h: per SIP one UCIe port, per CUBE one NOC router
+// and its HBM channels, per PE kUnitsPerPe), counted without overflow, against kMaxUnits; and
+// the chip's HBM against 64-bit byte counts. Runs after the SIP passed: every count is > 0.
+absl::Status UnitsFit(const pb::Chip& chip) {
+  const pb::Cube& cube = chip.sip().cube();
+  const absl::uint128 cubes = absl::uint128{chip.sips()} * chip.sip().cubes();
+  const absl::uint128 units =
+      chip.sips() + cubes * (1 + kUnitsPerPe * cube.pes() + cube.hbm_pseudo_channels());
+  if (units > kMaxUnits) {
+    return Invalid("sips * sip.cubes * (1 NOC router + sip.cube.pes * ", kUnitsPerPe,
+                   " + sip.cube.hbm_pseudo_channels) + sips (", chip.sips(), " * ",
+                   chip.sip().cubes(), " * (1 + ", cube.pes(), " * ", kUnitsPerPe, " + ",
+                   cube.hbm_pseudo_channels(), ") + ", chip.sips(), " = ", Decimal128(units),
+                   " simulated units) must be <= ", kMaxUnits,
+                   " (120 times chip_4sip's 8772; each costs ~2 KiB of host memory when "
+                   "simulated)");
+  }
+  if (cubes * cube.hbm_bytes() > std::numeric_limits<uint64_t>::max()) {
+    return Invalid("sips * sip.cubes * sip.cube.hbm_bytes (", chip.sips(), " * ",
+                   chip.sip().cubes(), " * ", cube.hbm_bytes(),
+                   ") must be < 2^64 bytes, the chip's HBM in 64-bit byte counts");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status Validate(const pb::Chip& chip) {
@@ -369,6 +423,7 @@ absl::Status Validate(const pb::Chip& chip) {
   AHBM_RETURN_IF_ERROR(Positive("sips", chip.sips()));
   AHBM_RETURN_IF_ERROR(Present(chip.has_sip(), "sip"));
   AHBM_RETURN_IF_ERROR(ValidateSip(chip.sip(), "sip"));
+  AHBM_RETURN_IF_ERROR(UnitsFit(chip));
   AHBM_RETURN_IF_ERROR(Present(chip.has_ucie(), "ucie"));
   return ValidateUcie(chip.ucie(), chip.sip().cube_mesh(), "ucie");
 }

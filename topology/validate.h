@@ -33,6 +33,18 @@
 //             default_issue_cost_profile names one of them. Costs may be 0.
 //   ipcq      queue_bytes > 0; chunk_bytes > 0 and <= queue_bytes (else a chunk never fits).
 //   ucie      port_cube present and inside sip.cube_mesh.
+//
+// Limits — what the tool can simulate, checked before any unit (or the unit index) is built;
+// counts are multiplied without overflow (128-bit):
+//   units     sips * (1 + sip.cubes * (1 + sip.cube.pes * 9 + sip.cube.hbm_pseudo_channels))
+//             (topology/ids.h: UCIe port, NOC router, HBM channels, and per PE its CPU,
+//             scheduler, DMA, GEMM, MATH and four IPCQ queues) <= 2^20 = 1048576: 120 times
+//             chip_4sip's 8772 units. Measured on chip_4sip with every CUBE simulated (`ahbm
+//             stream`), a unit costs ~2 KiB of host memory, so the limit keeps a whole-chip run
+//             near 2 GiB (the unit index alone ~130 MB; sips: 1000000 grew past 20 GB).
+//   hbm       sips * sip.cubes * sip.cube.hbm_bytes < 2^64 (byte counts are 64-bit).
+//   bank      stack_ids * bank_groups * banks_per_group <= 1024 banks per channel (HBM3: 64)
+//             and queue_depth <= 1024 (each channel keeps a state per bank and queue entry).
 #ifndef AHBM_TOPOLOGY_VALIDATE_H_
 #define AHBM_TOPOLOGY_VALIDATE_H_
 

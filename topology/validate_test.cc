@@ -54,6 +54,14 @@ TEST(ValidateTest, OtherClockDomainsAreAllowed) {
   EXPECT_TRUE(Validate(chip).ok()) << Validate(chip);
 }
 
+// The largest chip the tool takes: 1896 small SIPs are 1048488 units, one SIP more is refused
+// (JustTooManyUnits below).
+TEST(ValidateTest, UnitLimitIsInclusive) {
+  pb::Chip chip = SmallChip();
+  chip.set_sips(1896);
+  EXPECT_TRUE(Validate(chip).ok()) << Validate(chip);
+}
+
 TEST(ValidateTest, UciePortMayBeAnyCubeOfTheMesh) {
   pb::Chip chip = SmallChip();
   chip.mutable_ucie()->mutable_port_cube()->set_row(1);
@@ -276,6 +284,44 @@ std::vector<InvalidCase> InvalidCases() {
        "ucie.port_cube (row 2, col 0) must lie inside sip.cube_mesh (2 x 4)"},
       {"UciePortColOutside", [](pb::Chip& c) { Ucie(c).mutable_port_cube()->set_col(4); },
        "ucie.port_cube (row 0, col 4) must lie inside sip.cube_mesh (2 x 4)"},
+      // limits: what the tool simulates, counted without overflow (sips: 1000000 passed and
+      // `ahbm stream` grew to 23 GB; sips: 4000000000 printed an overflowed HBM size)
+      {"SipsTooMany", [](pb::Chip& c) { c.set_sips(1'000'000); },
+       "sips * sip.cubes * (1 NOC router + sip.cube.pes * 9 + sip.cube.hbm_pseudo_channels) + "
+       "sips (1000000 * 8 * (1 + 4 * 9 + 32) + 1000000 = 553000000 simulated units) must be <= "
+       "1048576"},
+      {"SipsMax", [](pb::Chip& c) { c.set_sips(4'294'967'295); },
+       "(4294967295 * 8 * (1 + 4 * 9 + 32) + 4294967295 = 2375116914135 simulated units)"},
+      {"CubeMeshTooLarge",
+       [](pb::Chip& c) {
+         Sip(c).set_cubes(4'000'000'000);
+         Sip(c).mutable_cube_mesh()->set_rows(1'000'000'000);
+         Sip(c).mutable_cube_mesh()->set_cols(4);
+       },
+       "(1 * 4000000000 * (1 + 4 * 9 + 32) + 1 = 276000000001 simulated units) must be <= "
+       "1048576"},
+      {"PesTooMany",
+       [](pb::Chip& c) {
+         Cube(c).set_pes(4'000'000'000);
+         Cube(c).mutable_pe_mesh()->set_rows(2'000'000'000);
+         Cube(c).set_hbm_pseudo_channels(4'000'000'000);
+         Pe(c).set_hbm_channels(1);
+         Cube(c).set_hbm_bytes(uint64_t{4'000'000'000} * 256 * 16);
+       },
+       "(1 * 8 * (1 + 4000000000 * 9 + 4000000000) + 1 = 320000000009 simulated units)"},
+      {"ChannelsTooMany",
+       [](pb::Chip& c) {
+         Pe(c).set_hbm_channels(1'000'000'000);
+         Cube(c).set_hbm_pseudo_channels(4'000'000'000);
+         Cube(c).set_hbm_bytes(uint64_t{4'000'000'000} * 256);
+       },
+       "(1 * 8 * (1 + 4 * 9 + 4000000000) + 1 = 32000000297 simulated units)"},
+      {"JustTooManyUnits", [](pb::Chip& c) { c.set_sips(1897); },
+       "1897 = 1049041 simulated units) must be <= 1048576"},
+      {"HbmOver64Bits",
+       [](pb::Chip& c) { Cube(c).set_hbm_bytes(uint64_t{1} << 62); },
+       "sips * sip.cubes * sip.cube.hbm_bytes (1 * 8 * 4611686018427387904) must be < 2^64 "
+       "bytes"},
   };
 }
 
@@ -324,6 +370,18 @@ std::vector<InvalidCase> BankCases() {
        b + ".t_refi_cycles (500) must exceed " + b + ".t_rfc_cycles (560)"},
       {"FifoEfficiencyOnABank", [](pb::Chip& c) { Hbm(c).set_fifo_efficiency_ppm(900000); },
        "sip.cube.hbm_channel.fifo_efficiency_ppm is for the FIFO model"},
+      {"BanksTooMany", [=](pb::Chip& c) { bank(c).set_stack_ids(4'000'000'000); },
+       b + ".stack_ids * bank_groups * banks_per_group (4000000000 * 4 * 4 = 64000000000) must "
+           "be <= 1024 banks per channel"},
+      {"BanksOver64Bits",
+       [=](pb::Chip& c) {
+         bank(c).set_stack_ids(4'000'000'000);
+         bank(c).set_bank_groups(4'000'000'000);
+         bank(c).set_banks_per_group(4'000'000'000);
+       },
+       "= over 2^64) must be <= 1024 banks per channel"},
+      {"QueueTooDeep", [=](pb::Chip& c) { bank(c).set_queue_depth(1'000'000); },
+       b + ".queue_depth must be <= 1024 (got 1000000)"},
       {"PerBankRefreshStarves",
        [=](pb::Chip& c) {
          bank(c).set_refresh(pb::PER_BANK);

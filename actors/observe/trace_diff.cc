@@ -10,6 +10,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "google/protobuf/text_format.h"
 #include "actors/observe/op_log.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -46,6 +49,7 @@ absl::StatusOr<RunRecord> ReadTraceRun(const std::string& path, std::istream& in
         return absl::InvalidArgumentError(absl::StrCat(
             path, ": an op log without its chip; record a trace with `ahbm run --trace`"));
       }
+      run.header = record.header();
       run.timeline = std::make_unique<Timeline>(record.header().chip());
     }
     run.timeline->Add(record);
@@ -132,8 +136,95 @@ absl::StatusOr<RunRecord> ReadRun(const std::string& path) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": not a report JSON (", std::string(s.message()), ")"));
   }
+  // An empty object, or a JSON of something else, parses as an empty report.
+  const std::pair<bool, const char*> needed[] = {
+      {!report.topology_name().empty(), "topology_name"},
+      {!report.workload_summary().empty(), "workload_summary"},
+      {!report.issue_cost_profile().empty(), "issue_cost_profile"},
+      {report.latency_ps() > 0, "latency_ps"},
+      {report.units_size() > 0, "units"},
+      {report.roofline().bound_ps() > 0, "roofline.bound_ps"}};
+  for (const auto& [present, field] : needed) {
+    if (!present) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": not a run's report: no ", field, " (write one with --report_json)"));
+    }
+  }
   run.report = std::move(report);
   return run;
+}
+
+namespace {
+
+// The workload fields that change a run's timing or values but not its streams.
+pb::Workload StreamsOf(pb::Workload workload) {
+  workload.clear_issue_cost_profile();
+  workload.clear_data();
+  workload.clear_seed();
+  return workload;
+}
+
+// "1 SIP(s) of 2x4 CUBEs of 2x2 PEs, 8 channels per PE, CUBEs 0,1": what a replay must keep.
+std::string Geometry(const pb::TraceHeader& h) {
+  const pb::Sip& sip = h.chip().sip();
+  return absl::StrCat(h.chip().sips(), " SIP(s) of ", sip.cube_mesh().rows(), "x",
+                      sip.cube_mesh().cols(), " CUBEs of ", sip.cube().pe_mesh().rows(), "x",
+                      sip.cube().pe_mesh().cols(), " PEs, ", sip.cube().pe().hbm_channels(),
+                      " channels per PE, CUBEs ", absl::StrJoin(h.cubes(), ","));
+}
+
+// The first line of A's text format that B lacks ("A has s: 512"), else B's that A lacks.
+std::string FirstDifference(const google::protobuf::Message& a,
+                            const google::protobuf::Message& b) {
+  std::string ta, tb;
+  google::protobuf::TextFormat::PrintToString(a, &ta);
+  google::protobuf::TextFormat::PrintToString(b, &tb);
+  const std::vector<std::string> la = absl::StrSplit(ta, '\n', absl::SkipEmpty());
+  const std::vector<std::string> lb = absl::StrSplit(tb, '\n', absl::SkipEmpty());
+  for (const std::string& line : la) {
+    if (std::find(lb.begin(), lb.end(), line) == lb.end()) return absl::StrCat("A has ", line);
+  }
+  for (const std::string& line : lb) {
+    if (std::find(la.begin(), la.end(), line) == la.end()) return absl::StrCat("B has ", line);
+  }
+  return "the same fields in another order";
+}
+
+}  // namespace
+
+absl::Status CheckSameStreams(const RunRecord& a, const RunRecord& b) {
+  const auto refuse = [&](const std::string& what) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(b.name, ": not a run of ", a.name, "'s streams: ", what,
+                     " (diff compares a run with its replay or another profile; --force compares "
+                     "anyway)"));
+  };
+  if (a.header && b.header) {
+    const pb::Workload wa = StreamsOf(a.header->workload());
+    const pb::Workload wb = StreamsOf(b.header->workload());
+    if (wa.SerializeAsString() != wb.SerializeAsString()) {
+      return refuse(absl::StrCat("another workload (", FirstDifference(wa, wb), ")"));
+    }
+    const std::string ga = Geometry(*a.header);
+    const std::string gb = Geometry(*b.header);
+    if (ga != gb) return refuse(absl::StrCat("another chip geometry (", gb, "; A: ", ga, ")"));
+    return absl::OkStatus();
+  }
+  const pb::Report& ra = *a.report;
+  const pb::Report& rb = *b.report;
+  if (ra.workload_summary() != rb.workload_summary()) {
+    return refuse(absl::StrCat("another workload ('", rb.workload_summary(), "'; A: '",
+                               ra.workload_summary(), "')"));
+  }
+  bool same_units = ra.units_size() == rb.units_size();
+  for (int i = 0; same_units && i < ra.units_size(); ++i) {
+    same_units = ra.units(i).unit_name() == rb.units(i).unit_name();
+  }
+  if (!same_units) {
+    return refuse(absl::StrCat("another chip (", rb.units_size(), " units on ", rb.topology_name(),
+                               "; A: ", ra.units_size(), " on ", ra.topology_name(), ")"));
+  }
+  return absl::OkStatus();
 }
 
 StepMatch MatchSteps(const Timeline& a, const Timeline& b) {

@@ -6,7 +6,14 @@
 //   or a report JSON (`--report_json`; a file whose first non-blank byte is '{'). A trace gives
 //   its report (the last record of a schema-3 recording) and its Timeline; a report only the
 //   report. Errors name the file: NotFound, DataLoss (cut or malformed), InvalidArgument (an op
-//   log without the chip, a trace without its report).
+//   log without the chip, a trace without its report, a JSON without a report's topology_name,
+//   workload_summary, issue_cost_profile, latency_ps, units or roofline.bound_ps).
+// - CheckSameStreams refuses (InvalidArgument, one line naming B and what differs) two runs
+//   that are not of the same streams: two traces whose workloads differ in any field but
+//   issue_cost_profile, data and seed (which change timing or values, not the streams), or whose
+//   chips differ in geometry (SIPs, CUBE mesh, PE mesh, channels per PE) or simulated CUBEs —
+//   the rules of a what-if replay; otherwise (a report on either side) reports whose
+//   workload_summary or unit names differ.
 // - FirstDivergence matches the steps of two timelines by Step::Key and, for each matched pair,
 //   finds the first of issue_ps, start_ps, end_ps that differs; the divergence is the pair whose
 //   differing field has the smallest min(A, B) value (ties: A's lower key) — the moment the two
@@ -27,19 +34,24 @@
 #include <optional>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "actors/observe/timeline.h"
 #include "proto/report.pb.h"
+#include "proto/trace.pb.h"
 
 namespace ahbm::observe {
 
 struct RunRecord {
   std::string name;  // the path given
   std::optional<pb::Report> report;
-  std::unique_ptr<Timeline> timeline;  // traces only
+  std::optional<pb::TraceHeader> header;  // traces only
+  std::unique_ptr<Timeline> timeline;     // traces only
 };
 
 absl::StatusOr<RunRecord> ReadRun(const std::string& path);
+
+[[nodiscard]] absl::Status CheckSameStreams(const RunRecord& a, const RunRecord& b);
 
 struct Divergence {
   int64_t a_step = -1, b_step = -1;

@@ -2,8 +2,10 @@
 
 #include <filesystem>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -343,6 +345,22 @@ absl::Status ExpectShape(const std::string& path, const NpyArray& array,
   if (array.shape == expected) return absl::OkStatus();
   return Error(path, absl::StrCat("shape ", ShapeString(array.shape),
                                   " does not match the expected ", ShapeString(expected)));
+}
+
+absl::Status ExpectFinite(const std::string& path, const NpyArray& array) {
+  const auto bad = std::find_if(array.data.begin(), array.data.end(),
+                                [](float x) { return !std::isfinite(x); });
+  if (bad == array.data.end()) return absl::OkStatus();
+  // The flat (row-major) position as an index into the shape, last dimension fastest.
+  uint64_t flat = static_cast<uint64_t>(bad - array.data.begin());
+  std::vector<uint64_t> index(array.shape.size());
+  for (size_t i = index.size(); i-- > 0;) {
+    index[i] = flat % array.shape[i];
+    flat /= array.shape[i];
+  }
+  const char* what = std::isnan(*bad) ? "NaN" : (*bad > 0 ? "inf" : "-inf");
+  return Error(path, absl::StrCat("element ", ShapeString(index), " is ", what,
+                                  " (inputs must be finite)"));
 }
 
 std::string NpyPath(const std::string& dir, const std::string& stem) {

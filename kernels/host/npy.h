@@ -50,6 +50,11 @@ std::string NpyPath(const std::string& dir, const std::string& stem);
 [[nodiscard]] absl::Status ExpectShape(const std::string& path, const NpyArray& array,
                                        const std::vector<uint64_t>& expected);
 
+// OK when every element is finite; else InvalidArgument naming the first element that is not,
+// by its index in the shape: "<path>: element [2, 0, 5] is NaN (inputs must be finite)" (or
+// "is inf", "is -inf"). Data-mode inputs pass through it (launch::ReadNpyInput).
+[[nodiscard]] absl::Status ExpectFinite(const std::string& path, const NpyArray& array);
+
 // "[2, 3]" — how shapes appear in messages.
 std::string ShapeString(const std::vector<uint64_t>& shape);
 

@@ -271,6 +271,26 @@ TEST(NpyTest, ExpectShapeNamesBothShapes) {
   EXPECT_TRUE(ExpectShape("q.npy", array, {2, 3}).ok());
 }
 
+// NaN or Inf in an input ran to exit 0 with NaN outputs: the first one is named by its index.
+TEST(NpyTest, ExpectFiniteNamesTheFirstNonFiniteElement) {
+  NpyArray array{{3, 2, 6}, std::vector<float>(36, 1.0f)};
+  EXPECT_TRUE(ExpectFinite("x.npy", array).ok());
+  array.data[2 * 12 + 0 * 6 + 5] = std::numeric_limits<float>::quiet_NaN();
+  array.data[35] = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(ExpectFinite("x.npy", array).message(),
+            "x.npy: element [2, 0, 5] is NaN (inputs must be finite)");
+  array.data[2 * 12 + 5] = -std::numeric_limits<float>::infinity();
+  EXPECT_EQ(ExpectFinite("x.npy", array).message(),
+            "x.npy: element [2, 0, 5] is -inf (inputs must be finite)");
+  array.data[2 * 12 + 5] = 0;
+  EXPECT_EQ(ExpectFinite("x.npy", array).message(),
+            "x.npy: element [2, 1, 5] is inf (inputs must be finite)");
+  EXPECT_EQ(ExpectFinite("x.npy", array).code(), absl::StatusCode::kInvalidArgument);
+  const NpyArray scalar{{}, {std::numeric_limits<float>::quiet_NaN()}};
+  EXPECT_EQ(ExpectFinite("s.npy", scalar).message(),
+            "s.npy: element [] is NaN (inputs must be finite)");
+}
+
 TEST(NpyTest, WriteRejectsDataThatDoesNotFillTheShape) {
   const std::string path = TempPath("short.npy");
   const std::vector<float> data(5);

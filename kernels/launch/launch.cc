@@ -141,6 +141,7 @@ absl::StatusOr<host::NpyArray> ReadNpyInput(const std::string& dir, const std::s
   absl::StatusOr<host::NpyArray> array = host::ReadNpy(path);
   if (!array.ok()) return array.status();
   if (absl::Status s = host::ExpectShape(path, *array, shape); !s.ok()) return s;
+  if (absl::Status s = host::ExpectFinite(path, *array); !s.ok()) return s;
   return array;
 }
 

@@ -134,7 +134,8 @@ std::vector<const KernelLauncher*> Launchers();
 // Helpers for the .npy conventions of DESIGN §6.
 // Request u's stem: `name` for one request, `name<u>` for several ("q", "q3").
 std::string RequestStem(uint32_t users, const std::string& name, uint32_t u);
-// <dir>/<stem>.npy with exactly `shape` (NotFound / InvalidArgument naming the file).
+// <dir>/<stem>.npy with exactly `shape` and finite values (NotFound / InvalidArgument naming
+// the file, and the first non-finite element's index).
 absl::StatusOr<host::NpyArray> ReadNpyInput(const std::string& dir, const std::string& stem,
                                             const std::vector<uint64_t>& shape);
 
