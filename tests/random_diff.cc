@@ -4,6 +4,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,8 +26,10 @@ namespace {
 // bf16 P before P·V and a bf16 O: ~2^-8 of max |V| each; the margin leaves room for fp32 sums.
 constexpr double kTolerance = 2e-2;
 
+// A capacity refusal says what does not fit: TCM ("at most N request(s) fit"), HBM ("its region
+// holds"), the data-mode host bound ("would hold", "host memory").
 bool IsCapacityRefusal(const std::string& message) {
-  for (const char* words : {" fit", "holds", "would hold", " need", "needs "}) {
+  for (const char* words : {" fit", "holds", "would hold", "host memory"}) {
     if (absl::StrContains(message, words)) return true;
   }
   return false;
@@ -91,16 +94,21 @@ TestChips LoadTestChips() {
 }
 
 CaseResult RunCase(const TestChips& chips, uint64_t seed) {
-  CaseResult result;
   const RandomCase c = RandomWorkload(seed);
   pb::Workload w = c.workload;
-  const pb::Chip& chip = c.bank_hbm ? chips.bank : chips.fifo;
+  w.set_seed(seed);
+  CaseResult result = RunWorkloadCase(c.bank_hbm ? chips.bank : chips.fifo, "", w);
   result.command = Command(c, seed);
+  return result;
+}
+
+CaseResult RunWorkloadCase(const pb::Chip& chip, const std::string& topology, pb::Workload w) {
+  CaseResult result;
+  result.command = absl::StrCat("ahbm run --topology=", topology, " --data ", RunFlags(w));
   launch::LaunchOptions options;
   options.keep_op_log = true;
 
   w.set_data(true);
-  w.set_seed(seed);
   absl::StatusOr<launch::LaunchResult> data = launch::RunWorkload(chip, w, options);
   if (!data.ok()) {
     const std::string message(data.status().message());
@@ -146,13 +154,17 @@ CaseResult RunCase(const TestChips& chips, uint64_t seed) {
 }
 
 CaseResult RunCaseIsolated(const TestChips& chips, uint64_t seed) {
+  return Isolated([&] { return RunCase(chips, seed); }, Command(RandomWorkload(seed), seed));
+}
+
+CaseResult Isolated(const std::function<CaseResult()>& run, const std::string& command) {
   int fds[2];
   AHBM_CHECK(pipe(fds) == 0) << "pipe: " << std::strerror(errno);
   const pid_t pid = fork();
   AHBM_CHECK(pid >= 0) << "fork: " << std::strerror(errno);
   if (pid == 0) {
     close(fds[0]);
-    const CaseResult r = RunCase(chips, seed);
+    const CaseResult r = run();
     // kind, then what and command separated by a NUL.
     const std::string out = absl::StrCat(static_cast<int>(r.kind), r.what, std::string(1, '\0'),
                                          r.command);
@@ -182,7 +194,7 @@ CaseResult RunCaseIsolated(const TestChips& chips, uint64_t seed) {
   r.what = WIFSIGNALED(status) ? absl::StrCat("crashed: signal ", WTERMSIG(status), " (",
                                               strsignal(WTERMSIG(status)), ")")
                                : absl::StrCat("crashed: exit ", WEXITSTATUS(status));
-  r.command = Command(RandomWorkload(seed), seed);
+  r.command = command;
   return r;
 }
 

@@ -13,9 +13,11 @@
 #define AHBMSIM_TESTS_RANDOM_DIFF_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "proto/topology.pb.h"
+#include "proto/workload.pb.h"
 
 namespace ahbm::testing {
 
@@ -36,9 +38,15 @@ TestChips LoadTestChips();
 
 CaseResult RunCase(const TestChips& chips, uint64_t seed);
 
+// The same checks for a given workload on a given chip (`topology` names it in the command);
+// data-mode inputs come from `w.seed()`.
+CaseResult RunWorkloadCase(const pb::Chip& chip, const std::string& topology, pb::Workload w);
+
 // RunCase in a child process, so that a crash (a CHECK, a signal) fails this seed, names the
 // signal and lets the next seeds run.
 CaseResult RunCaseIsolated(const TestChips& chips, uint64_t seed);
+// `run` in a child process; a crash reports `command` as the reproducer.
+CaseResult Isolated(const std::function<CaseResult()>& run, const std::string& command);
 
 }  // namespace ahbm::testing
 

@@ -19,7 +19,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "google/protobuf/text_format.h"
+#include "proto/workload.pb.h"
 #include "tests/random_diff.h"
+#include "tests/random_workload.h"
+#include "topology/loader.h"
 
 namespace ahbm::testing {
 namespace {
@@ -37,6 +41,63 @@ void Expect(const TestChips& chips, uint64_t seed) {
   const CaseResult r = RunCaseIsolated(chips, seed);
   EXPECT_NE(r.kind, CaseResult::Kind::kFailed) << "seed " << seed << ": " << r.what << "\n  "
                                                << r.command;
+}
+
+// Reproducers of bugs found outside (a random tester, a new user), each checked as a seed is.
+struct KnownCase {
+  const char* name;
+  const char* topology;
+  const char* workload;  // text format
+};
+const std::vector<KnownCase>& KnownCases() {
+  static const auto* cases = new std::vector<KnownCase>{
+      // Two KV heads' reduce messages on one PE, matched by request only: swapped unseen.
+      {"short_context_8_heads_per_cube_t_q3", "topology/small.textproto",
+       "kernel: DECODE variant: SHORT_CONTEXT kv_per_cube: 8 c: 1 request_lengths: [657, 2287, 4] "
+       "h_q: 16 h_kv: 8 d: 128 tile: 256 p: 4 t_q: 3 issue_cost_profile: 'realistic' seed: 1"},
+      {"short_context_2_heads_per_cube", "topology/small.textproto",
+       "kernel: DECODE variant: SHORT_CONTEXT kv_per_cube: 8 h_q: 2 h_kv: 2 d: 128 tile: 256 p: 4 "
+       "s: 2 seed: 2"},
+      {"short_context_kv_per_cube_2", "topology/small.textproto",
+       "kernel: DECODE variant: SHORT_CONTEXT kv_per_cube: 2 h_q: 2 h_kv: 2 d: 128 tile: 256 p: 4 "
+       "s: 2 seed: 3"},
+      // An O message (G·T_q·d·4 B) larger than the IPCQ chunk: a pop of a message not at the head.
+      {"full_chip_opt2_s5_t_q5", "topology/chip_4sip.textproto",
+       "kernel: DECODE variant: OPT2 s: 5 t_q: 5 seed: 4"},
+      {"opt3_c4_t_q5_start_pe1", "topology/small.textproto",
+       "kernel: DECODE variant: OPT3 c: 4 p: 4 h_q: 8 h_kv: 1 d: 128 tile: 256 s: 20 t_q: 5 "
+       "start_pe: 1 seed: 5"},
+      {"opt3_c1_s6_t_q6", "topology/small.textproto",
+       "kernel: DECODE variant: OPT3 c: 1 p: 4 s: 6 t_q: 6 seed: 6"},
+      {"auto_batch_t_q5_packed_fused", "topology/small.textproto",
+       "kernel: DECODE variant: AUTO request_lengths: [5475, 26, 2396, 2595] h_q: 8 h_kv: 1 "
+       "d: 128 tile: 64 p: 4 t_q: 5 reduce_payload: PACKED reduce_merge: FUSED start_cube: 1 "
+       "issue_cost_profile: 'realistic' seed: 7"},
+      // Multi-user prefill baseline under the realistic profile: pops out of queue order.
+      {"prefill_baseline_fanout_two_users_realistic", "topology/small.textproto",
+       "kernel: PREFILL variant: BASELINE_FANOUT p: 4 h_q: 1 h_kv: 1 d: 64 tile: 256 "
+       "request_lengths: [1200, 800] issue_cost_profile: 'realistic' seed: 8"},
+      // AUTO must pick a C the chip hosts for every KV head.
+      {"auto_two_kv_heads_small_chip", "topology/small.textproto",
+       "kernel: DECODE variant: AUTO h_q: 2 h_kv: 2 s: 3000 p: 4 seed: 9"},
+  };
+  return *cases;
+}
+
+TEST(RandomDiff, KnownCases) {
+  for (const KnownCase& c : KnownCases()) {
+    SCOPED_TRACE(c.name);
+    absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile(c.topology);
+    ASSERT_TRUE(chip.ok()) << chip.status();
+    pb::Workload w;
+    ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(c.workload, &w)) << c.workload;
+    const CaseResult r = Isolated([&] { return RunWorkloadCase(*chip, c.topology, w); },
+                                  absl::StrCat("ahbm run --topology=", c.topology, " --data ",
+                                               RunFlags(w)));
+    EXPECT_TRUE(r.kind == CaseResult::Kind::kPassed)
+        << (r.kind == CaseResult::Kind::kFailed ? "failed: " : "refused: ") << r.what << "\n  "
+        << r.command;
+  }
 }
 
 TEST(RandomDiff, Regressions) {
