@@ -223,8 +223,8 @@ pb::Report ChipSim::BuildReport(uint64_t comm_critical_path_ps) const {
   report.set_events(engine_->events_processed());
   AHBM_CHECK(!engine_->shut_down()) << "BuildReport after the engine's Shutdown: the link units "
                                        "whose counters it reads are gone";
-  // Link units keep their own counters; they replace the board's (busy = link serialisation
-  // time).
+  // Link units keep their own counters; they replace the board's (IPCQ: busy = link
+  // serialisation time; NOC router, UCIe: the time at least one link leaving the unit was busy).
   std::map<UnitId, pb::UnitStats> links;
   const auto link = [&](UnitId id) -> pb::UnitStats& { return links[id] = ctx.stats.Get(id); };
   for (const auto& [id, addr] : ipcqs_) {
@@ -236,19 +236,23 @@ pb::Report ChipSim::BuildReport(uint64_t comm_critical_path_ps) const {
     s.set_busy_ps(st.stats().link_busy.value());
   }
   for (const auto& [id, addr] : routers_) {
-    const NocRouterStats& st = NocRouterStateOf(caf::actor_cast<caf::actor>(addr)).stats;
+    const NocRouterActorState& router = NocRouterStateOf(caf::actor_cast<caf::actor>(addr));
+    const NocRouterStats& st = router.stats;
     if (st.injected_messages + st.forwarded_messages + st.delivered_messages == 0) continue;
     pb::UnitStats& s = link(id);
     s.set_ops(st.forwarded_messages);
     s.set_bytes_written(st.forwarded_bytes);
     s.set_bytes_read(st.delivered_bytes);
+    s.set_busy_ps(network_->NocRouterBusy(router.cube).value());
   }
   for (const auto& [id, addr] : ucies_) {
-    const UcieStats& st = UcieStateOf(caf::actor_cast<caf::actor>(addr)).stats;
+    const UcieActorState& ucie = UcieStateOf(caf::actor_cast<caf::actor>(addr));
+    const UcieStats& st = ucie.stats;
     if (st.forwarded_messages == 0) continue;
     pb::UnitStats& s = link(id);
     s.set_ops(st.forwarded_messages);
     s.set_bytes_written(st.forwarded_bytes);
+    s.set_busy_ps(network_->UcieBusy(ucie.sip).value());
   }
   ctx.stats.AppendUsed(latency_, links, report.mutable_units());
 
@@ -275,7 +279,14 @@ pb::Report ChipSim::BuildReport(uint64_t comm_critical_path_ps) const {
     const std::string cpu_name =
         ctx.index.Name(ctx.index.PeUnit(UnitKind::kPeCpu, ctx.index.PeOf(pe)));
     use.pe_name = cpu_name.substr(0, cpu_name.rfind('.'));
-    use.hbm_bytes = dma ? dma->bytes_read() + dma->bytes_written() : 0;
+    // The PE's channels (DmaModel's address map: its region), whoever asked: another PE's
+    // remote reads load them too, and chunk waste occupies them like useful bytes.
+    const uint32_t per_pe = ctx.index.channels_per_pe();
+    const topology::PeId pe_id = ctx.index.PeOf(pe);
+    for (uint32_t ch = pe_id.pe * per_pe; ch < (pe_id.pe + 1) * per_pe; ++ch) {
+      const pb::UnitStats* channel = by_unit[ctx.index.HbmChannelUnit(pe_id.cube_id(), ch).value()];
+      if (channel != nullptr) use.hbm_bytes += channel->bytes_read() + channel->bytes_written();
+    }
     use.hbm_bytes_per_ps = channel_bytes_per_ps * ctx.index.channels_per_pe();
     use.gemm_tile_plan_ps = gemm ? gemm->work_ps() : 0;
     use.gemm_flops = gemm ? gemm->flops() : 0;

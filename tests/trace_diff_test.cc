@@ -3,6 +3,7 @@
 // replay with 2x HBM bandwidth, whose first diverging command is known by construction.
 #include <cstdint>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -113,6 +114,11 @@ TEST(CriticalPath, HandBuiltStreamWithOneEngineContentionEdge) {
   ExpectStep(t, path[3], Edge::kIssue, 4);
   EXPECT_EQ(path[2].to_ps, t.steps()[path[3].step].issue_ps);
   EXPECT_EQ(path[3].to_ps, t.last_end_ps());
+  // What held the path: cmd 2's GEMM tiles, cmd 3's tile behind them, the CPU's resume, the EXP.
+  EXPECT_EQ(path[0].held, "gemm");
+  EXPECT_EQ(path[1].held, "gemm");
+  EXPECT_EQ(path[2].held, "wait");
+  EXPECT_EQ(path[3].held, "math");
 }
 
 // With issue costs, the chain starts with the CPU issuing the load and cmd 2 (one merged row).
@@ -172,6 +178,52 @@ TEST(CriticalPath, ADecodeRunsPathIsOrderedAndCrossesPes) {
     message = message || path[i].edge == Edge::kMessage;
   }
   EXPECT_TRUE(message);
+}
+
+// With a zero issue cost nothing on the path is CPU issue work: every row is held by a
+// step's own work (loads, GEMM and MATH commands, messages) or a CPU wait, and the rows
+// cover the run. Under the realistic profile the CPU's issue cost shows as `cpu`.
+TEST(CriticalPath, RowsAreHeldByWhatTheStepsDid) {
+  for (const std::string profile : {"zero", "realistic"}) {
+    launch::LaunchResult r;
+    const std::string path_of_trace = RecordDecode(absl::StrCat(profile, ".trace"), &r,
+                     absl::StrCat("s: 512 issue_cost_profile: \"", profile, "\""));
+    absl::StatusOr<observe::RunRecord> run = observe::ReadRun(path_of_trace);
+    ASSERT_TRUE(run.ok()) << run.status();
+    const Timeline& t = *run->timeline;
+    std::map<std::string, uint64_t> by_held;
+    for (const Timeline::Link& l : t.CriticalPath()) {
+      by_held[l.held] += l.to_ps - l.from_ps;
+      if (l.step >= 0) {
+        const observe::Step& step = t.steps()[l.step];
+        if (step.op == "dma_load") {
+          EXPECT_EQ(l.held, "dma") << step.Name();
+        }
+        if (step.kind == observe::Step::Kind::kRecv) {
+          EXPECT_EQ(l.held, "message") << step.Name();
+        }
+      }
+    }
+    uint64_t total = 0;
+    for (const auto& [held, ps] : by_held) {
+      EXPECT_TRUE(held == "dma" || held == "gemm" || held == "math" || held == "message" ||
+                  held == "send" || held == "wait" || held == "cpu")
+          << profile << ": " << held;
+      total += ps;
+    }
+    EXPECT_EQ(total, r.report.latency_ps()) << profile;
+    EXPECT_GT(by_held["dma"], 0u) << profile;
+    EXPECT_GT(by_held["message"], 0u) << profile;
+    if (profile == "zero") {
+      EXPECT_EQ(by_held.count("cpu"), 0u);
+    } else {
+      EXPECT_GT(by_held["cpu"], 0u);
+    }
+    const std::string text = observe::FormatCriticalPath(t, 10);
+    const std::string summary = text.substr(0, text.find('\n'));
+    EXPECT_NE(summary.find("time by what held it:"), std::string::npos) << summary;
+    EXPECT_EQ(summary.find("issue"), std::string::npos) << summary;
+  }
 }
 
 // Recorded run A on the small chip, its replay B with every HBM channel twice as fast.

@@ -45,6 +45,14 @@ LinkTransmission LinkModel::Transmit(PacketAt at, Bytes bytes) {
   const SimTime end = clock_.NextEdge(std::max(start + SerialisationTime(bytes), at.tail));
   free_ = end;
   stats_.busy += end - start;
+  if (end > start) {
+    auto& spans = stats_.busy_intervals;
+    if (!spans.empty() && spans.back().second == start) {
+      spans.back().second = end;
+    } else {
+      spans.emplace_back(start, end);
+    }
+  }
   stats_.bytes += bytes;
   ++stats_.packets;
   return LinkTransmission{seq, start, end, PacketAt{start + Latency(), end + Latency()}};

@@ -27,12 +27,14 @@
 // - A packet must be Released before the packet `credits` later is transmitted (CHECK); a
 //   LinkNetworkModel walks one packet over its whole route before the next, which ensures it.
 //
-// Stats: busy (Σ end - start), bytes, packets.
+// Stats: busy (Σ end - start), bytes, packets; busy_intervals: the [start, end) spans the link
+// was busy, in time order (transmissions that touch are one span; they never overlap).
 #ifndef AHBMSIM_ACTORS_MODELS_LINK_MODEL_H_
 #define AHBMSIM_ACTORS_MODELS_LINK_MODEL_H_
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "actors/time.h"
@@ -58,6 +60,7 @@ struct LinkStats {
   SimTime busy;
   Bytes bytes;
   uint64_t packets = 0;
+  std::vector<std::pair<SimTime, SimTime>> busy_intervals;
 };
 
 class LinkModel {

@@ -1,6 +1,9 @@
 #include "actors/models/link_network_model.h"
 
+#include <algorithm>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "base/check.h"
 
@@ -13,6 +16,31 @@ using topology::Hop;
 
 topology::Coord PortCube(const pb::Chip& chip) {
   return topology::Coord{chip.ucie().port_cube().row(), chip.ucie().port_cube().col()};
+}
+
+// Length of the union of the busy spans of `links`.
+SimTime UnionBusy(const std::vector<const LinkModel*>& links) {
+  std::vector<std::pair<SimTime, SimTime>> spans;
+  for (const LinkModel* link : links) {
+    const auto& own = link->stats().busy_intervals;
+    spans.insert(spans.end(), own.begin(), own.end());
+  }
+  std::sort(spans.begin(), spans.end());
+  SimTime total(0);
+  SimTime run_start(0), run_end(0);
+  bool open = false;
+  for (const auto& [start, end] : spans) {
+    if (open && start <= run_end) {
+      run_end = std::max(run_end, end);
+      continue;
+    }
+    if (open) total += run_end - run_start;
+    open = true;
+    run_start = start;
+    run_end = end;
+  }
+  if (open) total += run_end - run_start;
+  return total;
 }
 
 }  // namespace
@@ -51,6 +79,23 @@ const LinkModel& LinkNetworkModel::NocLink(CubeId from, Dir dir) const {
 
 const LinkModel& LinkNetworkModel::UcieLink(uint32_t from_sip, Dir dir) const {
   return ucie_links_[UcieIndex(from_sip, dir)];
+}
+
+SimTime LinkNetworkModel::NocRouterBusy(CubeId cube) const {
+  std::vector<const LinkModel*> links;
+  for (Dir dir : topology::kAllDirs) {
+    if (index_.cube_mesh().Neighbour(cube.cube, dir).has_value()) {
+      links.push_back(&noc_links_[NocIndex(cube, dir)]);
+    }
+  }
+  return UnionBusy(links);
+}
+
+SimTime LinkNetworkModel::UcieBusy(uint32_t sip) const {
+  std::vector<const LinkModel*> links;
+  if (sip + 1 < index_.sips()) links.push_back(&ucie_links_[UcieIndex(sip, Dir::kEast)]);
+  if (sip > 0) links.push_back(&ucie_links_[UcieIndex(sip, Dir::kWest)]);
+  return UnionBusy(links);
 }
 
 LinkModel& LinkNetworkModel::LinkOf(const Hop& hop) {

@@ -35,6 +35,9 @@
 //   arrive in send order.
 // - from == to: no link is used; every packet is delivered at `ready`.
 // - Determinism: the result depends only on the chip and the sequence of calls.
+// - Busy time (NocRouterBusy, UcieBusy): a unit is busy while at least one link leaving it is
+//   busy (LinkModel: [start, end) of each transmission), so for each of its links
+//   bytes / bw <= link busy <= unit busy <= the end of the last transmission.
 #ifndef AHBMSIM_ACTORS_MODELS_LINK_NETWORK_MODEL_H_
 #define AHBMSIM_ACTORS_MODELS_LINK_NETWORK_MODEL_H_
 
@@ -76,6 +79,11 @@ class LinkNetworkModel {
   const LinkModel& NocLink(topology::CubeId from, topology::Dir dir) const;
   // The UCIe link leaving SIP `from_sip` towards sip + 1 (kEast) or sip - 1 (kWest).
   const LinkModel& UcieLink(uint32_t from_sip, topology::Dir dir) const;
+  // Busy time of the NOC router of `cube`: the length of the union of the busy spans of the NOC
+  // links leaving it (time during which it moves bytes on at least one link).
+  SimTime NocRouterBusy(topology::CubeId cube) const;
+  // Busy time of SIP `sip`'s UCIe unit: the union of the busy spans of the UCIe links leaving it.
+  SimTime UcieBusy(uint32_t sip) const;
   const topology::Router& router() const { return router_; }
 
  private:

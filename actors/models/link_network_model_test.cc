@@ -207,6 +207,33 @@ TEST(LinkNetworkModelTest, TwoMessagesFromOneCubeSerialiseOnTheFirstLink) {
   EXPECT_EQ(net.NocLink(CubeId{0, 0}, Dir::kEast).stats().packets, 2u);
 }
 
+// A router is busy while any link leaving it is: two messages out of CUBE 1 (east and west)
+// at once count once, a later one adds its own span; back-to-back packets are one span.
+TEST(LinkNetworkModelTest, RouterBusyIsTheUnionOfItsOutLinks) {
+  const pb::Chip chip = Chip2();
+  const Numbers k = NumbersOf(chip);
+  LinkNetworkModel net(chip);
+  const uint64_t ser = k.NocSer(k.packet);
+  EXPECT_EQ(net.NocRouterBusy(CubeId{0, 1}), SimTime(0));
+  net.Send(SimTime(0), CubeId{0, 1}, CubeId{0, 2}, Bytes(2 * k.packet));
+  net.Send(SimTime(0), CubeId{0, 1}, CubeId{0, 0}, Bytes(k.packet));
+  const LinkModel& east = net.NocLink(CubeId{0, 1}, Dir::kEast);
+  ASSERT_EQ(east.stats().busy_intervals.size(), 1u);
+  EXPECT_EQ(east.stats().busy_intervals[0],
+            std::make_pair(SimTime(0), k.Cyc(2 * ser)));
+  EXPECT_EQ(net.NocRouterBusy(CubeId{0, 1}), k.Cyc(2 * ser));
+  net.Send(k.Cyc(10 * ser), CubeId{0, 1}, CubeId{0, 0}, Bytes(k.packet));
+  EXPECT_EQ(net.NocRouterBusy(CubeId{0, 1}), k.Cyc(3 * ser));
+  // bytes / bandwidth <= a link's busy time <= its router's.
+  EXPECT_LE(k.Cyc(CeilDiv(east.stats().bytes.value(), k.noc_bw)), east.stats().busy);
+  // The far routers forwarded nothing; the UCIe links are idle.
+  EXPECT_EQ(net.NocRouterBusy(CubeId{0, 2}), SimTime(0));
+  EXPECT_EQ(net.UcieBusy(0), SimTime(0));
+  net.Send(SimTime(0), CubeId{0, k.port}, CubeId{1, k.port}, Bytes(k.packet));
+  EXPECT_EQ(net.UcieBusy(0), k.Cyc(k.UcieSer(k.packet)));
+  EXPECT_EQ(net.UcieBusy(1), SimTime(0));
+}
+
 // A: 0 -> 3 (links 0-1, 1-2, 2-3), B: 1 -> 2 (link 1-2 only), both ready at 0.
 TEST(LinkNetworkModelTest, SharedMiddleLinkServesTheEarlierReservationFirst) {
   const pb::Chip chip = Chip2();

@@ -21,13 +21,17 @@
 //   time equals bound_ps (so an idle PE names ".hbm").
 // - ComputeRoofline: pes sorted by pe (duplicate pe ids fail an AHBM_CHECK);
 //   pe_part = max PE bound_ps (0 without PEs), the binding PE is the lowest pe id reaching it;
-//   bound_ps = pe_part + comm_critical_path_ps; binding_resource =
+//   bound_ps = max(pe_part, comm_critical_path_ps) — a lower bound of the latency (each term
+//   is; a sum is not, as PE work and messages overlap: the derivation is in report.cc);
+//   binding_resource =
 //   "communication critical path" when comm_critical_path_ps > pe_part (strictly), else the
 //   binding PE's binding_resource, else "" (no PEs and no communication).
 // - RooflineRatio = latency_ps / bound_ps (0 when bound_ps is 0).
 // - Printing is deterministic (fixed formats, C locale, input order = report order):
 //   FormatReportTable: header lines (topology, workload, profile, latency in ps/ns/µs, events,
-//   roofline bound + ratio + binding resource + communication critical path), then
+//   roofline bound + ratio + binding resource + communication critical path; when HBM was
+//   used, "hbm bytes:" the channels' bytes = the DMAs' hbm_useful_bytes + chunk waste, i.e.
+//   hbm_charged_bytes - hbm_useful_bytes), then
 //   - UnitRows::kAll: a blank line, the unit table (unit, kind, busy_ps, util %, bytes_read,
 //     bytes_written, flops, ops; every unit in report order), a blank line, the per-PE
 //     roofline table (every PE);
@@ -68,7 +72,7 @@ std::vector<pb::UnitStats> BuildUnitStats(const std::vector<pb::TraceRecord>& re
 struct PeResourceUse {
   uint32_t pe = 0;              // global PE index
   std::string pe_name;          // "sip0.cube3.pe2"
-  uint64_t hbm_bytes = 0;       // bytes moved between the PE and HBM
+  uint64_t hbm_bytes = 0;       // bytes the PE's HBM channels moved (any requester, whole chunks)
   double hbm_bytes_per_ps = 0;  // peak bandwidth of the PE's channels
   uint64_t gemm_tile_plan_ps = 0;
   uint64_t gemm_flops = 0;

@@ -250,6 +250,25 @@ Timeline::Release Timeline::ReleaseOf(uint32_t s) const {
   return best;
 }
 
+std::string Timeline::HeldBy(uint32_t s) const {
+  const Step& step = steps_[s];
+  if (step.kind == Step::Kind::kRecv) return "message";
+  if (step.kind == Step::Kind::kSend) return "send";
+  // Tie order: gemm, math, dma.
+  std::pair<uint64_t, const char*> by_kind[] = {{0, "gemm"}, {0, "math"}, {0, "dma"}};
+  for (uint32_t i : ops_of_step_[s]) {
+    const EngineOp& o = ops_[i];
+    const UnitKind kind = index_.KindOf(topology::UnitId(o.unit));
+    const size_t k = kind == UnitKind::kGemm ? 0 : kind == UnitKind::kMath ? 1 : 2;
+    by_kind[k].first += o.end_ps - o.start_ps;
+  }
+  const auto* most = &by_kind[0];
+  for (const auto& k : by_kind) {
+    if (k.first > most->first) most = &k;
+  }
+  return most->first > 0 ? most->second : "run";
+}
+
 std::vector<Timeline::Link> Timeline::CriticalPath() const {
   std::vector<Link> back;
   if (steps_.empty()) return back;
@@ -271,14 +290,15 @@ std::vector<Timeline::Link> Timeline::CriticalPath() const {
       ++back.back().calls;
       return;
     }
-    back.push_back({Link::Edge::kCpu, -1, pe, 1, from, to, ""});
+    back.push_back({Link::Edge::kCpu, -1, pe, 1, from, to, "", "cpu"});
   };
   uint64_t until = steps_[cur].end_ps;  // the time the current row hands on at
   while (cur >= 0 && !seen[cur]) {
     seen[cur] = true;
     const Step& step = steps_[cur];
     const Release r = ReleaseOf(static_cast<uint32_t>(cur));
-    back.push_back({r.edge, cur, step.pe, 0, std::min(r.at, until), until, r.note});
+    back.push_back({r.edge, cur, step.pe, 0, std::min(r.at, until), until, r.note,
+                    HeldBy(static_cast<uint32_t>(cur))});
     if (r.edge != Link::Edge::kIssue) {
       until = r.at;
       cur = r.pred;
@@ -309,7 +329,7 @@ std::vector<Timeline::Link> Timeline::CriticalPath() const {
       if (stall != nullptr && (!has_prev || stall->to_ps >= prev.first)) {
         const int64_t pred = stall->cmd_id != 0 ? StepOf(pe, stall->cmd_id) : -1;
         const uint64_t from = pred >= 0 ? std::min(steps_[pred].end_ps, t) : stall->from_ps;
-        back.push_back({Link::Edge::kWait, -1, pe, 0, from, t, stall->waits_on});
+        back.push_back({Link::Edge::kWait, -1, pe, 0, from, t, stall->waits_on, "wait"});
         if (pred >= 0 && !seen[pred]) {
           until = from;
           cur = pred;

@@ -27,6 +27,13 @@
 //   Each link is one row: the edge kind, the step (or the CPU span), and [from_ps, to_ps]:
 //   a step's row runs from its release to its end; consecutive `cpu` links merge into one row.
 //   Rows are returned in time order (the first starts the run).
+// - What held the path over a row (Link::held): the edge says how a step was released, not
+//   what its row's time was spent on — from its release to its end the step itself runs (or
+//   queues for the units it runs on). So a step's row is held by its own work: a receive by
+//   "message" (the message in flight, or not yet sent), a send by "send", a command by the
+//   engine kind its ops spent the most time on — "gemm", "math" or "dma" (ties in that order;
+//   "run" for a command without engine ops). A CPU span is held by "cpu" (issue cost), a wait
+//   row by "wait" (the CPU resuming after, or busy past, the step it waited on).
 #ifndef AHBMSIM_ACTORS_OBSERVE_TIMELINE_H_
 #define AHBMSIM_ACTORS_OBSERVE_TIMELINE_H_
 
@@ -107,6 +114,7 @@ class Timeline {
     uint64_t calls = 0;  // kCpu: issues merged into the row
     uint64_t from_ps = 0, to_ps = 0;
     std::string note;    // kWait: what the CPU waited on; kEngine: the unit
+    std::string held;    // what held the path over [from_ps, to_ps] (see the contract)
   };
   std::vector<Link> CriticalPath() const;
 
@@ -122,6 +130,8 @@ class Timeline {
     std::string note;
   };
   Release ReleaseOf(uint32_t s) const;
+  // What step `s`'s own row is held by (the contract's Link::held for a step).
+  std::string HeldBy(uint32_t s) const;
   int64_t StepOf(uint32_t pe, uint64_t handle) const;
 
   topology::ChipIndex index_;

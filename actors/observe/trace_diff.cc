@@ -270,14 +270,15 @@ std::string FormatCriticalPath(const Timeline& t, size_t max_rows) {
     keep.resize(max_rows);
     std::sort(keep.begin(), keep.end());
   }
-  std::map<std::string, uint64_t> by_edge;
-  for (const Timeline::Link& l : path) by_edge[EdgeName(l.edge)] += l.to_ps - l.from_ps;
+  std::map<std::string, uint64_t> by_held;
+  for (const Timeline::Link& l : path) by_held[l.held] += l.to_ps - l.from_ps;
   std::string out = absl::StrCat("  ", path.size(), " links, ", path.empty() ? 0 : path.front().from_ps,
-                                 " .. ", path.empty() ? 0 : path.back().to_ps, " ps; time by link:");
-  for (const auto& [edge, ps] : by_edge) absl::StrAppend(&out, " ", edge, " ", ps);
+                                 " .. ", path.empty() ? 0 : path.back().to_ps,
+                                 " ps; time by what held it:");
+  for (const auto& [held, ps] : by_held) absl::StrAppend(&out, " ", held, " ", ps);
   absl::StrAppend(&out, "\n");
-  absl::StrAppend(&out, absl::StrFormat("  %14s  %14s  %12s  %-7s  %s\n", "from_ps", "to_ps",
-                                        "span_ps", "link", "what"));
+  absl::StrAppend(&out, absl::StrFormat("  %14s  %14s  %12s  %-7s  %-7s  %s\n", "from_ps", "to_ps",
+                                        "span_ps", "held", "link", "what"));
   for (size_t i : keep) {
     const Timeline::Link& l = path[i];
     std::string what;
@@ -289,8 +290,9 @@ std::string FormatCriticalPath(const Timeline& t, size_t max_rows) {
     } else {
       what = absl::StrCat("pe ", l.pe, " cpu issues ", l.calls, l.calls == 1 ? " call" : " calls");
     }
-    absl::StrAppend(&out, absl::StrFormat("  %14d  %14d  %12d  %-7s  %s\n", l.from_ps, l.to_ps,
-                                          l.to_ps - l.from_ps, EdgeName(l.edge), what));
+    absl::StrAppend(&out, absl::StrFormat("  %14d  %14d  %12d  %-7s  %-7s  %s\n", l.from_ps,
+                                          l.to_ps, l.to_ps - l.from_ps, l.held, EdgeName(l.edge),
+                                          what));
   }
   if (keep.size() < path.size()) {
     absl::StrAppend(&out, "  (", path.size() - keep.size(), " shorter links not shown)\n");

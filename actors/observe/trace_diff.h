@@ -23,7 +23,9 @@
 //   summed busy_ps A and B, the delta and the largest utilisation of each; the steps matched,
 //   only in A, only in B, differing, and the first divergence; each run's critical path
 //   (Timeline::CriticalPath), at most `max_path_rows` rows each (the rows that span the most
-//   time are kept, in time order; a line says how many were left out). What a report alone
+//   time are kept, in time order; a line says how many were left out): the time summed by what
+//   held the path (Link::held), then per row its span, what held it, the link that released
+//   its step and the step. What a report alone
 //   cannot give (steps, critical path) is said in one line. Deterministic text.
 #ifndef AHBMSIM_ACTORS_OBSERVE_TRACE_DIFF_H_
 #define AHBMSIM_ACTORS_OBSERVE_TRACE_DIFF_H_

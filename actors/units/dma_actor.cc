@@ -36,10 +36,16 @@ void SendCompletion(Engine* engine, UnitId self_id, UnitId dst, uint64_t cmd_id,
 // Stats and op log of one finished command (ctx may be null).
 // Commands overlap: busy_ps counts the union of their [start, end) spans.
 void Record(UnitContext* ctx, DmaActorState& st, UnitId self_id, const pb::DmaCmd& cmd,
-            DmaKind kind, uint64_t bytes, SimTime issue, SimTime start, SimTime end) {
+            const DmaPlan& plan, SimTime issue, SimTime start, SimTime end) {
   if (ctx == nullptr) return;
+  const DmaKind kind = plan.kind;
+  const uint64_t bytes = plan.useful_bytes.value();
   pb::UnitStats& s = ctx->stats.At(self_id);
   s.set_ops(s.ops() + 1);
+  if (kind != DmaKind::kTcmCopy) {
+    s.set_hbm_useful_bytes(s.hbm_useful_bytes() + bytes);
+    s.set_hbm_charged_bytes(s.hbm_charged_bytes() + plan.charged_bytes.value());
+  }
   s.set_busy_ps(s.busy_ps() + st.busy.Add(start.value(), end.value()));
   const bool write = kind == DmaKind::kHbmWrite;
   if (write) {
@@ -155,15 +161,13 @@ caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, const 
         if (plan->kind == DmaKind::kTcmCopy) {
           const DmaTiming timing = st.model->Execute(*plan, now, {});
           SendCompletion(engine, self_id, requester, cmd_id, timing.start, timing.done);
-          Record(ctx, st, self_id, *cmd, plan->kind, plan->useful_bytes.value(), now,
-                 timing.start, timing.done);
+          Record(ctx, st, self_id, *cmd, *plan, now, timing.start, timing.done);
           return;
         }
         AHBM_CHECK(!plan->channels.empty()) << "HBM plan without channels, cmd " << cmd_id;
         const Served served = ServeShares(st, *plan, now);
         st.in_flight[cmd_id] = served.end;
-        Record(ctx, st, self_id, *cmd, plan->kind, plan->useful_bytes.value(), now,
-               served.start, served.end);
+        Record(ctx, st, self_id, *cmd, *plan, now, served.start, served.end);
         SendCompletion(engine, self_id, requester, cmd_id, served.start, served.end);
       },
       [self, engine, self_id, ctx](const std::shared_ptr<const pb::DmaBatch>& batch) {
@@ -175,7 +179,7 @@ caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, const 
         struct Done {
           const pb::DmaCmd* cmd;
           uint64_t cmd_id;
-          uint64_t bytes;
+          DmaPlan plan;
           Served served;
         };
         std::vector<Done> done;
@@ -188,7 +192,8 @@ caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, const 
           AHBM_CHECK(plan->kind == DmaKind::kHbmRead && !InFlight(st, cmd_id, now))
               << "DMA unit " << self_id << ": batch cmd " << cmd_id
               << " is not a new HBM read";
-          done.push_back({&cmd, cmd_id, plan->useful_bytes.value(), ServeShares(st, *plan, now)});
+          const Served served = ServeShares(st, *plan, now);
+          done.push_back({&cmd, cmd_id, *std::move(plan), served});
           st.in_flight[cmd_id] = done.back().served.end;
         }
         auto msg = std::make_shared<pb::DmaBatchDone>();
@@ -206,8 +211,7 @@ caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, const 
             return a.served.last_channel < b.served.last_channel;
           });
           for (const Done& d : done) {
-            Record(ctx, st, self_id, *d.cmd, DmaKind::kHbmRead, d.bytes, now, d.served.start,
-                   d.served.end);
+            Record(ctx, st, self_id, *d.cmd, d.plan, now, d.served.start, d.served.end);
           }
         }
         engine->Send(self_id, SimTime(0), requester,

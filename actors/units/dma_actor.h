@@ -30,7 +30,9 @@
 //   order, at once. A batch command that cannot be planned is our bug (the scheduler checked
 //   it): AHBM_CHECK.
 // - With a UnitContext: stats on the DMA unit (ops, busy_ps = the union of the commands'
-//   [start, end) spans — they overlap —, bytes read from / written to HBM or copied) and one
+//   [start, end) spans — they overlap —, bytes read from / written to HBM or copied; for HBM
+//   commands hbm_useful_bytes = the plan's useful bytes and hbm_charged_bytes = its charged
+//   bytes, what the channels were asked to move, chunk waste included) and one
 //   OpRecord per command ("dma_read", "dma_write", "dma_copy") in the op log. A batch's
 //   commands are recorded in the order their last channel (highest channel unit id) granted
 //   them, batch order among equals — the order in which per-channel replies would complete them.
