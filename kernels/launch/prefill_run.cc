@@ -37,11 +37,6 @@ using kernels::PrefillVariant;
 
 absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentError(message); }
 
-template <class T>
-T Or(T value, T fallback) {
-  return value == T{} ? fallback : value;
-}
-
 const char* SplitName(kernels::QuerySplit s) {
   switch (s) {
     case kernels::QuerySplit::kContiguous:
@@ -76,16 +71,16 @@ uint32_t BalancedQTile(const PrefillConfig& cfg) {
 absl::StatusOr<PrefillConfig> ConfigOf(const pb::Chip& chip, const pb::Workload& w,
                                        std::string* label, std::vector<uint32_t>* cubes) {
   PrefillConfig cfg;
-  cfg.h_q = Or(w.h_q(), 64u);
-  cfg.h_kv = Or(w.h_kv(), 8u);
-  cfg.d = Or(w.d(), 128u);
+  cfg.h_q = w.has_h_q() ? w.h_q() : 64u;
+  cfg.h_kv = w.has_h_kv() ? w.h_kv() : 8u;
+  cfg.d = w.has_d() ? w.d() : 128u;
   cfg.s = w.s();
   cfg.t_q = w.t_q();
   cfg.max_context = w.max_context();
-  cfg.p = Or(w.p(), 8u);
+  cfg.p = w.has_p() ? w.p() : 8u;
   cfg.group_rows = w.group_rows();
   cfg.group_cols = w.group_cols();
-  cfg.tile = Or(w.tile(), 128u);
+  cfg.tile = w.has_tile() ? w.tile() : 128u;
   cfg.q_tile = w.q_tile();  // 0: BalancedQTile, once the variant is known
   cfg.sip = w.sip();
   cfg.start_cube = w.start_cube();
@@ -120,11 +115,11 @@ absl::StatusOr<PrefillConfig> ConfigOf(const pb::Chip& chip, const pb::Workload&
   *label = pb::Variant_Name(variant);
   if (variant == pb::AUTO) {
     const AutoChoice pick = DispatchAuto(w, cfg.s);
-    if (w.c() != 0 || w.group_rows() != 0 || w.group_cols() != 0) {
-      return Invalid(absl::StrCat(w.c() != 0 ? "c" : w.group_rows() != 0 ? "group_rows" : "group_cols",
+    if (w.has_c() || w.has_group_rows() || w.has_group_cols()) {
+      return Invalid(absl::StrCat(w.has_c() ? "c" : w.has_group_rows() ? "group_rows" : "group_cols",
                                   ": AUTO picks the kernel and its C; leave it unset or choose a variant"));
     }
-    if (w.kv_per_cube() != 0 && pick.variant != pb::SHORT_CONTEXT) {
+    if (w.has_kv_per_cube() && pick.variant != pb::SHORT_CONTEXT) {
       return Invalid(absl::StrCat("kv_per_cube: AUTO picks RING (", pick.why,
                                   "), which does not use it; leave it unset or choose a variant"));
     }
@@ -147,7 +142,7 @@ absl::StatusOr<PrefillConfig> ConfigOf(const pb::Chip& chip, const pb::Workload&
       break;
     case pb::SHORT_CONTEXT:
       cfg.variant = PrefillVariant::kShortContext;
-      cfg.kv_per_cube = Or(w.kv_per_cube(), 1u);
+      cfg.kv_per_cube = w.has_kv_per_cube() ? w.kv_per_cube() : 1u;
       if (w.c() > 1) {
         return Invalid(absl::StrCat("c: SHORT_CONTEXT keeps whole heads per CUBE (C = 1); got ", w.c()));
       }
@@ -167,7 +162,7 @@ absl::StatusOr<PrefillConfig> ConfigOf(const pb::Chip& chip, const pb::Workload&
                                   " is not a PREFILL variant (FLASH, RING, SHORT_CONTEXT, AUTO, "
                                   "BASELINE_FANOUT are)"));
   }
-  if (w.q_tile() == 0) cfg.q_tile = BalancedQTile(cfg);
+  if (!w.has_q_tile()) cfg.q_tile = BalancedQTile(cfg);
   absl::StatusOr<std::vector<uint32_t>> used = kernels::PrefillCubes(chip, cfg);
   if (!used.ok()) return used.status();
   *cubes = *std::move(used);
