@@ -97,10 +97,13 @@ absl::Status CheckBaselineHbm(const pb::Chip& chip, const DecodeConfig& cfg,
   const uint64_t ranks = kind == kernels::BaselineKind::kFanoutGroup ? uint64_t{cfg.c} * cfg.p : cfg.p;
   const uint64_t rows = kind == kernels::BaselineKind::kFanout ? 1 : cfg.h_q / cfg.h_kv;
   U128 need = 0, block = 0;
-  for (uint32_t u = 0; u < cfg.users; ++u) {
+  // Without request_lengths every request needs the same: one term times users.
+  const uint32_t lengths = cfg.request_lengths.empty() ? 1 : cfg.users;
+  const uint64_t copies = cfg.request_lengths.empty() ? cfg.users : 1;
+  for (uint32_t u = 0; u < lengths; ++u) {
     block = std::max(block, (U128{cfg.MaxContextOf(u)} + ranks - 1) / ranks);
-    need += 2 * AlignUp(U128{rows} * cfg.d * 2, 256) +
-            2 * AlignUp((U128{cfg.MaxContextOf(u)} + ranks - 1) / ranks * cfg.d * 2, 256);
+    need += copies * (2 * AlignUp(U128{rows} * cfg.d * 2, 256) +
+                      2 * AlignUp((U128{cfg.MaxContextOf(u)} + ranks - 1) / ranks * cfg.d * 2, 256));
   }
   const uint64_t region = chip.sip().cube().hbm_bytes() / chip.sip().cube().pes();
   if (need <= region) return absl::OkStatus();
@@ -204,7 +207,16 @@ absl::StatusOr<DecodeConfig> ConfigOf(const pb::Chip& chip, const pb::Workload& 
       break;
     case pb::BASELINE_FANOUT:
     case pb::BASELINE_REV1_TREE:
-      cfg.c = 1;  // one head per CUBE (baseline.h); an explicit c is not used
+      // One head per CUBE (baseline.h): C = 1, a group of one CUBE.
+      for (const auto& [field, value] : {std::pair<const char*, uint32_t>{"c", w.c()},
+                                         {"group_rows", w.group_rows()},
+                                         {"group_cols", w.group_cols()}}) {
+        if (value > 1) {
+          return Invalid(absl::StrCat(field, ": ", pb::Variant_Name(w.variant()),
+                                      " keeps a head in one CUBE (C = 1); got ", value));
+        }
+      }
+      cfg.c = 1;
       break;
     case pb::BASELINE_FANOUT_GROUP:
       break;
@@ -407,6 +419,11 @@ class DecodeLauncher final : public KernelLauncher {
     };
     spec.row = [](pb::Workload& w) {
       if (w.variant() != pb::AUTO) w.clear_short_long_threshold();  // only AUTO uses it
+      if (w.variant() == pb::BASELINE_FANOUT || w.variant() == pb::BASELINE_REV1_TREE) {
+        w.clear_c();  // one CUBE per head, whatever the other rows' C
+        w.clear_group_rows();
+        w.clear_group_cols();
+      }
     };
     return spec;
   }

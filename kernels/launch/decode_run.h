@@ -13,8 +13,8 @@
 //   CUBEs, HostsKvHeads in decode_launch.h; its short pick takes the fewest kv_per_cube of
 //   1, 2, 4, 8 that hosts them unless kv_per_cube is given) and the baselines BASELINE_FANOUT, BASELINE_FANOUT_GROUP, BASELINE_REV1_TREE
 //   (kernels/attention/baseline.h; T_q = 1; BASELINE_FANOUT and BASELINE_REV1_TREE keep a head
-//   in one CUBE, so C is 1 whatever `c` says, and the summary line says C 1); others are
-//   refused as not implemented yet.
+//   in one CUBE: C = 1, and c, group_rows or group_cols above 1 are refused; `ahbm compare`
+//   clears them for those rows); others are refused as not implemented yet.
 //   Fields outside DecodeLauncher::Fields() (gemm_*, vector_len, cube, q_tile, query_split)
 //   are refused by the shared path; kv_per_cube only with SHORT_CONTEXT / AUTO, short_long_threshold only with AUTO. AUTO
 //   picks C itself: c, group_rows, group_cols are refused with it, and kv_per_cube when it
@@ -42,7 +42,8 @@
 //   latency less per hop, kept as is so the options compare against one bound).
 // - `ahbm compare` (compare.h): rows opt1, opt3, opt2, baseline_fanout, baseline_rev1_tree,
 //   x_base against baseline_fanout; --reduce_options rows opt1, opt3, opt2; s defaults to
-//   131072; short_long_threshold is refused unless auto is a row, and cleared for the others.
+//   131072; short_long_threshold is refused unless auto is a row, and cleared for the others;
+//   c and the group shape are cleared for baseline_fanout and baseline_rev1_tree.
 #ifndef AHBMSIM_KERNELS_LAUNCH_DECODE_RUN_H_
 #define AHBMSIM_KERNELS_LAUNCH_DECODE_RUN_H_
 

@@ -119,6 +119,17 @@ absl::StatusOr<RequestBatch> RequestBatchOf(const pb::Workload& w, const std::st
     }
   }
   if (b.s == 0) return absl::InvalidArgumentError(absl::StrCat("s: must be > 0 (", s_meaning, ")"));
+  // Token counts past kMaxTokens overflow the placement's arithmetic long before any HBM
+  // could hold them: refused here, naming the field.
+  for (const auto& [field, tokens] :
+       {std::pair<const char*, uint64_t>{w.request_lengths_size() > 0 ? "request_lengths" : "s", b.s},
+        {"max_context", w.max_context()}}) {
+    if (tokens > kMaxTokens) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ": ", tokens,
+                                                     " tokens are past what the simulator "
+                                                     "places (at most 2^40 = ", kMaxTokens, ")"));
+    }
+  }
   return b;
 }
 

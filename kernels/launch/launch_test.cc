@@ -4,6 +4,7 @@
 #include "kernels/launch/launch.h"
 
 #include "kernels/launch/decode_run.h"
+#include "kernels/launch/launcher.h"
 #include "kernels/launch/workload_io.h"
 
 #include <cmath>
@@ -678,6 +679,37 @@ TEST(ValidateWorkload, ExplicitZerosAndRotationsOutsideTheGroupAreRefused) {
   w.clear_c();
   w.set_start_cube(1);  // the baseline keeps a head in one CUBE
   ExpectRefused(small, w, "start_cube: 1 is outside the CUBE Group of C = 1: 0 .. 0");
+  w.clear_start_cube();
+  w.set_c(65536);  // ran as C = 1
+  ExpectRefused(small, w, "c: BASELINE_FANOUT keeps a head in one CUBE (C = 1); got 65536");
+  w.clear_c();
+  w.set_users(4294967295u);  // refused at once (the check no longer walks every request)
+  ExpectRefused(small, w, "s: the baseline's K and V blocks");
+}
+
+// Token counts past 2^40 are refused naming the field (max_context = 2^64 - 1 overflowed the
+// KV block size into a CHECK failure, exit 134).
+TEST(ValidateWorkload, TokenCountsAreBounded) {
+  const pb::Chip small = LoadChip("small");
+  for (pb::Kernel kernel : {pb::DECODE, pb::PREFILL}) {
+    pb::Workload w = Decode(100);
+    w.set_kernel(kernel);
+    w.set_h_q(8);
+    w.set_h_kv(2);
+    w.set_p(4);
+    w.set_c(kernel == pb::DECODE ? 2 : 4);
+    w.set_max_context(18446744073709551615u);
+    ExpectRefused(small, w,
+                  "max_context: 18446744073709551615 tokens are past what the simulator places "
+                  "(at most 2^40 = 1099511627776)");
+    w.clear_max_context();
+    w.set_s(kMaxTokens + 1);
+    ExpectRefused(small, w, "s: 1099511627777 tokens are past what the simulator places");
+    w.clear_s();
+    w.add_request_lengths(100);
+    w.add_request_lengths(kMaxTokens + 1);
+    ExpectRefused(small, w, "request_lengths: 1099511627777 tokens are past");
+  }
 }
 
 // AUTO's long kernel takes the largest C <= 8 the chip hosts for the KV heads (before: C = 8

@@ -140,9 +140,13 @@ absl::StatusOr<host::NpyArray> ReadNpyInput(const std::string& dir, const std::s
                                             const std::vector<uint64_t>& shape);
 
 // The request batch of DESIGN §6 (decode, prefill): `users` and `s`, or request_lengths (one
-// length per request: s must be unset, users unset or their count; s = the longest). `length`
+// length per request: s must be unset, users unset or their count; s = the longest; s and
+// max_context at most kMaxTokens). `length`
 // names a length in the messages ("context length", "prompt length"); `s_meaning` says what s
 // is ("the context length, new token included").
+// The longest context, prompt or max_context RequestBatchOf takes (2^40 tokens: more than
+// any chip's HBM holds; past it the placement's arithmetic would overflow).
+inline constexpr uint64_t kMaxTokens = uint64_t{1} << 40;
 struct RequestBatch {
   uint32_t users = 1;
   uint64_t s = 0;
