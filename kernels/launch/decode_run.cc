@@ -109,8 +109,11 @@ absl::Status CheckBaselineHbm(const pb::Chip& chip, const DecodeConfig& cfg,
   if (need <= region) return absl::OkStatus();
   const topology::ChipIndex index(chip);
   const uint32_t pe = cfg.sip * index.cubes_per_sip() * index.pes_per_cube();
-  return Invalid(absl::StrCat(cfg.request_lengths.empty() ? "s" : "request_lengths",
-                              ": the baseline's K and V blocks (up to ", static_cast<uint64_t>(block),
+  const char* field = cfg.max_context != 0         ? "max_context"
+                      : !cfg.request_lengths.empty() ? "request_lengths"
+                      : cfg.users > 1               ? "s, users"
+                                                    : "s";
+  return Invalid(absl::StrCat(field, ": the baseline's K and V blocks (up to ", static_cast<uint64_t>(block),
                               " keys per PE, ", cfg.users, " request(s)) need ", GiB(need),
                               " of HBM on ", host::PeName(index, pe), ", its region holds ", region,
                               " B (", GiB(region), ")"));

@@ -684,7 +684,8 @@ TEST(ValidateWorkload, ExplicitZerosAndRotationsOutsideTheGroupAreRefused) {
   ExpectRefused(small, w, "c: BASELINE_FANOUT keeps a head in one CUBE (C = 1); got 65536");
   w.clear_c();
   w.set_users(4294967295u);  // refused at once (the check no longer walks every request)
-  ExpectRefused(small, w, "s: the baseline's K and V blocks");
+  ExpectRefused(small, w, "s, users: the baseline's K and V blocks (up to 25 keys per PE, "
+                          "4294967295 request(s)) need 53248.00 GiB of HBM");
 }
 
 // Token counts past 2^40 are refused naming the field (max_context = 2^64 - 1 overflowed the
