@@ -688,6 +688,25 @@ TEST(ValidateWorkload, ExplicitZerosAndRotationsOutsideTheGroupAreRefused) {
                           "4294967295 request(s)) need 53248.00 GiB of HBM");
 }
 
+// 2^32 - 1 requests are refused at once, not after a walk over each (the prefill query-tile
+// default and the prefill baseline's outputs did; 80 s and ~100 GB of address space).
+TEST(RunWorkload, HugeUserCountsAreRefusedAtOnce) {
+  const pb::Chip small = LoadChip("small");
+  pb::Workload w = Decode(100);
+  w.set_kernel(pb::PREFILL);
+  w.set_variant(pb::BASELINE_FANOUT);
+  w.set_h_q(8);
+  w.set_h_kv(1);
+  w.set_d(64);
+  w.set_p(4);
+  w.set_users(4294967295u);
+  const absl::StatusOr<LaunchResult> r = RunWorkload(small, w, LaunchOptions{});
+  EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << r.status();
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("users: a baseline_fanout instance needs 172416 B of the TCM persistent "
+                        "arena"));
+}
+
 // Token counts past 2^40 are refused naming the field (max_context = 2^64 - 1 overflowed the
 // KV block size into a CHECK failure, exit 134).
 TEST(ValidateWorkload, TokenCountsAreBounded) {

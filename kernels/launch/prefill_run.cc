@@ -58,7 +58,9 @@ uint32_t BalancedQTile(const PrefillConfig& cfg) {
   const uint64_t most = std::max<uint64_t>(1, 128 / g);
   const uint64_t pes = cfg.variant == PrefillVariant::kFlash ? 1 : cfg.P();
   uint64_t tq = 0;
-  for (uint32_t u = 0; u < cfg.users; ++u) tq = std::max(tq, cfg.QueriesOf(u));
+  // Without request_lengths every request has the same T_q (users may be huge).
+  const uint32_t lengths = cfg.request_lengths.empty() ? 1 : cfg.users;
+  for (uint32_t u = 0; u < lengths; ++u) tq = std::max(tq, cfg.QueriesOf(u));
   uint64_t k = std::max<uint64_t>(1, (tq + pes * most - 1) / (pes * most));
   // Two tiles per PE at least, so the zig-zag can pair an early tile with a late one — unless
   // that leaves a tile under the GEMM array's 8 rows.
