@@ -482,22 +482,30 @@ absl::Status TcmCulprit(const DecodeGeometry& geo, const DecodeConfig& cfg,
                         const std::string& pe_name, uint64_t max_block, uint64_t persistent,
                         uint64_t scratch) {
   const uint32_t g = cfg.h_q / cfg.h_kv;
+  // Each field varies one factor of the need: h_q through G (h_q = G x h_kv).
   struct Candidate {
     const char* field;
-    uint64_t value, fallback;
+    uint64_t value, fallback;  // the factor as given, its default
+    std::string given;         // "100000 keys"
+    uint64_t per_unit;         // field value per unit of the factor
     void (*set)(DecodeConfig&, uint64_t);
   };
   const Candidate candidates[] = {
-      {"tile", cfg.tile, 256, [](DecodeConfig& c, uint64_t v) { c.tile = static_cast<uint32_t>(v); }},
-      {"d", cfg.d, 128, [](DecodeConfig& c, uint64_t v) { c.d = static_cast<uint32_t>(v); }},
-      {"t_q", cfg.t_q, 1, [](DecodeConfig& c, uint64_t v) { c.t_q = static_cast<uint32_t>(v); }},
-      {"h_q", g, 8, [](DecodeConfig& c, uint64_t v) { c.h_q = static_cast<uint32_t>(v) * c.h_kv; }},
+      {"tile", cfg.tile, 256, absl::StrCat(cfg.tile, " keys"), 1,
+       [](DecodeConfig& c, uint64_t v) { c.tile = static_cast<uint32_t>(v); }},
+      {"d", cfg.d, 128, absl::StrCat(cfg.d, " elements per head"), 1,
+       [](DecodeConfig& c, uint64_t v) { c.d = static_cast<uint32_t>(v); }},
+      {"t_q", cfg.t_q, 1, absl::StrCat(cfg.t_q, " query tokens"), 1,
+       [](DecodeConfig& c, uint64_t v) { c.t_q = static_cast<uint32_t>(v); }},
+      {"h_q", g, 8, absl::StrCat(cfg.h_q, " query heads (G = ", g, " per KV head)"), cfg.h_kv,
+       [](DecodeConfig& c, uint64_t v) { c.h_q = static_cast<uint32_t>(v) * c.h_kv; }},
   };
   const auto fits = [&](const DecodeConfig& c) {
     const auto [p, s] = InstanceTcm(geo, c, max_block);
     return p <= persistent && s + 63 <= scratch;
   };
-  // The largest value of a candidate that fits, the others as given (0: none).
+  // The largest value of a candidate that fits, the others as given (0: none), by bisection
+  // (the need grows with each of them).
   const auto largest_fit = [&](const Candidate& k) {
     uint64_t lo = 0, hi = k.value;  // fits(lo) or lo == 0; !fits(hi)
     while (hi - lo > 1) {
@@ -505,11 +513,6 @@ absl::Status TcmCulprit(const DecodeGeometry& geo, const DecodeConfig& cfg,
       DecodeConfig c = cfg;
       k.set(c, mid);
       (fits(c) ? lo : hi) = mid;
-    }
-    if (lo == 0) {
-      DecodeConfig c = cfg;
-      k.set(c, 1);
-      if (k.value > 1 && fits(c)) lo = 1;
     }
     return lo;
   };
@@ -530,20 +533,12 @@ absl::Status TcmCulprit(const DecodeGeometry& geo, const DecodeConfig& cfg,
   }
   const auto [need_persistent, need_scratch] = InstanceTcm(geo, cfg, max_block);
   const bool in_persistent = need_persistent > persistent;
-  const std::string what =
-      culprit->field == std::string("tile")  ? absl::StrCat(cfg.tile, " keys")
-      : culprit->field == std::string("d")   ? absl::StrCat(cfg.d, " elements per head")
-      : culprit->field == std::string("t_q") ? absl::StrCat(cfg.t_q, " query tokens")
-                                             : absl::StrCat(cfg.h_q, " query heads (G = ", g,
-                                                            " per KV head)");
   const std::string fit_text =
-      culprit_fit == 0
-          ? "; no value of it alone fits"
-          : absl::StrCat("; at most ", culprit->field, " = ",
-                         culprit->field == std::string("h_q") ? culprit_fit * cfg.h_kv : culprit_fit,
-                         " fits");
+      culprit_fit == 0 ? "; no value of it alone fits"
+                       : absl::StrCat("; at most ", culprit->field, " = ",
+                                      culprit_fit * culprit->per_unit, " fits");
   return Field(culprit->field,
-               absl::StrCat(what, ": one kernel instance on ", pe_name, " needs ",
+               absl::StrCat(culprit->given, ": one kernel instance on ", pe_name, " needs ",
                             in_persistent ? need_persistent : need_scratch, " B of the TCM ",
                             in_persistent ? "persistent arena (q, m, l, O, Sj buffers)"
                                           : "scratch arena (a KV tile's or the reduce's temporaries)",
