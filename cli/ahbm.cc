@@ -475,13 +475,15 @@ absl::Status RunCompare(const ParsedFlags& flags) {
     return absl::InvalidArgumentError(
         absl::StrCat("--kernel: compare runs ", absl::StrJoin(names, ", "), " only"));
   }
-  if (workload->variant() != pb::VARIANT_UNSPECIFIED) {
+  if (workload->has_variant()) {
     return absl::InvalidArgumentError("--variant: compare runs every variant; use --variants");
   }
   if (workload->data()) return absl::InvalidArgumentError("--data: compare runs in timing mode");
   if (workload->kernel() == pb::KERNEL_UNSPECIFIED) workload->set_kernel(kCompareKernel);
   const launch::CompareSpec spec = CompareSpecOf(workload->kernel());
-  if (workload->s() == 0 && spec.default_s != 0) workload->set_s(spec.default_s);
+  if (!workload->has_s() && workload->request_lengths_size() == 0 && spec.default_s != 0) {
+    workload->set_s(spec.default_s);  // a given s, 0 too, is the run's to use or refuse
+  }
   const absl::StatusOr<bool> by_options_or = BoolFlag(flags, "reduce_options");
   if (!by_options_or.ok()) return by_options_or.status();
   const bool by_options = *by_options_or;

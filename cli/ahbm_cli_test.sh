@@ -216,7 +216,7 @@ expect_one_line_error "--gemm_m: must be an integer .*\(got 'x'\)" run --topolog
 expect_one_line_error "--kernel: unknown value; one of .*SELFTEST_GEMM.* \(got 'gemm'\)" \
   run --topology=$small --kernel=gemm
 expect_one_line_error "--data: must be true or false \(got 'yes'\)" run --topology=$small --data=yes
-expect_one_line_error 'gemm_n must be > 0 \(got 0\)' run --topology=$small \
+expect_one_line_error 'gemm_n: must be > 0 \(got 0\)' run --topology=$small \
   --workload=kernels/selftest/gemm.textproto --gemm_n=0
 expect_one_line_error "cube: 99 is outside the chip's 8 CUBEs" run --topology=$small \
   --kernel=selftest_deadlock --cube=99
@@ -244,8 +244,10 @@ expect_one_line_error "s: the prompts do not fit the PEs' HBM: tensor 'k\[0\]'" 
 # decode: data mode on the small chip against the float64 reference is in
 # kernels/attention/decode_test; here the command line: every variant runs, bad fields fail.
 for variant in opt1 opt2 opt3 baseline_fanout; do
+  c=--c=2
+  [[ $variant == baseline_fanout ]] && c=  # one CUBE per head: it refuses a C above 1
   expect 0 "roofline" run --topology=$small --kernel=decode --variant=$variant --h_q=8 --h_kv=2 \
-    --d=64 --s=2000 --c=2 --p=4 --tile=64
+    --d=64 --s=2000 $c --p=4 --tile=64
 done
 # A full-chip run prints a page (per unit kind, 10 busiest units), --units=all every unit.
 "$ahbm" run --kernel=decode --s=2048 >"$tmp/full.txt" || fail "full-chip decode exited $?"
@@ -480,6 +482,37 @@ expect 0 "steps \(commands, sends, receives\)" diff "$tmp/rec.pb" "$tmp/other.pb
 echo '{}' >"$tmp/empty.json"
 expect_one_line_error "empty.json: not a run's report: no topology_name" \
   diff "$tmp/rec.json" "$tmp/empty.json"
+# A value given is a value used or refused: explicit zeros (flags and workload files), compare's
+# s, rotation starts outside the group or CUBE.
+small_decode="--topology=$small --kernel=decode --h_q=8 --h_kv=2 --s=100 --p=4"
+for field in d t_q users tile c; do
+  expect_one_line_error "^ahbm run: $field: must be > 0 \(got 0\); leave it unset for the default" \
+    run $small_decode --$field=0
+done
+small_decode="$small_decode --c=2"
+printf 'kernel: DECODE\nh_q: 8\nh_kv: 2\ns: 100\nc: 2\np: 4\nd: 0\n' >"$tmp/zero_d.textproto"
+expect_one_line_error '^ahbm run: d: must be > 0 \(got 0\)' run --topology=$small \
+  --workload="$tmp/zero_d.textproto"
+expect_one_line_error '^ahbm compare: s: must be > 0 \(got 0\)' compare --topology=$small --s=0
+expect_one_line_error '^ahbm run: start_cube: 1000 is outside the CUBE Group of C = 2: 0 \.\. 1$' \
+  run $small_decode --start_cube=1000
+expect_one_line_error "^ahbm run: start_pe: 9 is outside the CUBE's P = 4 PEs: 0 \.\. 3$" \
+  run $small_decode --start_pe=9
+# AUTO picks a C the chip hosts; chip_2sip's refusal of compare's defaults says which C fits.
+expect 0 'decode AUTO -> OPT3 \(S 3000 >= threshold 2049; C 4, the largest C <= 8 that hosts 2 KV heads\)' \
+  run --topology=$small --kernel=decode --variant=auto --h_q=2 --h_kv=2 --s=3000 --p=4
+expect_one_line_error 'h_kv: 8 KV heads need 8 CUBE Groups of C = 8; SIPs 0\.\. have 4; C = 4 fits \(--c=4\)' \
+  compare --topology=topology/chip_2sip.textproto
+expect_one_line_error 'h_q: .* \(compare row baseline_fanout; --variants=opt1,opt3,opt2,baseline_rev1_tree leaves out' \
+  compare --topology=topology/chip_2sip.textproto --c=4
+# TCM refusals name the field that made an instance too big.
+for big in "d=4096:d: 4096 elements per head" "tile=100000:tile: 100000 keys" "t_q=64:t_q: 64 query tokens"; do
+  expect_fast_refusal "^ahbm run: ${big#*:}: one kernel instance on .* at most ${big%%=*} = [0-9]+ fits$" \
+    run --topology=$small --kernel=decode --h_q=8 --h_kv=1 --s=1000 --c=4 --p=4 --${big%%:*}
+done
+# Per-flag help: meaning, unit, default.
+expect 0 '--d +head dimension, elements \(default: 128\)' help run
+expect 0 '--tile +KV tile, keys \(default: decode 256, prefill 128\)' help compare
 
 if [[ $failures -ne 0 ]]; then
   echo "$failures check(s) failed"

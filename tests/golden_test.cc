@@ -90,7 +90,8 @@ pb::Workload ChipDecode(pb::Variant variant, uint64_t s, const std::string& prof
   w.set_variant(variant);
   w.set_s(s);
   if (variant != pb::AUTO) {
-    w.set_c(8);
+    // The one-CUBE baselines take no C (they refuse one above 1).
+    if (variant != pb::BASELINE_FANOUT && variant != pb::BASELINE_REV1_TREE) w.set_c(8);
     w.set_p(8);
   }
   w.set_issue_cost_profile(profile);

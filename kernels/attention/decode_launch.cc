@@ -94,10 +94,44 @@ absl::StatusOr<DecodeGeometry> MakeDecodeGeometry(const pb::Chip& chip, const De
     return Field("sip", absl::StrCat(cfg.sip, " is outside the chip's ", index.sips(), " SIPs"));
   }
   if (cfg.h_kv > heads_on_chip) {
-    return Field("h_kv", absl::StrCat(cfg.h_kv, " KV heads need ", cfg.h_kv, " CUBE Groups of C = ",
-                                      cfg.c, "; SIPs ", cfg.sip, ".. have ", heads_on_chip));
+    // What would fit: a smaller C (long kernel) or more heads per CUBE (short kernel).
+    std::string fits;
+    DecodeConfig other = cfg;
+    if (cfg.kv_per_cube == 0) {
+      for (other.c = cfg.c - 1; other.c > 0 && !HostsKvHeads(chip, other); --other.c) {
+      }
+      if (other.c > 0) fits = absl::StrCat("; C = ", other.c, " fits (--c=", other.c, ")");
+    } else {
+      for (other.kv_per_cube = cfg.kv_per_cube * 2;
+           other.kv_per_cube <= 8 && !HostsKvHeads(chip, other); other.kv_per_cube *= 2) {
+      }
+      if (other.kv_per_cube <= 8) {
+        fits = absl::StrCat("; kv_per_cube = ", other.kv_per_cube, " fits (--kv_per_cube=",
+                            other.kv_per_cube, ")");
+      }
+    }
+    const uint64_t groups = (cfg.h_kv + heads_per_group - 1) / heads_per_group;
+    return Field("h_kv", absl::StrCat(cfg.h_kv, " KV heads need ", groups, " CUBE Groups of C = ",
+                                      cfg.c, "; SIPs ", cfg.sip, ".. have ",
+                                      heads_on_chip / heads_per_group, fits));
+  }
+  if (cfg.start_cube >= cfg.c) {
+    return Field("start_cube", absl::StrCat(cfg.start_cube, " is outside the CUBE Group of C = ",
+                                            cfg.c, ": 0 .. ", cfg.c - 1));
+  }
+  if (cfg.start_pe >= cfg.p) {
+    return Field("start_pe", absl::StrCat(cfg.start_pe, " is outside the CUBE's P = ", cfg.p,
+                                          " PEs: 0 .. ", cfg.p - 1));
   }
   return geo;
+}
+
+bool HostsKvHeads(const pb::Chip& chip, const DecodeConfig& cfg) {
+  const topology::ChipIndex index(chip);
+  const uint32_t cubes = index.cubes_per_sip();
+  if (cfg.c == 0 || cubes % cfg.c != 0 || cfg.sip >= index.sips()) return false;
+  const uint64_t heads_per_group = cfg.kv_per_cube == 0 ? 1 : cfg.kv_per_cube;
+  return uint64_t{cubes / cfg.c} * (index.sips() - cfg.sip) * heads_per_group >= cfg.h_kv;
 }
 
 uint32_t DecodeGeometry::CubeOf(const DecodeConfig& cfg, uint32_t h, uint32_t ci) const {
@@ -433,6 +467,86 @@ uint64_t PersistentBytes(const DecodeConfig& cfg, uint64_t rows, uint64_t max_ti
   return bytes;
 }
 
+// One instance's TCM need: (persistent, scratch) bytes.
+std::pair<uint64_t, uint64_t> InstanceTcm(const DecodeGeometry& geo, const DecodeConfig& cfg,
+                                          uint64_t max_block) {
+  const uint64_t rows = uint64_t{cfg.h_q / cfg.h_kv} * cfg.t_q;
+  return {PersistentBytes(cfg, rows, (max_block + cfg.tile - 1) / cfg.tile),
+          std::max(TileScratchBytes(cfg, rows), ReduceScratchBytes(geo, cfg, rows))};
+}
+
+// Not even one instance fits a PE's TCM: the refusal names the shape field that made it too
+// big (CheckDecodeCapacity's contract in decode_launch.h), its value, the need, the arena and
+// the largest value of that field that fits.
+absl::Status TcmCulprit(const DecodeGeometry& geo, const DecodeConfig& cfg,
+                        const std::string& pe_name, uint64_t max_block, uint64_t persistent,
+                        uint64_t scratch) {
+  const uint32_t g = cfg.h_q / cfg.h_kv;
+  // Each field varies one factor of the need: h_q through G (h_q = G x h_kv).
+  struct Candidate {
+    const char* field;
+    uint64_t value, fallback;  // the factor as given, its default
+    std::string given;         // "100000 keys"
+    uint64_t per_unit;         // field value per unit of the factor
+    void (*set)(DecodeConfig&, uint64_t);
+  };
+  const Candidate candidates[] = {
+      {"tile", cfg.tile, 256, absl::StrCat(cfg.tile, " keys"), 1,
+       [](DecodeConfig& c, uint64_t v) { c.tile = static_cast<uint32_t>(v); }},
+      {"d", cfg.d, 128, absl::StrCat(cfg.d, " elements per head"), 1,
+       [](DecodeConfig& c, uint64_t v) { c.d = static_cast<uint32_t>(v); }},
+      {"t_q", cfg.t_q, 1, absl::StrCat(cfg.t_q, " query tokens"), 1,
+       [](DecodeConfig& c, uint64_t v) { c.t_q = static_cast<uint32_t>(v); }},
+      {"h_q", g, 8, absl::StrCat(cfg.h_q, " query heads (G = ", g, " per KV head)"), cfg.h_kv,
+       [](DecodeConfig& c, uint64_t v) { c.h_q = static_cast<uint32_t>(v) * c.h_kv; }},
+  };
+  const auto fits = [&](const DecodeConfig& c) {
+    const auto [p, s] = InstanceTcm(geo, c, max_block);
+    return p <= persistent && s + 63 <= scratch;
+  };
+  // The largest value of a candidate that fits, the others as given (0: none), by bisection
+  // (the need grows with each of them).
+  const auto largest_fit = [&](const Candidate& k) {
+    uint64_t lo = 0, hi = k.value;  // fits(lo) or lo == 0; !fits(hi)
+    while (hi - lo > 1) {
+      const uint64_t mid = lo + (hi - lo) / 2;
+      DecodeConfig c = cfg;
+      k.set(c, mid);
+      (fits(c) ? lo : hi) = mid;
+    }
+    return lo;
+  };
+  bool above_default = false;
+  for (const Candidate& k : candidates) above_default = above_default || k.value > k.fallback;
+  const Candidate* culprit = nullptr;
+  uint64_t culprit_fit = 0;
+  double best = -1;
+  for (const Candidate& k : candidates) {
+    if (above_default && k.value <= k.fallback) continue;
+    const uint64_t fit = largest_fit(k);
+    const double kept = static_cast<double>(fit) / static_cast<double>(k.value);
+    if (kept > best) {
+      best = kept;
+      culprit = &k;
+      culprit_fit = fit;
+    }
+  }
+  const auto [need_persistent, need_scratch] = InstanceTcm(geo, cfg, max_block);
+  const bool in_persistent = need_persistent > persistent;
+  const std::string fit_text =
+      culprit_fit == 0 ? "; no value of it alone fits"
+                       : absl::StrCat("; at most ", culprit->field, " = ",
+                                      culprit_fit * culprit->per_unit, " fits");
+  return Field(culprit->field,
+               absl::StrCat(culprit->given, ": one kernel instance on ", pe_name, " needs ",
+                            in_persistent ? need_persistent : need_scratch, " B of the TCM ",
+                            in_persistent ? "persistent arena (q, m, l, O, Sj buffers)"
+                                          : "scratch arena (a KV tile's or the reduce's temporaries)",
+                            in_persistent ? ", which holds " : ", which gives one instance ",
+                            in_persistent ? persistent : scratch - 63, " B",
+                            fit_text));
+}
+
 }  // namespace
 
 absl::Status CheckDecodeCapacity(const pb::Chip& chip, const DecodeConfig& cfg) {
@@ -489,6 +603,9 @@ absl::Status CheckDecodeCapacity(const pb::Chip& chip, const DecodeConfig& cfg) 
   const uint64_t fit_scratch = scratch / (per_scratch + 63);
   const uint64_t fit_persistent = persistent / per_persistent;
   const uint64_t fit_users = std::min(fit_scratch, fit_persistent) / heads_per_pe;
+  if (per_persistent > persistent || per_scratch + 63 > scratch) {
+    return TcmCulprit(geo, cfg, pe_name, max_block, persistent, scratch);
+  }
   const std::string who = absl::StrCat(cfg.users, " request(s) x ", heads_per_pe,
                                        " KV head(s) = ", instances, " kernel instances on ",
                                        pe_name);

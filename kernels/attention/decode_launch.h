@@ -109,12 +109,17 @@ absl::StatusOr<std::vector<std::vector<uint32_t>>> DecodeCubeSets(const pb::Chip
 // busiest PE, the need and the capacity:
 // - HBM (field s / request_lengths / max_context): K, V, Q, O of every request, each
 //   allocation 256 B aligned as host::HbmAllocator does.
-// - TCM (field users; instances per PE = users x heads per PE): the persistent arena holds each
+// - TCM (instances per PE = users x heads per PE): the persistent arena holds each
 //   instance's q, m (x2), l, O and Sj buffers (opt3 2, opt2 up to 8); the scratch arena, split
 //   evenly, must hold an instance's larger of one KV tile's temporaries and its reduce's
 //   receive buffers and merge temporaries (decode.cc, lse_merge.cc) plus the stored O. Every
 //   instance is counted as the busiest one (a full rank at the busiest reduce node), so a rank
-//   left empty (S < C·P) is not credited. The message says how many requests fit.
+//   left empty (S < C·P) is not credited. When one instance fits alone, the field is users
+//   and the message says how many requests fit. When not even one does, the field is the
+//   shape that made an instance too big (TcmCulprit in decode_launch.cc): of tile, d, t_q
+//   and h_q (G = h_q / h_kv query rows per token), those above their default (256, 128, 1,
+//   G 8), else all four; of these the one that fits alone with the least relative cut, and
+//   the message gives its largest value that fits (as "at most tile = 9000 fits").
 absl::Status CheckDecodeCapacity(const pb::Chip& chip, const DecodeConfig& cfg);
 
 // Where the decode kernels run (the contract above); shared with baseline_fanout_group.
@@ -132,8 +137,16 @@ struct DecodeGeometry {
   std::vector<std::vector<uint32_t>> HeadCubes(const DecodeConfig& cfg) const;
 };
 
-// Validates `cfg` (errors name the field) and builds its geometry.
+// Validates `cfg` (errors name the field) and builds its geometry. start_cube must lie in
+// 0 .. C-1 and start_pe in 0 .. P-1 (request r adds r to them, modulo C and P). When the KV
+// heads do not fit the chip's CUBE Groups, the message names the largest C (long kernel) or
+// the smallest kv_per_cube (short kernel) that would fit.
 absl::StatusOr<DecodeGeometry> MakeDecodeGeometry(const pb::Chip& chip, const DecodeConfig& cfg);
+
+// Whether `cfg`'s CUBE Groups host its cfg.h_kv KV heads from SIP cfg.sip on: C divides a
+// SIP's CUBEs, and (CUBEs per SIP / C) groups per SIP x the SIPs from cfg.sip x heads per
+// group (kv_per_cube, else 1) >= h_kv. AUTO picks its C (and kv_per_cube) by it.
+bool HostsKvHeads(const pb::Chip& chip, const DecodeConfig& cfg);
 
 // One rank of one KV head of one request, placed.
 struct PlacedRank {

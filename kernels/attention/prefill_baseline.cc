@@ -237,7 +237,6 @@ absl::StatusOr<PrefillLaunch> LaunchPrefillFanout(const pb::Chip& chip, const Pr
   PrefillLaunch launch;
   launch.cubes = *cubes;
   launch.fanout_rounds = a;
-  launch.outputs.resize(cfg.users);
 
   FanoutPrefillPlan base;
   base.d = cfg.d;
@@ -274,6 +273,7 @@ absl::StatusOr<PrefillLaunch> LaunchPrefillFanout(const pb::Chip& chip, const Pr
   const uint32_t cap = static_cast<uint32_t>(
       std::min<uint64_t>(UINT32_MAX, (share.persistent - fixed) / per_tile));
 
+  launch.outputs.resize(cfg.users);  // after the TCM check: users may be huge
   host::HbmAllocator allocator(chip);
   for (uint32_t u = 0; u < cfg.users; ++u) {
     const uint32_t rot = cfg.rotate_by_request ? u : 0;

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <map>
 #include <string>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "kernels/launch/launch.h"
 #include "kernels/launch/launcher.h"
 
@@ -46,12 +48,18 @@ CompareSpec SpecOf(const pb::Workload& w) {
   return launcher == nullptr ? CompareSpec{} : launcher->Compare();
 }
 
-absl::StatusOr<CompareRow> CompareOne(const pb::Chip& chip, const CompareSpec& spec,
-                                      pb::Workload w, pb::Variant variant) {
+// One row's workload: `variant`, the spec's row edits, timing mode.
+pb::Workload RowWorkload(const CompareSpec& spec, pb::Workload w, pb::Variant variant) {
   w.set_variant(variant);
   if (spec.row) spec.row(w);
   w.set_data(false);
   w.clear_seed();
+  return w;
+}
+
+absl::StatusOr<CompareRow> CompareOne(const pb::Chip& chip, const CompareSpec& spec,
+                                      pb::Workload w, pb::Variant variant) {
+  w = RowWorkload(spec, std::move(w), variant);
   LaunchOptions options;
   options.keep_op_log = spec.op_log;
   absl::StatusOr<LaunchResult> result = RunWorkload(chip, w, options);
@@ -115,6 +123,25 @@ absl::StatusOr<std::vector<CompareRow>> Compare(const pb::Chip& chip, const pb::
   const CompareSpec spec = SpecOf(workload);
   if (spec.check) {
     if (absl::Status s = spec.check(workload, variants); !s.ok()) return s;
+  }
+  // Every row is validated before any runs; a refusal names its row and the rows that fit.
+  for (pb::Variant variant : variants) {
+    const absl::Status s = ValidateWorkload(chip, RowWorkload(spec, workload, variant));
+    if (s.ok()) continue;
+    std::vector<std::string> fitting;
+    for (pb::Variant other : variants) {
+      if (ValidateWorkload(chip, RowWorkload(spec, workload, other)).ok()) {
+        fitting.push_back(absl::AsciiStrToLower(pb::Variant_Name(other)));
+      }
+    }
+    return absl::Status(
+        s.code(), absl::StrCat(s.message(), " (compare row ",
+                               absl::AsciiStrToLower(pb::Variant_Name(variant)),
+                               fitting.empty() ? ""
+                                               : absl::StrCat("; --variants=",
+                                                              absl::StrJoin(fitting, ","),
+                                                              " leaves out what does not fit"),
+                               ")"));
   }
   std::vector<CompareRow> rows;
   for (pb::Variant variant : variants) {

@@ -5,7 +5,9 @@
 // --reduce_options rows, default s, its checks (decode's: decode_run.h).
 //
 // Contract: each row is RunWorkload of the workload with `variant` replaced and the spec's
-// `row` applied (after the spec's `check`, plain comparison only); sweep_ps is the end of the
+// `row` applied (after the spec's `check`, plain comparison only; Compare validates every
+// row before it runs any, and a refusal ends "(compare row <variant>; --variants=<the rows
+// that fit> leaves out what does not fit)"); sweep_ps is the end of the
 // last GEMM-bearing command (composite_gemm, softmax_pv, dot) of any PE, reduce_ps = latency -
 // sweep; kv_bytes = bytes the DMA engines read minus the dma_load bytes (the Q loads);
 // reduce_rounds = LaunchResult::reduce_rounds. Deterministic: no wall-clock figure is part of

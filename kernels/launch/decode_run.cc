@@ -25,12 +25,10 @@ namespace {
 using kernels::DecodeConfig;
 using kernels::DecodeInputs;
 
-absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentError(message); }
+// AUTO's long kernel: the largest C up to this that the chip hosts (the ADR's C = 8).
+constexpr uint32_t kAutoMostC = 8;
 
-template <class T>
-T Or(T value, T fallback) {
-  return value == T{} ? fallback : value;
-}
+absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentError(message); }
 
 // The baseline a variant names (baseline.h), if it names one.
 std::optional<kernels::BaselineKind> BaselineOf(const pb::Workload& w) {
@@ -49,28 +47,37 @@ std::optional<kernels::BaselineKind> BaselineOf(const pb::Workload& w) {
 // AUTO picks the kernel and its C: an explicit C, group shape, or a kv_per_cube the pick does
 // not use is refused, never silently overridden.
 absl::Status CheckAutoFields(const pb::Workload& w, const AutoChoice& pick) {
-  if (w.c() != 0) {
+  if (w.has_c()) {
     return Invalid("c: AUTO picks the kernel and its C; leave c unset or choose a variant");
   }
-  if (w.group_rows() != 0 || w.group_cols() != 0) {
-    return Invalid(absl::StrCat(w.group_rows() != 0 ? "group_rows" : "group_cols",
+  if (w.has_group_rows() || w.has_group_cols()) {
+    return Invalid(absl::StrCat(w.has_group_rows() ? "group_rows" : "group_cols",
                                 ": AUTO picks the kernel and its C; leave the group shape unset "
                                 "or choose a variant"));
   }
-  if (w.kv_per_cube() != 0 && pick.variant != pb::SHORT_CONTEXT) {
+  if (w.has_kv_per_cube() && pick.variant != pb::SHORT_CONTEXT) {
     return Invalid(absl::StrCat("kv_per_cube: AUTO picks OPT3 (", pick.why,
                                 "), which does not use it; leave it unset or choose a variant"));
   }
   return absl::OkStatus();
 }
 
-// "AUTO -> SHORT_CONTEXT (S 1024 < threshold 2049)", or the variant's name.
-std::string VariantLabel(const pb::Workload& w, uint64_t s) {
+// "AUTO -> SHORT_CONTEXT (S 1024 < threshold 2049)", or the variant's name; when AUTO's
+// geometry is not its default (C 8, kv_per_cube 1), what it picked and why.
+std::string VariantLabel(const pb::Workload& w, const DecodeConfig& cfg) {
   if (w.variant() != pb::AUTO) {
     return pb::Variant_Name(w.variant() == pb::VARIANT_UNSPECIFIED ? pb::OPT3 : w.variant());
   }
-  const AutoChoice pick = DispatchAuto(w, s);
-  return absl::StrCat("AUTO -> ", pb::Variant_Name(pick.variant), " (", pick.why, ")");
+  const AutoChoice pick = DispatchAuto(w, cfg.s);
+  std::string geometry;
+  if (pick.variant == pb::SHORT_CONTEXT && !w.has_kv_per_cube() && cfg.kv_per_cube != 1) {
+    geometry = absl::StrCat("; kv_per_cube ", cfg.kv_per_cube,
+                            ", the fewest heads per CUBE that host ", cfg.h_kv, " KV heads");
+  } else if (pick.variant != pb::SHORT_CONTEXT && cfg.c != kAutoMostC) {
+    geometry = absl::StrCat("; C ", cfg.c, ", the largest C <= ", kAutoMostC, " that hosts ",
+                            cfg.h_kv, " KV heads");
+  }
+  return absl::StrCat("AUTO -> ", pb::Variant_Name(pick.variant), " (", pick.why, geometry, ")");
 }
 
 using U128 = unsigned __int128;
@@ -90,17 +97,23 @@ absl::Status CheckBaselineHbm(const pb::Chip& chip, const DecodeConfig& cfg,
   const uint64_t ranks = kind == kernels::BaselineKind::kFanoutGroup ? uint64_t{cfg.c} * cfg.p : cfg.p;
   const uint64_t rows = kind == kernels::BaselineKind::kFanout ? 1 : cfg.h_q / cfg.h_kv;
   U128 need = 0, block = 0;
-  for (uint32_t u = 0; u < cfg.users; ++u) {
+  // Without request_lengths every request needs the same: one term times users.
+  const uint32_t lengths = cfg.request_lengths.empty() ? 1 : cfg.users;
+  const uint64_t copies = cfg.request_lengths.empty() ? cfg.users : 1;
+  for (uint32_t u = 0; u < lengths; ++u) {
     block = std::max(block, (U128{cfg.MaxContextOf(u)} + ranks - 1) / ranks);
-    need += 2 * AlignUp(U128{rows} * cfg.d * 2, 256) +
-            2 * AlignUp((U128{cfg.MaxContextOf(u)} + ranks - 1) / ranks * cfg.d * 2, 256);
+    need += copies * (2 * AlignUp(U128{rows} * cfg.d * 2, 256) +
+                      2 * AlignUp((U128{cfg.MaxContextOf(u)} + ranks - 1) / ranks * cfg.d * 2, 256));
   }
   const uint64_t region = chip.sip().cube().hbm_bytes() / chip.sip().cube().pes();
   if (need <= region) return absl::OkStatus();
   const topology::ChipIndex index(chip);
   const uint32_t pe = cfg.sip * index.cubes_per_sip() * index.pes_per_cube();
-  return Invalid(absl::StrCat(cfg.request_lengths.empty() ? "s" : "request_lengths",
-                              ": the baseline's K and V blocks (up to ", static_cast<uint64_t>(block),
+  const char* field = cfg.max_context != 0         ? "max_context"
+                      : !cfg.request_lengths.empty() ? "request_lengths"
+                      : cfg.users > 1               ? "s, users"
+                                                    : "s";
+  return Invalid(absl::StrCat(field, ": the baseline's K and V blocks (up to ", static_cast<uint64_t>(block),
                               " keys per PE, ", cfg.users, " request(s)) need ", GiB(need),
                               " of HBM on ", host::PeName(index, pe), ", its region holds ", region,
                               " B (", GiB(region), ")"));
@@ -151,17 +164,17 @@ absl::Status CheckCapacity(const pb::Chip& chip, const DecodeConfig& cfg, const 
 absl::StatusOr<DecodeConfig> ConfigOf(const pb::Chip& chip, const pb::Workload& w,
                                       std::vector<uint32_t>* cubes_out) {
   DecodeConfig cfg;
-  cfg.h_q = Or(w.h_q(), 64u);
-  cfg.h_kv = Or(w.h_kv(), 8u);
-  cfg.d = Or(w.d(), 128u);
-  cfg.t_q = Or(w.t_q(), 1u);
+  cfg.h_q = w.has_h_q() ? w.h_q() : 64u;
+  cfg.h_kv = w.has_h_kv() ? w.h_kv() : 8u;
+  cfg.d = w.has_d() ? w.d() : 128u;
+  cfg.t_q = w.has_t_q() ? w.t_q() : 1u;
   cfg.s = w.s();
   cfg.max_context = w.max_context();
-  cfg.c = Or(w.c(), 8u);
-  cfg.p = Or(w.p(), 8u);
+  cfg.c = w.has_c() ? w.c() : 8u;
+  cfg.p = w.has_p() ? w.p() : 8u;
   cfg.group_rows = w.group_rows();
   cfg.group_cols = w.group_cols();
-  cfg.tile = Or(w.tile(), 256u);
+  cfg.tile = w.has_tile() ? w.tile() : 256u;
   cfg.sip = w.sip();
   cfg.start_cube = w.start_cube();
   cfg.start_pe = w.start_pe();
@@ -197,13 +210,22 @@ absl::StatusOr<DecodeConfig> ConfigOf(const pb::Chip& chip, const pb::Workload& 
       break;
     case pb::BASELINE_FANOUT:
     case pb::BASELINE_REV1_TREE:
-      cfg.c = 1;  // one head per CUBE (baseline.h); an explicit c is not used
+      // One head per CUBE (baseline.h): C = 1, a group of one CUBE.
+      for (const auto& [field, value] : {std::pair<const char*, uint32_t>{"c", w.c()},
+                                         {"group_rows", w.group_rows()},
+                                         {"group_cols", w.group_cols()}}) {
+        if (value > 1) {
+          return Invalid(absl::StrCat(field, ": ", pb::Variant_Name(w.variant()),
+                                      " keeps a head in one CUBE (C = 1); got ", value));
+        }
+      }
+      cfg.c = 1;
       break;
     case pb::BASELINE_FANOUT_GROUP:
       break;
     case pb::SHORT_CONTEXT:
       cfg.variant = kernels::DecodeVariant::kOpt3;
-      cfg.kv_per_cube = Or(w.kv_per_cube(), 1u);
+      cfg.kv_per_cube = w.has_kv_per_cube() ? w.kv_per_cube() : 1u;
       if (w.c() > 1) {
         return Invalid(absl::StrCat("c: SHORT_CONTEXT keeps whole heads per CUBE (C = 1); got ",
                                     w.c()));
@@ -216,8 +238,21 @@ absl::StatusOr<DecodeConfig> ConfigOf(const pb::Chip& chip, const pb::Workload& 
       if (absl::Status s = CheckAutoFields(w, pick); !s.ok()) return s;
       cfg.variant = kernels::DecodeVariant::kOpt3;
       if (pick.variant == pb::SHORT_CONTEXT) {
-        cfg.kv_per_cube = Or(w.kv_per_cube(), 1u);
+        // The fewest KV heads per CUBE the chip hosts (1 when none does: the geometry refuses).
         cfg.c = 1;
+        if (w.has_kv_per_cube()) {
+          cfg.kv_per_cube = w.kv_per_cube();
+        } else {
+          for (cfg.kv_per_cube = 1; cfg.kv_per_cube < 8 && !kernels::HostsKvHeads(chip, cfg);
+               cfg.kv_per_cube *= 2) {
+          }
+          if (!kernels::HostsKvHeads(chip, cfg)) cfg.kv_per_cube = 1;
+        }
+      } else {
+        // The largest C <= 8 the chip hosts (8 when none does: the geometry refuses).
+        for (cfg.c = kAutoMostC; cfg.c > 1 && !kernels::HostsKvHeads(chip, cfg); --cfg.c) {
+        }
+        if (!kernels::HostsKvHeads(chip, cfg)) cfg.c = kAutoMostC;
       }
       break;
     }
@@ -260,7 +295,9 @@ absl::StatusOr<DecodeConfig> ConfigOf(const pb::Chip& chip, const pb::Workload& 
 AutoChoice DispatchAuto(const pb::Workload& w, uint64_t s) {
   AutoChoice pick;
   const bool prefill = w.kernel() == pb::PREFILL;
-  pick.threshold = Or(w.short_long_threshold(), prefill ? kPrefillShortLongThreshold : kShortLongThreshold);
+  pick.threshold = w.has_short_long_threshold()
+                       ? w.short_long_threshold()  // 0: always the long kernel
+                       : prefill ? kPrefillShortLongThreshold : kShortLongThreshold;
   const bool is_short = s < pick.threshold;
   pick.variant = is_short ? pb::SHORT_CONTEXT : prefill ? pb::RING : pb::OPT3;
   pick.why = absl::StrCat("S ", s, is_short ? " < " : " >= ", "threshold ", pick.threshold);
@@ -308,7 +345,7 @@ class DecodePlan final : public QkvPlan {
   }
 
   std::string Summary() const override {
-    return absl::StrCat("decode ", VariantLabel(w_, cfg_.s), ": H_q ", cfg_.h_q, ", H_kv ",
+    return absl::StrCat("decode ", VariantLabel(w_, cfg_), ": H_q ", cfg_.h_q, ", H_kv ",
                         cfg_.h_kv, ", d ", cfg_.d, ", S ", cfg_.s, ", T_q ", cfg_.t_q, ", C ",
                         cfg_.c, ", P ", cfg_.p, ", TILE ", cfg_.tile, ", users ", cfg_.users,
                         w_.data() ? "; data mode" : "; timing mode");
@@ -376,7 +413,7 @@ class DecodeLauncher final : public KernelLauncher {
     spec.reduce_option_rows = {pb::OPT1, pb::OPT3, pb::OPT2};
     spec.default_s = 131072;
     spec.check = [](const pb::Workload& w, const std::vector<pb::Variant>& variants) {
-      if (w.short_long_threshold() != 0 &&
+      if (w.has_short_long_threshold() &&
           std::find(variants.begin(), variants.end(), pb::AUTO) == variants.end()) {
         return absl::InvalidArgumentError(
             "short_long_threshold: only the AUTO variant uses it; add auto to the variants");
@@ -385,6 +422,11 @@ class DecodeLauncher final : public KernelLauncher {
     };
     spec.row = [](pb::Workload& w) {
       if (w.variant() != pb::AUTO) w.clear_short_long_threshold();  // only AUTO uses it
+      if (w.variant() == pb::BASELINE_FANOUT || w.variant() == pb::BASELINE_REV1_TREE) {
+        w.clear_c();  // one CUBE per head, whatever the other rows' C
+        w.clear_group_rows();
+        w.clear_group_cols();
+      }
     };
     return spec;
   }

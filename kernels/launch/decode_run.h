@@ -8,15 +8,19 @@
 //   tile 256, c 8, p 8, users 1, variant OPT3, reduce topologies TREE, k_layout TILE_MAJOR.
 //   `s` must be set. Variants: OPT1, OPT2, OPT3 (kernels/attention/decode.h), SHORT_CONTEXT
 //   (opt3 sweeps with kv_per_cube whole heads per CUBE, default 1, C = 1), AUTO (DispatchAuto:
-//   SHORT_CONTEXT below short_long_threshold, 0 = kShortLongThreshold, else OPT3 with the
-//   default C) and the baselines BASELINE_FANOUT, BASELINE_FANOUT_GROUP, BASELINE_REV1_TREE
+//   SHORT_CONTEXT below short_long_threshold, unset = kShortLongThreshold, else OPT3 with the
+//   largest C <= 8 whose CUBE Groups the chip hosts for the KV heads — C divides a SIP's
+//   CUBEs, HostsKvHeads in decode_launch.h; its short pick takes the fewest kv_per_cube of
+//   1, 2, 4, 8 that hosts them unless kv_per_cube is given) and the baselines BASELINE_FANOUT, BASELINE_FANOUT_GROUP, BASELINE_REV1_TREE
 //   (kernels/attention/baseline.h; T_q = 1; BASELINE_FANOUT and BASELINE_REV1_TREE keep a head
-//   in one CUBE, so C is 1 whatever `c` says, and the summary line says C 1); others are
-//   refused as not implemented yet.
+//   in one CUBE: C = 1, and c, group_rows or group_cols above 1 are refused; `ahbm compare`
+//   clears them for those rows); others are refused as not implemented yet.
 //   Fields outside DecodeLauncher::Fields() (gemm_*, vector_len, cube, q_tile, query_split)
 //   are refused by the shared path; kv_per_cube only with SHORT_CONTEXT / AUTO, short_long_threshold only with AUTO. AUTO
 //   picks C itself: c, group_rows, group_cols are refused with it, and kv_per_cube when it
-//   picks OPT3. The report's workload line says what AUTO picked and why.
+//   picks OPT3. The report's workload line says what AUTO picked and why (and its C or
+//   kv_per_cube when not the default: "AUTO -> OPT3 (S 3000 >= threshold 2049; C 4, the
+//   largest C <= 8 that hosts 2 KV heads)").
 // - Capacity, checked before anything is placed or simulated (one line, exit 2 in `ahbm`):
 //   KV caches per PE against its HBM region and instances per PE against its TCM arenas
 //   (kernels::CheckDecodeCapacity; the baselines: their K/V blocks against HBM), and in data
@@ -38,7 +42,8 @@
 //   latency less per hop, kept as is so the options compare against one bound).
 // - `ahbm compare` (compare.h): rows opt1, opt3, opt2, baseline_fanout, baseline_rev1_tree,
 //   x_base against baseline_fanout; --reduce_options rows opt1, opt3, opt2; s defaults to
-//   131072; short_long_threshold is refused unless auto is a row, and cleared for the others.
+//   131072; short_long_threshold is refused unless auto is a row, and cleared for the others;
+//   c and the group shape are cleared for baseline_fanout and baseline_rev1_tree.
 #ifndef AHBMSIM_KERNELS_LAUNCH_DECODE_RUN_H_
 #define AHBMSIM_KERNELS_LAUNCH_DECODE_RUN_H_
 

@@ -41,7 +41,7 @@ absl::StatusOr<const KernelLauncher*> LauncherOf(const pb::Workload& w) {
   return launcher;
 }
 
-// Lookup, unused fields, Prepare: the plan of a valid workload.
+// Lookup, unused fields, explicit zeros, Prepare: the plan of a valid workload.
 absl::StatusOr<std::unique_ptr<KernelPlan>> PlanOf(const pb::Chip& chip, const pb::Workload& w) {
   absl::StatusOr<const KernelLauncher*> launcher = LauncherOf(w);
   if (!launcher.ok()) return launcher.status();
@@ -50,6 +50,7 @@ absl::StatusOr<std::unique_ptr<KernelPlan>> PlanOf(const pb::Chip& chip, const p
       !s.ok()) {
     return s;
   }
+  if (absl::Status s = CheckGivenValues(w); !s.ok()) return s;
   return (*launcher)->Prepare(chip, w);
 }
 
@@ -96,14 +97,14 @@ std::vector<const KernelLauncher*> Launchers() {
 absl::StatusOr<RequestBatch> RequestBatchOf(const pb::Workload& w, const std::string& length,
                                             const std::string& s_meaning) {
   RequestBatch b;
-  b.users = w.users() == 0 ? 1 : w.users();
+  b.users = w.has_users() ? w.users() : 1;
   b.s = w.s();
   if (w.request_lengths_size() > 0) {
-    if (w.s() != 0) {
+    if (w.has_s()) {
       return absl::InvalidArgumentError(
           "s: leave it unset with request_lengths (each request has its own length)");
     }
-    if (w.users() != 0 && w.users() != static_cast<uint32_t>(w.request_lengths_size())) {
+    if (w.has_users() && w.users() != static_cast<uint32_t>(w.request_lengths_size())) {
       return absl::InvalidArgumentError(absl::StrCat(
           "users: ", w.users(), " but request_lengths lists ", w.request_lengths_size(), " requests"));
     }
@@ -118,14 +119,25 @@ absl::StatusOr<RequestBatch> RequestBatchOf(const pb::Workload& w, const std::st
     }
   }
   if (b.s == 0) return absl::InvalidArgumentError(absl::StrCat("s: must be > 0 (", s_meaning, ")"));
+  // Token counts past kMaxTokens overflow the placement's arithmetic long before any HBM
+  // could hold them: refused here, naming the field.
+  for (const auto& [field, tokens] :
+       {std::pair<const char*, uint64_t>{w.request_lengths_size() > 0 ? "request_lengths" : "s", b.s},
+        {"max_context", w.max_context()}}) {
+    if (tokens > kMaxTokens) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ": ", tokens,
+                                                     " tokens are past what the simulator "
+                                                     "places (at most 2^40 = ", kMaxTokens, ")"));
+    }
+  }
   return b;
 }
 
 absl::Status CheckDispatchFields(const pb::Workload& w) {
-  if (w.kv_per_cube() != 0 && w.variant() != pb::SHORT_CONTEXT && w.variant() != pb::AUTO) {
+  if (w.has_kv_per_cube() && w.variant() != pb::SHORT_CONTEXT && w.variant() != pb::AUTO) {
     return absl::InvalidArgumentError("kv_per_cube: only the SHORT_CONTEXT and AUTO variants use it");
   }
-  if (w.short_long_threshold() != 0 && w.variant() != pb::AUTO) {
+  if (w.has_short_long_threshold() && w.variant() != pb::AUTO) {
     return absl::InvalidArgumentError("short_long_threshold: only the AUTO variant uses it");
   }
   return absl::OkStatus();

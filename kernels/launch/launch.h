@@ -6,7 +6,8 @@
 // Contract — validation (before anything is simulated), every error ONE line:
 // - InvalidArgument "<field>: <reason>", e.g. "kernel: DECODE is not implemented yet",
 //   "h_q: not used by SELFTEST_GEMM (got 64); leave it unset" (any set field outside the
-//   launcher's Fields() and kernel, data, seed, issue_cost_profile), then the launcher's own
+//   launcher's Fields() and kernel, data, seed, issue_cost_profile), "d: must be > 0 (got 0);
+//   ..." (a field given as 0 where 0 is no value, CheckGivenValues), then the launcher's own
 //   checks (Prepare). LaunchOptions: inputs_dir / outputs_dir need data mode and a kernel with
 //   inputs / outputs; save_inputs needs data mode, outputs_dir and no inputs_dir. An unknown
 //   issue-cost profile is ChipSim's InvalidArgument.
@@ -76,7 +77,7 @@ struct LaunchResult {
 };
 
 // The validation part of RunWorkload (fields only; no files are read): lookup, unused fields,
-// the launcher's Prepare.
+// explicit zeros (CheckGivenValues), the launcher's Prepare.
 [[nodiscard]] absl::Status ValidateWorkload(const pb::Chip& chip, const pb::Workload& workload);
 
 // `chip` must have passed topology Validate() (topology::LoadTopologyFile does that).

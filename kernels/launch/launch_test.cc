@@ -4,6 +4,8 @@
 #include "kernels/launch/launch.h"
 
 #include "kernels/launch/decode_run.h"
+#include "kernels/launch/launcher.h"
+#include "kernels/launch/workload_io.h"
 
 #include <cmath>
 #include <cstdlib>
@@ -282,11 +284,11 @@ TEST(RunWorkload, EveryBadInputIsOneLineNamingTheFieldOrFile) {
        [](pb::Workload& w, LaunchOptions&) { w.set_kernel(static_cast<pb::Kernel>(99)); },
        StatusCode::kInvalidArgument, "kernel: unknown value 99"},
       {"gemm_m", [](pb::Workload& w, LaunchOptions&) { w.set_gemm_m(0); },
-       StatusCode::kInvalidArgument, "gemm_m must be > 0 (got 0)"},
+       StatusCode::kInvalidArgument, "gemm_m: must be > 0 (got 0)"},
       {"gemm_k", [](pb::Workload& w, LaunchOptions&) { w.set_gemm_k(0); },
-       StatusCode::kInvalidArgument, "gemm_k must be > 0 (got 0)"},
+       StatusCode::kInvalidArgument, "gemm_k: must be > 0 (got 0)"},
       {"gemm_n", [](pb::Workload& w, LaunchOptions&) { w.set_gemm_n(0); },
-       StatusCode::kInvalidArgument, "gemm_n must be > 0 (got 0)"},
+       StatusCode::kInvalidArgument, "gemm_n: must be > 0 (got 0)"},
       {"gemm scratch", [](pb::Workload& w, LaunchOptions&) { w.set_gemm_n(1 << 20); },
        StatusCode::kInvalidArgument,
        "gemm_m, gemm_k, gemm_n: A [8, 128] bf16 and out [8, 1048576] fp32 do not fit the PE's "
@@ -312,7 +314,7 @@ TEST(RunWorkload, EveryBadInputIsOneLineNamingTheFieldOrFile) {
        [](pb::Workload& w, LaunchOptions&) {
          w = AllReduce(0);
        },
-       StatusCode::kInvalidArgument, "vector_len must be > 0 (got 0)"},
+       StatusCode::kInvalidArgument, "vector_len: must be > 0 (got 0)"},
       {"vector_len too long", [](pb::Workload& w, LaunchOptions&) { w = AllReduce(300000); },
        StatusCode::kInvalidArgument, "vector_len: 300000 fp32 elements do not fit the PE's TCM"},
       {"profile", [](pb::Workload& w, LaunchOptions&) { w.set_issue_cost_profile("fast"); },
@@ -626,6 +628,189 @@ TEST(ValidateWorkload, KvPerCubeIsAPowerOfTwoUpToEight) {
     w.set_variant(pb::SHORT_CONTEXT);
     w.set_kv_per_cube(k);
     EXPECT_TRUE(ValidateWorkload(full, w).ok()) << k;
+  }
+}
+
+// A value given is a value used or refused: every explicit 0 the kernels cannot use is refused
+// naming the field (before: d, t_q, users, tile, c, ... = 0 ran the defaults), and the
+// rotation starts must lie in the group / CUBE.
+TEST(ValidateWorkload, ExplicitZerosAndRotationsOutsideTheGroupAreRefused) {
+  const pb::Chip small = LoadChip("small");
+  pb::Workload decode = Decode(100);
+  decode.set_h_q(8);
+  decode.set_h_kv(2);
+  decode.set_c(2);
+  decode.set_p(4);
+  pb::Workload prefill = decode;
+  prefill.set_kernel(pb::PREFILL);
+  prefill.set_c(4);  // the ring: C = G
+  ExpectRuns(small, decode);
+  ExpectRuns(small, prefill);
+  for (const pb::Workload& base : {decode, prefill}) {
+    for (const char* field : {"h_q", "h_kv", "d", "s", "t_q", "max_context", "c", "p",
+                              "group_rows", "tile", "users"}) {
+      pb::Workload w = base;
+      ASSERT_TRUE(SetWorkloadField(w, field, "0").ok());
+      ExpectRefused(small, w, absl::StrCat(field, ": must be > 0 (got 0)"));
+    }
+  }
+  pb::Workload w = prefill;
+  w.set_q_tile(0);
+  ExpectRefused(small, w, "q_tile: must be > 0 (got 0)");
+  w = decode;
+  w.set_variant(pb::SHORT_CONTEXT);
+  w.clear_c();
+  w.set_kv_per_cube(0);
+  ExpectRefused(small, w, "kv_per_cube: must be > 0 (got 0)");
+
+  w = decode;
+  w.set_start_cube(1000);
+  ExpectRefused(small, w, "start_cube: 1000 is outside the CUBE Group of C = 2: 0 .. 1");
+  w.set_start_cube(1);
+  w.set_start_pe(9);
+  ExpectRefused(small, w, "start_pe: 9 is outside the CUBE's P = 4 PEs: 0 .. 3");
+  w.set_start_pe(3);
+  ExpectRuns(small, w);
+  w = prefill;
+  w.set_start_cube(4);
+  ExpectRefused(small, w, "start_cube: 4 is outside the CUBE Group of C = 4: 0 .. 3");
+  w = decode;
+  w.set_variant(pb::BASELINE_FANOUT);
+  w.clear_c();
+  w.set_start_cube(1);  // the baseline keeps a head in one CUBE
+  ExpectRefused(small, w, "start_cube: 1 is outside the CUBE Group of C = 1: 0 .. 0");
+  w.clear_start_cube();
+  w.set_c(65536);  // ran as C = 1
+  ExpectRefused(small, w, "c: BASELINE_FANOUT keeps a head in one CUBE (C = 1); got 65536");
+  w.clear_c();
+  w.set_users(4294967295u);  // refused at once (the check no longer walks every request)
+  ExpectRefused(small, w, "s, users: the baseline's K and V blocks (up to 25 keys per PE, "
+                          "4294967295 request(s)) need 53248.00 GiB of HBM");
+}
+
+// 2^32 - 1 requests are refused at once, not after a walk over each (the prefill query-tile
+// default and the prefill baseline's outputs did; 80 s and ~100 GB of address space).
+TEST(RunWorkload, HugeUserCountsAreRefusedAtOnce) {
+  const pb::Chip small = LoadChip("small");
+  pb::Workload w = Decode(100);
+  w.set_kernel(pb::PREFILL);
+  w.set_variant(pb::BASELINE_FANOUT);
+  w.set_h_q(8);
+  w.set_h_kv(1);
+  w.set_d(64);
+  w.set_p(4);
+  w.set_users(4294967295u);
+  const absl::StatusOr<LaunchResult> r = RunWorkload(small, w, LaunchOptions{});
+  EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << r.status();
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("users: a baseline_fanout instance needs 172416 B of the TCM persistent "
+                        "arena"));
+}
+
+// Token counts past 2^40 are refused naming the field (max_context = 2^64 - 1 overflowed the
+// KV block size into a CHECK failure, exit 134).
+TEST(ValidateWorkload, TokenCountsAreBounded) {
+  const pb::Chip small = LoadChip("small");
+  for (pb::Kernel kernel : {pb::DECODE, pb::PREFILL}) {
+    pb::Workload w = Decode(100);
+    w.set_kernel(kernel);
+    w.set_h_q(8);
+    w.set_h_kv(2);
+    w.set_p(4);
+    w.set_c(kernel == pb::DECODE ? 2 : 4);
+    w.set_max_context(18446744073709551615u);
+    ExpectRefused(small, w,
+                  "max_context: 18446744073709551615 tokens are past what the simulator places "
+                  "(at most 2^40 = 1099511627776)");
+    w.clear_max_context();
+    w.set_s(kMaxTokens + 1);
+    ExpectRefused(small, w, "s: 1099511627777 tokens are past what the simulator places");
+    w.clear_s();
+    w.add_request_lengths(100);
+    w.add_request_lengths(kMaxTokens + 1);
+    ExpectRefused(small, w, "request_lengths: 1099511627777 tokens are past");
+  }
+}
+
+// AUTO's long kernel takes the largest C <= 8 the chip hosts for the KV heads (before: C = 8
+// always, refused on the small chip: "h_kv: 2 KV heads need 2 CUBE Groups of C = 8").
+TEST(RunWorkload, AutoPicksACTheChipHosts) {
+  const pb::Chip small = LoadChip("small");  // 1 SIP of 2x4 CUBEs x 4 PEs
+  pb::Workload w = Decode(3000);
+  w.set_variant(pb::AUTO);
+  w.set_h_q(2);
+  w.set_h_kv(2);
+  w.set_p(4);
+  LaunchOptions options;
+  options.keep_op_log = false;
+  absl::StatusOr<LaunchResult> r = RunWorkload(small, w, options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->runtime_status.ok()) << r->runtime_status;
+  EXPECT_THAT(r->report.workload_summary(),
+              HasSubstr("decode AUTO -> OPT3 (S 3000 >= threshold 2049; C 4, the largest C <= 8 "
+                        "that hosts 2 KV heads): H_q 2, H_kv 2, d 128, S 3000, T_q 1, C 4, P 4"));
+  // Its short kernel: the fewest heads per CUBE that host 16 KV heads on 8 CUBEs.
+  w.set_s(300);
+  w.set_h_q(16);
+  w.set_h_kv(16);
+  r = RunWorkload(small, w, options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(r->report.workload_summary(),
+              HasSubstr("AUTO -> SHORT_CONTEXT (S 300 < threshold 2049; kv_per_cube 2, the fewest "
+                        "heads per CUBE that host 16 KV heads)"));
+  // The full chip keeps the ADR's C = 8 (and the summary as before).
+  pb::Workload full = Decode(4096);
+  full.set_variant(pb::AUTO);
+  EXPECT_EQ(DecodeConfigOf(LoadChip("chip_4sip"), full)->c, 8u);
+}
+
+// Too many KV heads for the chip's groups: the refusal says what C (or kv_per_cube) fits.
+TEST(ValidateWorkload, KvHeadsThatDoNotFitNameWhatWould) {
+  ExpectRefused(LoadChip("chip_2sip"), Decode(131072),
+                "h_kv: 8 KV heads need 8 CUBE Groups of C = 8; SIPs 0.. have 4; C = 4 fits "
+                "(--c=4)");
+  pb::Workload w = Decode(1000);
+  w.set_variant(pb::SHORT_CONTEXT);
+  w.set_h_q(16);
+  w.set_h_kv(16);
+  w.set_p(4);
+  ExpectRefused(LoadChip("small"), w,
+                "h_kv: 16 KV heads need 16 CUBE Groups of C = 1; SIPs 0.. have 8; kv_per_cube = "
+                "2 fits (--kv_per_cube=2)");
+}
+
+// A TCM refusal names the field that made one instance too big (before: every one began
+// "users: 1 request(s) x 1 KV head(s)"), and the largest value of it that fits runs.
+TEST(ValidateWorkload, TcmRefusalsNameTheShapeFieldThatDoesNotFit) {
+  const pb::Chip small = LoadChip("small");
+  pb::Workload base = Decode(1000);
+  base.set_h_q(8);
+  base.set_h_kv(1);
+  base.set_c(4);
+  base.set_p(4);
+  const struct {
+    const char* field;
+    uint32_t too_big, fits;
+    std::string message;
+  } cases[] = {
+      {"d", 4096, 3846,
+       "d: 4096 elements per head: one kernel instance on pe 4 (sip0.cube1.pe0) needs 1116160 B "
+       "of the TCM scratch arena (a KV tile's or the reduce's temporaries), which gives one "
+       "instance 1048513 B; at most d = 3846 fits"},
+      {"tile", 100000, 21752,
+       "tile: 100000 keys: one kernel instance on pe 4 (sip0.cube1.pe0) needs 6406336 B of the "
+       "TCM persistent arena (q, m, l, O, Sj buffers), which holds 3145728 B; at most tile = "
+       "21752 fits"},
+      {"t_q", 64, 29, "t_q: 64 query tokens: one kernel instance on pe 4 (sip0.cube1.pe0) needs"},
+  };
+  for (const auto& c : cases) {
+    pb::Workload w = base;
+    ASSERT_TRUE(SetWorkloadField(w, c.field, absl::StrCat(c.too_big)).ok());
+    ExpectRefused(small, w, c.message);
+    ASSERT_TRUE(SetWorkloadField(w, c.field, absl::StrCat(c.fits + 1)).ok());
+    ExpectRefused(small, w, absl::StrCat("at most ", c.field, " = ", c.fits, " fits"));
+    ASSERT_TRUE(SetWorkloadField(w, c.field, absl::StrCat(c.fits)).ok());
+    ExpectRuns(small, w);
   }
 }
 

@@ -13,7 +13,8 @@
 // conventions.
 //
 // The shared path's order (error precedence): lookup ("kernel: ...") → set fields outside
-// Fields() ("<field>: not used by <KERNEL> (got <v>); leave it unset") → Prepare (defaults,
+// Fields() ("<field>: not used by <KERNEL> (got <v>); leave it unset") → explicit zeros
+// (CheckGivenValues, workload_io.h: "<field>: must be > 0 (got 0); ...") → Prepare (defaults,
 // validation, capacity: one-line InvalidArgument naming the field) → inputs_dir / outputs_dir
 // checks (data mode; HasInputs / HasOutputs) → LoadInputs (data mode) → ChipSim over Cubes()
 // with Summary() → Launch → Run → SeenInputs (data mode) → Gather (data mode, run OK).
@@ -140,9 +141,13 @@ absl::StatusOr<host::NpyArray> ReadNpyInput(const std::string& dir, const std::s
                                             const std::vector<uint64_t>& shape);
 
 // The request batch of DESIGN §6 (decode, prefill): `users` and `s`, or request_lengths (one
-// length per request: s must be unset, users 0 or their count; s = the longest). `length`
+// length per request: s must be unset, users unset or their count; s = the longest; s and
+// max_context at most kMaxTokens). `length`
 // names a length in the messages ("context length", "prompt length"); `s_meaning` says what s
 // is ("the context length, new token included").
+// The longest context, prompt or max_context RequestBatchOf takes (2^40 tokens: more than
+// any chip's HBM holds; past it the placement's arithmetic would overflow).
+inline constexpr uint64_t kMaxTokens = uint64_t{1} << 40;
 struct RequestBatch {
   uint32_t users = 1;
   uint64_t s = 0;

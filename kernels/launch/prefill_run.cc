@@ -37,11 +37,6 @@ using kernels::PrefillVariant;
 
 absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentError(message); }
 
-template <class T>
-T Or(T value, T fallback) {
-  return value == T{} ? fallback : value;
-}
-
 const char* SplitName(kernels::QuerySplit s) {
   switch (s) {
     case kernels::QuerySplit::kContiguous:
@@ -63,7 +58,9 @@ uint32_t BalancedQTile(const PrefillConfig& cfg) {
   const uint64_t most = std::max<uint64_t>(1, 128 / g);
   const uint64_t pes = cfg.variant == PrefillVariant::kFlash ? 1 : cfg.P();
   uint64_t tq = 0;
-  for (uint32_t u = 0; u < cfg.users; ++u) tq = std::max(tq, cfg.QueriesOf(u));
+  // Without request_lengths every request has the same T_q (users may be huge).
+  const uint32_t lengths = cfg.request_lengths.empty() ? 1 : cfg.users;
+  for (uint32_t u = 0; u < lengths; ++u) tq = std::max(tq, cfg.QueriesOf(u));
   uint64_t k = std::max<uint64_t>(1, (tq + pes * most - 1) / (pes * most));
   // Two tiles per PE at least, so the zig-zag can pair an early tile with a late one — unless
   // that leaves a tile under the GEMM array's 8 rows.
@@ -76,16 +73,16 @@ uint32_t BalancedQTile(const PrefillConfig& cfg) {
 absl::StatusOr<PrefillConfig> ConfigOf(const pb::Chip& chip, const pb::Workload& w,
                                        std::string* label, std::vector<uint32_t>* cubes) {
   PrefillConfig cfg;
-  cfg.h_q = Or(w.h_q(), 64u);
-  cfg.h_kv = Or(w.h_kv(), 8u);
-  cfg.d = Or(w.d(), 128u);
+  cfg.h_q = w.has_h_q() ? w.h_q() : 64u;
+  cfg.h_kv = w.has_h_kv() ? w.h_kv() : 8u;
+  cfg.d = w.has_d() ? w.d() : 128u;
   cfg.s = w.s();
   cfg.t_q = w.t_q();
   cfg.max_context = w.max_context();
-  cfg.p = Or(w.p(), 8u);
+  cfg.p = w.has_p() ? w.p() : 8u;
   cfg.group_rows = w.group_rows();
   cfg.group_cols = w.group_cols();
-  cfg.tile = Or(w.tile(), 128u);
+  cfg.tile = w.has_tile() ? w.tile() : 128u;
   cfg.q_tile = w.q_tile();  // 0: BalancedQTile, once the variant is known
   cfg.sip = w.sip();
   cfg.start_cube = w.start_cube();
@@ -120,11 +117,11 @@ absl::StatusOr<PrefillConfig> ConfigOf(const pb::Chip& chip, const pb::Workload&
   *label = pb::Variant_Name(variant);
   if (variant == pb::AUTO) {
     const AutoChoice pick = DispatchAuto(w, cfg.s);
-    if (w.c() != 0 || w.group_rows() != 0 || w.group_cols() != 0) {
-      return Invalid(absl::StrCat(w.c() != 0 ? "c" : w.group_rows() != 0 ? "group_rows" : "group_cols",
+    if (w.has_c() || w.has_group_rows() || w.has_group_cols()) {
+      return Invalid(absl::StrCat(w.has_c() ? "c" : w.has_group_rows() ? "group_rows" : "group_cols",
                                   ": AUTO picks the kernel and its C; leave it unset or choose a variant"));
     }
-    if (w.kv_per_cube() != 0 && pick.variant != pb::SHORT_CONTEXT) {
+    if (w.has_kv_per_cube() && pick.variant != pb::SHORT_CONTEXT) {
       return Invalid(absl::StrCat("kv_per_cube: AUTO picks RING (", pick.why,
                                   "), which does not use it; leave it unset or choose a variant"));
     }
@@ -147,7 +144,7 @@ absl::StatusOr<PrefillConfig> ConfigOf(const pb::Chip& chip, const pb::Workload&
       break;
     case pb::SHORT_CONTEXT:
       cfg.variant = PrefillVariant::kShortContext;
-      cfg.kv_per_cube = Or(w.kv_per_cube(), 1u);
+      cfg.kv_per_cube = w.has_kv_per_cube() ? w.kv_per_cube() : 1u;
       if (w.c() > 1) {
         return Invalid(absl::StrCat("c: SHORT_CONTEXT keeps whole heads per CUBE (C = 1); got ", w.c()));
       }
@@ -167,7 +164,7 @@ absl::StatusOr<PrefillConfig> ConfigOf(const pb::Chip& chip, const pb::Workload&
                                   " is not a PREFILL variant (FLASH, RING, SHORT_CONTEXT, AUTO, "
                                   "BASELINE_FANOUT are)"));
   }
-  if (w.q_tile() == 0) cfg.q_tile = BalancedQTile(cfg);
+  if (!w.has_q_tile()) cfg.q_tile = BalancedQTile(cfg);
   absl::StatusOr<std::vector<uint32_t>> used = kernels::PrefillCubes(chip, cfg);
   if (!used.ok()) return used.status();
   *cubes = *std::move(used);

@@ -11,7 +11,7 @@
 //   SELFTEST_DEADLOCK   field cube. On every PE of the CUBE (at least 2): a receive from its
 //                       first IPCQ neighbour in the order N, S, E, W; nobody sends. No inputs,
 //                       no outputs.
-//   Errors: "cube: 99 is outside the chip's 8 CUBEs", "gemm_m must be > 0 (got 0)", ...
+//   Errors: "cube: 99 is outside the chip's 8 CUBEs", "gemm_m: must be > 0 (got 0)", ...
 //   Inputs from the seed: std::mt19937_64(seed), uniform(-1, 1) in float, drawn in row-major
 //   order of each input in the order listed, then rounded by the store to the tensor's dtype.
 //   HBM addresses: host::HbmAllocator, inputs then outputs, in the order listed.
@@ -42,7 +42,7 @@ U128 AlignUp(U128 v, uint64_t align) { return (v + align - 1) / align * align; }
 absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentError(message); }
 
 absl::Status Positive(const std::string& field, uint64_t value) {
-  if (value == 0) return Invalid(absl::StrCat(field, " must be > 0 (got 0)"));
+  if (value == 0) return Invalid(absl::StrCat(field, ": must be > 0 (got 0)"));
   return absl::OkStatus();
 }
 

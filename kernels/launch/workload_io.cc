@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/check.h"
 #include "base/text_proto.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/io/tokenizer.h"
@@ -28,9 +29,12 @@ namespace {
 using google::protobuf::EnumDescriptor;
 using google::protobuf::FieldDescriptor;
 
-std::string EnumNames(const EnumDescriptor& e) {
+// The enum's value names without its UNSPECIFIED (0) value.
+std::string SetEnumNames(const EnumDescriptor& e) {
   std::vector<std::string> names;
-  for (int i = 0; i < e.value_count(); ++i) names.push_back(e.value(i)->name());
+  for (int i = 0; i < e.value_count(); ++i) {
+    if (e.value(i)->number() != 0) names.push_back(e.value(i)->name());
+  }
   return absl::StrJoin(names, ", ");
 }
 
@@ -105,12 +109,13 @@ absl::Status SetWorkloadField(pb::Workload& workload, const std::string& name,
       const EnumDescriptor* e = field->enum_type();
       const std::string upper = absl::AsciiStrToUpper(value);
       for (int i = 0; i < e->value_count(); ++i) {
-        if (e->value(i)->name() == upper) {
+        // UNSPECIFIED is "unset": leave the flag out instead.
+        if (e->value(i)->number() != 0 && e->value(i)->name() == upper) {
           reflection->SetEnum(&workload, field, e->value(i));
           return absl::OkStatus();
         }
       }
-      return bad(absl::StrCat("unknown value; one of ", EnumNames(*e), " (any case)"));
+      return bad(absl::StrCat("unknown value; one of ", SetEnumNames(*e), " (any case)"));
     }
     default:
       break;
@@ -118,18 +123,153 @@ absl::Status SetWorkloadField(pb::Workload& workload, const std::string& name,
   return absl::InvalidArgumentError(absl::StrCat(name, ": unsupported field type"));
 }
 
+namespace {
+
+// Every workload field: what it means (with its unit), its default when left unset (empty:
+// the kernel needs it) and whether an explicit 0 is a value. Enum fields list their values
+// after the meaning. `ahbm help run` and `ahbm help compare` print it; CheckGivenValues reads
+// the defaults and zero_ok.
+struct FieldDoc {
+  const char* name;
+  const char* meaning;
+  const char* default_text;
+  bool zero_ok = false;
+};
+
+constexpr FieldDoc kFieldDocs[] = {
+    {"kernel", "what to run", ""},
+    {"variant",
+     "the kernel's variant. DECODE: OPT1, OPT2, OPT3, SHORT_CONTEXT, AUTO, BASELINE_FANOUT, "
+     "BASELINE_FANOUT_GROUP, BASELINE_REV1_TREE; PREFILL: FLASH, RING, SHORT_CONTEXT, AUTO, "
+     "BASELINE_FANOUT",
+     "decode OPT3, prefill RING"},
+    {"h_q", "query heads", "64, Llama3-70B"},
+    {"h_kv", "KV heads; h_q must be a multiple of it (G = h_q / h_kv)", "8"},
+    {"d", "head dimension, elements", "128"},
+    {"s",
+     "context length in tokens, the new one included (decode), or prompt length (prefill); "
+     "not with request_lengths; compare's default: decode 131072, prefill 8192",
+     ""},
+    {"t_q", "query tokens this launch, the last T_q positions, causal",
+     "decode 1, prefill the whole prompt"},
+    {"max_context", "tokens the KV blocks are sized for (>= s): B = ceil(max_context / (C*P))",
+     "s"},
+    {"c", "CUBEs per CUBE Group (sequence parallelism over CUBEs)",
+     "decode 8, AUTO the largest C <= 8 the chip hosts, prefill ring G"},
+    {"p", "PEs per CUBE (sequence parallelism over PEs)", "8"},
+    {"group_rows", "CUBE Group rectangle rows, with group_cols (rows x cols = c)",
+     "the rectangle of c CUBEs with the shallowest reduce root"},
+    {"group_cols", "CUBE Group rectangle columns, with group_rows", "as group_rows"},
+    {"tile", "KV tile, keys", "decode 256, prefill 128"},
+    {"q_tile", "prefill query tile, GEMM rows (a multiple of G = h_q / h_kv)",
+     "up to 128, balanced over the PEs"},
+    {"kv_per_cube", "SHORT_CONTEXT: whole KV heads per CUBE, 1, 2, 4 or 8", "1"},
+    {"users", "concurrent requests, each with its own KV cache", "1, or request_lengths' count"},
+    {"start_cube", "Level-1 rotation of request 0: its first CUBE in the group, 0 .. C-1", "0",
+     true},
+    {"start_pe", "Level-2 rotation of request 0: its first PE in the CUBE, 0 .. P-1", "0", true},
+    {"level1_reduce", "decode Level-1 (NOC, between CUBEs) reduce collective",
+     "TREE, rooted at the centre"},
+    {"level2_reduce", "decode Level-2 (IPCQ, between a CUBE's PEs) reduce collective", "TREE"},
+    {"k_layout", "K cache layout in HBM (TILE_MAJOR is implemented)", "TILE_MAJOR"},
+    {"query_split", "prefill: how a head's query tiles spread over a CUBE's PEs", "ZIGZAG"},
+    {"issue_cost_profile", "PE CPU issue cost per command (ADR-0064): zero or realistic",
+     "the topology's"},
+    {"sip", "first SIP used; KV head h runs on SIP sip + h / (CUBE Groups per SIP)", "0", true},
+    {"data", "data mode: real values through the kernels (else timing mode, no values)", "false",
+     true},
+    {"seed", "draws the inputs in data mode when no inputs_dir is given", "0", true},
+    {"gemm_m", "SELFTEST_GEMM: rows of A and out", ""},
+    {"gemm_k", "SELFTEST_GEMM: columns of A, rows of B", ""},
+    {"gemm_n", "SELFTEST_GEMM: columns of B and out", ""},
+    {"vector_len", "SELFTEST_ALLREDUCE: fp32 elements of each PE's vector", ""},
+    {"cube", "SELFTEST_*: the global CUBE index the self-test runs on", "0", true},
+    {"no_rotation", "keep every request at start_cube / start_pe (else request r is rotated by r)",
+     "false", true},
+    {"request_lengths",
+     "one context (decode) or prompt (prefill) length per request, tokens, comma-separated: a "
+     "batch; s unset",
+     "every request has length s"},
+    {"reduce_payload", "decode reduce message: the (m, l, O) triplet as three messages or one",
+     "TRIPLET"},
+    {"reduce_merge", "decode reduce merge: 11 MATH ops on the CPU or one scheduler command",
+     "PRIMITIVE"},
+    {"short_long_threshold",
+     "AUTO: contexts shorter than this (tokens) run SHORT_CONTEXT, longer the long kernel; 0: "
+     "always the long kernel",
+     "measured: decode 2049, prefill 705", true},
+    {"kv_bank_layout", "BANK HBM channels: where a rank's V sits against its K", "NAIVE"},
+};
+
+const FieldDoc& DocOf(const FieldDescriptor& field) {
+  for (const FieldDoc& doc : kFieldDocs) {
+    if (field.name() == doc.name) return doc;
+  }
+  AHBM_CHECK(false) << "workload field " << field.name() << " has no entry in kFieldDocs";
+  return kFieldDocs[0];
+}
+
+}  // namespace
+
 std::vector<WorkloadField> WorkloadFields() {
   std::vector<WorkloadField> out;
   const google::protobuf::Descriptor* d = pb::Workload::descriptor();
   for (int i = 0; i < d->field_count(); ++i) {
     const FieldDescriptor* f = d->field(i);
-    std::string help =
-        f->cpp_type() == FieldDescriptor::CPPTYPE_ENUM
-            ? absl::StrCat("workload field: ", EnumNames(*f->enum_type()))
-            : absl::StrCat("workload field (", f->type_name(), ")");
+    const FieldDoc& doc = DocOf(*f);
+    std::string help = doc.meaning;
+    // The variant's meaning names its values per kernel.
+    if (f->cpp_type() == FieldDescriptor::CPPTYPE_ENUM && f->name() != "variant") {
+      absl::StrAppend(&help, ": ", SetEnumNames(*f->enum_type()));
+    }
+    absl::StrAppend(&help, *doc.default_text == '\0' ? " (required)"
+                                                     : absl::StrCat(" (default: ", doc.default_text, ")"));
     out.push_back({f->name(), std::move(help)});
   }
   return out;
+}
+
+absl::Status CheckGivenValues(const pb::Workload& workload) {
+  std::vector<const FieldDescriptor*> set;
+  workload.GetReflection()->ListFields(workload, &set);
+  const google::protobuf::Reflection* r = workload.GetReflection();
+  for (const FieldDescriptor* field : set) {
+    if (field->is_repeated()) continue;  // request_lengths: RequestBatchOf checks each length
+    const FieldDoc& doc = DocOf(*field);
+    if (doc.zero_ok) continue;
+    const std::string leave =
+        *doc.default_text == '\0'
+            ? std::string()
+            : absl::StrCat("; leave it unset for the default (", doc.default_text, ")");
+    switch (field->cpp_type()) {
+      case FieldDescriptor::CPPTYPE_UINT32:
+      case FieldDescriptor::CPPTYPE_UINT64: {
+        const uint64_t v = field->cpp_type() == FieldDescriptor::CPPTYPE_UINT32
+                               ? r->GetUInt32(workload, field)
+                               : r->GetUInt64(workload, field);
+        if (v == 0) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(field->name(), ": must be > 0 (got 0)", leave));
+        }
+        break;
+      }
+      case FieldDescriptor::CPPTYPE_ENUM:
+        if (r->GetEnumValue(workload, field) == 0) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              field->name(), ": ", field->enum_type()->value(0)->name(), " is the unset value; give one of ",
+              SetEnumNames(*field->enum_type()), leave));
+        }
+        break;
+      case FieldDescriptor::CPPTYPE_STRING:
+        if (r->GetString(workload, field).empty()) {
+          return absl::InvalidArgumentError(absl::StrCat(field->name(), ": empty", leave));
+        }
+        break;
+      default:
+        break;
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckUnusedWorkloadFields(const pb::Workload& workload, const std::string& kernel,

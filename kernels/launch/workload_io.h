@@ -12,7 +12,14 @@
 //   (uint32 / uint64); bools `true` / `false`; enums by value name, case-insensitive
 //   (`selftest_gemm`); strings as given. Errors are InvalidArgument `<name>: <reason>` (no
 //   such field, not an integer, out of range, unknown enum value with the allowed names).
-// - WorkloadFields lists every field in proto order with a one-line help for `ahbm help run`.
+// - WorkloadFields lists every field in proto order with a one-line help for `ahbm help run`
+//   and `ahbm help compare`: its meaning and unit, its values (enums), its default.
+// - CheckGivenValues: a value given is a value used or refused. Every field has presence
+//   (proto/workload.proto); a set field holding 0, an UNSPECIFIED enum value or "" is refused
+//   with InvalidArgument "<field>: must be > 0 (got 0); leave it unset for the default (<d>)"
+//   (enums: "<field>: <X>_UNSPECIFIED is the unset value; give one of ..."), except the
+//   fields where 0 is a value: seed, sip, start_cube, start_pe, cube, short_long_threshold,
+//   data, no_rotation. So a launcher may read an unset field's 0 as "use the default".
 #ifndef AHBMSIM_KERNELS_LAUNCH_WORKLOAD_IO_H_
 #define AHBMSIM_KERNELS_LAUNCH_WORKLOAD_IO_H_
 
@@ -35,9 +42,12 @@ absl::Status SetWorkloadField(pb::Workload& workload, const std::string& name,
 
 struct WorkloadField {
   std::string name;
-  std::string help;  // "workload field (uint32)", enums with their value names
+  // "head dimension, elements (default: 128)"; enums with their value names.
+  std::string help;
 };
 std::vector<WorkloadField> WorkloadFields();
+
+[[nodiscard]] absl::Status CheckGivenValues(const pb::Workload& workload);
 
 // Nothing is silently ignored: InvalidArgument "<field>: not used by <kernel> (got <value>);
 // leave it unset" for the first set field that is neither in `used` nor one every kernel

@@ -1,9 +1,11 @@
 // Workload files (protobuf text format) and single fields from text (`ahbm run` flags).
 #include "kernels/launch/workload_io.h"
 
+#include <map>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -11,6 +13,7 @@ namespace ahbm::launch {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 TEST(WorkloadFile, TheShippedExampleParses) {
@@ -61,6 +64,7 @@ TEST(SetWorkloadField, ParsesEveryKindOfField) {
   EXPECT_EQ(w.issue_cost_profile(), "realistic");
   ASSERT_TRUE(SetWorkloadField(w, "gemm_m", "0").ok());  // explicit zero overrides
   EXPECT_EQ(w.gemm_m(), 0u);
+  EXPECT_TRUE(w.has_gemm_m());  // and stays "given" (CheckGivenValues refuses it)
 }
 
 TEST(SetWorkloadField, BadValuesAreOneLineErrorsNamingTheField) {
@@ -69,8 +73,10 @@ TEST(SetWorkloadField, BadValuesAreOneLineErrorsNamingTheField) {
     std::string name, value, message;
   } cases[] = {
       {"kernel", "bogus",
-       "kernel: unknown value; one of KERNEL_UNSPECIFIED, DECODE, PREFILL, SELFTEST_GEMM, "
+       "kernel: unknown value; one of DECODE, PREFILL, SELFTEST_GEMM, "
        "SELFTEST_ALLREDUCE, SELFTEST_DEADLOCK (any case) (got 'bogus')"},
+      // UNSPECIFIED is the unset value: leave the flag out.
+      {"variant", "variant_unspecified", "variant: unknown value; one of OPT1, OPT2, OPT3"},
       {"gemm_m", "x", "gemm_m: must be an integer in [0, 4294967295] (got 'x')"},
       {"gemm_m", "-1", "gemm_m: must be an integer"},
       {"gemm_m", "4294967296", "gemm_m: must be an integer in [0, 4294967295] (got '4294967296')"},
@@ -90,8 +96,64 @@ TEST(WorkloadFields, ListsEveryFieldInProtoOrder) {
   ASSERT_EQ(fields.size(), static_cast<size_t>(pb::Workload::descriptor()->field_count()));
   EXPECT_EQ(fields.front().name, "kernel");
   EXPECT_THAT(fields.front().help, HasSubstr("SELFTEST_DEADLOCK"));
+  EXPECT_THAT(fields.front().help, Not(HasSubstr("KERNEL_UNSPECIFIED")));
   EXPECT_EQ(fields.back().name, "kv_bank_layout");
   EXPECT_THAT(fields.back().help, HasSubstr("INTERLEAVED"));
+}
+
+// Every flag says what it means, its unit where it has one, and its default.
+TEST(WorkloadFields, HelpGivesMeaningUnitAndDefault) {
+  std::map<std::string, std::string> help;
+  for (const WorkloadField& f : WorkloadFields()) {
+    help[f.name] = f.help;
+    EXPECT_THAT(f.help, Not(HasSubstr("workload field"))) << f.name;
+    EXPECT_THAT(f.help, testing::AnyOf(HasSubstr("(default: "), HasSubstr("(required)"))) << f.name;
+  }
+  EXPECT_EQ(help["d"], "head dimension, elements (default: 128)");
+  EXPECT_THAT(help["tile"], HasSubstr("keys (default: decode 256, prefill 128)"));
+  EXPECT_THAT(help["s"], HasSubstr("tokens"));
+  EXPECT_THAT(help["vector_len"], HasSubstr("fp32 elements"));
+  EXPECT_THAT(help["level2_reduce"], HasSubstr("TREE, CHAIN, RING_REDUCE (default: TREE)"));
+}
+
+// A value given is a value used or refused: an explicit 0, UNSPECIFIED or "" is refused
+// naming the field, from a flag or a file, except where 0 is a value.
+TEST(CheckGivenValues, ExplicitZerosAreRefusedWhereZeroIsNoValue) {
+  for (const char* field : {"h_q", "h_kv", "d", "s", "t_q", "max_context", "c", "p", "group_rows",
+                            "group_cols", "tile", "q_tile", "kv_per_cube", "users", "gemm_m",
+                            "gemm_k", "gemm_n", "vector_len"}) {
+    pb::Workload w;
+    ASSERT_TRUE(SetWorkloadField(w, field, "0").ok()) << field;
+    const absl::Status s = CheckGivenValues(w);
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << field;
+    EXPECT_THAT(std::string(s.message()), StartsWith(absl::StrCat(field, ": must be > 0 (got 0)")));
+  }
+  for (const char* field : {"seed", "sip", "start_cube", "start_pe", "cube",
+                            "short_long_threshold"}) {
+    pb::Workload w;
+    ASSERT_TRUE(SetWorkloadField(w, field, "0").ok()) << field;
+    EXPECT_TRUE(CheckGivenValues(w).ok()) << field;
+  }
+  pb::Workload w;
+  ASSERT_TRUE(SetWorkloadField(w, "data", "false").ok());
+  ASSERT_TRUE(SetWorkloadField(w, "no_rotation", "false").ok());
+  EXPECT_TRUE(CheckGivenValues(w).ok());
+  EXPECT_TRUE(CheckGivenValues(pb::Workload()).ok());  // nothing given: every default
+  ASSERT_TRUE(SetWorkloadField(w, "d", "0").ok());
+  EXPECT_EQ(CheckGivenValues(w).message(),
+            "d: must be > 0 (got 0); leave it unset for the default (128)");
+
+  absl::StatusOr<pb::Workload> file = ParseWorkloadText("kernel: DECODE\ntile: 0\n", "w");
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_THAT(std::string(CheckGivenValues(*file).message()), StartsWith("tile: must be > 0"));
+  file = ParseWorkloadText("variant: VARIANT_UNSPECIFIED\n", "w");
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_THAT(std::string(CheckGivenValues(*file).message()),
+              StartsWith("variant: VARIANT_UNSPECIFIED is the unset value; give one of OPT1"));
+  file = ParseWorkloadText("issue_cost_profile: \"\"\n", "w");
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_THAT(std::string(CheckGivenValues(*file).message()),
+              StartsWith("issue_cost_profile: empty; leave it unset"));
 }
 
 TEST(SetWorkloadField, RepeatedFieldTakesACommaSeparatedList) {
