@@ -112,7 +112,7 @@ caf::behavior IpcqBehavior(IpcqActor* self, Engine* engine, UnitId self_id, cons
             << "IPCQ queue " << st.unit_name() << ": IpcqPop of message " << id
             << ", but the head message is "
             << (st.fifo.empty() ? std::string("none") : std::to_string(st.fifo.front()));
-        const IpcqPopResult result = st.model->Pop(engine->now(), id);
+        const IpcqPopResult result = st.model->Pop(engine->now(), id, Bytes(pop->bytes()));
         Announce(st, engine, self_id, result.departed);
         if (result.message_complete) {
           st.messages.erase(id);

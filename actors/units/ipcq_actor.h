@@ -20,7 +20,7 @@
 //   queue has no credit, DESIGN §4). A message with blocked chunks (no credit) is remembered;
 //   its remaining arrivals are sent by the IpcqPop that lets them depart, and its IpcqAccepted
 //   {accepted_ps = the last chunk's depart} is delivered at that depart.
-// - IpcqPop at now(): IpcqModel::Pop(now(), message_id); every chunk that departs because of the
+// - IpcqPop at now(): IpcqModel::Pop(now(), message_id, bytes); every chunk that departs because of the
 //   returned credit (any message) is handled as above (arrival, and IpcqAccepted for a message
 //   whose last chunk departed). Per-sender events of one handler are sent in chunk order, a
 //   message's IpcqAccepted right after its last chunk's IpcqArrival.

@@ -143,8 +143,10 @@ void KernelRuntime::PopArrived(Cpu& cpu, Channel& ch, IncomingMessage& msg, SimT
   const SimTime now = Now();
   // The queue's pops stay in time order (the model's rule; also FIFO: none before the previous).
   at = std::max({now, at, ch.last_pop});
+  // The pop names the chunks seen to arrive: one arriving before `at` is popped on its own arrival.
   auto pop = std::allocate_shared<pb::IpcqPop>(internal::PoolAllocator<pb::IpcqPop>());
   pop->set_message_id(msg.message_id);
+  pop->set_bytes(msg.arrived_bytes - msg.popped_bytes);
   sim_->context().engine->Send(cpu.core.unit(), at - now, msg.queue,
                                std::shared_ptr<const pb::IpcqPop>(pop));
   ipcq_unpopped_[msg.queue] -= static_cast<int64_t>(msg.arrived_bytes - msg.popped_bytes);

@@ -21,7 +21,9 @@
 //   instances of one request on one PE share its messages in post order).
 // - Recv from an IPCQ neighbour, when the queue's head message is its request's: pops the head
 //   message's chunks as they arrive (streaming: a message larger than the queue passes) and
-//   completes at its last chunk's arrival, or at the post if that is later.
+//   completes at its last chunk's arrival, or at the post if that is later. A pop is issued at
+//   max(now, the post, the queue's last pop) and names the chunks seen to have arrived (IpcqPop
+//   bytes); a chunk arriving before that time is popped by a pop of its own at its arrival.
 // - IPCQ demultiplexing (multi-request PEs): the queue stays FIFO. If the head message's request
 //   has no receive posted but another request's receive waits on the queue, the runtime pops
 //   the head into a per-PE staging buffer (pops at max(now, that receive's post); the credit
@@ -205,7 +207,8 @@ class KernelRuntime : public sim::CpuRuntime {
   uint64_t ChannelKey(uint32_t pe, const Peer& from) const;
   // Matches the channel's messages to posted receives (and stages, see the contract).
   void PumpChannel(Cpu& cpu, uint64_t key);
-  // Pops every arrived, unpopped chunk of `msg` at max(now, at, the channel's last pop).
+  // Pops every chunk of `msg` seen to arrive and not yet popped, at max(now, at, the channel's
+  // last pop).
   void PopArrived(Cpu& cpu, Channel& ch, IncomingMessage& msg, SimTime at);
   // Writes `msg` into `recv`'s buffer (data mode) and logs the receive; returns its handle.
   uint64_t Deliver(Cpu& cpu, const IncomingMessage& msg, const PostedRecv& recv, SimTime end,

@@ -756,6 +756,46 @@ std::vector<pb::OpRecord> OpsNamed(const Harness& h, const std::string& op) {
   return out;
 }
 
+// ---- IPCQ pops ----
+
+// A receive posted while a two-chunk message streams in pops at its post (its issue time, after
+// the recv issue cost): chunk 0, seen to arrive before the post, is popped then; chunk 1,
+// arriving between the post call and its issue, is popped at the same instant by a pop of its
+// own. Swept over post times around chunk 1's arrival (536 cycles: send issue 16, two chunks
+// of 256 cycles on the link, latency 8); every run completes, at max(post, arrival).
+TEST_F(RuntimeTiming, AReceivePostedAsTheLastChunkArrivesPopsEachChunkOnce) {
+  const uint64_t chunk = chip_.sip().cube().ipcq().chunk_bytes();
+  const uint64_t ipcq_bw = chip_.sip().cube().ipcq().link().bytes_per_cycle();
+  const uint64_t arrive1 = realistic_.send_cycles() + 2 * chunk / ipcq_bw + ipcq_lat_;
+  bool window = false;  // a post issued within recv_cycles after chunk 1's arrival
+  for (uint64_t busy = 15000; busy <= 17500; busy += exp_rate_) {
+    Harness h(false, "realistic");
+    const std::vector<uint64_t> shape = {2 * chunk / 4};
+    ASSERT_TRUE(h.runtime
+                    ->AddKernel(1, 0,
+                                [&](Tl& tl) -> Task<void> {
+                                  co_await tl.Send(tl.PeerOf("W"), tl.Alloc(shape));
+                                })
+                    .ok());
+    ASSERT_TRUE(h.runtime
+                    ->AddKernel(0, 0,
+                                [&](Tl& tl) -> Task<void> {
+                                  const Tensor x = tl.Alloc({busy}, pb::FP32, Arena::kPersistent);
+                                  co_await tl.Exp(x, x);
+                                  co_await tl.Recv(tl.PeerOf("E"), shape);
+                                })
+                    .ok());
+    const absl::Status status = h.runtime->Run();
+    ASSERT_TRUE(status.ok()) << "busy " << busy << ": " << status;
+    const std::vector<pb::OpRecord> recv = OpsNamed(h, "recv_ipcq");
+    ASSERT_EQ(recv.size(), 1u);
+    const uint64_t post = recv[0].issue_ps();
+    EXPECT_EQ(recv[0].end_ps(), std::max(post, arrive1 * ps_)) << "busy " << busy;
+    if (post > arrive1 * ps_ && post <= (arrive1 + realistic_.recv_cycles()) * ps_) window = true;
+  }
+  EXPECT_TRUE(window) << "no post issued just after chunk 1's arrival";
+}
+
 // PE 1's instances send in the opposite order of PE 0's receive posts: request 1's message is
 // at the head while only request 0's receive waits, so the runtime stages it (pop at its
 // arrival) and request 0 takes the next one; request 1's later receive takes the staged copy.
