@@ -99,22 +99,30 @@ IpcqSendResult IpcqModel::Send(SimTime ready, uint64_t message_id, Bytes bytes) 
   return result;
 }
 
-IpcqPopResult IpcqModel::Pop(SimTime now, uint64_t message_id) {
+IpcqPopResult IpcqModel::Pop(SimTime now, uint64_t message_id, Bytes bytes) {
   AHBM_CHECK(!messages_.empty() && messages_.front().id == message_id)
       << "IPCQ pop of message " << message_id << " but the head message is "
       << (messages_.empty() ? std::string("none") : std::to_string(messages_.front().id));
   AHBM_CHECK(now >= last_pop_) << "IPCQ pop at " << now << " after a pop at " << last_pop_;
+  AHBM_CHECK(bytes.value() > 0) << "IPCQ pop of 0 bytes of message " << message_id;
   last_pop_ = now;
   IpcqPopResult result;
   Message& head = messages_.front();
-  while (!head.unpopped.empty() && head.unpopped.front().arrive <= now) {
+  while (result.popped < bytes) {
+    AHBM_CHECK(!head.unpopped.empty())
+        << "IPCQ pop of " << bytes << " of message " << message_id << " at " << now << ": after "
+        << result.popped << " the next chunk has not departed";
+    AHBM_CHECK(head.unpopped.front().arrive <= now)
+        << "IPCQ pop of " << bytes << " of message " << message_id << " at " << now << ": after "
+        << result.popped << " the next chunk arrives at " << head.unpopped.front().arrive;
     result.popped += head.unpopped.front().bytes;
     head.unpopped.pop_front();
     ++head.popped_chunks;
   }
+  AHBM_CHECK(result.popped == bytes) << "IPCQ pop of " << bytes << " of message " << message_id
+                                     << " ends inside a chunk";
   result.message_complete = head.popped_chunks == head.chunks;
   if (result.message_complete) messages_.pop_front();
-  if (result.popped.value() == 0) return result;
 
   const SimTime credit_return = clock_.NextEdge(now) + Latency();
   result.credit_return = credit_return;

@@ -6,8 +6,8 @@
 //
 // Inputs (time-stamped, in picoseconds):
 //   Send(ready, message_id, bytes)  the sender hands over a message whose data is ready at `ready`.
-//   Pop(now, message_id)            the receiver takes, at `now`, every chunk of the head message
-//                                   that has arrived by `now`.
+//   Pop(now, message_id, bytes)     the receiver takes, at `now`, the head message's next chunks,
+//                                   `bytes` in all, each arrived by `now`.
 // Outputs: the chunks that obtained a departure (`IpcqChunk`: depart / link_free / arrive), the
 //   bytes still waiting on credit, and for a pop the time its credit reaches the sender.
 //
@@ -27,13 +27,14 @@
 // - A chunk for which even every credit return already known is not enough is *blocked*; it and
 //   every later chunk of this queue stay blocked until a Pop returns enough credit. Send never
 //   unblocks anything (it adds no credit).
-// - Pop(now, id): `id` must be the oldest message not yet fully popped (FIFO). It removes every
-//   chunk of that message with arrive <= now (possibly none). If it removed P > 0 bytes, the
-//   sender regains P bytes of credit at credit_return = edge(now) + lat; blocked chunks are then
-//   scheduled by the rule above, so the first of them departs at max(credit_return, ...).
-//   A receiver that posted its recv before the data came calls Pop at each chunk's arrival
-//   (streaming, which lets a message larger than the queue through); one that pops whole messages
-//   calls Pop once, at or after the last chunk's arrive.
+// - Pop(now, id, P): `id` must be the oldest message not yet fully popped (FIFO). It removes
+//   that message's next chunks, P > 0 bytes of whole chunks, every one with arrive <= now (the
+//   receiver names what it has seen arrive: a chunk arriving between the receiver's decision and
+//   a later `now` is not taken along). The sender regains P bytes of credit at credit_return =
+//   edge(now) + lat; blocked chunks are then scheduled by the rule above, so the first of them
+//   departs at max(credit_return, ...). A receiver that posted its recv before the data came
+//   calls Pop at each chunk's arrival (streaming, which lets a message larger than the queue
+//   through); one that pops whole messages calls Pop once, at or after the last chunk's arrive.
 // - Hence the receiver's queue (chunks departed, not yet popped) never holds more than
 //   queue_bytes.
 // - Pop times must not decrease from call to call (the actor pops in engine order), so credit
@@ -86,7 +87,7 @@ struct IpcqSendResult {
 struct IpcqPopResult {
   Bytes popped;                          // bytes removed from the receiver's queue by this call
   bool message_complete = false;         // every chunk of the message has now been popped
-  std::optional<SimTime> credit_return;  // when the sender regains `popped`; none if popped == 0
+  SimTime credit_return;                 // when the sender regains `popped`
   std::vector<IpcqChunk> departed;       // previously blocked chunks (any message) now scheduled
 };
 
@@ -105,9 +106,9 @@ class IpcqModel {
   // from every message of this queue that is not yet fully popped.
   IpcqSendResult Send(SimTime ready, uint64_t message_id, Bytes bytes);
 
-  // The receiver pops, at `now`, every arrived chunk of the head message, which must be
-  // `message_id`. `now` must be >= the previous Pop's.
-  IpcqPopResult Pop(SimTime now, uint64_t message_id);
+  // The receiver pops, at `now`, the next `bytes` (whole chunks, all arrived by `now`) of the
+  // head message, which must be `message_id`. `now` must be >= the previous Pop's.
+  IpcqPopResult Pop(SimTime now, uint64_t message_id, Bytes bytes);
 
   // Whether a message of `bytes` sent now would have a chunk blocked, i.e. could not be wholly
   // accepted without a Pop that has not happened yet. Time does not matter: credit already on its

@@ -57,7 +57,7 @@ std::vector<IpcqChunk> DrainStreaming(IpcqModel& q, std::vector<IpcqChunk> depar
     const IpcqChunk chunk = in_flight.front();
     in_flight.pop_front();
     all.push_back(chunk);
-    const IpcqPopResult pop = q.Pop(chunk.arrive, chunk.message_id);
+    const IpcqPopResult pop = q.Pop(chunk.arrive, chunk.message_id, chunk.bytes);
     in_flight.insert(in_flight.end(), pop.departed.begin(), pop.departed.end());
   }
   return all;
@@ -154,14 +154,13 @@ TEST(IpcqModelTest, LargerThanQueueStallsWithoutPops) {
   EXPECT_FALSE(sent.accepted.has_value());
   EXPECT_EQ(q.blocked_bytes(), Bytes(n - k.queue));
   // Popping everything that arrived is not enough to complete the message...
-  const IpcqPopResult pop = q.Pop(sent.departed.back().arrive, /*message_id=*/1);
+  const IpcqPopResult pop = q.Pop(sent.departed.back().arrive, /*message_id=*/1, Bytes(k.queue));
   EXPECT_EQ(pop.popped, Bytes(k.queue));
   EXPECT_FALSE(pop.message_complete);
   // ...but it lets the next queue-full through, at the credit return.
-  ASSERT_TRUE(pop.credit_return.has_value());
-  EXPECT_EQ(*pop.credit_return, sent.departed.back().arrive + k.Cyc(k.latency));
+  EXPECT_EQ(pop.credit_return, sent.departed.back().arrive + k.Cyc(k.latency));
   ASSERT_EQ(pop.departed.size(), k.queue / k.chunk);
-  EXPECT_EQ(pop.departed[0].depart, *pop.credit_return);
+  EXPECT_EQ(pop.departed[0].depart, pop.credit_return);
 }
 
 TEST(IpcqModelTest, LargerThanQueueCompletesWhenReceiverPopsAsChunksArrive) {
@@ -183,6 +182,36 @@ TEST(IpcqModelTest, LargerThanQueueCompletesWhenReceiverPopsAsChunksArrive) {
   EXPECT_EQ(q.stats().credit_stall, SimTime(0));
   EXPECT_EQ(q.pending_messages(), 0u);
   EXPECT_EQ(q.blocked_bytes(), Bytes(0));
+}
+
+// A pop takes what the receiver names, not everything that has arrived by its time: a receiver
+// that decides at chunk 0's arrival to pop at a later `t` (its receive is posted then), with
+// chunk 1 - the last - arriving in between, pops chunk 0 at t, then chunk 1 at t when it sees it
+// arrive; the message completes at the second pop, which therefore still finds it at the head.
+TEST(IpcqModelTest, APopTakesOnlyTheChunksItNames) {
+  const pb::Ipcq config = ShippedIpcq();
+  const Numbers k = NumbersOf(config);
+  IpcqModel q(config);
+  const IpcqSendResult sent = q.Send(SimTime(0), /*message_id=*/1, Bytes(2 * k.chunk));
+  ASSERT_EQ(sent.departed.size(), 2u);
+  const SimTime t = sent.departed[1].arrive + k.Cyc(1);
+  const IpcqPopResult first = q.Pop(t, /*message_id=*/1, Bytes(k.chunk));
+  EXPECT_EQ(first.popped, Bytes(k.chunk));
+  EXPECT_FALSE(first.message_complete);
+  const IpcqPopResult second = q.Pop(t, /*message_id=*/1, Bytes(k.chunk));
+  EXPECT_TRUE(second.message_complete);
+  EXPECT_EQ(second.credit_return, first.credit_return);
+  EXPECT_EQ(q.pending_messages(), 0u);
+}
+
+// Popping a chunk before it has arrived is a receiver bug.
+TEST(IpcqModelTest, PoppingAChunkBeforeItArrivesFails) {
+  const pb::Ipcq config = ShippedIpcq();
+  const Numbers k = NumbersOf(config);
+  IpcqModel q(config);
+  const IpcqSendResult sent = q.Send(SimTime(0), /*message_id=*/1, Bytes(k.chunk));
+  EXPECT_DEATH(q.Pop(sent.departed[0].arrive - k.Cyc(1), /*message_id=*/1, Bytes(k.chunk)),
+               "the next chunk arrives at");
 }
 
 // A queue of one chunk: every chunk waits for the previous one's credit, which comes back one
@@ -232,21 +261,14 @@ TEST_P(NoCreditTest, DepartsAtPopPlusCreditReturnLatency) {
   EXPECT_EQ(blocked.blocked_bytes, Bytes(k.chunk));
   EXPECT_FALSE(blocked.accepted.has_value());
 
-  // A pop before anything arrived frees nothing and unblocks nothing.
-  const IpcqPopResult early = q.Pop(full.departed[0].arrive - k.Cyc(1), /*message_id=*/1);
-  EXPECT_EQ(early.popped, Bytes(0));
-  EXPECT_FALSE(early.credit_return.has_value());
-  EXPECT_TRUE(early.departed.empty());
-
   const SimTime pop_time = full.departed.back().arrive + SimTime(c.pop_delay_ps);
-  const IpcqPopResult pop = q.Pop(pop_time, /*message_id=*/1);
+  const IpcqPopResult pop = q.Pop(pop_time, /*message_id=*/1, Bytes(k.queue));
   EXPECT_EQ(pop.popped, Bytes(k.queue));
   EXPECT_TRUE(pop.message_complete);
   // Pops are taken at the link's next clock edge; the credit needs one latency to come back.
   const uint64_t pop_edge_ps = CeilDiv(pop_time.value(), k.period_ps) * k.period_ps;
   const SimTime expected_depart = SimTime(pop_edge_ps) + k.Cyc(k.latency);
-  ASSERT_TRUE(pop.credit_return.has_value());
-  EXPECT_EQ(*pop.credit_return, expected_depart);
+  EXPECT_EQ(pop.credit_return, expected_depart);
   ASSERT_EQ(pop.departed.size(), 1u);
   EXPECT_EQ(pop.departed[0].message_id, 2u);
   EXPECT_EQ(pop.departed[0].depart, expected_depart);
@@ -266,7 +288,7 @@ TEST(IpcqModelTest, CreditInTransitDelaysWithoutBlocking) {
   IpcqModel q(config);
   const IpcqSendResult full = q.Send(SimTime(0), /*message_id=*/1, Bytes(k.queue));
   const SimTime pop_time = full.departed.back().arrive;
-  const IpcqPopResult pop = q.Pop(pop_time, /*message_id=*/1);
+  const IpcqPopResult pop = q.Pop(pop_time, /*message_id=*/1, Bytes(k.queue));
   EXPECT_FALSE(q.WouldBlock(Bytes(k.queue)));
   const IpcqSendResult next = q.Send(pop_time, /*message_id=*/2, Bytes(k.chunk));
   ASSERT_EQ(next.departed.size(), 1u);
@@ -287,7 +309,8 @@ TEST(IpcqModelTest, LaterMessageNeverOvertakesABlockedOne) {
   EXPECT_EQ(big.blocked_bytes, Bytes(k.chunk));
   const IpcqSendResult small = q.Send(SimTime(0), /*message_id=*/3, Bytes(1));
   EXPECT_TRUE(small.departed.empty()) << "1 byte has credit but must stay behind message 2";
-  const IpcqPopResult pop = q.Pop(first.departed.back().arrive, /*message_id=*/1);
+  const IpcqPopResult pop =
+      q.Pop(first.departed.back().arrive, /*message_id=*/1, Bytes(k.queue - k.chunk / 2));
   ASSERT_EQ(pop.departed.size(), 2u);
   EXPECT_EQ(pop.departed[0].message_id, 2u);
   EXPECT_EQ(pop.departed[1].message_id, 3u);
@@ -316,6 +339,7 @@ ScriptLog RunScript(const pb::Ipcq& config) {
     uint64_t id;
     uint64_t chunks;
     std::vector<IpcqChunk> seen;
+    size_t popped = 0;  // of `seen`
   };
   std::deque<Pending> pending;
   auto record = [&](const std::vector<IpcqChunk>& chunks) {
@@ -335,11 +359,12 @@ ScriptLog RunScript(const pb::Ipcq& config) {
     while (!pending.empty() && !pending.front().seen.empty()) {
       Pending& head = pending.front();
       if (head.seen.size() < head.chunks && head.chunks * k.chunk <= k.queue) break;
+      if (head.popped == head.seen.size()) break;
       now = std::max(now, head.seen.back().arrive);
-      const IpcqPopResult pop = q.Pop(now, head.id);
-      if (pop.credit_return.has_value()) {
-        log.credit_returns.push_back({*pop.credit_return, pop.popped});
-      }
+      Bytes bytes;
+      for (; head.popped < head.seen.size(); ++head.popped) bytes += head.seen[head.popped].bytes;
+      const IpcqPopResult pop = q.Pop(now, head.id, bytes);
+      log.credit_returns.push_back({pop.credit_return, pop.popped});
       record(pop.departed);
       if (pop.message_complete) pending.pop_front();
     }

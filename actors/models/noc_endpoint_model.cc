@@ -19,7 +19,7 @@ void NocEndpointModel::Absorb(SimTime now) {
 
 std::optional<NocEndpointModel::Departure> NocEndpointModel::Decide(SimTime now,
                                                                    const Blocked& m) {
-  Pair& pair = pairs_[{m.src_pe, m.request_id}];
+  Pair& pair = pairs_[{m.src_pe, m.flow}];
   const int64_t need = static_cast<int64_t>(m.bytes.value());
   const SimTime ready = std::max({m.ready, now, pair.last_depart});
   std::optional<SimTime> posted;
@@ -65,15 +65,15 @@ std::optional<NocEndpointModel::Departure> NocEndpointModel::Decide(SimTime now,
 }
 
 std::optional<NocEndpointModel::Departure> NocEndpointModel::Send(SimTime now, uint32_t src_pe,
-                                                                 uint32_t request_id,
+                                                                 uint64_t flow,
                                                                  uint64_t message_id,
                                                                  SimTime ready, Bytes bytes) {
   AHBM_CHECK(bytes.value() > 0) << "NOC message " << message_id << " has 0 bytes";
   Absorb(now);
-  const Blocked m{message_id, src_pe, request_id, ready, bytes};
-  // A message behind a blocked one of its (src, request) waits behind it.
+  const Blocked m{message_id, src_pe, flow, ready, bytes};
+  // A message behind a blocked one of its (src, flow) waits behind it.
   const bool behind = std::any_of(blocked_.begin(), blocked_.end(), [&](const Blocked& b) {
-    return b.src_pe == src_pe && b.request_id == request_id;
+    return b.src_pe == src_pe && b.flow == flow;
   });
   if (!behind) {
     if (std::optional<Departure> d = Decide(now, m)) return d;
@@ -87,7 +87,7 @@ std::vector<NocEndpointModel::Departure> NocEndpointModel::Unblock(SimTime now) 
   std::vector<Blocked> still;
   for (const Blocked& b : blocked_) {
     const bool behind = std::any_of(still.begin(), still.end(), [&](const Blocked& s) {
-      return s.src_pe == b.src_pe && s.request_id == b.request_id;
+      return s.src_pe == b.src_pe && s.flow == b.flow;
     });
     std::optional<Departure> d;
     if (!behind) d = Decide(now, b);
@@ -102,10 +102,9 @@ std::vector<NocEndpointModel::Departure> NocEndpointModel::Unblock(SimTime now) 
 }
 
 std::vector<NocEndpointModel::Departure> NocEndpointModel::PostRecv(SimTime now, uint32_t src_pe,
-                                                                   uint32_t request_id,
-                                                                   SimTime at) {
+                                                                   uint64_t flow, SimTime at) {
   Absorb(now);
-  Pair& pair = pairs_[{src_pe, request_id}];
+  Pair& pair = pairs_[{src_pe, flow}];
   if (pair.unposted > 0) {
     --pair.unposted;  // its message already left (it landed in the queue)
     return {};

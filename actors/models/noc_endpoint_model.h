@@ -7,17 +7,19 @@
 //
 // Inputs (times in ps; `now` is the event clock, never decreasing from call to call; every
 // other time is >= the `now` of its call):
-//   Send(now, src, request, id, ready, bytes)  a message of `bytes` > 0 from PE `src` for
-//                                              `request` whose data is ready at `ready`.
-//   PostRecv(now, src, request, at)            a receive for (src, request) was posted at `at`.
+//   Send(now, src, flow, id, ready, bytes)     a message of `bytes` > 0 from PE `src` on `flow`
+//                                              whose data is ready at `ready`.
+//   PostRecv(now, src, flow, at)               a receive for (src, flow) was posted at `at`.
+// A flow is the receiver's matching key beside the source (the kernel runtime's (request,
+// message stream), runtime.h); the model only compares flows.
 //   Consume(now, id, at)                       a receive took message `id` at `at`.
 // Outputs: Departure {message_id, depart, landing} — when a message leaves its sender and where
 //   it lands; Send returns it at once or nothing (the message is *blocked*); PostRecv and
 //   Consume return the blocked messages they let go, in the order they were blocked.
 //
 // Contract (exactly as implemented):
-// - Pairing: per (src, request), the k-th message sent is taken by the k-th receive posted (the
-//   runtime's receives take their request's oldest message from a source, in post order; NOC
+// - Pairing: per (src, flow), the k-th message sent is taken by the k-th receive posted (the
+//   runtime's receives take their flow's oldest message from a source, in post order; NOC
 //   delivery keeps a source's order). A message whose receive is already posted lands in that
 //   receive's buffer ("posted": the buffer has the receive's size, no queue credit is used).
 // - Credits are bytes of the endpoint queue, counted by the sender side (this model, as the
@@ -25,7 +27,7 @@
 //   queue spends its whole size at its departure and gets it back when a receive takes it
 //   (Consume, at `at`). A message never enters the queue in part (no streaming through the
 //   queue: a message larger than the free queue waits whole, for credit or for its receive).
-// - Departure of a message ready at r, of N bytes, on (src, request):
+// - Departure of a message ready at r, of N bytes, on (src, flow):
 //     posted  p = max(r, post time of its receive), if that receive is posted;
 //     queue   q = the earliest t >= r at which credit(t) >= N, where credit(t) = credit after
 //             every departure so far + every return known with time <= t (if any such t);
@@ -33,9 +35,9 @@
 //     (spending N). Neither: blocked. Ties go to the posted buffer (no credit spent).
 //   Credit is counted in call order, not time order: a departure spends from every later
 //   decision, even one whose ready time lies before it (conservative, deterministic).
-// - Order: per (src, request) messages leave in send order, none before the previous one's
+// - Order: per (src, flow) messages leave in send order, none before the previous one's
 //   departure (r above is max(ready, that departure)): a message behind a blocked one of the
-//   same (src, request) is blocked too. Messages of other pairs are independent: a blocked
+//   same (src, flow) is blocked too. Messages of other pairs are independent: a blocked
 //   message holds no credit and never blocks another pair's smaller message (first fit, in
 //   block order, at each PostRecv / Consume).
 // - A departure released by PostRecv or Consume is at max(its rule time, now).
@@ -67,16 +69,16 @@ class NocEndpointModel {
   struct Blocked {
     uint64_t message_id = 0;
     uint32_t src_pe = 0;
-    uint32_t request_id = 0;
+    uint64_t flow = 0;
     SimTime ready;
     Bytes bytes;
   };
 
   explicit NocEndpointModel(Bytes queue_bytes);
 
-  std::optional<Departure> Send(SimTime now, uint32_t src_pe, uint32_t request_id,
-                                uint64_t message_id, SimTime ready, Bytes bytes);
-  std::vector<Departure> PostRecv(SimTime now, uint32_t src_pe, uint32_t request_id, SimTime at);
+  std::optional<Departure> Send(SimTime now, uint32_t src_pe, uint64_t flow, uint64_t message_id,
+                                SimTime ready, Bytes bytes);
+  std::vector<Departure> PostRecv(SimTime now, uint32_t src_pe, uint64_t flow, SimTime at);
   std::vector<Departure> Consume(SimTime now, uint64_t message_id, SimTime at);
 
   Bytes queue_bytes() const { return Bytes(static_cast<uint64_t>(queue_bytes_)); }
@@ -85,7 +87,7 @@ class NocEndpointModel {
   const std::vector<Blocked>& blocked() const { return blocked_; }
 
  private:
-  using Key = std::pair<uint32_t, uint32_t>;  // (src_pe, request_id)
+  using Key = std::pair<uint32_t, uint64_t>;  // (src_pe, flow)
   struct Pair {
     std::deque<SimTime> posts;  // receives posted and not yet paired with a departed message
     uint64_t unposted = 0;      // messages departed before their receive was posted

@@ -69,9 +69,9 @@ TEST(NocEndpointModel, PostedReceiveTakesAMessageBiggerThanTheQueue) {
 TEST(NocEndpointModel, BlockedMessageLeavesAtItsReceivesPost) {
   NocEndpointModel ep(B(kQueue));
   EXPECT_EQ(ep.Send(T(0), 1, 0, 10, T(100), B(2 * kQueue)), std::nullopt);
-  // A second message of the same (src, request) waits behind it even though it fits.
+  // A second message of the same (src, flow) waits behind it even though it fits.
   EXPECT_EQ(ep.Send(T(0), 1, 0, 11, T(120), B(1024)), std::nullopt);
-  // Another request's message of the same source is independent.
+  // Another flow's (request's) message of the same source is independent.
   EXPECT_EQ(ep.Send(T(0), 1, 1, 12, T(130), B(1024)), D(12, 130, Landing::kQueue));
   EXPECT_EQ(ep.PostRecv(T(200), 1, 0, T(250)),
             (std::vector<Departure>{D(10, 250, Landing::kPosted), D(11, 250, Landing::kQueue)}));

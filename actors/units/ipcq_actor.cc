@@ -32,6 +32,7 @@ void Announce(IpcqActorState& st, Engine* engine, UnitId self_id,
     arrival->set_message_bytes(m.bytes);
     arrival->set_queue_unit(self_id);
     arrival->set_request_id(m.request_id);
+    arrival->set_stream(m.stream);
     *arrival->mutable_payload() = m.payload;
     const UnitId receiver =
         st.index->PeUnit(topology::UnitKind::kPeCpu, st.index->PeOf(m.dst_pe)).value();
@@ -89,6 +90,7 @@ caf::behavior IpcqBehavior(IpcqActor* self, Engine* engine, UnitId self_id, cons
         m.dst_pe = send->dst_pe();
         m.bytes = send->bytes();
         m.request_id = send->request_id();
+        m.stream = send->stream();
         m.chunk_count =
             static_cast<uint32_t>((send->bytes() + st.chunk_bytes - 1) / st.chunk_bytes);
         m.payload = send->payload();
@@ -112,7 +114,7 @@ caf::behavior IpcqBehavior(IpcqActor* self, Engine* engine, UnitId self_id, cons
             << "IPCQ queue " << st.unit_name() << ": IpcqPop of message " << id
             << ", but the head message is "
             << (st.fifo.empty() ? std::string("none") : std::to_string(st.fifo.front()));
-        const IpcqPopResult result = st.model->Pop(engine->now(), id);
+        const IpcqPopResult result = st.model->Pop(engine->now(), id, Bytes(pop->bytes()));
         Announce(st, engine, self_id, result.departed);
         if (result.message_complete) {
           st.messages.erase(id);

@@ -13,17 +13,18 @@
 // Contract:
 // - IpcqSend at now(): IpcqModel::Send(now(), message_id, bytes). Every chunk that obtained a
 //   departure gets an IpcqArrival {message_id, src_pe, dst_pe, chunk_index, chunk_count, bytes
-//   (the chunk's), message_bytes, queue_unit = this unit, payload, request_id (the send's)},
-//   sent with delay arrive - now(), i.e. delivered at the chunk's arrive. A message whose every chunk has credit
-//   at the send is accepted at once: the sender gets IpcqAccepted {message_id, accepted_ps =
-//   now()} with zero delay, before the arrivals (a `send` blocks only while the destination
-//   queue has no credit, DESIGN §4). A message with blocked chunks (no credit) is remembered;
-//   its remaining arrivals are sent by the IpcqPop that lets them depart, and its IpcqAccepted
-//   {accepted_ps = the last chunk's depart} is delivered at that depart.
-// - IpcqPop at now(): IpcqModel::Pop(now(), message_id); every chunk that departs because of the
-//   returned credit (any message) is handled as above (arrival, and IpcqAccepted for a message
-//   whose last chunk departed). Per-sender events of one handler are sent in chunk order, a
-//   message's IpcqAccepted right after its last chunk's IpcqArrival.
+//   (the chunk's), message_bytes, queue_unit = this unit, payload, request_id and stream (the
+//   send's)}, sent with delay arrive - now(), i.e. delivered at the chunk's arrive. A message
+//   whose every chunk has credit at the send is accepted at once: the sender gets IpcqAccepted
+//   {message_id, accepted_ps = now()} with zero delay, before the arrivals (a `send` blocks only
+//   while the destination queue has no credit, DESIGN §4). A message with blocked chunks (no
+//   credit) is remembered; its remaining arrivals are sent by the IpcqPop that lets them
+//   depart, and its IpcqAccepted {accepted_ps = the last chunk's depart} is delivered at that
+//   depart.
+// - IpcqPop at now(): IpcqModel::Pop(now(), message_id, bytes); every chunk that departs because
+//   of the returned credit (any message) is handled as above (arrival, and IpcqAccepted for a
+//   message whose last chunk departed). Per-sender events of one handler are sent in chunk
+//   order, a message's IpcqAccepted right after its last chunk's IpcqArrival.
 // - Errors are kernel-runtime bugs (the tl API validates first) and fail an AHBM_CHECK naming the
 //   queue, the message and the reason: src_pe is not this queue's PE, dst_pe is not the
 //   neighbour in this queue's direction (or the PE has none), bytes == 0, message_id still pending
@@ -61,6 +62,7 @@ struct IpcqActorState {
     uint32_t dst_pe = 0;
     uint64_t bytes = 0;
     uint32_t request_id = 0;  // passed through to the arrivals
+    uint32_t stream = 0;
     uint32_t chunk_count = 0;
     bool accepted_sent = false;  // IpcqAccepted already sent (the message had credit at once)
     pb::TensorRef payload;

@@ -87,6 +87,7 @@ caf::behavior CpuStandIn(caf::event_based_actor*, Engine* engine, UnitId self_id
         if (!pop_on_arrival) return;
         auto pop = std::make_shared<pb::IpcqPop>();
         pop->set_message_id(a->message_id());
+        pop->set_bytes(a->bytes());
         engine->Send(self_id, SimTime(0), a->queue_unit(),
                      std::shared_ptr<const pb::IpcqPop>(std::move(pop)));
       },
@@ -142,10 +143,13 @@ class IpcqActorTest : public ::testing::Test {
                 std::shared_ptr<const pb::IpcqSend>(std::move(send)));
   }
 
-  // PE `receiver`'s CPU pops message `id` from the queue `src`.`dir` at absolute time `at`.
-  void PopMsg(Engine& engine, SimTime at, uint64_t id, uint32_t receiver, uint32_t src, Dir dir) {
+  // PE `receiver`'s CPU pops `bytes` of message `id` from the queue `src`.`dir` at absolute
+  // time `at`.
+  void PopMsg(Engine& engine, SimTime at, uint64_t id, uint64_t bytes, uint32_t receiver,
+              uint32_t src, Dir dir) {
     auto pop = std::make_shared<pb::IpcqPop>();
     pop->set_message_id(id);
+    pop->set_bytes(bytes);
     engine.Send(Cpu(receiver), at - engine.now(), Queue(src, dir),
                 std::shared_ptr<const pb::IpcqPop>(std::move(pop)));
   }
@@ -267,7 +271,7 @@ TEST_F(IpcqActorTest, SendWithNoCreditBlocksUntilTheReceiverPops) {
 
   // The receiver pops message 1: the credit is back at edge(pop) + latency, then message 2
   // departs and serialises.
-  PopMsg(engine, SimTime(t_pop), 1, 2, 0, Dir::kSouth);
+  PopMsg(engine, SimTime(t_pop), 1, queue_, 2, 0, Dir::kSouth);
   engine.Run();
   const uint64_t credit_return = Edge(t_pop) + Cyc(lat_);
   ASSERT_EQ(logs_[0].accepted.size(), 2u);
@@ -291,7 +295,7 @@ TEST_F(IpcqActorTest, PartlyBlockedMessageIsAcceptedWhenItsLastChunkDeparts) {
   SendMsg(engine, SimTime(0), 1, 3, Dir::kNorth, 1, first);
   SendMsg(engine, SimTime(0), 2, 3, Dir::kNorth, 1, 2 * chunk_);
   const uint64_t t_pop = Cyc(10'000);
-  PopMsg(engine, SimTime(t_pop), 1, 1, 3, Dir::kNorth);
+  PopMsg(engine, SimTime(t_pop), 1, first, 1, 3, Dir::kNorth);
   engine.Run();
   const uint64_t credit_return = Edge(t_pop) + Cyc(lat_);
   const uint64_t second_chunk0 = Cyc((first / chunk_) * Ser(chunk_));
@@ -462,7 +466,7 @@ TEST_F(IpcqActorTest, PopOfAMessageThatIsNotTheHeadDies) {
         Build(engine);
         SendMsg(engine, SimTime(0), 5, 0, Dir::kEast, 1, 64);
         SendMsg(engine, SimTime(0), 6, 0, Dir::kEast, 1, 64);
-        PopMsg(engine, SimTime(Cyc(1000)), 6, 1, 0, Dir::kEast);
+        PopMsg(engine, SimTime(Cyc(1000)), 6, 64, 1, 0, Dir::kEast);
         engine.Run();
       },
       "queue sip0.cube0.pe0.ipcq.E: IpcqPop of message 6, but the head message is 5");

@@ -116,6 +116,7 @@ caf::behavior NocRouterBehavior(NocRouterActor* self, Engine* engine, UnitId sel
         done->set_bytes(m.bytes());
         done->set_sent_ps(in->sent_ps());
         done->set_request_id(m.request_id());
+        done->set_stream(m.stream());
         for (const Hop& hop : route) {
           if (hop.link == Hop::Link::kUcie) {
             done->set_ucie_hops(done->ucie_hops() + 1);

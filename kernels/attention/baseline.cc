@@ -300,8 +300,9 @@ absl::StatusOr<DecodeLaunch> LaunchFanout(const pb::Chip& chip, const DecodeConf
             plan.store_output = rank.pe == root.pe;
             plan.o_addr = root.addr + uint64_t{gi} * cfg.d * 2;
             const uint32_t request = group ? u * g + gi : u;
+            // Message stream: the KV head (a PE may hold several with kv_per_cube).
             if (absl::Status s = runtime.AddKernel(
-                    rank.pe, request, [plan](Tl& tl) { return BaselineRank(tl, plan); });
+                    rank.pe, request, h, [plan](Tl& tl) { return BaselineRank(tl, plan); });
                 !s.ok()) {
               return s;
             }
@@ -402,7 +403,8 @@ absl::StatusOr<DecodeLaunch> LaunchRev1(const pb::Chip& chip, const DecodeConfig
         }
         plan.store_output = node == geo->pe_root;
         plan.o_addr = *o_addr;
-        if (absl::Status s = runtime.AddKernel(pes[node], u, [plan](Tl& tl) { return Rev1Rank(tl, plan); });
+        if (absl::Status s =
+                runtime.AddKernel(pes[node], u, h, [plan](Tl& tl) { return Rev1Rank(tl, plan); });
             !s.ok()) {
           return s;
         }

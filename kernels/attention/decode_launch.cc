@@ -388,8 +388,9 @@ absl::StatusOr<DecodeLaunch> LaunchDecode(const pb::Chip& chip, const DecodeConf
             plan.o_addr = placed->outputs[h].addr;
           }
         }
+        // Message stream: the KV head (its group's instances message only each other).
         if (absl::Status s = runtime.AddKernel(
-                pe, u, [shape, plan](Tl& tl) { return DecodeRank(tl, shape, plan); });
+                pe, u, h, [shape, plan](Tl& tl) { return DecodeRank(tl, shape, plan); });
             !s.ok()) {
           return s;
         }
@@ -592,8 +593,8 @@ absl::Status CheckDecodeCapacity(const pb::Chip& chip, const DecodeConfig& cfg) 
   // TCM: instances per PE, persistent arena shared, scratch arena split evenly.
   const pb::Tcm& tcm = chip.sip().cube().pe().tcm();
   const uint64_t instances = uint64_t{cfg.users} * heads_per_pe;
-  // Several requests on a PE reserve the runtime's message staging (runtime.h).
-  const uint64_t staging = cfg.users > 1 ? kDemuxStagingBytes : 0;
+  // Several instances on a PE reserve the runtime's message staging (runtime.h).
+  const uint64_t staging = instances > 1 ? kDemuxStagingBytes : 0;
   const uint64_t scratch = tcm.scratch_bytes();
   const uint64_t persistent = tcm.total_bytes() - scratch - std::min(staging, tcm.total_bytes() - scratch);
   const uint64_t per_persistent = PersistentBytes(cfg, rows, (max_block + cfg.tile - 1) / cfg.tile);

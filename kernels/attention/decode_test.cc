@@ -341,5 +341,95 @@ TEST(DecodeIsolation, RaggedBatchUnderRotation) {
   }
 }
 
+// SHORT_CONTEXT with several KV heads per CUBE (C = 1): every PE holds one instance per KV head
+// of each request, and each head's Level-2 reduce sends (m, l, O) of one size on the same IPCQ
+// queues. A receive takes only its own head's messages (its message stream), so no head merges
+// another's partial - in data mode against the float64 reference, with timing mode giving the
+// same op log. Shapes as the CLI reproduced them (a ragged batch with realistic issue costs,
+// S = 2 with one key on some ranks).
+TEST(DecodeIsolation, KvHeadsOfOneRequestOnOnePeKeepTheirMessages) {
+  const pb::Chip chip = Load("topology/small.textproto");
+  struct Case {
+    std::string what;
+    DecodeConfig cfg;
+    std::string profile;
+  };
+  std::vector<Case> cases;
+  {
+    DecodeConfig cfg = Small(16, 8, 0, 1, 4);
+    cfg.d = 128;
+    cfg.tile = 256;
+    cfg.t_q = 3;
+    cfg.kv_per_cube = 8;
+    cfg.request_lengths = {657, 2287, 4};
+    cfg.users = 3;
+    cases.push_back({"8 heads per CUBE, 3 requests", cfg, "realistic"});
+  }
+  for (const uint32_t kv : {8u, 2u}) {
+    DecodeConfig cfg = Small(2, 2, 2, 1, 4);
+    cfg.d = 128;
+    cfg.tile = 256;
+    cfg.kv_per_cube = kv;
+    cases.push_back({"S 2, kv_per_cube " + std::to_string(kv), cfg, "zero"});
+  }
+  for (const Case& c : cases) {
+    const std::vector<DecodeInputs> inputs = BatchInputs(c.cfg, 23);
+    DecodeRun run = RunDecode(chip, c.cfg, inputs, c.profile);
+    ASSERT_TRUE(run.status.ok()) << c.what << ": " << run.status;
+    ExpectRequestsMatchReference(run, c.cfg, inputs, c.what);
+    DecodeRun timing = RunDecode(chip, c.cfg, {}, c.profile);
+    ASSERT_TRUE(timing.status.ok()) << c.what << ": " << timing.status;
+    EXPECT_EQ(OpLogBytes(timing), OpLogBytes(run)) << c.what;
+  }
+}
+
+// O messages larger than an IPCQ chunk (16 KiB on the small chip): G = 8 rows of T_q >= 5
+// tokens of d = 128 fp32 are 20-24 KiB, two chunks each; a receive posted while such a
+// message streams in pops each chunk once (the shapes that stopped on the IPCQ's head-message
+// CHECK), and the output matches the reference.
+TEST(DecodeMessages, OMessagesOfTwoIpcqChunks) {
+  const pb::Chip chip = Load("topology/small.textproto");
+  struct Case {
+    std::string what;
+    DecodeConfig cfg;
+    std::string profile;
+  };
+  std::vector<Case> cases;
+  for (const DecodeVariant variant :
+       {DecodeVariant::kOpt1, DecodeVariant::kOpt3, DecodeVariant::kOpt2}) {
+    DecodeConfig cfg = Small(8, 1, 20, 4, 4);
+    cfg.d = 128;
+    cfg.tile = 256;
+    cfg.t_q = 5;
+    cfg.start_pe = 1;
+    cfg.variant = variant;
+    cases.push_back({"C 4, S 20, T_q 5, variant " + std::to_string(int(variant)), cfg, "zero"});
+  }
+  {
+    DecodeConfig cfg = Small(64, 8, 6, 1, 4);
+    cfg.d = 128;
+    cfg.tile = 256;
+    cfg.t_q = 6;
+    cases.push_back({"C 1, S 6, T_q 6", cfg, "zero"});
+  }
+  {
+    DecodeConfig cfg = Small(8, 1, 0, 8, 4);
+    cfg.d = 128;
+    cfg.t_q = 5;
+    cfg.request_lengths = {5475, 26, 2396, 2595};
+    cfg.users = 4;
+    cfg.packed_payload = true;
+    cfg.fused_merge = true;
+    cfg.start_cube = 1;
+    cases.push_back({"C 8, 4 requests, packed, fused", cfg, "realistic"});
+  }
+  for (const Case& c : cases) {
+    const std::vector<DecodeInputs> inputs = BatchInputs(c.cfg, 29);
+    DecodeRun run = RunDecode(chip, c.cfg, inputs, c.profile);
+    ASSERT_TRUE(run.status.ok()) << c.what << ": " << run.status;
+    ExpectRequestsMatchReference(run, c.cfg, inputs, c.what);
+  }
+}
+
 }  // namespace
 }  // namespace ahbm::kernels::testing

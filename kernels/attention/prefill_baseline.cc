@@ -388,8 +388,10 @@ absl::StatusOr<PrefillLaunch> LaunchPrefillFanout(const pb::Chip& chip, const Pr
           if (data) WritePrefillMask(store, pe, plan.masks.back(), 1);
         }
         launch.instance_pes.push_back(pe);
+        // Message stream: the query head (one per CUBE).
         if (absl::Status s = runtime.AddKernel(
-                pe, u, [plan = std::move(plan)](Tl& tl) { return FanoutPrefillRank(tl, plan); });
+                pe, u, hq,
+                [plan = std::move(plan)](Tl& tl) { return FanoutPrefillRank(tl, plan); });
             !s.ok()) {
           return s;
         }

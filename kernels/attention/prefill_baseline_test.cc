@@ -120,6 +120,29 @@ TEST(PrefillBaselineParity, LlamaTilesTwoRequests) {
   ExpectParity(chip, cfg, "d 128");
 }
 
+// K / V tiles of 256 keys x d 64 (32 KiB) travel in two 16 KiB IPCQ chunks; with realistic
+// issue costs a receive is posted while a tile's last chunk arrives (each chunk popped once).
+// Two requests of mixed lengths, the whole prompt as queries, against the float64 reference.
+TEST(PrefillBaselineParity, TilesOfTwoIpcqChunksWithRealisticIssueCosts) {
+  const pb::Chip chip = Load("topology/small.textproto");
+  PrefillConfig cfg = Small();
+  cfg.h_q = 1;
+  cfg.d = 64;
+  cfg.tile = 256;
+  cfg.q_tile = 100;  // as the CLI balances 300 query rows per rank
+  cfg.users = 2;
+  cfg.s = 0;
+  cfg.request_lengths = {1200, 800};
+  const std::vector<DecodeInputs> in = testing::PrefillInputs(cfg, 13);
+  PrefillRun run = testing::RunWith(chip, cfg, in, "realistic", PrefillCubes, LaunchPrefill);
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  for (uint32_t u = 0; u < cfg.users; ++u) {
+    absl::StatusOr<std::vector<float>> got = GatherPrefillOutput(*run.store, cfg, run.launch, u);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_LE(MaxAbsError(*got, ReferencePrefill(cfg, u, in[u])), 2e-2) << "request " << u;
+  }
+}
+
 // ---- structure, from the op log ----
 
 // Blocking dots issued (the GEMM engine's records of distinct commands).

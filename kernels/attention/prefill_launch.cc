@@ -121,6 +121,7 @@ std::vector<KvSpan> StartAtOwn(std::vector<KvSpan> spans, uint32_t pe) {
 // One instance being built: its plan and where its tiles sit in the global output.
 struct Built {
   uint32_t pe = 0;
+  uint32_t stream = 0;  // its message stream: the KV head
   PrefillPlan plan;
   std::vector<PrefillLaunch::Output> outputs;
 };
@@ -320,6 +321,7 @@ absl::StatusOr<PrefillLaunch> LaunchPrefill(const pb::Chip& chip, const PrefillC
         for (uint32_t node = 0; node < P; ++node) {
           Built b;
           b.pe = pe_of(h, ci, node);
+          b.stream = h;
           PrefillPlan& plan = b.plan;
           uint32_t head = h * G;  // query head of row g = 0
           if (ring) {
@@ -468,7 +470,7 @@ absl::StatusOr<PrefillLaunch> LaunchPrefill(const pb::Chip& chip, const PrefillC
       launch.tiles_per_chunk = std::min(launch.tiles_per_chunk, built[i].plan.tiles_per_chunk);
     }
     if (absl::Status s = runtime.AddKernel(
-            built[i].pe, u,
+            built[i].pe, u, built[i].stream,
             [shape, plan = built[i].plan](Tl& tl) { return PrefillRank(tl, shape, plan); });
         !s.ok()) {
       return s;

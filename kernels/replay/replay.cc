@@ -275,11 +275,14 @@ absl::StatusOr<launch::LaunchResult> Replay(const RecordedTrace& trace,
     for (size_t i = 0; i < trace.instances.size(); ++i) {
       const uint32_t instance = static_cast<uint32_t>(i);
       absl::Status s = runtime.AddKernel(
-          trace.instances[i].pe(), trace.instances[i].request_id(),
+          trace.instances[i].pe(), trace.instances[i].request_id(), trace.instances[i].stream(),
           [&trace, instance, &bad](kernels::Tl& tl) {
             return ReplayCalls(tl, &trace, instance, &bad);
           });
-      if (!s.ok()) return s;
+      if (!s.ok()) {
+        return absl::Status(s.code(),
+                            absl::StrCat("trace: instance ", instance, ": ", s.message()));
+      }
     }
     if (sim_options.record_calls) sim->context().op_log->AddLaunch(trace.launch);
     result.reduce_rounds = trace.launch.reduce_rounds();

@@ -308,6 +308,24 @@ TEST(ReplayGuardRails, AnotherGeometryIsRefused) {
                                    "PEs, 8 HBM channels per PE; this topology has 1 SIPs of 2x2"));
 }
 
+// Two instances of one (request, stream) on one PE could not tell their messages apart: a
+// trace that has them (here instance 1 moved onto instance 0's PE) is refused.
+TEST(ReplayGuardRails, TwoInstancesOfOneRequestAndStreamOnAPeAreRefused) {
+  std::vector<pb::TraceRecord> records = SmallTrace();
+  uint32_t pe0 = 0;
+  for (pb::TraceRecord& r : records) {
+    if (!r.has_instance()) continue;
+    if (r.instance().instance() == 0) pe0 = r.instance().pe();
+    if (r.instance().instance() == 1) r.mutable_instance()->set_pe(pe0);
+  }
+  const absl::Status s = ReplayRecords(records);
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(std::string(s.message()),
+              ::testing::HasSubstr(absl::StrCat("trace: instance 1: pe ", pe0)));
+  EXPECT_THAT(std::string(s.message()),
+              ::testing::HasSubstr("a second kernel instance of request 0, stream 0"));
+}
+
 TEST(ReplayGuardRails, AWaitOnACallThatDoesNotExistIsRefused) {
   std::vector<pb::TraceRecord> records = SmallTrace();
   // Instance 0's third call becomes a wait on its eighth.

@@ -8,9 +8,11 @@
 
 namespace ahbm::kernels {
 
-Instance::Instance(KernelRuntime* runtime_in, uint32_t pe_in, uint32_t request_id, KernelFn fn_in)
+Instance::Instance(KernelRuntime* runtime_in, uint32_t pe_in, uint32_t request_id,
+                   uint32_t stream_in, KernelFn fn_in)
     : CpuInstance(request_id),
       pe(pe_in),
+      stream(stream_in),
       runtime(runtime_in),
       tl(std::make_unique<Tl>(runtime_in, this, pe_in)),
       fn(std::move(fn_in)) {

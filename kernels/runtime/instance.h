@@ -1,5 +1,6 @@
 // One kernel instance (DESIGN §4): a `tl` coroutine of one request on one PE, run by the PE's
-// CPU (sim::PeCpu) as one of its instances. The kernel runtime creates and owns it.
+// CPU (sim::PeCpu) as one of its instances. The kernel runtime creates and owns it. Its
+// messages belong to its (request, stream) (runtime.h).
 #ifndef AHBMSIM_KERNELS_RUNTIME_INSTANCE_H_
 #define AHBMSIM_KERNELS_RUNTIME_INSTANCE_H_
 
@@ -22,7 +23,7 @@ using KernelFn = std::function<Task<void>(Tl&)>;
 
 class Instance : public sim::CpuInstance {
  public:
-  Instance(KernelRuntime* runtime, uint32_t pe, uint32_t request_id, KernelFn fn);
+  Instance(KernelRuntime* runtime, uint32_t pe, uint32_t request_id, uint32_t stream, KernelFn fn);
 
   // Continues the coroutine: first the call it stalled in (if any), then up to its next wait.
   bool Run(sim::PeCpu& cpu) override;
@@ -40,6 +41,7 @@ class Instance : public sim::CpuInstance {
   };
 
   const uint32_t pe;
+  const uint32_t stream;  // its message stream within the request (runtime.h)
   KernelRuntime* const runtime;
   std::unique_ptr<Tl> tl;
   KernelFn fn;  // kept alive: a lambda coroutine refers to its closure

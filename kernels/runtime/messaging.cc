@@ -11,6 +11,20 @@
 #include "proto/trace.pb.h"
 
 namespace ahbm::kernels {
+namespace {
+
+// Whether `msg` belongs to `inst`'s (request, stream).
+bool IsFor(const IncomingMessage& msg, const Instance& inst) {
+  return msg.request_id == inst.request_id() && msg.stream == inst.stream;
+}
+
+uint64_t Elements(const pb::TensorRef& t) {
+  uint64_t n = 1;
+  for (uint64_t d : t.shape()) n *= d;
+  return n;
+}
+
+}  // namespace
 
 // ---- calls ----
 
@@ -44,6 +58,7 @@ bool KernelRuntime::IssueSend(Instance& inst, Cpu& cpu, const Invocation& inv) {
     send->set_dst_pe(dst);
     send->set_bytes(inv.payload.bytes());
     send->set_request_id(inst.request_id());
+    send->set_stream(inst.stream);
     inv.payload.WriteTo(*send->mutable_payload());
     engine.Send(cpu.core.unit(), issue - now, queue, std::shared_ptr<const pb::IpcqSend>(send));
     RecordSend(inst, inv, "send_ipcq", id, dst, issue);
@@ -64,11 +79,13 @@ bool KernelRuntime::IssueSend(Instance& inst, Cpu& cpu, const Invocation& inv) {
   send->set_dst_pe(peer.pe());
   send->set_bytes(inv.payload.bytes());
   send->set_request_id(inst.request_id());
+  send->set_stream(inst.stream);
   inv.payload.WriteTo(*send->mutable_payload());
   RecordSend(inst, inv, "send_noc", id, peer.pe(), issue);
   // Room at the destination endpoint: its receive posted, or queue credit (runtime.h).
-  const std::optional<sim::NocEndpointModel::Departure> dep = Endpoint(peer.pe()).Send(
-      now, inst.pe, inst.request_id(), id, issue, sim::Bytes(inv.payload.bytes()));
+  const std::optional<sim::NocEndpointModel::Departure> dep =
+      Endpoint(peer.pe()).Send(now, inst.pe, NocFlow(inst.request_id(), inst.stream), id, issue,
+                               sim::Bytes(inv.payload.bytes()));
   if (dep && dep->depart == issue) {
     engine.Send(cpu.core.unit(), issue - now,
                 index().NocRouterUnit(index().PeOf(inst.pe).cube_id()).value(),
@@ -97,8 +114,9 @@ bool KernelRuntime::PostRecv(Instance& inst, Cpu& cpu, const Invocation& inv) {
   cpu.channels[key].recvs.push_back(post);
   if (inv.peer->kind() == Peer::Kind::kPe) {
     // The NOC endpoint learns of the receive: a message waiting for it may leave.
-    ReleaseNoc(cpu.core.unit(), Endpoint(inst.pe).PostRecv(Now(), inv.peer->pe(),
-                                                           inst.request_id(), issue));
+    ReleaseNoc(cpu.core.unit(),
+               Endpoint(inst.pe).PostRecv(Now(), inv.peer->pe(),
+                                          NocFlow(inst.request_id(), inst.stream), issue));
   }
   if (cpu.receive.size() <= inv.cmd_id) cpu.receive.resize(inv.cmd_id + 1, 0);
   cpu.receive[inv.cmd_id] = 1;
@@ -143,8 +161,10 @@ void KernelRuntime::PopArrived(Cpu& cpu, Channel& ch, IncomingMessage& msg, SimT
   const SimTime now = Now();
   // The queue's pops stay in time order (the model's rule; also FIFO: none before the previous).
   at = std::max({now, at, ch.last_pop});
+  // The pop names the chunks seen to arrive: one arriving before `at` is popped on its own arrival.
   auto pop = std::allocate_shared<pb::IpcqPop>(internal::PoolAllocator<pb::IpcqPop>());
   pop->set_message_id(msg.message_id);
+  pop->set_bytes(msg.arrived_bytes - msg.popped_bytes);
   sim_->context().engine->Send(cpu.core.unit(), at - now, msg.queue,
                                std::shared_ptr<const pb::IpcqPop>(pop));
   ipcq_unpopped_[msg.queue] -= static_cast<int64_t>(msg.arrived_bytes - msg.popped_bytes);
@@ -157,20 +177,25 @@ void KernelRuntime::PopArrived(Cpu& cpu, Channel& ch, IncomingMessage& msg, SimT
 uint64_t KernelRuntime::Deliver(Cpu& cpu, const IncomingMessage& msg, const PostedRecv& recv,
                                 SimTime end, bool staged) {
   const uint32_t pe = cpu.core.pe();
+  // A size mismatch is the receiving kernel's error, in timing mode as in data mode.
+  const bool fits = msg.elements == recv.dst.elements();
+  if (!fits && recv.inst->error.empty()) {
+    recv.inst->error = absl::StrCat(PeName(pe), ": recv ", recv.handle, " of ",
+                                    recv.dst.elements(), " elements got message ", msg.message_id,
+                                    " of ", msg.elements, " elements from pe ", msg.src_pe);
+  }
   if (store_ != nullptr) {
     auto it = payloads_.find(msg.message_id);
     AHBM_CHECK(it != payloads_.end()) << "no payload for message " << msg.message_id;
     std::vector<float> values(it->second.size() / sizeof(float));
+    AHBM_CHECK(values.size() == msg.elements)
+        << "message " << msg.message_id << ": " << values.size() << " values, "
+        << msg.elements << " elements";
     std::memcpy(values.data(), it->second.data(), it->second.size());
-    if (values.size() != recv.dst.elements()) {
-      Instance& inst = *recv.inst;
-      if (inst.error.empty()) {
-        inst.error = absl::StrCat(PeName(pe), ": recv ", recv.handle, " of ",
-                                  recv.dst.elements(), " elements got a message of ",
-                                  values.size(), " from pe ", msg.src_pe);
+    if (fits) {
+      if (absl::Status s = store_->Write(recv.dst.ToRef(), values); !s.ok()) {
+        recv.inst->error = std::string(s.message());
       }
-    } else if (absl::Status s = store_->Write(recv.dst.ToRef(), values); !s.ok()) {
-      recv.inst->error = std::string(s.message());
     }
     payloads_.erase(it);
   }
@@ -207,15 +232,14 @@ void KernelRuntime::PumpChannel(Cpu& cpu, uint64_t key) {
   // One step per pass; Complete() may resume kernels that post here again, so nothing is held
   // across it.
   while (true) {
-    // A receive (in post order) takes its request's oldest available message: staged (IPCQ)
-    // or delivered (NOC).
+    // A receive (in post order) takes its (request, stream)'s oldest available message: staged
+    // (IPCQ) or delivered (NOC).
     std::deque<IncomingMessage>& pool = ipcq ? ch.staged : ch.messages;
     auto r = ch.recvs.begin();
     auto m = pool.end();
     for (; r != ch.recvs.end(); ++r) {
-      m = std::find_if(pool.begin(), pool.end(), [&](const IncomingMessage& x) {
-        return x.request_id == r->inst->request_id();
-      });
+      m = std::find_if(pool.begin(), pool.end(),
+                       [&](const IncomingMessage& x) { return IsFor(x, *r->inst); });
       if (m != pool.end()) break;
     }
     if (r != ch.recvs.end()) {
@@ -231,9 +255,8 @@ void KernelRuntime::PumpChannel(Cpu& cpu, uint64_t key) {
     if (!ipcq || ch.messages.empty()) return;
     // IPCQ: the queue's head message.
     IncomingMessage& head = ch.messages.front();
-    auto own = std::find_if(ch.recvs.begin(), ch.recvs.end(), [&](const PostedRecv& r) {
-      return r.inst->request_id() == head.request_id;
-    });
+    auto own = std::find_if(ch.recvs.begin(), ch.recvs.end(),
+                            [&](const PostedRecv& r) { return IsFor(head, *r.inst); });
     if (own != ch.recvs.end()) {
       // Pop what has arrived (at the post if it lies ahead); later chunks pop on arrival.
       PopArrived(cpu, ch, head, own->posted);
@@ -247,7 +270,7 @@ void KernelRuntime::PumpChannel(Cpu& cpu, uint64_t key) {
       continue;
     }
     if (!head.staging) {
-      // Stage only for a waiting receive (of another request) and only what fits.
+      // Stage only for a waiting receive (of another instance) and only what fits.
       if (ch.recvs.empty() || cpu.staged_bytes + head.bytes > kDemuxStagingBytes) return;
       head.staging = true;
       head.stage_from = ch.recvs.front().posted;
@@ -316,13 +339,17 @@ std::string KernelRuntime::HeadOfLine(const Instance& inst) const {
   if (inst.waiting_on() == 0) return "";
   const Cpu& cpu = CpuOf(inst.pe);
   for (const auto& [key, ch] : cpu.channels) {
-    if (ch.messages.empty() || ch.messages.front().request_id == inst.request_id()) continue;
+    if (ch.messages.empty() || IsFor(ch.messages.front(), inst)) continue;
     for (const PostedRecv& r : ch.recvs) {
       if (r.inst != &inst || r.handle != inst.waiting_on()) continue;
       const IncomingMessage& head = ch.messages.front();
-      return absl::StrCat(" behind request ", head.request_id, "'s message ", head.message_id,
-                          " (", head.bytes, " bytes) at the queue head; staging buffer ",
-                          cpu.staged_bytes, " of ", kDemuxStagingBytes, " bytes in use");
+      return absl::StrCat(" behind request ", head.request_id,
+                          head.stream != 0 || inst.stream != 0
+                              ? absl::StrCat(" stream ", head.stream)
+                              : "",
+                          "'s message ", head.message_id, " (", head.bytes,
+                          " bytes) at the queue head; staging buffer ", cpu.staged_bytes, " of ",
+                          kDemuxStagingBytes, " bytes in use");
     }
   }
   return "";
@@ -392,7 +419,9 @@ void KernelRuntime::OnIpcqArrival(sim::PeCpu& core, const pb::IpcqArrival& arriv
     msg->message_id = arrival.message_id();
     msg->src_pe = arrival.src_pe();
     msg->request_id = arrival.request_id();
+    msg->stream = arrival.stream();
     msg->bytes = arrival.message_bytes();
+    msg->elements = Elements(arrival.payload());
     msg->chunks = arrival.chunk_count();
     msg->queue = arrival.queue_unit();
   }
@@ -428,7 +457,9 @@ void KernelRuntime::OnNocDelivered(sim::PeCpu& core, const pb::NocDelivered& del
   msg.message_id = delivered.message_id();
   msg.src_pe = delivered.src_pe();
   msg.request_id = delivered.request_id();
+  msg.stream = delivered.stream();
   msg.bytes = delivered.bytes();
+  msg.elements = Elements(delivered.payload());
   msg.chunks = 1;
   msg.arrived = 1;
   msg.complete = true;

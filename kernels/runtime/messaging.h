@@ -16,18 +16,25 @@ namespace ahbm::kernels {
 
 class Instance;
 
-// Per-PE TCM for IPCQ messages popped ahead of their request's receive (runtime.h).
+// Per-PE TCM for IPCQ messages popped ahead of their instance's receive (runtime.h).
 // 64 KiB holds the reduce's (m, l, O) messages (a few KiB each) of several requests.
 inline constexpr uint64_t kDemuxStagingBytes = 64 * 1024;
 
 // Channel keys: IPCQ queues (this bit | the sender's queue unit) above every NOC source PE.
 inline constexpr uint64_t kIpcqChannel = uint64_t{1} << 32;
 
+// A (request, stream) as the NOC endpoint's flow (sim::NocEndpointModel).
+inline uint64_t NocFlow(uint32_t request_id, uint32_t stream) {
+  return uint64_t{request_id} << 32 | stream;
+}
+
 struct IncomingMessage {
   uint64_t message_id = 0;
   uint32_t src_pe = 0;
-  uint32_t request_id = 0;
+  uint32_t request_id = 0;   // the sender's (request, stream): only its receives take it
+  uint32_t stream = 0;
   uint64_t bytes = 0;        // the whole message
+  uint64_t elements = 0;     // of the sender's payload
   uint32_t chunks = 0;
   uint32_t arrived = 0;
   uint64_t arrived_bytes = 0;

@@ -86,8 +86,18 @@ std::string KernelRuntime::PeName(uint32_t pe) const {
 
 SimTime KernelRuntime::Now() const { return sim_->context().engine->now(); }
 
-absl::Status KernelRuntime::AddKernel(uint32_t pe, uint32_t request_id, KernelFn fn) {
+absl::Status KernelRuntime::AddKernel(uint32_t pe, uint32_t request_id, uint32_t stream,
+                                      KernelFn fn) {
   if (ran_) return absl::FailedPreconditionError("AddKernel after Run");
+  if (pe < cpu_by_pe_.size() && cpu_by_pe_[pe] != nullptr) {
+    for (const Instance* other : cpu_by_pe_[pe]->instances) {
+      if (other->request_id() == request_id && other->stream == stream) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            PeName(pe), ": a second kernel instance of request ", request_id, ", stream ", stream,
+            " (instance ", other->ordinal, " has it; their messages could not be told apart)"));
+      }
+    }
+  }
   if (!cpus_.contains(pe)) {
     if (absl::Status s = sim_->ClaimCpu(pe); !s.ok()) return s;
     Cpu& cpu = cpus_.try_emplace(pe, sim_->context(), pe, this).first->second;
@@ -97,7 +107,7 @@ absl::Status KernelRuntime::AddKernel(uint32_t pe, uint32_t request_id, KernelFn
     cpu.persistent_limit = sim_->context().chip.sip().cube().pe().tcm().total_bytes();
     cpu.core.Start();
   }
-  auto inst = std::make_unique<Instance>(this, pe, request_id, std::move(fn));
+  auto inst = std::make_unique<Instance>(this, pe, request_id, stream, std::move(fn));
   inst->ordinal = static_cast<uint32_t>(instances_.size());
   Cpu& cpu = CpuOf(pe);
   cpu.instances.push_back(inst.get());
@@ -112,13 +122,9 @@ absl::Status KernelRuntime::Run() {
   const uint64_t scratch = sim_->context().chip.sip().cube().pe().tcm().scratch_bytes();
   for (auto& [pe, cpu] : cpus_) {
     const uint64_t n = cpu.instances.size();
-    // Several requests on this PE: the IPCQ staging buffer takes the top of TCM.
-    for (const Instance* inst : cpu.instances) {
-      if (inst->request_id() != cpu.instances.front()->request_id()) {
-        cpu.persistent_limit -= std::min(cpu.persistent_limit, kDemuxStagingBytes);
-        break;
-      }
-    }
+    // Several instances (message streams) on this PE: the IPCQ staging buffer takes the top of
+    // TCM.
+    if (n > 1) cpu.persistent_limit -= std::min(cpu.persistent_limit, kDemuxStagingBytes);
     for (uint64_t i = 0; i < n; ++i) {
       Instance& inst = *cpu.instances[i];
       inst.scratch_base = AlignUp(scratch * i / n);
@@ -132,6 +138,7 @@ absl::Status KernelRuntime::Run() {
       r.set_instance(inst->ordinal);
       r.set_pe(inst->pe);
       r.set_request_id(inst->request_id());
+      r.set_stream(inst->stream);
       sim_->context().op_log->AddInstance(std::move(r));
     }
   }
@@ -152,7 +159,9 @@ absl::Status KernelRuntime::Run() {
 
 std::string KernelRuntime::Describe(const Instance& inst) const {
   std::string what = inst.waiting_what.empty() ? "nothing (never ran)" : inst.WaitText();
-  return absl::StrCat(PeName(inst.pe), " request ", inst.request_id(), " waits on ", what);
+  return absl::StrCat(PeName(inst.pe), " request ", inst.request_id(),
+                      inst.stream != 0 ? absl::StrCat(" stream ", inst.stream) : "", " waits on ",
+                      what);
 }
 
 void KernelRuntime::Fail(Instance& inst, const std::string& reason) {

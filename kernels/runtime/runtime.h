@@ -16,21 +16,30 @@
 //   IssueWait, IssueWaitAll).
 // - IPCQ send: blocks only if the queue lacks credit for the whole message at the send (the
 //   sender knows its credit; read from the queue's model); then it waits for IpcqAccepted.
-// - Every message carries its sender's request_id; a receive takes only its own request's
-//   messages, oldest first, per source (several requests on one PE never see each other's data;
-//   instances of one request on one PE share its messages in post order).
-// - Recv from an IPCQ neighbour, when the queue's head message is its request's: pops the head
-//   message's chunks as they arrive (streaming: a message larger than the queue passes) and
-//   completes at its last chunk's arrival, or at the post if that is later.
-// - IPCQ demultiplexing (multi-request PEs): the queue stays FIFO. If the head message's request
-//   has no receive posted but another request's receive waits on the queue, the runtime pops
-//   the head into a per-PE staging buffer (pops at max(now, that receive's post); the credit
-//   returns to the sender as for any pop) and moves on to the next message; a later receive of
-//   that request takes its oldest staged message with no pop, completing at max(post, its last
-//   arrival). Staging holds at most kDemuxStagingBytes per PE (reserved at the top of the
-//   persistent TCM arena on PEs hosting more than one request); a message that does not fit
-//   stays at the head (head-of-line) until its own receive is posted. With no receive waiting
-//   the head stays in the queue, holding its credit. Pops of one queue never go back in time.
+// - Message streams: every instance has a stream besides its request (AddKernel); a request's
+//   instances that message each other share one (decode and prefill: the KV head; the fan-out
+//   baselines: the query head), and no two instances on one PE have the same (request,
+//   stream). Every message carries its sender's (request, stream); a receive takes only
+//   messages of its own (request, stream), oldest first, per source. So two instances on one
+//   PE never see each other's data, whether of two requests or of two KV heads of one request.
+// - A receive whose buffer holds another number of elements than its message fails its
+//   instance with a kernel error naming both (timing and data mode alike).
+// - Recv from an IPCQ neighbour, when the queue's head message is its (request, stream)'s:
+//   pops the head message's chunks as they arrive (streaming: a message larger than the queue
+//   passes) and completes at its last chunk's arrival, or at the post if that is later. A pop
+//   is issued at max(now, the post, the queue's last pop) and names the chunks seen to have
+//   arrived (IpcqPop bytes); a chunk arriving before that time is popped by a pop of its own at
+//   its arrival.
+// - IPCQ demultiplexing (PEs hosting several instances): the queue stays FIFO. If the head
+//   message's (request, stream) has no receive posted but another instance's receive waits on
+//   the queue, the runtime pops the head into a per-PE staging buffer (pops at max(now, that
+//   receive's post); the credit returns to the sender as for any pop) and moves on to the next
+//   message; a later receive of that (request, stream) takes its oldest staged message with no
+//   pop, completing at max(post, its last arrival). Staging holds at most kDemuxStagingBytes
+//   per PE (reserved at the top of the persistent TCM arena on PEs hosting more than one
+//   instance); a message that does not fit stays at the head (head-of-line) until its own
+//   receive is posted. With no receive waiting the head stays in the queue, holding its credit.
+//   Pops of one queue never go back in time.
 // - A non-blocking scheduler command (composite, ex_composite, lse_merge) whose inputs include
 //   a receive still pending (recv_async not yet complete) does not wait either: it issues as
 //   usual (issue cost on `cpu`, IssueRecord at its issue time, the CPU continues at cpu') and
@@ -44,23 +53,23 @@
 //   tie-break, composite admission and operand DMA) count from the hand-over, not from the
 //   CPU's issue. Blocking commands and sends still auto-wait on a pending receive.
 // - NOC send: the message leaves its PE only when the destination PE's endpoint has room for
-//   it (sim::NocEndpointModel, noc.endpoint_queue_bytes): the receive for it (the k-th receive
-//   of its request from this source takes the k-th message) is posted — it lands in that
-//   buffer, whatever its size — or the endpoint queue has credit for the whole message (bytes,
-//   counted by the sender side, back when a receive takes the message). With room at the
-//   issue the send continues at once, as before; otherwise the CPU blocks (as an IPCQ send
-//   without credit) until the message leaves: a NocAccepted at the departure hands the held
-//   NocSend to the router and wakes the sender. No chunking: a message larger than the free
-//   queue waits whole for credit or its receive; post receives first (recv_async) to send
-//   blocks larger than the queue.
+//   it (sim::NocEndpointModel, noc.endpoint_queue_bytes, its flow the (request, stream)): the
+//   receive for it (the k-th receive of its (request, stream) from this source takes the k-th
+//   message) is posted — it lands in that buffer, whatever its size — or the endpoint queue
+//   has credit for the whole message (bytes, counted by the sender side, back when a receive
+//   takes the message). With room at the issue the send continues at once, as before;
+//   otherwise the CPU blocks (as an IPCQ send without credit) until the message leaves: a
+//   NocAccepted at the departure hands the held NocSend to the router and wakes the sender. No
+//   chunking: a message larger than the free queue waits whole for credit or its receive; post
+//   receives first (recv_async) to send blocks larger than the queue.
 // - NOC receive: messages are delivered whole; a receive takes the oldest delivered message of
-//   its request and completes at its delivery (or the post); taking a queued message returns
-//   its credit at that completion.
+//   its (request, stream) and completes at its delivery (or the post); taking a queued message
+//   returns its credit at that completion.
 // - Data mode: sends copy their payload when issued; receives write it at completion.
 // - A kernel that throws KernelError stops; its message goes to the run's errors.
 // - Deadlock: when no event is left and an instance still waits, Run() fails with
 //   FailedPrecondition "deadlock: ..." naming, per PE, what it waits on (and, for a receive
-//   stuck behind another request's message, that message; for a NOC send without room, the
+//   stuck behind another instance's message, that message; for a NOC send without room, the
 //   destination endpoint's queue in use and that no receive is posted for it).
 #ifndef AHBMSIM_KERNELS_RUNTIME_RUNTIME_H_
 #define AHBMSIM_KERNELS_RUNTIME_RUNTIME_H_
@@ -103,8 +112,13 @@ class KernelRuntime : public sim::CpuRuntime {
   // The ring order for "ring+"/"ring-" (global CUBE indices); optional.
   void SetRing(std::vector<uint32_t> cubes) { ring_ = std::move(cubes); }
 
-  // Adds a kernel instance on global PE `pe` for `request_id`. Before Run().
-  absl::Status AddKernel(uint32_t pe, uint32_t request_id, KernelFn fn);
+  // Adds a kernel instance on global PE `pe` for `request_id` with message stream `stream`
+  // (the contract); InvalidArgument if `pe` has an instance of that (request, stream) already.
+  // Before Run(). Without a stream: stream 0.
+  absl::Status AddKernel(uint32_t pe, uint32_t request_id, uint32_t stream, KernelFn fn);
+  absl::Status AddKernel(uint32_t pe, uint32_t request_id, KernelFn fn) {
+    return AddKernel(pe, request_id, /*stream=*/0, std::move(fn));
+  }
 
   // Runs the simulation to the end; see the contract for errors.
   absl::Status Run();
@@ -205,12 +219,13 @@ class KernelRuntime : public sim::CpuRuntime {
   uint64_t ChannelKey(uint32_t pe, const Peer& from) const;
   // Matches the channel's messages to posted receives (and stages, see the contract).
   void PumpChannel(Cpu& cpu, uint64_t key);
-  // Pops every arrived, unpopped chunk of `msg` at max(now, at, the channel's last pop).
+  // Pops every chunk of `msg` seen to arrive and not yet popped, at max(now, at, the channel's
+  // last pop).
   void PopArrived(Cpu& cpu, Channel& ch, IncomingMessage& msg, SimTime at);
   // Writes `msg` into `recv`'s buffer (data mode) and logs the receive; returns its handle.
   uint64_t Deliver(Cpu& cpu, const IncomingMessage& msg, const PostedRecv& recv, SimTime end,
                    bool staged);
-  // For a receive stuck behind another request's message: that message ("" otherwise).
+  // For a receive stuck behind another instance's message: that message ("" otherwise).
   std::string HeadOfLine(const Instance& inst) const;
   // For a NOC send waiting for room: the destination endpoint's state ("" otherwise).
   std::string NocSendWait(const Instance& inst) const;

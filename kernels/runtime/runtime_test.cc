@@ -756,6 +756,46 @@ std::vector<pb::OpRecord> OpsNamed(const Harness& h, const std::string& op) {
   return out;
 }
 
+// ---- IPCQ pops ----
+
+// A receive posted while a two-chunk message streams in pops at its post (its issue time, after
+// the recv issue cost): chunk 0, seen to arrive before the post, is popped then; chunk 1,
+// arriving between the post call and its issue, is popped at the same instant by a pop of its
+// own. Swept over post times around chunk 1's arrival (536 cycles: send issue 16, two chunks
+// of 256 cycles on the link, latency 8); every run completes, at max(post, arrival).
+TEST_F(RuntimeTiming, AReceivePostedAsTheLastChunkArrivesPopsEachChunkOnce) {
+  const uint64_t chunk = chip_.sip().cube().ipcq().chunk_bytes();
+  const uint64_t ipcq_bw = chip_.sip().cube().ipcq().link().bytes_per_cycle();
+  const uint64_t arrive1 = realistic_.send_cycles() + 2 * chunk / ipcq_bw + ipcq_lat_;
+  bool window = false;  // a post issued within recv_cycles after chunk 1's arrival
+  for (uint64_t busy = 15000; busy <= 17500; busy += exp_rate_) {
+    Harness h(false, "realistic");
+    const std::vector<uint64_t> shape = {2 * chunk / 4};
+    ASSERT_TRUE(h.runtime
+                    ->AddKernel(1, 0,
+                                [&](Tl& tl) -> Task<void> {
+                                  co_await tl.Send(tl.PeerOf("W"), tl.Alloc(shape));
+                                })
+                    .ok());
+    ASSERT_TRUE(h.runtime
+                    ->AddKernel(0, 0,
+                                [&](Tl& tl) -> Task<void> {
+                                  const Tensor x = tl.Alloc({busy}, pb::FP32, Arena::kPersistent);
+                                  co_await tl.Exp(x, x);
+                                  co_await tl.Recv(tl.PeerOf("E"), shape);
+                                })
+                    .ok());
+    const absl::Status status = h.runtime->Run();
+    ASSERT_TRUE(status.ok()) << "busy " << busy << ": " << status;
+    const std::vector<pb::OpRecord> recv = OpsNamed(h, "recv_ipcq");
+    ASSERT_EQ(recv.size(), 1u);
+    const uint64_t post = recv[0].issue_ps();
+    EXPECT_EQ(recv[0].end_ps(), std::max(post, arrive1 * ps_)) << "busy " << busy;
+    if (post > arrive1 * ps_ && post <= (arrive1 + realistic_.recv_cycles()) * ps_) window = true;
+  }
+  EXPECT_TRUE(window) << "no post issued just after chunk 1's arrival";
+}
+
 // PE 1's instances send in the opposite order of PE 0's receive posts: request 1's message is
 // at the head while only request 0's receive waits, so the runtime stages it (pop at its
 // arrival) and request 0 takes the next one; request 1's later receive takes the staged copy.
@@ -824,6 +864,117 @@ TEST_F(RuntimeTiming, TwoRequestsTakeTheirOwnIpcqMessages) {
       EXPECT_EQ(r.issue().send().request_id(), r.issue().request_id());
     }
   }
+}
+
+// Two message streams of one request on each of two PEs (two KV heads sharing the PEs): the
+// streams send messages of equal size in one order and post their receives in the other. Each
+// receive takes its own stream's message - over IPCQ (the other stream's message, at the head,
+// is staged) and over the NOC - in data mode and, with the same op log, in timing mode.
+TEST(RuntimeMessages, TwoStreamsOfOneRequestTakeTheirOwnMessages) {
+  const uint64_t n = 256;
+  const std::vector<float> x0 = Random(n, 31), x1 = Random(n, 32);
+  // (sender, receiver, how the receiver names the sender, how the sender names the receiver)
+  struct Link {
+    uint32_t from, to;
+    std::string what;
+  };
+  for (const Link& link : {Link{1, 0, "IPCQ"}, Link{4, 0, "NOC"}}) {
+    std::string logs[2];
+    for (const bool data : {true, false}) {
+      Harness h(data, "zero", LoadSmall(), {0, 1});
+      if (data) {
+        h.Put(h.Hbm(link.from, 0, {1, n}, pb::FP32), x0);
+        h.Put(h.Hbm(link.from, 4096, {1, n}, pb::FP32), x1);
+      }
+      const auto peer = [&](Tl& tl, uint32_t other) {
+        return link.what == "IPCQ" ? tl.PeerOf(other == 0 ? "W" : "E") : Peer::Pe(other);
+      };
+      for (const uint32_t stream : {0u, 1u}) {
+        // Stream 0 sends first and receives last.
+        ASSERT_TRUE(h.runtime
+                        ->AddKernel(link.from, 0, stream,
+                                    [&, stream](Tl& tl) -> Task<void> {
+                                      const std::vector<uint64_t> shape = {1, n}, busy = {8 * 4096};
+                                      if (stream == 1) {
+                                        const Tensor big = tl.Alloc(busy, pb::FP32);
+                                        co_await tl.Exp(big, big);
+                                      }
+                                      Tensor v = co_await tl.Load(
+                                          tl.Ref(stream * 4096, shape, pb::FP32));
+                                      co_await tl.Send(peer(tl, link.to), v);
+                                    })
+                        .ok());
+        ASSERT_TRUE(h.runtime
+                        ->AddKernel(link.to, 0, stream,
+                                    [&, stream](Tl& tl) -> Task<void> {
+                                      const std::vector<uint64_t> shape = {1, n}, busy = {8 * 8192};
+                                      if (stream == 0) {
+                                        const Tensor big = tl.Alloc(busy, pb::FP32);
+                                        co_await tl.Exp(big, big);
+                                      }
+                                      Tensor got = co_await tl.Recv(peer(tl, link.from), shape);
+                                      co_await tl.Store(
+                                          tl.Ref((1 + stream) << 20, shape, pb::FP32), got);
+                                    })
+                        .ok());
+      }
+      const absl::Status status = h.runtime->Run();
+      ASSERT_TRUE(status.ok()) << link.what << ": " << status;
+      if (data) {
+        EXPECT_EQ(h.Get(h.Hbm(link.to, 1 << 20, {1, n}, pb::FP32)), x0) << link.what;
+        EXPECT_EQ(h.Get(h.Hbm(link.to, 2 << 20, {1, n}, pb::FP32)), x1) << link.what;
+      }
+      if (link.what == "IPCQ") {
+        EXPECT_EQ(OpsNamed(h, "stage_ipcq").size(), 1u);
+      }
+      for (const pb::TraceRecord& r : h.sim->op_log().records()) {
+        logs[data] += r.SerializeAsString();
+      }
+    }
+    EXPECT_EQ(logs[0], logs[1]) << link.what;
+  }
+}
+
+// A PE takes one instance per (request, stream): a second one could not tell its messages apart.
+TEST(RuntimeMessages, ASecondInstanceOfOneRequestAndStreamOnAPeIsRefused) {
+  Harness h(false);
+  const auto noop = [](Tl&) -> Task<void> { co_return; };
+  ASSERT_TRUE(h.runtime->AddKernel(2, 3, 1, noop).ok());
+  ASSERT_TRUE(h.runtime->AddKernel(2, 3, 2, noop).ok());
+  ASSERT_TRUE(h.runtime->AddKernel(2, 4, 1, noop).ok());
+  const absl::Status status = h.runtime->AddKernel(2, 3, 1, noop);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()),
+              HasSubstr("pe 2 (sip0.cube0.pe2): a second kernel instance of request 3, stream 1"));
+}
+
+// A receive whose buffer holds another number of elements than the message fails its kernel
+// with the same error in timing mode as in data mode.
+TEST(RuntimeMessages, ASizeMismatchIsTheSameKernelErrorInBothModes) {
+  std::string messages[2];
+  for (const bool data : {true, false}) {
+    Harness h(data);
+    ASSERT_TRUE(h.runtime
+                    ->AddKernel(1, 0,
+                                [](Tl& tl) -> Task<void> {
+                                  const std::vector<uint64_t> shape = {128};
+                                  co_await tl.Send(tl.PeerOf("W"), tl.Alloc(shape));
+                                })
+                    .ok());
+    ASSERT_TRUE(h.runtime
+                    ->AddKernel(0, 0,
+                                [](Tl& tl) -> Task<void> {
+                                  const std::vector<uint64_t> shape = {64};
+                                  co_await tl.Recv(tl.PeerOf("E"), shape);
+                                })
+                    .ok());
+    const absl::Status status = h.runtime->Run();
+    ASSERT_FALSE(status.ok()) << (data ? "data" : "timing") << " mode";
+    messages[data] = std::string(status.message());
+  }
+  EXPECT_THAT(messages[0], HasSubstr("pe 0 (sip0.cube0.pe0): recv 1 of 64 elements got message 1 "
+                                     "of 128 elements from pe 1"));
+  EXPECT_EQ(messages[0], messages[1]);
 }
 
 // Credit with staging. PE 1: request 0 fills PE 0's queue (A1 48 KiB, A2 32 KiB, A3 the rest),
