@@ -26,10 +26,11 @@ namespace {
 // bf16 P before P·V and a bf16 O: ~2^-8 of max |V| each; the margin leaves room for fp32 sums.
 constexpr double kTolerance = 2e-2;
 
-// A capacity refusal says what does not fit: TCM ("at most N request(s) fit"), HBM ("its region
-// holds"), the data-mode host bound ("would hold", "host memory").
+// A capacity refusal says what does not fit: TCM ("at most N request(s) fit", prefill's "N
+// instance(s) per PE leave each B"), HBM ("its region holds"), the data-mode host bound ("would
+// hold", "host memory").
 bool IsCapacityRefusal(const std::string& message) {
-  for (const char* words : {" fit", "holds", "would hold", "host memory"}) {
+  for (const char* words : {" fit", "holds", "would hold", "host memory", "leave each"}) {
     if (absl::StrContains(message, words)) return true;
   }
   return false;

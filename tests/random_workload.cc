@@ -124,8 +124,7 @@ void Decode(Draw& draw, pb::Workload& w) {
       break;
     }
     case pb::AUTO:
-      // The long kernel (OPT3) takes the chip's largest C; the short one a CUBE per head.
-      heads_max = kCubes;
+      heads_max = kCubes;  // OPT3 at C = 1 or SHORT_CONTEXT at kv_per_cube = 1: a head a CUBE
       DrawReduce(draw, w);
       break;
     case pb::BASELINE_FANOUT:
@@ -150,10 +149,8 @@ void Decode(Draw& draw, pb::Workload& w) {
   if (variant == pb::AUTO) {
     if (draw.Coin(0.5)) w.set_short_long_threshold(draw.Length(4000));
     const uint64_t threshold = w.short_long_threshold() != 0 ? w.short_long_threshold() : 2049;
-    if (LongestLength(w) >= threshold) {
-      w.set_h_kv(std::min<uint32_t>(h_kv, 1));  // OPT3 at the default C = 8: one group
-      w.set_h_q(w.h_kv() * g);
-    } else if (draw.Coin(0.5)) {
+    // The long kernel (OPT3) takes the largest C whose groups host the KV heads.
+    if (LongestLength(w) < threshold && draw.Coin(0.5)) {
       w.set_kv_per_cube(draw.Pick<uint32_t>({1, 2, 4, 8}));
     }
   }
@@ -212,8 +209,9 @@ void Prefill(Draw& draw, pb::Workload& w) {
   if (variant == pb::AUTO) {
     if (draw.Coin(0.5)) w.set_short_long_threshold(draw.Length(1000));
     const uint64_t threshold = w.short_long_threshold() != 0 ? w.short_long_threshold() : 705;
-    if (LongestLength(w) < threshold && draw.Coin(0.5)) {
-      w.set_kv_per_cube(draw.Pick<uint32_t>({1, 2, 4, 8}));
+    if (LongestLength(w) < threshold) {
+      c = 1;  // SHORT_CONTEXT
+      if (draw.Coin(0.5)) w.set_kv_per_cube(draw.Pick<uint32_t>({1, 2, 4, 8}));
     }
   }
   DrawRotation(draw, w, c, p);
