@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "base/interval_union.h"
 
 namespace ahbm::sim {
 namespace {
@@ -25,22 +26,7 @@ SimTime UnionBusy(const std::vector<const LinkModel*>& links) {
     const auto& own = link->stats().busy_intervals;
     spans.insert(spans.end(), own.begin(), own.end());
   }
-  std::sort(spans.begin(), spans.end());
-  SimTime total(0);
-  SimTime run_start(0), run_end(0);
-  bool open = false;
-  for (const auto& [start, end] : spans) {
-    if (open && start <= run_end) {
-      run_end = std::max(run_end, end);
-      continue;
-    }
-    if (open) total += run_end - run_start;
-    open = true;
-    run_start = start;
-    run_end = end;
-  }
-  if (open) total += run_end - run_start;
-  return total;
+  return UnionLength(std::move(spans));
 }
 
 }  // namespace

@@ -9,32 +9,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/check.h"
+#include "base/interval_union.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace ahbm::observe {
 namespace {
-
-// Length of the union of half-open intervals.
-uint64_t UnionLength(std::vector<std::pair<uint64_t, uint64_t>> intervals) {
-  std::sort(intervals.begin(), intervals.end());
-  uint64_t total = 0;
-  bool open = false;
-  uint64_t run_start = 0;
-  uint64_t run_end = 0;
-  for (const auto& [start, end] : intervals) {
-    if (start == end) continue;
-    if (open && start <= run_end) {
-      run_end = std::max(run_end, end);
-      continue;
-    }
-    if (open) total += run_end - run_start;
-    open = true;
-    run_start = start;
-    run_end = end;
-  }
-  if (open) total += run_end - run_start;
-  return total;
-}
 
 // ps as "<ps / 10^digits>.<digits digits>", exactly.
 std::string Scaled(uint64_t ps, int digits) {

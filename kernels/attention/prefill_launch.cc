@@ -229,7 +229,9 @@ absl::StatusOr<PrefillLaunch> LaunchPrefill(const pb::Chip& chip, const PrefillC
   const std::vector<uint32_t> cycle = SnakeOrder(gs.rows, gs.cols);  // cube_in_group order
 
   // TCM budget per instance: instances per PE = users x KV heads per PE.
-  const uint32_t heads_per_pe = cfg.variant == PrefillVariant::kShortContext ? cfg.kv_per_cube : 1;
+  // (Short context: a CUBE holds kv_per_cube KV heads, or all of them when there are fewer.)
+  const uint32_t heads_per_pe =
+      cfg.variant == PrefillVariant::kShortContext ? std::min(cfg.kv_per_cube, cfg.h_kv) : 1;
   const uint64_t per_pe = uint64_t{cfg.users} * heads_per_pe;
   const TcmShare share = TcmShareOf(chip, per_pe);
   const uint64_t persistent_each = share.persistent, scratch_each = share.scratch;
