@@ -48,7 +48,11 @@ std::string Body(const std::vector<pb::TraceRecord>& log) {
 
 // Every output against the reference; "" when all match.
 std::string CheckOutputs(const launch::LaunchResult& run) {
-  if (run.outputs.empty()) return "no outputs";
+  size_t requests = 0;
+  for (const auto& [stem, in] : run.inputs) requests += !stem.empty() && stem[0] == 'q';
+  if (run.outputs.size() != requests) {
+    return absl::StrCat(run.outputs.size(), " outputs for ", requests, " requests");
+  }
   for (const auto& [stem, o] : run.outputs) {
     if (stem.empty() || stem[0] != 'o') return absl::StrCat("unexpected output ", stem);
     const std::string suffix = stem.substr(1);
