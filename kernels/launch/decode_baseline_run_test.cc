@@ -81,5 +81,60 @@ TEST(DecodeBaselineRun, RefusesWhatTheyCannotRun) {
             "chip has 8");
 }
 
+// The fan-out baselines' TCM and first-send check (decode_run.cc CheckBaselineTcm): each case
+// is refused before the run naming its field (it used to overflow the scratch arena or
+// deadlock at run time), and the largest value that passes runs to completion.
+TEST(DecodeBaselineRun, RefusesWhatOverflowsTcmOrTheQueueAndRunsTheLargestThatFits) {
+  absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile("topology/small.textproto");
+  ASSERT_TRUE(chip.ok()) << chip.status();
+  const struct {
+    pb::Variant variant;
+    uint32_t h_q, c, users;
+    uint64_t s;
+    uint32_t too_big, fits;  // d
+    const char* message;
+  } cases[] = {
+      // m, l and O of d = 65536 are 262152 B, the IPCQ queue 262144 B: every rank waited on
+      // its first send.
+      {pb::BASELINE_FANOUT, 8, 1, 1, 1000, 65536, 65534,
+       "d: BASELINE_FANOUT sends each rank's m, l and O (262152 B at d = 65536) to its ring "
+       "successor before it receives; they exceed the 262144 B queue, so every rank would wait "
+       "on its send; at most d = 65534 fits"},
+      // Four requests share a PE's 1 MiB scratch: a fan-out step's received O and O·sb.
+      {pb::BASELINE_FANOUT, 8, 1, 4, 1000, 32768, 32704,
+       "users: 4 request(s) = 4 BASELINE_FANOUT instances on pe 0 (sip0.cube0.pe0) need "
+       "262528 B of TCM scratch each; the arena gives each 262081 B"},
+      // G = 8 instances (one per query row) on each PE.
+      {pb::BASELINE_FANOUT_GROUP, 8, 2, 1, 1000, 16384, 16320,
+       "h_q: 1 request(s) x G = 8 = 8 BASELINE_FANOUT_GROUP instances on pe 0 (sip0.cube0.pe0) "
+       "need 131456 B of TCM scratch each; the arena gives each 131009 B"},
+  };
+  for (const auto& c : cases) {
+    pb::Workload w;
+    w.set_kernel(pb::DECODE);
+    w.set_variant(c.variant);
+    w.set_h_q(c.h_q);
+    w.set_h_kv(1);
+    w.set_p(4);
+    if (c.c > 1) w.set_c(c.c);
+    w.set_users(c.users);
+    w.set_s(c.s);
+    w.set_d(c.too_big);
+    EXPECT_EQ(DecodeConfigOf(*chip, w).status().message(), c.message);
+    w.set_d(c.fits);
+    absl::StatusOr<LaunchResult> result = RunWorkload(*chip, w, LaunchOptions{});
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_TRUE(result->runtime_status.ok()) << result->runtime_status;
+  }
+  // The one-shot block's scores: 500000 keys per rank.
+  pb::Workload w = Small(pb::BASELINE_FANOUT);
+  w.set_h_kv(1);
+  w.set_s(2000000);
+  EXPECT_EQ(DecodeConfigOf(*chip, w).status().message(),
+            "s: one BASELINE_FANOUT instance on pe 0 (sip0.cube0.pe0) needs 5000000 B of the TCM "
+            "scratch arena (the block's scores, a fan-out step's received m, l, O and merge "
+            "temporaries) at d = 64, 500000 keys per rank; it holds 1048513 B");
+}
+
 }  // namespace
 }  // namespace ahbm::launch

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "kernels/attention/baseline.h"
+#include "kernels/attention/prefill_launch.h"
 #include "kernels/host/npy.h"
 #include "kernels/host/placement.h"
 #include "kernels/launch/launcher.h"
@@ -119,6 +120,75 @@ absl::Status CheckBaselineHbm(const pb::Chip& chip, const DecodeConfig& cfg,
                               " B (", GiB(region), ")"));
 }
 
+// The baselines' TCM and messages (BaselineRank in baseline.cc; every instance serves one
+// query row): per instance the persistent q [1, d] bf16, m (x2), l and O [1, d] fp32; in
+// scratch the larger of the one-shot block's Sj and centred [1, B] fp32 and P [1, B] bf16,
+// a fan-out step's received m, l, O and MergeInto's three columns and O·sb, and the stored
+// O [1, d] bf16 (64 B aligned). A PE hosts users instances (baseline_fanout_group: users x G).
+// Each instance sends its m, l, O before it receives (the ring's first step), so the three
+// must fit the receiver's IPCQ queue (baseline_fanout_group with C > 1: also the NOC
+// endpoint queue), or every rank waits on its send.
+absl::Status CheckBaselineTcm(const pb::Chip& chip, const DecodeConfig& cfg,
+                              kernels::BaselineKind kind) {
+  const bool group = kind == kernels::BaselineKind::kFanoutGroup;
+  // Rev1Rank (BASELINE_REV1_TREE) tiles its KV and reduces by a tree: not this check.
+  if (kind == kernels::BaselineKind::kRev1Tree) return absl::OkStatus();
+  const uint64_t ranks = group ? uint64_t{cfg.c} * cfg.p : cfg.p;
+  const uint64_t d = cfg.d, col = 64;
+  uint64_t block = 0;
+  for (uint32_t u = 0; u < (cfg.request_lengths.empty() ? 1 : cfg.users); ++u) {
+    block = std::max<uint64_t>(block, (cfg.MaxContextOf(u) + ranks - 1) / ranks);
+  }
+  const uint64_t persistent = kernels::Align64(d * 2) + 3 * col + kernels::Align64(d * 4);
+  const uint64_t fold = 2 * kernels::Align64(block * 4) + kernels::Align64(block * 2);
+  const uint64_t step = ranks > 1 ? 6 * col + 2 * kernels::Align64(d * 4) : 0;
+  const uint64_t scratch = std::max({fold, step, kernels::Align64(d * 2)});
+  const topology::ChipIndex index(chip);
+  const std::string pe = host::PeName(index, cfg.sip * index.cubes_per_sip() * index.pes_per_cube());
+  const std::string name = group ? "BASELINE_FANOUT_GROUP" : "BASELINE_FANOUT";
+  if (ranks > 1) {
+    const uint64_t message = 2 * 4 + d * 4;  // m, l [1, 1] and O [1, d] fp32
+    uint64_t queue = chip.sip().cube().ipcq().queue_bytes();
+    if (group && cfg.c > 1) queue = std::min(queue, chip.sip().noc().endpoint_queue_bytes());
+    if (message > queue) {
+      return Invalid(absl::StrCat("d: ", name, " sends each rank's m, l and O (", message,
+                                  " B at d = ", d, ") to its ring successor before it receives; "
+                                  "they exceed the ", queue, " B queue, so every rank would wait "
+                                  "on its send; at most d = ", (queue - 8) / 4, " fits"));
+    }
+  }
+  const uint64_t instances = uint64_t{cfg.users} * (group ? cfg.h_q / cfg.h_kv : 1);
+  const kernels::TcmShare alone = kernels::TcmShareOf(chip, 1);
+  if (persistent > alone.persistent || scratch > alone.scratch) {
+    const bool in_persistent = persistent > alone.persistent;
+    const char* field = !in_persistent && fold == scratch
+                            ? (cfg.max_context != 0             ? "max_context"
+                               : !cfg.request_lengths.empty() ? "request_lengths"
+                                                              : "s")
+                            : "d";
+    return Invalid(absl::StrCat(
+        field, ": one ", name, " instance on ", pe, " needs ",
+        in_persistent ? persistent : scratch, " B of the TCM ",
+        in_persistent ? "persistent arena (q, m, l, O)"
+                      : "scratch arena (the block's scores, a fan-out step's received m, l, O "
+                        "and merge temporaries)",
+        " at d = ", d, ", ", block, " keys per rank; it holds ",
+        in_persistent ? alone.persistent : alone.scratch, " B"));
+  }
+  const kernels::TcmShare share = kernels::TcmShareOf(chip, instances);
+  if (persistent > share.persistent || scratch > share.scratch) {
+    const bool in_persistent = persistent > share.persistent;
+    const char* field = cfg.users > 1 || !group ? "users" : "h_q";
+    return Invalid(absl::StrCat(
+        field, ": ", cfg.users, " request(s)", group ? absl::StrCat(" x G = ", cfg.h_q / cfg.h_kv) : "",
+        " = ", instances, " ", name, " instances on ", pe, " need ",
+        in_persistent ? persistent : scratch, " B of TCM ",
+        in_persistent ? "persistent" : "scratch", " each; the arena gives each ",
+        in_persistent ? share.persistent : share.scratch, " B"));
+  }
+  return absl::OkStatus();
+}
+
 // Data mode: inputs (and the copy of request 0's in the result), outputs as float, and the
 // HBM image of K, V, Q, O (bf16, per rank, 64 KiB pages) against kDataModeHostBytes.
 absl::Status CheckDataModeMemory(const DecodeConfig& cfg, std::optional<kernels::BaselineKind> kind) {
@@ -157,6 +227,9 @@ absl::Status CheckCapacity(const pb::Chip& chip, const DecodeConfig& cfg, const 
                             : kernels::CheckDecodeCapacity(chip, cfg);
       !s.ok()) {
     return s;
+  }
+  if (kind) {
+    if (absl::Status s = CheckBaselineTcm(chip, cfg, *kind); !s.ok()) return s;
   }
   return w.data() ? CheckDataModeMemory(cfg, kind) : absl::OkStatus();
 }

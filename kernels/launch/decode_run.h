@@ -23,8 +23,10 @@
 //   largest C <= 8 that hosts 2 KV heads)").
 // - Capacity, checked before anything is placed or simulated (one line, exit 2 in `ahbm`):
 //   KV caches per PE against its HBM region and instances per PE against its TCM arenas
-//   (kernels::CheckDecodeCapacity; the baselines: their K/V blocks against HBM), and in data
-//   mode the host-memory estimate against kDataModeHostBytes.
+//   (kernels::CheckDecodeCapacity; the baselines: their K/V blocks against HBM; the fan-out
+//   baselines also each instance's TCM, named d, s or users / h_q, and their first ring send
+//   of m, l, O against the IPCQ / NOC endpoint queue, named d), and in data mode the
+//   host-memory estimate against kDataModeHostBytes.
 //   reduce_payload / reduce_merge (the ADR reduce's options, kernels/README.md) are refused
 //   for the baselines, which do not run the ADR reduce.
 // - Data mode: q.npy [H_q, T_q, d], k.npy and v.npy [H_kv, S, d] from inputs_dir (one request:
