@@ -244,10 +244,15 @@ expect_one_line_error "s: the prompts do not fit the PEs' HBM: tensor 'k\[0\]'" 
 # decode: data mode on the small chip against the float64 reference is in
 # kernels/attention/decode_test; here the command line: every variant runs, bad fields fail.
 for variant in opt1 opt2 opt3 baseline_fanout; do
-  c=--c=2
-  [[ $variant == baseline_fanout ]] && c=  # one CUBE per head: it refuses a C above 1
+  c="--c=2 --tile=64"
+  # One CUBE per head and one dot per rank's block: it refuses a C above 1 and any tile.
+  [[ $variant == baseline_fanout ]] && c=
   expect 0 "roofline" run --topology=$small --kernel=decode --variant=$variant --h_q=8 --h_kv=2 \
-    --d=64 --s=2000 $c --p=4 --tile=64
+    --d=64 --s=2000 $c --p=4
+done
+for variant in baseline_fanout baseline_fanout_group; do
+  expect_one_line_error "tile: ${variant^^} reads each rank's whole KV block with one blocking dot" \
+    run --topology=$small --kernel=decode --variant=$variant --h_q=8 --h_kv=2 --s=2000 --p=4 --tile=64
 done
 # A full-chip run prints a page (per unit kind, 10 busiest units), --units=all every unit.
 "$ahbm" run --kernel=decode --s=2048 >"$tmp/full.txt" || fail "full-chip decode exited $?"

@@ -78,7 +78,7 @@ pb::Workload SmallDecode(pb::Variant variant, uint64_t s, const std::string& pro
     w.set_c(2);
   }
   w.set_p(4);
-  w.set_tile(64);
+  if (variant != pb::BASELINE_FANOUT && variant != pb::BASELINE_FANOUT_GROUP) w.set_tile(64);
   w.set_issue_cost_profile(profile);
   return w;
 }
@@ -310,6 +310,7 @@ std::vector<Case> AllCases() {
     small("decode_baseline_fanout_batch_rotated_zero", b);
     b.set_variant(pb::BASELINE_REV1_TREE);
     b.set_h_q(4);
+    b.set_tile(64);
     small("decode_baseline_rev1_tree_batch_rotated_zero", b);
   }
   // Causal T_q > 1 with max_context > S: the ranks past the context hold no keys.

@@ -94,7 +94,7 @@ const std::vector<KnownCase>& KnownCases() {
       // The roofline bound once added the reduce's path to the busiest PE's time.
       {"baseline_fanout_group_32_ranks_bound", "topology/small.textproto",
        "kernel: DECODE variant: BASELINE_FANOUT_GROUP h_q: 8 h_kv: 1 d: 64 s: 395 c: 8 p: 4 "
-       "tile: 128 start_cube: 7 seed: 88"},
+       "start_cube: 7 seed: 88"},
   };
   return *cases;
 }

@@ -103,7 +103,9 @@ void Decode(Draw& draw, pb::Workload& w) {
   const uint32_t p = draw.Pick<uint32_t>({1, 2, 4});
   w.set_p(p);
   w.set_d(draw.Pick<uint32_t>({16, 32, 48, 64, 128, 256}));
-  w.set_tile(draw.Pick<uint32_t>({16, 32, 64, 100, 128, 256}));
+  if (variant != pb::BASELINE_FANOUT && variant != pb::BASELINE_FANOUT_GROUP) {  // no KV tile
+    w.set_tile(draw.Pick<uint32_t>({16, 32, 64, 100, 128, 256}));
+  }
   uint32_t heads_max = 1;  // KV heads the chip can host for the variant
   uint32_t c = 1;
   switch (variant) {

@@ -45,8 +45,11 @@ pb::Workload Decode(pb::Variant variant, uint64_t s) {
     w.set_c(2);
   }
   w.set_p(4);
-  w.set_tile(64);
-  if (variant == pb::BASELINE_FANOUT || variant == pb::BASELINE_FANOUT_GROUP) w.set_h_q(4);
+  if (variant == pb::BASELINE_FANOUT || variant == pb::BASELINE_FANOUT_GROUP) {
+    w.set_h_q(4);  // one KV tile: they have none
+  } else {
+    w.set_tile(64);
+  }
   if (variant == pb::BASELINE_FANOUT_GROUP) w.set_p(2);
   return w;
 }
@@ -117,7 +120,6 @@ std::vector<Case> Cases() {
     fanout.set_h_kv(1);
     fanout.set_c(4);
     fanout.set_p(4);
-    fanout.clear_tile();
     add("decode_baseline_fanout_group_16_ranks", fanout);
     pb::Workload ring = Prefill(pb::RING, 200);
     ring.set_t_q(23);

@@ -40,7 +40,7 @@ std::vector<Case> Cases() {
        "kernel: DECODE variant: OPT2 h_q: 8 h_kv: 1 c: 2 p: 4 tile: 64 s: 300 users: 2"},
       {"prefill_ring", "kernel: PREFILL variant: RING c: 2 p: 2 h_q: 2 h_kv: 1 s: 32 tile: 8"},
       {"decode_baseline_fanout",
-       "kernel: DECODE variant: BASELINE_FANOUT h_q: 2 h_kv: 1 p: 4 tile: 64 s: 256"},
+       "kernel: DECODE variant: BASELINE_FANOUT h_q: 2 h_kv: 1 p: 4 s: 256"},
   };
 }
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "kernels/attention/decode_launch.h"
 #include "kernels/launch/decode_run.h"
@@ -24,7 +25,7 @@ pb::Workload Small(pb::Variant variant) {
   w.set_s(333);
   if (variant == pb::BASELINE_FANOUT_GROUP) w.set_c(2);  // the others keep a head in one CUBE
   w.set_p(4);
-  w.set_tile(64);
+  if (variant == pb::BASELINE_REV1_TREE) w.set_tile(64);  // the fan-out ones have no KV tile
   w.set_data(true);
   w.set_seed(5);
   return w;
@@ -68,6 +69,14 @@ TEST(DecodeBaselineRun, RefusesWhatTheyCannotRun) {
     w.set_t_q(2);
     EXPECT_EQ(DecodeConfigOf(*chip, w).status().message(),
               "t_q: the baselines decode one token (t_q = 1)");
+  }
+  for (pb::Variant v : {pb::BASELINE_FANOUT, pb::BASELINE_FANOUT_GROUP}) {
+    pb::Workload w = Small(v);
+    w.set_tile(64);  // a value given is a value used or refused
+    EXPECT_EQ(DecodeConfigOf(*chip, w).status().message(),
+              absl::StrCat("tile: ", pb::Variant_Name(v),
+                           " reads each rank's whole KV block with one blocking dot for q·Kᵀ "
+                           "and one for P·V; it has no KV tile (leave tile unset)"));
   }
   pb::Workload w = Small(pb::BASELINE_REV1_TREE);
   w.set_h_q(18);

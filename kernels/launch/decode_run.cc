@@ -270,6 +270,11 @@ absl::StatusOr<DecodeConfig> ConfigOf(const pb::Chip& chip, const pb::Workload& 
                                 " does not run the ADR reduce (the ADR kernels do)"));
   }
   if (absl::Status st = CheckDispatchFields(w); !st.ok()) return st;
+  if (w.has_tile() && (w.variant() == pb::BASELINE_FANOUT || w.variant() == pb::BASELINE_FANOUT_GROUP)) {
+    return Invalid(absl::StrCat("tile: ", pb::Variant_Name(w.variant()),
+                                " reads each rank's whole KV block with one blocking dot for "
+                                "q·Kᵀ and one for P·V; it has no KV tile (leave tile unset)"));
+  }
   switch (w.variant()) {
     case pb::VARIANT_UNSPECIFIED:
     case pb::OPT3:
@@ -418,10 +423,13 @@ class DecodePlan final : public QkvPlan {
   }
 
   std::string Summary() const override {
+    // The fan-out baselines have no KV tile (one dot per rank's block): no TILE.
+    const bool tiled = baseline_ != kernels::BaselineKind::kFanout &&
+                       baseline_ != kernels::BaselineKind::kFanoutGroup;
     return absl::StrCat("decode ", VariantLabel(w_, cfg_), ": H_q ", cfg_.h_q, ", H_kv ",
                         cfg_.h_kv, ", d ", cfg_.d, ", S ", cfg_.s, ", T_q ", cfg_.t_q, ", C ",
-                        cfg_.c, ", P ", cfg_.p, ", TILE ", cfg_.tile, ", users ", cfg_.users,
-                        w_.data() ? "; data mode" : "; timing mode");
+                        cfg_.c, ", P ", cfg_.p, tiled ? absl::StrCat(", TILE ", cfg_.tile) : "",
+                        ", users ", cfg_.users, w_.data() ? "; data mode" : "; timing mode");
   }
 
   absl::Status Launch(kernels::KernelRuntime& runtime, kernels::MemoryStore* store) override {
@@ -495,6 +503,9 @@ class DecodeLauncher final : public KernelLauncher {
     };
     spec.row = [](pb::Workload& w) {
       if (w.variant() != pb::AUTO) w.clear_short_long_threshold();  // only AUTO uses it
+      if (w.variant() == pb::BASELINE_FANOUT || w.variant() == pb::BASELINE_FANOUT_GROUP) {
+        w.clear_tile();  // no KV tile (one dot per rank's block), whatever the other rows' tile
+      }
       if (w.variant() == pb::BASELINE_FANOUT || w.variant() == pb::BASELINE_REV1_TREE) {
         w.clear_c();  // one CUBE per head, whatever the other rows' C
         w.clear_group_rows();

@@ -74,11 +74,10 @@ INSTANTIATE_TEST_SUITE_P(
              "s: 512 users: 2",
              2},
         Case{"decode_baseline_fanout", "kernel: DECODE variant: BASELINE_FANOUT h_q: 4 h_kv: 2 "
-                                       "p: 4 tile: 128 s: 1024 users: 2",
+                                       "p: 4 s: 1024 users: 2",
              4},
         Case{"decode_baseline_fanout_group",
-             "kernel: DECODE variant: BASELINE_FANOUT_GROUP h_q: 8 h_kv: 2 c: 4 p: 4 tile: 128 "
-             "s: 1024",
+             "kernel: DECODE variant: BASELINE_FANOUT_GROUP h_q: 8 h_kv: 2 c: 4 p: 4 s: 1024",
              2},
         Case{"decode_baseline_rev1_tree", "kernel: DECODE variant: BASELINE_REV1_TREE h_q: 8 "
                                           "h_kv: 2 p: 4 tile: 128 s: 1024",

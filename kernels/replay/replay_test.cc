@@ -115,9 +115,9 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"decode_short_context", "kernel: DECODE variant: SHORT_CONTEXT h_q: 16 h_kv: 4 p: 4 "
                                      "kv_per_cube: 2 tile: 128 s: 512 users: 2"},
         Case{"decode_baseline_fanout", "kernel: DECODE variant: BASELINE_FANOUT h_q: 4 h_kv: 2 "
-                                       "p: 4 tile: 128 s: 1024 users: 2"},
+                                       "p: 4 s: 1024 users: 2"},
         Case{"decode_baseline_fanout_group", "kernel: DECODE variant: BASELINE_FANOUT_GROUP "
-                                             "h_q: 8 h_kv: 2 c: 4 p: 4 tile: 128 s: 1024"},
+                                             "h_q: 8 h_kv: 2 c: 4 p: 4 s: 1024"},
         Case{"decode_baseline_rev1_tree", "kernel: DECODE variant: BASELINE_REV1_TREE h_q: 8 "
                                           "h_kv: 2 p: 4 tile: 128 s: 1024"},
         Case{"prefill_flash_causal_t_q", "kernel: PREFILL variant: FLASH h_q: 8 h_kv: 2 s: 300 "
