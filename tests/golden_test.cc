@@ -35,10 +35,13 @@
 #include "proto/trace.pb.h"
 #include "proto/workload.pb.h"
 #include "tests/golden_render.h"
+#include "tests/small_workloads.h"
 #include "topology/loader.h"
 
 namespace ahbm::golden {
 namespace {
+
+using ahbm::testing::SmallDecode;
 
 constexpr char kSmall[] = "topology/small.textproto";
 constexpr char kChip4[] = "topology/chip_4sip.textproto";  // BANK HBM channels
@@ -63,25 +66,6 @@ struct Case {
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 // ---- workloads -------------------------------------------------------------------------
-
-// The small decode shape: h_q 8, h_kv 2 (G = 4), d 64, C 2, P 4, TILE 64 on topology/small.
-pb::Workload SmallDecode(pb::Variant variant, uint64_t s, const std::string& profile) {
-  pb::Workload w;
-  w.set_kernel(pb::DECODE);
-  w.set_variant(variant);
-  w.set_h_q(8);
-  w.set_h_kv(2);
-  w.set_d(64);
-  w.set_s(s);
-  if (variant != pb::SHORT_CONTEXT && variant != pb::AUTO && variant != pb::BASELINE_FANOUT &&
-      variant != pb::BASELINE_REV1_TREE) {
-    w.set_c(2);
-  }
-  w.set_p(4);
-  if (variant != pb::BASELINE_FANOUT && variant != pb::BASELINE_FANOUT_GROUP) w.set_tile(64);
-  w.set_issue_cost_profile(profile);
-  return w;
-}
 
 // Llama3-70B decode on the full chip (the launcher's defaults: H_q 64, d 128, TILE 256).
 pb::Workload ChipDecode(pb::Variant variant, uint64_t s, const std::string& profile) {

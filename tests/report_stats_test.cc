@@ -15,41 +15,21 @@
 #include "proto/report.pb.h"
 #include "proto/topology.pb.h"
 #include "proto/workload.pb.h"
-#include "topology/loader.h"
+#include "tests/small_workloads.h"
 
 namespace ahbm {
 namespace {
-
-pb::Chip Small() {
-  absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile("topology/small.textproto");
-  EXPECT_TRUE(chip.ok()) << chip.status();
-  return *chip;
-}
 
 struct Case {
   std::string name;
   pb::Workload w;
 };
 
-// h_q 8, h_kv 2 (G = 4), d 64, P 4, TILE 64, as tests/golden_test.cc's small decode.
+// The shared small decode (small_workloads.h); the fan-out baselines with 4 query heads, the
+// all-to-all one over 2 x 2 ranks.
 pb::Workload Decode(pb::Variant variant, uint64_t s) {
-  pb::Workload w;
-  w.set_kernel(pb::DECODE);
-  w.set_variant(variant);
-  w.set_h_q(8);
-  w.set_h_kv(2);
-  w.set_d(64);
-  w.set_s(s);
-  if (variant == pb::OPT1 || variant == pb::OPT2 || variant == pb::OPT3 ||
-      variant == pb::BASELINE_FANOUT_GROUP) {
-    w.set_c(2);
-  }
-  w.set_p(4);
-  if (variant == pb::BASELINE_FANOUT || variant == pb::BASELINE_FANOUT_GROUP) {
-    w.set_h_q(4);  // one KV tile: they have none
-  } else {
-    w.set_tile(64);
-  }
+  pb::Workload w = ahbm::testing::SmallDecode(variant, s, "zero");
+  if (variant == pb::BASELINE_FANOUT || variant == pb::BASELINE_FANOUT_GROUP) w.set_h_q(4);
   if (variant == pb::BASELINE_FANOUT_GROUP) w.set_p(2);
   return w;
 }
@@ -135,7 +115,7 @@ std::vector<Case> Cases() {
 class ReportStatsTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ReportStatsTest, TheReportHoldsForTheRun) {
-  const pb::Chip chip = Small();
+  const pb::Chip chip = ahbm::testing::SmallChip();
   const Case& c = GetParam();
   absl::StatusOr<launch::LaunchResult> r = launch::RunWorkload(chip, c.w, {});
   ASSERT_TRUE(r.ok()) << r.status();

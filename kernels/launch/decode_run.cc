@@ -336,7 +336,7 @@ absl::StatusOr<DecodeConfig> ConfigOf(const pb::Chip& chip, const pb::Workload& 
     }
     default:
       return Invalid(absl::StrCat("variant: ", pb::Variant_Name(w.variant()),
-                                  " is not implemented for DECODE yet (OPT1, OPT2, OPT3, "
+                                  " is not a DECODE variant (OPT1, OPT2, OPT3, "
                                   "SHORT_CONTEXT, AUTO, BASELINE_FANOUT, BASELINE_FANOUT_GROUP, "
                                   "BASELINE_REV1_TREE are)"));
   }

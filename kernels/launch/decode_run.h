@@ -14,7 +14,8 @@
 //   1, 2, 4, 8 that hosts them unless kv_per_cube is given) and the baselines BASELINE_FANOUT, BASELINE_FANOUT_GROUP, BASELINE_REV1_TREE
 //   (kernels/attention/baseline.h; T_q = 1; BASELINE_FANOUT and BASELINE_REV1_TREE keep a head
 //   in one CUBE: C = 1, and c, group_rows or group_cols above 1 are refused; `ahbm compare`
-//   clears them for those rows); others are refused as not implemented yet.
+//   clears them for those rows); other variants (the prefill ones) are refused as not DECODE
+//   variants.
 //   Fields outside DecodeLauncher::Fields() (gemm_*, vector_len, cube, q_tile, query_split)
 //   are refused by the shared path; kv_per_cube only with SHORT_CONTEXT / AUTO, short_long_threshold only with AUTO. AUTO
 //   picks C itself: c, group_rows, group_cols are refused with it, and kv_per_cube when it
