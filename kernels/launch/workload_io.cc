@@ -199,6 +199,14 @@ constexpr FieldDoc kFieldDocs[] = {
      "always the long kernel",
      "measured: decode 2049, prefill 705", true},
     {"kv_bank_layout", "BANK HBM channels: where a rank's V sits against its K", "NAIVE"},
+    {"one_shot", "decode: one Q*K^T, one softmax, one P*V over a rank's whole KV block (ADR 5.2)",
+     "false", true},
+    {"lookahead", "composites a kernel keeps issued ahead of the one it waits on (ADR 9.1)",
+     "1", true},
+    {"max_inflight_composites", "PE scheduler composites in flight (overrides the topology)",
+     "the topology's"},
+    {"ring_depth", "prefill ring: receive buffers posted ahead, 1 .. 4 (ADR 9.4)", "2"},
+    {"ring_message_bytes", "prefill ring: NOC message chunk, bytes", "16384"},
 };
 
 const FieldDoc& DocOf(const FieldDescriptor& field) {

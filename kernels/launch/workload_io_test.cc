@@ -97,8 +97,8 @@ TEST(WorkloadFields, ListsEveryFieldInProtoOrder) {
   EXPECT_EQ(fields.front().name, "kernel");
   EXPECT_THAT(fields.front().help, HasSubstr("SELFTEST_DEADLOCK"));
   EXPECT_THAT(fields.front().help, Not(HasSubstr("KERNEL_UNSPECIFIED")));
-  EXPECT_EQ(fields.back().name, "kv_bank_layout");
-  EXPECT_THAT(fields.back().help, HasSubstr("INTERLEAVED"));
+  EXPECT_EQ(fields.back().name, "ring_message_bytes");
+  EXPECT_THAT(fields.back().help, HasSubstr("16384"));
 }
 
 // Every flag says what it means, its unit where it has one, and its default.
@@ -113,7 +113,7 @@ TEST(WorkloadFields, HelpGivesMeaningUnitAndDefault) {
   EXPECT_THAT(help["tile"], HasSubstr("keys (default: decode 256, prefill 128)"));
   EXPECT_THAT(help["s"], HasSubstr("tokens"));
   EXPECT_THAT(help["vector_len"], HasSubstr("fp32 elements"));
-  EXPECT_THAT(help["level2_reduce"], HasSubstr("TREE, CHAIN, RING_REDUCE (default: TREE)"));
+  EXPECT_THAT(help["level2_reduce"], HasSubstr("TREE, CHAIN, RING_REDUCE, RING_UNCHUNKED (default: TREE)"));
 }
 
 // A value given is a value used or refused: an explicit 0, UNSPECIFIED or "" is refused
