@@ -367,7 +367,7 @@ expect_one_line_error 's: must be > 0' run --topology=$small --kernel=decode
 # AUTO picks the kernel and its C: an explicit C is refused, the report says what it picked.
 expect_one_line_error 'c: AUTO picks the kernel and its C; leave c unset or choose a variant' \
   run --kernel=decode --variant=auto --s=1024 --c=8
-expect 0 'decode AUTO -> SHORT_CONTEXT \(S 1024 < threshold 2049\)' run --kernel=decode \
+expect 0 'decode AUTO -> SHORT_CONTEXT \(S 1024 < threshold 2049; kv_per_cube 1, the fewest KV heads per CUBE that host the 8 KV heads' run --kernel=decode \
   --variant=auto --s=1024
 expect 0 'decode AUTO -> OPT3 \(S 1024 >= threshold 512\)' run --kernel=decode --variant=auto \
   --s=1024 --short_long_threshold=512

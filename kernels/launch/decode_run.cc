@@ -71,9 +71,8 @@ std::string VariantLabel(const pb::Workload& w, const DecodeConfig& cfg) {
   }
   const AutoChoice pick = DispatchAuto(w, cfg.s);
   std::string geometry;
-  if (pick.variant == pb::SHORT_CONTEXT && !w.has_kv_per_cube() && cfg.kv_per_cube != 1) {
-    geometry = absl::StrCat("; kv_per_cube ", cfg.kv_per_cube,
-                            ", the fewest heads per CUBE that host ", cfg.h_kv, " KV heads");
+  if (pick.variant == pb::SHORT_CONTEXT && !w.has_kv_per_cube()) {
+    geometry = absl::StrCat("; ", ShortKvPerCubeWhy(cfg.kv_per_cube, cfg.h_kv));
   } else if (pick.variant != pb::SHORT_CONTEXT && cfg.c != kAutoMostC) {
     geometry = absl::StrCat("; C ", cfg.c, ", the largest C <= ", kAutoMostC, " that hosts ",
                             cfg.h_kv, " KV heads");
@@ -380,6 +379,12 @@ AutoChoice DispatchAuto(const pb::Workload& w, uint64_t s) {
   pick.variant = is_short ? pb::SHORT_CONTEXT : prefill ? pb::RING : pb::OPT3;
   pick.why = absl::StrCat("S ", s, is_short ? " < " : " >= ", "threshold ", pick.threshold);
   return pick;
+}
+
+std::string ShortKvPerCubeWhy(uint32_t kv_per_cube, uint32_t h_kv) {
+  return absl::StrCat("kv_per_cube ", kv_per_cube, ", the fewest KV heads per CUBE that host ",
+                      h_kv == 1 ? std::string("the KV head") : absl::StrCat("the ", h_kv, " KV heads"),
+                      " (latency grows with heads per CUBE)");
 }
 
 absl::StatusOr<DecodeConfig> DecodeConfigOf(const pb::Chip& chip, const pb::Workload& w) {

@@ -95,6 +95,18 @@ struct AutoChoice {
 };
 AutoChoice DispatchAuto(const pb::Workload& w, uint64_t s);
 
+// AUTO's short kernel takes the fewest KV heads per CUBE (of 1, 2, 4, 8) that the chip hosts:
+// each further head on a CUBE adds its whole sweep to every one of the CUBE's PEs, and the
+// CUBEs it frees do not help one batch (the short kernel keeps every request of a head on that
+// head's CUBE). Measured, Llama3-70B decode on topology/chip_4sip.textproto, S = 1024,
+// `ahbm run --kernel=decode --variant=short_context --s=1024 --kv_per_cube=K [--users=4]
+// [--issue_cost_profile=realistic]`, latency µs for K = 1 / 2 / 4 / 8: zero profile 1.70 /
+// 2.06 / 3.47 / 6.53, 4 users 3.42 / 6.27 / 12.53 / 25.79; realistic 3.16 / 3.92 / 6.30 /
+// 12.19, 4 users 6.31 / 11.75 / 23.88 / 46.82 (launch_test's AutoShortKvPerCubeIsTheFastest
+// holds the rule on the small chip). The report's workload line says so:
+// "kv_per_cube 1, the fewest KV heads per CUBE that host 8 KV heads (latency grows with ...)".
+std::string ShortKvPerCubeWhy(uint32_t kv_per_cube, uint32_t h_kv);
+
 // Data mode keeps every value on the host: a run whose estimate (inputs, outputs and the HBM
 // image of K, V, Q, O) exceeds this bound is refused up front (field data).
 inline constexpr uint64_t kDataModeHostBytes = uint64_t{4} << 30;

@@ -412,7 +412,8 @@ TEST(RunWorkload, AutoDispatchesByContextLength) {
     const std::string& summary = result->report.workload_summary();
     if (s < kShortLongThreshold) {
       EXPECT_EQ(NocSends(*result), 0) << s;
-      EXPECT_THAT(summary, HasSubstr("decode AUTO -> SHORT_CONTEXT (S 2048 < threshold 2049)"));
+      EXPECT_THAT(summary, HasSubstr("decode AUTO -> SHORT_CONTEXT (S 2048 < threshold 2049; kv_per_cube 1, "
+                                         "the fewest KV heads per CUBE that host the KV head"));
       EXPECT_THAT(summary, HasSubstr(", C 1,"));
     } else {
       EXPECT_EQ(NocSends(*result), 3 * 7) << s;  // one Level-1 triplet per non-root CUBE
@@ -757,11 +758,67 @@ TEST(RunWorkload, AutoPicksACTheChipHosts) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_THAT(r->report.workload_summary(),
               HasSubstr("AUTO -> SHORT_CONTEXT (S 300 < threshold 2049; kv_per_cube 2, the fewest "
-                        "heads per CUBE that host 16 KV heads)"));
+                        "KV heads per CUBE that host the 16 KV heads (latency grows with heads per "
+                        "CUBE))"));
   // The full chip keeps the ADR's C = 8 (and the summary as before).
   pb::Workload full = Decode(4096);
   full.set_variant(pb::AUTO);
   EXPECT_EQ(DecodeConfigOf(LoadChip("chip_4sip"), full)->c, 8u);
+}
+
+// AUTO's short kernel takes the fewest KV heads per CUBE the chip hosts, and that is the
+// fastest kv_per_cube the chip hosts (ShortKvPerCubeWhy's rule, decode_run.h), decode and
+// prefill, one request and a mixed batch, with 4 KV heads (kv_per_cube 1 hosts them on the
+// small chip's 8 CUBEs) and 16 (kv_per_cube 2 is the fewest).
+TEST(RunWorkload, AutoShortKvPerCubeIsTheFastest) {
+  const pb::Chip small = LoadChip("small");  // 1 SIP of 2x4 CUBEs x 4 PEs
+  LaunchOptions options;
+  options.keep_op_log = false;
+  for (pb::Kernel kernel : {pb::DECODE, pb::PREFILL}) {
+    for (uint32_t h_kv : {4u, 16u}) {
+      for (bool batch : {false, true}) {
+        pb::Workload w;
+        w.set_kernel(kernel);
+        w.set_h_q(2 * h_kv);
+        w.set_h_kv(h_kv);
+        w.set_d(64);
+        w.set_p(4);
+        if (batch) {
+          for (uint64_t len : {300, 120, 45}) w.add_request_lengths(len);
+        } else {
+          w.set_s(kernel == pb::DECODE ? 1000 : 300);
+        }
+        const std::string name = absl::StrCat(pb::Kernel_Name(kernel), " h_kv ", h_kv,
+                                              batch ? " batch" : "");
+        w.set_variant(pb::AUTO);
+        absl::StatusOr<LaunchResult> picked = RunWorkload(small, w, options);
+        ASSERT_TRUE(picked.ok()) << name << ": " << picked.status();
+        const uint32_t expect = h_kv == 4 ? 1 : 2;
+        EXPECT_THAT(picked->report.workload_summary(),
+                    HasSubstr(absl::StrCat("kv_per_cube ", expect, ", the fewest KV heads per "
+                                           "CUBE that host the ", h_kv, " KV heads")))
+            << name;
+        w.set_variant(pb::SHORT_CONTEXT);
+        for (uint32_t k : {1u, 2u, 4u, 8u}) {
+          w.set_kv_per_cube(k);
+          absl::StatusOr<LaunchResult> r = RunWorkload(small, w, options);
+          if (k < expect) {  // the chip does not host the heads with fewer per CUBE
+            EXPECT_FALSE(r.ok()) << name << " kv_per_cube " << k;
+            continue;
+          }
+          // More heads per CUBE may not fit a PE's TCM at all: no better either.
+          if (!r.ok() && k > expect) continue;
+          ASSERT_TRUE(r.ok()) << name << " kv_per_cube " << k << ": " << r.status();
+          if (k == expect) {
+            EXPECT_EQ(r->report.latency_ps(), picked->report.latency_ps()) << name;
+          } else {
+            EXPECT_GT(r->report.latency_ps(), picked->report.latency_ps())
+                << name << " kv_per_cube " << k;
+          }
+        }
+      }
+    }
+  }
 }
 
 // Too many KV heads for the chip's groups: the refusal says what C (or kv_per_cube) fits.

@@ -114,6 +114,7 @@ absl::StatusOr<PrefillConfig> ConfigOf(const pb::Chip& chip, const pb::Workload&
   }
   if (absl::Status st = CheckDispatchFields(w); !st.ok()) return st;
   pb::Variant variant = w.variant() == pb::VARIANT_UNSPECIFIED ? pb::RING : w.variant();
+  bool auto_short = false;  // AUTO picked SHORT_CONTEXT
   *label = pb::Variant_Name(variant);
   if (variant == pb::AUTO) {
     const AutoChoice pick = DispatchAuto(w, cfg.s);
@@ -127,6 +128,7 @@ absl::StatusOr<PrefillConfig> ConfigOf(const pb::Chip& chip, const pb::Workload&
     }
     *label = absl::StrCat("AUTO -> ", pb::Variant_Name(pick.variant), " (", pick.why, ")");
     variant = pick.variant;
+    auto_short = variant == pb::SHORT_CONTEXT;
   }
   switch (variant) {
     case pb::FLASH:
@@ -165,6 +167,16 @@ absl::StatusOr<PrefillConfig> ConfigOf(const pb::Chip& chip, const pb::Workload&
                                   "BASELINE_FANOUT are)"));
   }
   if (!w.has_q_tile()) cfg.q_tile = BalancedQTile(cfg);
+  if (auto_short && !w.has_kv_per_cube()) {
+    // The fewest KV heads per CUBE the chip hosts (ShortKvPerCubeWhy, decode_run.h); 1 when
+    // none does (PrefillCubes below refuses it).
+    for (cfg.kv_per_cube = 1; cfg.kv_per_cube < 8 && !kernels::PrefillCubes(chip, cfg).ok();
+         cfg.kv_per_cube *= 2) {
+    }
+    if (!kernels::PrefillCubes(chip, cfg).ok()) cfg.kv_per_cube = 1;
+    *label = absl::StrCat(label->substr(0, label->size() - 1), "; ",
+                          ShortKvPerCubeWhy(cfg.kv_per_cube, cfg.h_kv), ")");
+  }
   absl::StatusOr<std::vector<uint32_t>> used = kernels::PrefillCubes(chip, cfg);
   if (!used.ok()) return used.status();
   *cubes = *std::move(used);
