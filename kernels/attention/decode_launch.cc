@@ -482,6 +482,13 @@ uint64_t PersistentBytes(const DecodeConfig& cfg, uint64_t rows, uint64_t max_ti
   return bytes;
 }
 
+// What the persistent arena holds, for the refusals.
+std::string PersistentText(const DecodeConfig& cfg) {
+  return cfg.k_layout == KLayout::kRowMajor
+             ? "persistent arena (q, m, l, O, Sj buffers, transposed K tiles)"
+             : "persistent arena (q, m, l, O, Sj buffers)";
+}
+
 // One instance's TCM need: (persistent, scratch) bytes.
 std::pair<uint64_t, uint64_t> InstanceTcm(const DecodeGeometry& geo, const DecodeConfig& cfg,
                                           uint64_t max_block) {
@@ -555,7 +562,7 @@ absl::Status TcmCulprit(const DecodeGeometry& geo, const DecodeConfig& cfg,
   return Field(culprit->field,
                absl::StrCat(culprit->given, ": one kernel instance on ", pe_name, " needs ",
                             in_persistent ? need_persistent : need_scratch, " B of the TCM ",
-                            in_persistent ? "persistent arena (q, m, l, O, Sj buffers)"
+                            in_persistent ? PersistentText(cfg)
                                           : "scratch arena (a KV tile's or the reduce's temporaries)",
                             in_persistent ? ", which holds " : ", which gives one instance ",
                             in_persistent ? persistent : scratch - 63, " B",
@@ -629,7 +636,7 @@ absl::Status CheckDecodeCapacity(const pb::Chip& chip, const DecodeConfig& cfg) 
                                        pe_name);
   if (instances > fit_persistent) {
     return Field("users", absl::StrCat(who, " need ", instances, " x ", per_persistent,
-                                       " B of the TCM persistent arena (q, m, l, O, Sj buffers), "
+                                       " B of the TCM ", PersistentText(cfg), ", "
                                        "which holds ", persistent, " B",
                                        staging > 0 ? absl::StrCat(" beside ", staging,
                                                                   " B of message staging")

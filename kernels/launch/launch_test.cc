@@ -919,3 +919,35 @@ TEST(ValidateWorkload, KLayoutIsUsedByTheAdrKernelsAndRefusedByTheBaselines) {
 
 }  // namespace
 }  // namespace ahbm::launch
+
+namespace ahbm::launch {
+namespace {
+
+// A row-major K's TCM (its loaded and transposed tiles) is counted: the most requests the
+// check lets through run without a TCM overflow, for every variant (the persistent arena binds
+// opt2 and opt3 with their transposed-tile buffers, the scratch arena opt1).
+TEST(ValidateWorkload, RowMajorKAtTheTcmBoundaryRuns) {
+  const pb::Chip small = LoadChip("small");
+  for (pb::Variant v : {pb::OPT1, pb::OPT3, pb::OPT2}) {
+    pb::Workload w = SmallKv(pb::DECODE, v);
+    w.set_h_kv(1);
+    w.set_c(8);
+    w.set_d(128);
+    w.set_tile(1024);
+    w.set_s(65536);
+    w.set_k_layout(pb::ROW_MAJOR);
+    w.set_users(1000);
+    const absl::Status refused = ValidateWorkload(small, w);
+    const std::string message(refused.message());
+    const size_t at = message.find("at most ");
+    ASSERT_NE(at, std::string::npos) << message;
+    const int fit = std::atoi(message.c_str() + at + 8);
+    ASSERT_GT(fit, 0) << message;
+    w.set_users(fit);
+    SCOPED_TRACE(absl::StrCat(pb::Variant_Name(v), ": ", fit, " request(s)"));
+    ExpectRuns(small, w);
+  }
+}
+
+}  // namespace
+}  // namespace ahbm::launch
