@@ -38,9 +38,10 @@ struct State {
   Tensor l, o;
 };
 
-// Buffers reused pair after pair: Q of the current query tile, Sj and the causal mask, each
-// double-buffered for the software pipeline (the pair two back has finished: its softmax
-// waited on its Sj, i.e. on its Q·Kᵀ, the last reader of its Q and mask buffers).
+// Buffers reused pair after pair: Q of the current query tile, Sj, the causal mask and a
+// row-major K's transposed tile, each double-buffered for the software pipeline (the pair two
+// back has finished: its softmax waited on its Sj, i.e. on its Q·Kᵀ, the last reader of its Q,
+// mask and K tile buffers).
 struct Buffers {
   Tensor q[2];     // [max_rows, d] bf16
   Tensor s[2];     // [max_rows, tile] fp32
