@@ -15,7 +15,8 @@
 // `[tiles][d][TILE]`: the (d, TILE) operand of tile j is contiguous, the ragged last tile a
 // strided [d, len] view; transposed `[d, B]`; row-major `[B, d]`, each tile loaded and
 // transposed on the MATH engine into a TCM buffer: opt1's in the tile's scratch scope, opt3's
-// and opt2's persistent beside each Sj buffer), V row-major `[B, d]`, Q group `[G·T_q, d]` bf16
+// and opt2's persistent beside each Sj buffer; the transpose blocks, so the CPU waits for each
+// tile's load, opt2's included), V row-major `[B, d]`, Q group `[G·T_q, d]` bf16
 // replicated on every rank. Sj fp32; P rounded to bf16 before P·V; m, l, O
 // fp32; the stored output `O / l` is bf16 `[G·T_q, d]` at the group root.
 #ifndef AHBMSIM_KERNELS_ATTENTION_DECODE_H_
