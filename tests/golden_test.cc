@@ -18,6 +18,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -338,6 +339,17 @@ std::vector<Case> AllCases() {
     t.set_data(true);
     t.set_seed(9);
     small("decode_opt1_causal_tq4_maxctx_data_zero", t);
+  }
+  // K layouts (kernels/attention/k_layout.h): B = 125 keys a rank, tiles of 64 and 61 keys.
+  // TRANSPOSED reads strided [d, len] slices of [64, 125] (chunk waste); ROW_MAJOR transposes
+  // each tile on MATH. Data mode: the outputs equal decode_opt3_data_zero's values.
+  for (const auto& [layout, name] : {std::pair<pb::KLayout, const char*>{pb::TRANSPOSED, "transposed"},
+                                     {pb::ROW_MAJOR, "row_major"}}) {
+    pb::Workload w = SmallDecode(pb::OPT3, 1000, "zero");
+    w.set_k_layout(layout);
+    w.set_data(true);
+    w.set_seed(5);
+    small(absl::StrCat("decode_opt3_k_", name, "_data_zero"), w);
   }
   // Prefill (small chip: h_q 4, h_kv 1, d 32, S 64, tile 16, q_tile 16, P 2 — small texts): every
   // variant, a chunked T_q with a striped split, a mixed-length batch, data mode.

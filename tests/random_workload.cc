@@ -219,6 +219,20 @@ void Prefill(Draw& draw, pb::Workload& w) {
   DrawRotation(draw, w, c, p);
 }
 
+// ---- k_layout (the K cache layouts, kernels/attention/k_layout.h) ----
+// Drawn from a stream of its own (seeded from the case's seed), so it shifts no other draw.
+// The ADR kernels only: the baselines keep their own [d, B] block and refuse k_layout.
+void DrawKLayout(uint64_t seed, pb::Workload& w) {
+  if (w.variant() == pb::BASELINE_FANOUT || w.variant() == pb::BASELINE_FANOUT_GROUP ||
+      w.variant() == pb::BASELINE_REV1_TREE) {
+    return;
+  }
+  Draw draw(seed ^ 0x4B4C41594F5554ull);  // "KLAYOUT"
+  if (draw.Coin(0.5)) {
+    w.set_k_layout(draw.Pick<pb::KLayout>({pb::TILE_MAJOR, pb::TRANSPOSED, pb::ROW_MAJOR}));
+  }
+}
+
 }  // namespace
 
 RandomCase RandomWorkload(uint64_t seed) {
@@ -235,6 +249,7 @@ RandomCase RandomWorkload(uint64_t seed) {
   if (c.bank_hbm && draw.Coin(0.5)) {
     w.set_kv_bank_layout(draw.Pick<pb::KvBankLayout>({pb::NAIVE, pb::INTERLEAVED}));
   }
+  DrawKLayout(seed, w);
   return c;
 }
 

@@ -268,7 +268,8 @@ absl::StatusOr<DecodeLaunch> LaunchFanout(const pb::Chip& chip, const DecodeConf
     launch.outputs.emplace_back(group ? cfg.h_kv : cfg.h_q);
     for (uint32_t copy = 0; copy < copies.size(); ++copy) {
       absl::StatusOr<PlacedRequest> placed = PlaceDecodeRequest(
-          *geo, gcfg, u, copies[copy], /*k_tile=*/0, allocator, store, data ? &inputs[u] : nullptr);
+          *geo, gcfg, u, copies[copy], KLayout::kTransposed, allocator, store,
+          data ? &inputs[u] : nullptr);
       if (!placed.ok()) return placed.status();
       for (uint32_t h = 0; h < cfg.h_kv; ++h) {
         std::vector<uint32_t> ring_cubes;

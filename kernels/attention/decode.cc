@@ -44,11 +44,19 @@ uint64_t TileLen(const RankPlan& p, const DecodeShape& s, uint64_t j) {
   return std::min<uint64_t>(s.tile, p.my_len - j * s.tile);
 }
 
-// K tile j as a (d, len) operand of the tile-major block (strided when len < TILE).
-Tensor KTile(Tl& tl, const DecodeShape& s, const RankPlan& p, uint64_t j) {
-  const std::vector<uint64_t> shape = {s.d, s.tile};
-  const Tensor full = tl.Ref(p.k_addr + j * s.d * s.tile * 2, shape);
-  return full.Cols(0, TileLen(p, s, j));
+// Row-major K (k_layout.h): a TCM buffer for one transposed tile, [d·TILE, 1] bf16; none for
+// the other layouts.
+Tensor KtBuffer(Tl& tl, const DecodeShape& s, Arena arena) {
+  if (s.k_layout != KLayout::kRowMajor) return Tensor();
+  const std::vector<uint64_t> shape = {uint64_t{s.d} * s.tile, 1};
+  return tl.Alloc(shape, pb::BF16, arena);
+}
+
+// K tile j's (d, len) operand (k_layout.h; row-major: loaded and transposed into `kt`).
+Task<Tensor> KTile(Tl& tl, const DecodeShape& s, const RankPlan& p, uint64_t j,
+                   const Tensor& kt) {
+  const KBlock k{s.k_layout, p.k_addr, std::nullopt, s.d, s.tile, p.block};
+  return KOperand(tl, k, j, TileLen(p, s, j), kt, s.scratch_scope);
 }
 
 // V tile j: rows [j·TILE, j·TILE + len) of the row-major block.
@@ -131,7 +139,7 @@ Task<void> SweepOpt1(Tl& tl, const DecodeShape& s, const RankPlan& p, const Tens
   for (uint64_t j = 0; j < n; ++j) {
     std::optional<ScratchScope> scope;
     if (s.scratch_scope) scope.emplace(&tl);
-    Tensor kj = KTile(tl, s, p, j);
+    Tensor kj = co_await KTile(tl, s, p, j, KtBuffer(tl, s, Arena::kScratch));
     const std::vector<Epilogue> epi = co_await QkEpilogue(tl, s, p, j, /*scale=*/true);
     Tensor sj = co_await tl.Composite(q, kj, epi);
     co_await SoftmaxAndPv(tl, s, p, r, sj, j);
@@ -139,22 +147,24 @@ Task<void> SweepOpt1(Tl& tl, const DecodeShape& s, const RankPlan& p, const Tens
 }
 
 // Option 3 (§5.6, TL;DR, the ship choice): Q·Kᵀ(j+1) issued before softmax(j), into a
-// persistent double buffer outside the scratch scope.
+// persistent double buffer outside the scratch scope (a row-major K's transposed tiles too).
 Task<void> SweepOpt3(Tl& tl, const DecodeShape& s, const RankPlan& p, const Tensor& q,
                      Running& r) {
   const uint64_t n = (p.my_len + s.tile - 1) / s.tile;
   const std::vector<uint64_t> sshape = {s.rows, s.tile};
   Tensor sb[2] = {tl.Alloc(sshape, pb::FP32, Arena::kPersistent),
                   tl.Alloc(sshape, pb::FP32, Arena::kPersistent)};
+  const Tensor kb[2] = {KtBuffer(tl, s, Arena::kPersistent), KtBuffer(tl, s, Arena::kPersistent)};
+  Tensor k0 = co_await KTile(tl, s, p, 0, kb[0]);
   std::vector<Epilogue> epi = co_await QkEpilogue(tl, s, p, 0, /*scale=*/true);
-  Tensor next = co_await tl.Composite(q, KTile(tl, s, p, 0), epi,  // prime
-                                      sb[0].Cols(0, TileLen(p, s, 0)));
+  Tensor next = co_await tl.Composite(q, k0, epi, sb[0].Cols(0, TileLen(p, s, 0)));  // prime
   for (uint64_t j = 0; j < n; ++j) {
     Tensor sj = next;
     if (j + 1 < n) {  // fills the GEMM engine under softmax(j)
       Tensor out = sb[(j + 1) % 2].Cols(0, TileLen(p, s, j + 1));
+      Tensor kn = co_await KTile(tl, s, p, j + 1, kb[(j + 1) % 2]);
       epi = co_await QkEpilogue(tl, s, p, j + 1, /*scale=*/true);
-      next = co_await tl.Composite(q, KTile(tl, s, p, j + 1), epi, out);
+      next = co_await tl.Composite(q, kn, epi, out);
     }
     std::optional<ScratchScope> scope;
     if (s.scratch_scope) scope.emplace(&tl);
@@ -163,23 +173,26 @@ Task<void> SweepOpt3(Tl& tl, const DecodeShape& s, const RankPlan& p, const Tens
 }
 
 // Option 2 (§5.6): composite Q·Kᵀ(j) and ex_composite softmax_pv(j) per tile, never waiting;
-// an Sj buffer is reused once the softmax_pv that read it has completed.
+// an Sj buffer (and a row-major K's transposed tile beside it) is reused once the softmax_pv
+// that read it has completed.
 Task<void> SweepOpt2(Tl& tl, const DecodeShape& s, const RankPlan& p, const Tensor& q,
                      Running& r) {
   const uint64_t n = (p.my_len + s.tile - 1) / s.tile;
   const std::vector<uint64_t> sshape = {s.rows, s.tile};
-  std::vector<Tensor> sbuf;
+  std::vector<Tensor> sbuf, kbuf;
   std::vector<Tensor> reader(s.opt2_s_buffers);  // the softmax_pv reading each buffer
   for (uint32_t b = 0; b < s.opt2_s_buffers && b < n; ++b) {
     sbuf.push_back(tl.Alloc(sshape, pb::FP32, Arena::kPersistent));
+    kbuf.push_back(KtBuffer(tl, s, Arena::kPersistent));
   }
   const Accumulator acc{r.m[0], r.l, r.o};
   for (uint64_t j = 0; j < n; ++j) {
     const size_t slot = j % sbuf.size();
     if (j >= sbuf.size()) co_await tl.Wait(reader[slot]);
     Tensor out = sbuf[slot].Cols(0, TileLen(p, s, j));
+    Tensor kj = co_await KTile(tl, s, p, j, kbuf[slot]);
     const std::vector<Epilogue> epi = co_await QkEpilogue(tl, s, p, j, /*scale=*/false);
-    Tensor sj = co_await tl.Composite(q, KTile(tl, s, p, j), epi, out);  // #1: reads K
+    Tensor sj = co_await tl.Composite(q, kj, epi, out);  // #1: reads K
     reader[slot] = co_await tl.ExComposite(sj, VTile(tl, s, p, j), acc, s.scale);  // #2: V
   }
   co_await tl.WaitAll();  // acc is updated asynchronously: drain before the reduce

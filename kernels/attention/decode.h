@@ -11,9 +11,13 @@
 // - kOpt2: composite Q·Kᵀ(j) then ex_composite("softmax_pv") per tile; the CPU never waits
 //          inside the sweep; tl.WaitAll() drains before the reduce.
 //
-// Layouts (DESIGN §4b): K tile-major `[tiles][d][TILE]` (the (d, TILE) operand of tile j is
-// contiguous; the ragged last tile is a strided [d, len] view), V row-major `[B, d]`, Q group
-// `[G·T_q, d]` bf16 replicated on every rank. Sj fp32; P rounded to bf16 before P·V; m, l, O
+// Layouts (DESIGN §4b): K as DecodeShape::k_layout says (k_layout.h; by default tile-major
+// `[tiles][d][TILE]`: the (d, TILE) operand of tile j is contiguous, the ragged last tile a
+// strided [d, len] view; transposed `[d, B]`; row-major `[B, d]`, each tile loaded and
+// transposed on the MATH engine into a TCM buffer: opt1's in the tile's scratch scope, opt3's
+// and opt2's persistent beside each Sj buffer; the transpose blocks, so the CPU waits for each
+// tile's load, opt2's included), V row-major `[B, d]`, Q group `[G·T_q, d]` bf16
+// replicated on every rank. Sj fp32; P rounded to bf16 before P·V; m, l, O
 // fp32; the stored output `O / l` is bf16 `[G·T_q, d]` at the group root.
 #ifndef AHBMSIM_KERNELS_ATTENTION_DECODE_H_
 #define AHBMSIM_KERNELS_ATTENTION_DECODE_H_
@@ -22,6 +26,7 @@
 #include <optional>
 #include <vector>
 
+#include "kernels/attention/k_layout.h"
 #include "kernels/runtime/task.h"
 #include "kernels/runtime/tl.h"
 
@@ -35,6 +40,7 @@ struct DecodeShape {
   uint32_t tile = 256;   // keys per KV tile
   float scale = 0;       // 1 / sqrt(d)
   DecodeVariant variant = DecodeVariant::kOpt3;
+  KLayout k_layout = KLayout::kTileMajor;
   uint32_t opt2_s_buffers = 8;  // opt2: Sj buffers in flight (reuse waits for the oldest)
   bool scratch_scope = true;    // per-tile temporaries in a scratch_scope (ADR-0063); tests only
                                 // turn it off, to show the overflow it prevents
@@ -50,7 +56,8 @@ struct DecodeShape {
 // One rank's part: where its data is and its place in the static reduce tree.
 struct RankPlan {
   uint64_t q_addr = 0;   // this PE's HBM: Q group [rows, d] bf16
-  uint64_t k_addr = 0;   // this PE's HBM: K block, tile-major
+  uint64_t k_addr = 0;   // this PE's HBM: K block, in DecodeShape::k_layout
+  uint64_t block = 0;    // B: the K block's capacity in keys (the row length of [d, B])
   uint64_t v_addr = 0;   // this PE's HBM: V block [B, d]
   uint64_t my_len = 0;   // valid tokens of this rank's block
   // Level-2 (IPCQ, inside the CUBE) and Level-1 (NOC, CUBE roots of the group).

@@ -230,7 +230,7 @@ absl::StatusOr<std::vector<ReduceNode>> Level2Tree(const DecodeGeometry& geo, Re
 
 absl::StatusOr<PlacedRequest> PlaceDecodeRequest(
     const DecodeGeometry& geo, const DecodeConfig& cfg, uint32_t u,
-    const std::vector<std::vector<uint32_t>>& head_cubes, uint64_t k_tile,
+    const std::vector<std::vector<uint32_t>>& head_cubes, KLayout k_layout,
     host::HbmAllocator& allocator, MemoryStore* store, const DecodeInputs* in) {
   const topology::ChipIndex& index = geo.index;
   const uint32_t g = cfg.h_q / cfg.h_kv;
@@ -246,7 +246,7 @@ absl::StatusOr<PlacedRequest> PlaceDecodeRequest(
   const std::vector<uint64_t> kv_shape = {cfg.h_kv, context, cfg.d};
   absl::StatusOr<host::PlacedTensor> k = host::PlaceKvCache(
       allocator, absl::StrCat("k[", u, "]"), kv_shape, pb::BF16, *kv, heads,
-      host::KvLayout{host::SlotLayout::kTileMajor, k_tile == 0 ? kv->block() : k_tile});
+      HostKvLayout(k_layout, cfg.tile, kv->block()));
   if (!k.ok()) return k.status();
   if (cfg.kv_bank_interleaved) {
     if (absl::Status s = host::PadForBankInterleave(allocator, *k); !s.ok()) return s;
@@ -343,6 +343,7 @@ absl::StatusOr<DecodeLaunch> LaunchDecode(const pb::Chip& chip, const DecodeConf
   shape.tile = cfg.tile;
   shape.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(cfg.d)));
   shape.variant = cfg.variant;
+  shape.k_layout = cfg.k_layout;
   shape.scratch_scope = cfg.scratch_scope;
   shape.packed_payload = cfg.packed_payload;
   shape.fused_merge = cfg.fused_merge;
@@ -352,7 +353,7 @@ absl::StatusOr<DecodeLaunch> LaunchDecode(const pb::Chip& chip, const DecodeConf
   const std::vector<std::vector<uint32_t>> head_cubes = geo.HeadCubes(cfg);
   for (uint32_t u = 0; u < cfg.users; ++u) {
     absl::StatusOr<PlacedRequest> placed = PlaceDecodeRequest(
-        geo, cfg, u, head_cubes, cfg.tile, allocator, store, data ? &inputs[u] : nullptr);
+        geo, cfg, u, head_cubes, cfg.k_layout, allocator, store, data ? &inputs[u] : nullptr);
     if (!placed.ok()) return placed.status();
     launch.outputs.push_back(placed->outputs);
     for (uint32_t h = 0; h < cfg.h_kv; ++h) {
@@ -363,6 +364,7 @@ absl::StatusOr<DecodeLaunch> LaunchDecode(const pb::Chip& chip, const DecodeConf
         RankPlan plan;
         plan.q_addr = rank.q_addr;
         plan.k_addr = rank.k_addr;
+        plan.block = placed->block;
         plan.v_addr = rank.v_addr;
         plan.my_len = rank.len;
         if (absl::Status st = PlaceCausalMasks(allocator, store, cfg, rows, cfg.ContextOf(u),
@@ -440,14 +442,24 @@ uint64_t ReduceScratchBytes(const DecodeGeometry& geo, const DecodeConfig& cfg, 
   return merges * per_merge + AlignUp(rows * cfg.d * 2, 64);
 }
 
+// Bytes of one K tile in TCM, [TILE, d] or [d, TILE] bf16 (a row-major K's loaded and
+// transposed tiles).
+uint64_t KTileTcmBytes(const DecodeConfig& cfg) { return AlignUp(uint64_t{cfg.tile} * cfg.d * 2, 64); }
+
 // Scratch bytes of one KV tile's temporaries in the sweep (decode.cc SoftmaxAndPv; opt1 also
-// Sj; opt2 uses none).
+// Sj; opt2 uses none). A row-major K adds its loaded tile (k_layout.h: in a scope of its own,
+// freed before the softmax's temporaries) and, in opt1, the transposed tile (in the tile's
+// scope, beside them).
 uint64_t TileScratchBytes(const DecodeConfig& cfg, uint64_t rows) {
-  if (cfg.variant == DecodeVariant::kOpt2) return 0;
+  const bool row_major = cfg.k_layout == KLayout::kRowMajor;
+  const uint64_t load = row_major ? KTileTcmBytes(cfg) : 0;
+  if (cfg.variant == DecodeVariant::kOpt2) return load;
   const uint64_t col = AlignUp(rows * 4, 64), sj = AlignUp(rows * cfg.tile * 4, 64);
   uint64_t bytes = 4 * col /* max, sub, exp, sum */ + sj /* centred */ +
                    AlignUp(rows * cfg.tile * 2, 64) /* P bf16 */ + AlignUp(rows * cfg.d * 4, 64);
   if (cfg.variant == DecodeVariant::kOpt1) bytes += sj;
+  bytes = std::max(bytes, load);
+  if (cfg.variant == DecodeVariant::kOpt1 && row_major) bytes += KTileTcmBytes(cfg);
   return bytes;
 }
 
@@ -456,16 +468,25 @@ uint64_t MaxMaskedTiles(const DecodeConfig& cfg) {
   return cfg.t_q <= 1 ? 0 : (cfg.t_q - 2) / cfg.tile + 2;
 }
 
-// Persistent bytes of one instance: q, m (x2), l, O, the Sj buffers and the loaded masks.
+// Persistent bytes of one instance: q, m (x2), l, O, the Sj buffers (and a row-major K's
+// transposed tile beside each) and the loaded masks.
 uint64_t PersistentBytes(const DecodeConfig& cfg, uint64_t rows, uint64_t max_tiles) {
   const uint64_t col = AlignUp(rows * 4, 64), sj = AlignUp(rows * cfg.tile * 4, 64);
   uint64_t bytes = AlignUp(rows * cfg.d * 2, 64) + 3 * col + AlignUp(rows * cfg.d * 4, 64);
   bytes += std::min(MaxMaskedTiles(cfg), max_tiles) * AlignUp(rows * cfg.tile * 2, 64);
   // Packed reduce (decode.cc): [m | l | O] and its spare for the merge, beside the m buffers.
   if (cfg.packed_payload) bytes += 2 * AlignUp(rows * (cfg.d + 2) * 4, 64);
-  if (cfg.variant == DecodeVariant::kOpt3) bytes += 2 * sj;
-  if (cfg.variant == DecodeVariant::kOpt2) bytes += std::min<uint64_t>(8, max_tiles) * sj;
+  const uint64_t per_s = sj + (cfg.k_layout == KLayout::kRowMajor ? KTileTcmBytes(cfg) : 0);
+  if (cfg.variant == DecodeVariant::kOpt3) bytes += 2 * per_s;
+  if (cfg.variant == DecodeVariant::kOpt2) bytes += std::min<uint64_t>(8, max_tiles) * per_s;
   return bytes;
+}
+
+// What the persistent arena holds, for the refusals.
+std::string PersistentText(const DecodeConfig& cfg) {
+  return cfg.k_layout == KLayout::kRowMajor
+             ? "persistent arena (q, m, l, O, Sj buffers, transposed K tiles)"
+             : "persistent arena (q, m, l, O, Sj buffers)";
 }
 
 // One instance's TCM need: (persistent, scratch) bytes.
@@ -541,7 +562,7 @@ absl::Status TcmCulprit(const DecodeGeometry& geo, const DecodeConfig& cfg,
   return Field(culprit->field,
                absl::StrCat(culprit->given, ": one kernel instance on ", pe_name, " needs ",
                             in_persistent ? need_persistent : need_scratch, " B of the TCM ",
-                            in_persistent ? "persistent arena (q, m, l, O, Sj buffers)"
+                            in_persistent ? PersistentText(cfg)
                                           : "scratch arena (a KV tile's or the reduce's temporaries)",
                             in_persistent ? ", which holds " : ", which gives one instance ",
                             in_persistent ? persistent : scratch - 63, " B",
@@ -561,7 +582,8 @@ absl::Status CheckDecodeCapacity(const pb::Chip& chip, const DecodeConfig& cfg) 
                                geo.index.pes_per_cube() + geo.pes[geo.pe_root];
   const std::string pe_name = host::PeName(geo.index, root_pe);
 
-  // HBM: per request and head, K [ceil(B/TILE), d, TILE], V [B, d], Q [rows, d], O [rows, d].
+  // HBM: per request and head, K (KBlockBytes: [ceil(B/TILE), d, TILE] tile-major, else
+  // [d, B] or [B, d]), V [B, d], Q [rows, d], O [rows, d].
   const uint64_t ranks = uint64_t{cfg.c} * cfg.p;
   // Without request_lengths every request needs the same: one term times users.
   const uint32_t lengths = cfg.request_lengths.empty() ? 1 : cfg.users;
@@ -572,7 +594,9 @@ absl::Status CheckDecodeCapacity(const pb::Chip& chip, const DecodeConfig& cfg) 
     const uint64_t block = (cfg.MaxContextOf(u) + ranks - 1) / ranks;
     max_block = std::max(max_block, block);
     const U128 tiles = (U128{block} + cfg.tile - 1) / cfg.tile;
-    const U128 k = AlignUp(tiles * cfg.d * cfg.tile * 2, 256);
+    const U128 k = AlignUp(cfg.k_layout == KLayout::kTileMajor ? tiles * cfg.d * cfg.tile * 2
+                                                               : U128{block} * cfg.d * 2,
+                           256);
     const U128 v = AlignUp(U128{block} * cfg.d * 2, 256);
     const U128 qo = 2 * AlignUp(U128{rows} * cfg.d * 2, 256);
     const U128 masks = AlignUp(
@@ -612,7 +636,7 @@ absl::Status CheckDecodeCapacity(const pb::Chip& chip, const DecodeConfig& cfg) 
                                        pe_name);
   if (instances > fit_persistent) {
     return Field("users", absl::StrCat(who, " need ", instances, " x ", per_persistent,
-                                       " B of the TCM persistent arena (q, m, l, O, Sj buffers), "
+                                       " B of the TCM ", PersistentText(cfg), ", "
                                        "which holds ", persistent, " B",
                                        staging > 0 ? absl::StrCat(" beside ", staging,
                                                                   " B of message staging")

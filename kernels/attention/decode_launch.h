@@ -16,7 +16,8 @@
 //   the C CUBEs (root: the group's root CUBE); each level a kTree or kChain (reduce_tree.h).
 //   The group root's Level-2 root PE stores O / l.
 // - Data layout per rank: Q group [G·T_q, d] bf16 (row g·T_q + t = query head h·G + g, token t),
-//   K tile-major [ceil(B/TILE)][d][TILE] bf16, V [B, d] bf16, O [G·T_q, d] bf16 at the root.
+//   K bf16 in cfg.k_layout (k_layout.h: tile-major [ceil(B/TILE)][d][TILE] by default,
+//   transposed [d, B], row-major [B, d]), V [B, d] bf16, O [G·T_q, d] bf16 at the root.
 // - MakeDecodeGeometry, PlaceDecodeRequest and Level2Tree are this placement's parts, shared
 //   with baseline_fanout_group and the one-CUBE baselines (baseline.h).
 // - Errors name the workload field: h_q not a multiple of h_kv, S = 0 or > max_context, C·P
@@ -54,6 +55,7 @@ struct DecodeConfig {
   uint32_t group_cols = 0;
   uint32_t tile = 256;
   DecodeVariant variant = DecodeVariant::kOpt3;
+  KLayout k_layout = KLayout::kTileMajor;  // the K cache layout (k_layout.h)
   ReduceShape level1 = ReduceShape::kTree;
   ReduceShape level2 = ReduceShape::kTree;
   uint32_t sip = 0;
@@ -110,9 +112,11 @@ absl::StatusOr<std::vector<std::vector<uint32_t>>> DecodeCubeSets(const pb::Chip
 // - HBM (field s / request_lengths / max_context): K, V, Q, O of every request, each
 //   allocation 256 B aligned as host::HbmAllocator does.
 // - TCM (instances per PE = users x heads per PE): the persistent arena holds each
-//   instance's q, m (x2), l, O and Sj buffers (opt3 2, opt2 up to 8); the scratch arena, split
-//   evenly, must hold an instance's larger of one KV tile's temporaries and its reduce's
-//   receive buffers and merge temporaries (decode.cc, lse_merge.cc) plus the stored O. Every
+//   instance's q, m (x2), l, O and Sj buffers (opt3 2, opt2 up to 8; a row-major K's
+//   transposed tile beside each); the scratch arena, split evenly, must hold an instance's
+//   larger of one KV tile's temporaries (row-major K: the loaded tile, and opt1's transposed
+//   one) and its reduce's receive buffers and merge temporaries (decode.cc, lse_merge.cc) plus
+//   the stored O. Every
 //   instance is counted as the busiest one (a full rank at the busiest reduce node), so a rank
 //   left empty (S < C·P) is not credited. When one instance fits alone, the field is users
 //   and the message says how many requests fit. When not even one does, the field is the
@@ -156,7 +160,7 @@ struct PlacedRank {
   uint64_t len = 0;            // valid keys (KvPlacement::MyLen)
   uint64_t block_start = 0;    // global position of slot 0
   uint64_t q_addr = 0;         // Q group [G·T_q, d]
-  uint64_t k_addr = 0;         // K block, tile-major with `k_tile` slots per tile
+  uint64_t k_addr = 0;         // K block, in the layout PlaceDecodeRequest was given
   uint64_t v_addr = 0;         // V block [B, d]
 };
 
@@ -170,11 +174,11 @@ struct PlacedRequest {
 };
 
 // head_cubes[h]: the global CUBEs of KV head h's cube_in_group 0..C-1 (HeadCubes, or a copy
-// of the head elsewhere). k_tile: keys per K tile (0: one tile of B keys, the block
-// transposed, [d, B]).
+// of the head elsewhere). k_layout: K's layout (HostKvLayout with cfg.tile; the baselines
+// read the block transposed, [d, B]).
 absl::StatusOr<PlacedRequest> PlaceDecodeRequest(
     const DecodeGeometry& geo, const DecodeConfig& cfg, uint32_t u,
-    const std::vector<std::vector<uint32_t>>& head_cubes, uint64_t k_tile,
+    const std::vector<std::vector<uint32_t>>& head_cubes, KLayout k_layout,
     host::HbmAllocator& allocator, MemoryStore* store, const DecodeInputs* in);
 
 // The Level-2 reduce tree over the geometry's PE rectangle (root pe_root); every edge must be

@@ -18,11 +18,11 @@ uint64_t TileLen(const PrefillShape& s, const KvSpan& sp, uint64_t j) {
   return std::min<uint64_t>(s.tile, sp.len - j * s.tile);
 }
 
-// K tile j of a span as a (d, len) operand (tile-major: contiguous, strided when ragged).
-Tensor KTile(Tl& tl, const PrefillShape& s, const KvSpan& sp, uint64_t j) {
-  const Shape shape = {s.d, s.tile};
-  return tl.Ref(sp.k_addr + j * s.d * s.tile * 2, shape, pb::BF16, sp.owner)
-      .Cols(0, TileLen(s, sp, j));
+// K tile j of a span as a (d, len) operand (k_layout.h; row-major: loaded and transposed
+// into `kt`).
+Task<Tensor> KTile(Tl& tl, const PrefillShape& s, const KvSpan& sp, uint64_t j, const Tensor& kt) {
+  const KBlock k{s.k_layout, sp.k_addr, sp.owner, s.d, s.tile, sp.block};
+  return KOperand(tl, k, j, TileLen(s, sp, j), kt, s.scratch_scope);
 }
 
 Tensor VTile(Tl& tl, const PrefillShape& s, const KvSpan& sp, uint64_t j) {
@@ -38,13 +38,15 @@ struct State {
   Tensor l, o;
 };
 
-// Buffers reused pair after pair: Q of the current query tile, Sj and the causal mask, each
-// double-buffered for the software pipeline (the pair two back has finished: its softmax
-// waited on its Sj, i.e. on its Q·Kᵀ, the last reader of its Q and mask buffers).
+// Buffers reused pair after pair: Q of the current query tile, Sj, the causal mask and a
+// row-major K's transposed tile, each double-buffered for the software pipeline (the pair two
+// back has finished: its softmax waited on its Sj, i.e. on its Q·Kᵀ, the last reader of its Q,
+// mask and K tile buffers).
 struct Buffers {
   Tensor q[2];     // [max_rows, d] bf16
   Tensor s[2];     // [max_rows, tile] fp32
   Tensor mask[2];  // [max_rows · tile, 1] bf16 (a dense [rows, len] prefix)
+  Tensor kt[2];    // row-major K: [d · tile, 1] bf16, a transposed tile (a dense [d, len] prefix)
   Tensor q_now;    // the loaded Q of the last issued pair (pending while it loads)
   int q_slot = 1;
   int64_t q_tile = -1;
@@ -89,7 +91,8 @@ Task<Tensor> IssueQk(Tl& tl, Pipeline& pl, const std::vector<KvSpan>& spans,
     epi.push_back(Epilogue::With(pb::ADD, mask));
   }
   Tensor out = pl.b.s[k % 2].Rows(0, rows).Cols(0, len);
-  co_return co_await tl.Composite(pl.b.q_now, KTile(tl, s, sp, pair.tile), epi, out);
+  Tensor kj = co_await KTile(tl, s, sp, pair.tile, pl.b.kt[k % 2]);
+  co_return co_await tl.Composite(pl.b.q_now, kj, epi, out);
 }
 
 // One pair's online-softmax fold and P·V (§3), given Sj (scaled, masked, fp32):
@@ -161,7 +164,7 @@ Task<void> Sweep(Tl& tl, Pipeline& pl, uint32_t step, uint32_t first, uint32_t c
 // ---- the ring (§5.5, DESIGN §4b) ----
 
 struct RingBuffers {
-  Tensor k[2];  // [ceil(B / tile) · d, tile] bf16: the sub-block held / being received
+  Tensor k[2];  // KBlockShape(B) bf16: the sub-block held / being received
   Tensor v[2];  // [B, d] bf16
   Tensor token, token_in;  // the barrier's messages
   std::vector<Tensor> receiving;  // this step's posted chunks
@@ -169,10 +172,27 @@ struct RingBuffers {
 
 uint64_t KRows(const PrefillShape& s, uint64_t len) { return TilesOf(s, len) * s.d; }
 
-// The valid part of a tile-major K sub-block of `len` keys, as views of `k` ([n·d, tile], a TCM
-// buffer or an HBM slot): the whole tiles as one dense [full·d, tile], and a ragged last tile
-// as a strided [d, len mod tile] — so messages, loads and stores move the keys, not the padding.
+// A K block of `block` keys' capacity as one 2-D tensor: tile-major [ceil(block / tile)·d,
+// tile], transposed [d, block], row-major [block, d].
+Shape KBlockShape(const PrefillShape& s, uint64_t block) {
+  switch (s.k_layout) {
+    case KLayout::kTileMajor:
+      return {KRows(s, block), s.tile};
+    case KLayout::kTransposed:
+      return {s.d, block};
+    case KLayout::kRowMajor:
+      break;
+  }
+  return {block, s.d};
+}
+
+// The valid part of a K sub-block of `len` keys, as views of `k` (KBlockShape, a TCM buffer
+// or an HBM slot) — so messages, loads and stores move the keys, not the padding. Tile-major:
+// the whole tiles as one dense [full·d, tile], and a ragged last tile as a strided
+// [d, len mod tile]; transposed: the strided [d, len]; row-major: the dense [len, d].
 std::vector<Tensor> KParts(const PrefillShape& s, const Tensor& k, uint64_t len) {
+  if (s.k_layout == KLayout::kTransposed) return {k.Cols(0, len)};
+  if (s.k_layout == KLayout::kRowMajor) return {k.Rows(0, len)};
   std::vector<Tensor> parts;
   const uint64_t full = len / s.tile, rest = len % s.tile;
   if (full > 0) parts.push_back(k.Rows(0, full * s.d));
@@ -180,9 +200,8 @@ std::vector<Tensor> KParts(const PrefillShape& s, const Tensor& k, uint64_t len)
   return parts;
 }
 
-Tensor HbmK(Tl& tl, const PrefillShape& s, uint64_t addr, uint64_t len) {
-  const Shape shape = {KRows(s, len), s.tile};
-  return tl.Ref(addr, shape);
+Tensor HbmK(Tl& tl, const PrefillShape& s, uint64_t addr, uint64_t block) {
+  return tl.Ref(addr, KBlockShape(s, block));
 }
 
 Tensor HbmV(Tl& tl, const PrefillShape& s, uint64_t addr, uint64_t len) {
@@ -212,7 +231,7 @@ Task<void> SendHeld(Tl& tl, const PrefillShape& s, const RingPlan& ring, RingBuf
   std::vector<Tensor> parts = KParts(s, rb.k[step % 2], len);
   parts.push_back(rb.v[step % 2].Rows(0, len));
   if (step == 0) {  // its own sub-block, from its KV cache
-    std::vector<Tensor> from = KParts(s, HbmK(tl, s, ring.own_k_addr, len), len);
+    std::vector<Tensor> from = KParts(s, HbmK(tl, s, ring.own_k_addr, ring.block), len);
     from.push_back(HbmV(tl, s, ring.own_v_addr, len));
     for (size_t i = 0; i < parts.size(); ++i) parts[i] = co_await tl.LoadInto(from[i], parts[i]);
   }
@@ -232,7 +251,7 @@ Task<void> StoreReceived(Tl& tl, const PrefillShape& s, const RingPlan& ring, Ri
   const int slot = (step + 1) % 2;
   std::vector<Tensor> parts = KParts(s, rb.k[slot], len);
   parts.push_back(rb.v[slot].Rows(0, len));
-  std::vector<Tensor> to = KParts(s, HbmK(tl, s, ring.slot_k[slot], len), len);
+  std::vector<Tensor> to = KParts(s, HbmK(tl, s, ring.slot_k[slot], ring.block), len);
   to.push_back(HbmV(tl, s, ring.slot_v[slot], len));
   for (size_t i = 0; i < parts.size(); ++i) co_await tl.Store(to[i], parts[i]);
 }
@@ -300,6 +319,10 @@ Task<void> PrefillRank(Tl& tl, PrefillShape shape, PrefillPlan plan) {
     pl.b.q[i] = tl.Alloc(qshape, pb::BF16, Arena::kPersistent);
     pl.b.s[i] = tl.Alloc(sshape, pb::FP32, Arena::kPersistent);
     pl.b.mask[i] = tl.Alloc(mshape, pb::BF16, Arena::kPersistent);
+    if (s.k_layout == KLayout::kRowMajor) {
+      const Shape ktshape = {uint64_t{s.d} * s.tile, 1};
+      pl.b.kt[i] = tl.Alloc(ktshape, pb::BF16, Arena::kPersistent);
+    }
   }
   pl.states.resize(one_pass ? 2 : plan.tiles_per_chunk);
   for (State& st : pl.states) {
@@ -315,7 +338,7 @@ Task<void> PrefillRank(Tl& tl, PrefillShape shape, PrefillPlan plan) {
   if (!plan.ring) throw KernelError(absl::StrCat("pe ", tl.pe(), ": several KV steps need a ring"));
   const RingPlan& ring = *plan.ring;
   RingBuffers rb;
-  const Shape kbuf = {KRows(s, ring.block), s.tile}, vbuf = {ring.block, s.d}, tok = {1, 16};
+  const Shape kbuf = KBlockShape(s, ring.block), vbuf = {ring.block, s.d}, tok = {1, 16};
   for (int i = 0; i < 2; ++i) {
     rb.k[i] = tl.Alloc(kbuf, pb::BF16, Arena::kPersistent);
     rb.v[i] = tl.Alloc(vbuf, pb::BF16, Arena::kPersistent);

@@ -14,6 +14,12 @@
 // placed in HBM by the launcher) in the Q·Kᵀ epilogue. Both GEMMs are composites; the next
 // pair's Q·Kᵀ is issued before this pair's softmax (opt3's software pipeline, §5.6), so the GEMM
 // engine works under the CPU's softmax. Sj fp32, P bf16, m, l, O fp32, stored O bf16.
+//
+// K layouts (PrefillShape::k_layout, k_layout.h): every K block — a rank's KV cache, the ring's
+// HBM slots and TCM sub-block buffers — is tile-major [ceil(B / tile)][d][tile] (the default),
+// transposed [d, B] or row-major [B, d]; the ring forwards the valid keys of a sub-block in its
+// layout (KParts). Row-major: each pair's K tile is loaded and transposed on the MATH engine
+// into a persistent double buffer (like Sj's) before its Q·Kᵀ.
 #ifndef AHBMSIM_KERNELS_ATTENTION_PREFILL_H_
 #define AHBMSIM_KERNELS_ATTENTION_PREFILL_H_
 
@@ -21,6 +27,7 @@
 #include <optional>
 #include <vector>
 
+#include "kernels/attention/k_layout.h"
 #include "kernels/runtime/task.h"
 #include "kernels/runtime/tl.h"
 
@@ -35,10 +42,12 @@ inline CausalPair ClassifyPair(uint64_t qpos, uint64_t tokens, uint64_t kpos, ui
   return CausalPair::kMasked;
 }
 
-// A run of KV positions in one PE's HBM: K tile-major [ceil(len / tile)][d][tile], V [len, d].
+// A run of KV positions in one PE's HBM: K a block of `block` keys' capacity in
+// PrefillShape::k_layout (tile-major [ceil(block / tile)][d][tile]), V [len, d].
 struct KvSpan {
   uint32_t owner = 0;   // global PE whose HBM holds it
   uint64_t k_addr = 0;
+  uint64_t block = 0;   // B: the K block's capacity in keys (the row length of [d, B])
   uint64_t v_addr = 0;
   uint64_t pos = 0;     // global position of its first key
   uint64_t len = 0;     // keys (0: an empty rank)
@@ -82,6 +91,7 @@ struct PrefillShape {
   uint32_t g = 8;          // query heads M-folded into a tile's rows (ring: 1)
   uint32_t d = 128;
   uint32_t tile = 128;     // keys per KV tile
+  KLayout k_layout = KLayout::kTileMajor;
   uint32_t max_tokens = 16;  // the largest query tile (tokens); rows = tokens · g
   float scale = 0;         // 1 / sqrt(d)
   bool scratch_scope = true;

@@ -88,16 +88,21 @@ TcmNeed NeedOf(const PrefillConfig& cfg, uint32_t g, uint32_t tokens, uint64_t b
   const uint64_t rows = uint64_t{tokens} * g;
   TcmNeed n;
   n.fixed = 2 * (Align64(rows * cfg.d * 2) + Align64(rows * cfg.tile * 4) + Align64(rows * cfg.tile * 2));
+  const bool row_major = cfg.k_layout == KLayout::kRowMajor;
+  const uint64_t k_tile = Align64(uint64_t{cfg.tile} * cfg.d * 2);  // row-major: a K tile in TCM
+  if (row_major) n.fixed += 2 * k_tile;  // the transposed tiles
   if (cfg.variant == PrefillVariant::kRing) {
-    const uint64_t krows = (block + cfg.tile - 1) / cfg.tile * cfg.d;
-    n.fixed += 2 * (Align64(krows * cfg.tile * 2) + Align64(block * cfg.d * 2)) + 2 * Align64(64);
+    n.fixed += 2 * (Align64(KBlockBytes(cfg.k_layout, cfg.d, cfg.tile, block)) +
+                    Align64(block * cfg.d * 2)) +
+               2 * Align64(64);
   }
   n.state = 3 * Align64(rows * 4) + Align64(rows * cfg.d * 4);
   // A pair's softmax temporaries (max, sub, dm, corr, sum columns; centred Sj; P bf16; P·V),
   // or the stored O.
-  n.scratch = std::max(5 * Align64(rows * 4) + Align64(rows * cfg.tile * 4) +
-                           Align64(rows * cfg.tile * 2) + Align64(rows * cfg.d * 4),
-                       Align64(rows * cfg.d * 2));
+  // Row-major: a K tile loaded in a scope of its own, outside the pair's.
+  n.scratch = std::max({5 * Align64(rows * 4) + Align64(rows * cfg.tile * 4) +
+                            Align64(rows * cfg.tile * 2) + Align64(rows * cfg.d * 4),
+                        Align64(rows * cfg.d * 2), row_major ? k_tile : 0});
   return n;
 }
 
@@ -213,6 +218,7 @@ absl::StatusOr<PrefillLaunch> LaunchPrefill(const pb::Chip& chip, const PrefillC
   shape.g = g;
   shape.d = cfg.d;
   shape.tile = cfg.tile;
+  shape.k_layout = cfg.k_layout;
   shape.max_tokens = tokens_per_tile;
   shape.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(cfg.d)));
   shape.scratch_scope = cfg.scratch_scope;
@@ -269,7 +275,7 @@ absl::StatusOr<PrefillLaunch> LaunchPrefill(const pb::Chip& chip, const PrefillC
     const std::vector<uint64_t> kv_shape = {cfg.h_kv, S, cfg.d};
     absl::StatusOr<host::PlacedTensor> k = host::PlaceKvCache(
         allocator, absl::StrCat("k[", u, "]"), kv_shape, pb::BF16, *kv, heads,
-        host::KvLayout{host::SlotLayout::kTileMajor, cfg.tile});
+        HostKvLayout(cfg.k_layout, cfg.tile, B));
     if (!k.ok()) return k.status();
     if (cfg.kv_bank_interleaved) {
       if (absl::Status s = host::PadForBankInterleave(allocator, *k); !s.ok()) return s;
@@ -287,7 +293,7 @@ absl::StatusOr<PrefillLaunch> LaunchPrefill(const pb::Chip& chip, const PrefillC
     };
     const auto span_of = [&](uint32_t h, uint32_t r) {
       const uint32_t owner = pe_of(h, kv->CubeInGroupOfRank(r), kv->PeOfRank(r));
-      return KvSpan{owner, k->shards()[h * ranks + r].ref.addr(),
+      return KvSpan{owner, k->shards()[h * ranks + r].ref.addr(), B,
                     v->shards()[h * ranks + r].ref.addr(), kv->GlobalPosition(r, 0),
                     kv->MyLen(r, S)};
     };
@@ -299,7 +305,7 @@ absl::StatusOr<PrefillLaunch> LaunchPrefill(const pb::Chip& chip, const PrefillC
     // of step s >= 1 can name them).
     std::map<uint32_t, RingSlots> slots;  // by global PE
     if (ring && C > 1) {
-      const uint64_t kbytes = (B + cfg.tile - 1) / cfg.tile * cfg.d * cfg.tile * 2;
+      const uint64_t kbytes = KBlockBytes(cfg.k_layout, cfg.d, cfg.tile, B);
       for (uint32_t h = 0; h < cfg.h_kv; ++h) {
         for (uint32_t ci = 0; ci < C; ++ci) {
           for (uint32_t node = 0; node < P; ++node) {

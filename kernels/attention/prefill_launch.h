@@ -20,11 +20,14 @@
 //   ones (kZigzag, the default: the balanced causal layout).
 // - A step's KV spans are streamed from the instance's own sub-block on (StartAtOwn in the .cc),
 //   so the PEs of a CUBE read different PEs' channels at a time.
-// - Layouts in HBM: K tile-major [ceil(B/tile)][d][tile], V [B, d] (the decode KV cache); per
+// - Layouts in HBM: K in cfg.k_layout (k_layout.h: tile-major [ceil(B/tile)][d][tile] by
+//   default, transposed [d, B], row-major [B, d]; the ring's slots and TCM buffers alike),
+//   V [B, d] (the decode KV cache); per
 //   instance Q and O [Σ rows, d] bf16 (its tiles back to back, row t·G + g in flash / short);
 //   masks [rows, len] bf16, one per distinct (key offset, tokens, len); ring: two HBM slots of a
 //   sub-block per PE.
-// - TCM: every instance holds its buffers (Q, Sj and mask ×2, ring sub-block ×2) and running
+// - TCM: every instance holds its buffers (Q, Sj and mask ×2, a row-major K's transposed tile
+//   ×2, ring sub-block ×2) and running
 //   states in the persistent arena (instances on one PE share it evenly); the ring chunks T_q so
 //   a chunk's states fit (tiles_per_chunk), the others keep two states. Errors name a field.
 #ifndef AHBMSIM_KERNELS_ATTENTION_PREFILL_LAUNCH_H_
@@ -60,6 +63,7 @@ struct PrefillConfig {
   uint32_t group_cols = 0;
   uint32_t tile = 128;         // keys per KV tile
   uint32_t q_tile = 128;       // GEMM rows per query tile
+  KLayout k_layout = KLayout::kTileMajor;  // the K cache layout (k_layout.h)
   PrefillVariant variant = PrefillVariant::kRing;
   QuerySplit query_split = QuerySplit::kZigzag;
   uint32_t kv_per_cube = 1;    // kShortContext

@@ -204,7 +204,8 @@ absl::Status CheckDataModeMemory(const DecodeConfig& cfg, std::optional<kernels:
   for (uint32_t u = 0; u < lengths; ++u) {
     const U128 kv = U128{cfg.h_kv} * cfg.ContextOf(u) * cfg.d;
     const U128 block = (U128{cfg.MaxContextOf(u)} + ranks - 1) / ranks;
-    const U128 slots = baseline ? block : AlignUp(block, cfg.tile);
+    const U128 slots =
+        baseline || cfg.k_layout != kernels::KLayout::kTileMajor ? block : AlignUp(block, cfg.tile);
     const U128 image = U128{shards} * ranks * (AlignUp(slots * cfg.d * 2, page) +
                                               AlignUp(block * cfg.d * 2, page) + page) +
                        2 * q * ranks;
@@ -353,10 +354,9 @@ absl::StatusOr<DecodeConfig> ConfigOf(const pb::Chip& chip, const pb::Workload& 
       return Invalid(absl::StrCat(field, ": unknown value ", static_cast<int>(topo)));
     }
   }
-  if (w.k_layout() != pb::K_LAYOUT_UNSPECIFIED && w.k_layout() != pb::TILE_MAJOR) {
-    return Invalid(absl::StrCat("k_layout: ", pb::KLayout_Name(w.k_layout()),
-                                " is not implemented yet (TILE_MAJOR is)"));
-  }
+  absl::StatusOr<kernels::KLayout> k_layout = KLayoutOf(w, baseline_variant);
+  if (!k_layout.ok()) return k_layout.status();
+  cfg.k_layout = *k_layout;
   // Geometry checks (the launcher's, without placing anything).
   const std::optional<kernels::BaselineKind> baseline = BaselineOf(w);
   absl::StatusOr<std::vector<uint32_t>> cubes =
@@ -385,6 +385,30 @@ std::string ShortKvPerCubeWhy(uint32_t kv_per_cube, uint32_t h_kv) {
   return absl::StrCat("kv_per_cube ", kv_per_cube, ", the fewest KV heads per CUBE that host ",
                       h_kv == 1 ? std::string("the KV head") : absl::StrCat("the ", h_kv, " KV heads"),
                       " (latency grows with heads per CUBE)");
+}
+
+absl::StatusOr<kernels::KLayout> KLayoutOf(const pb::Workload& w, bool own_layout) {
+  if (own_layout && w.has_k_layout()) {
+    return Invalid(absl::StrCat("k_layout: ", pb::Variant_Name(w.variant()),
+                                " reads each rank's K as one [d, B] block of its own; k_layout "
+                                "applies to the ADR kernels (leave it unset)"));
+  }
+  switch (w.k_layout()) {
+    case pb::K_LAYOUT_UNSPECIFIED:
+    case pb::TILE_MAJOR:
+      return kernels::KLayout::kTileMajor;
+    case pb::TRANSPOSED:
+      return kernels::KLayout::kTransposed;
+    case pb::ROW_MAJOR:
+      return kernels::KLayout::kRowMajor;
+    default:
+      return Invalid(absl::StrCat("k_layout: unknown value ", static_cast<int>(w.k_layout())));
+  }
+}
+
+std::string KLayoutText(kernels::KLayout layout) {
+  if (layout == kernels::KLayout::kTileMajor) return "";
+  return absl::StrCat(", K ", kernels::KLayoutName(layout));
 }
 
 absl::StatusOr<DecodeConfig> DecodeConfigOf(const pb::Chip& chip, const pb::Workload& w) {
@@ -434,7 +458,7 @@ class DecodePlan final : public QkvPlan {
     return absl::StrCat("decode ", VariantLabel(w_, cfg_), ": H_q ", cfg_.h_q, ", H_kv ",
                         cfg_.h_kv, ", d ", cfg_.d, ", S ", cfg_.s, ", T_q ", cfg_.t_q, ", C ",
                         cfg_.c, ", P ", cfg_.p, tiled ? absl::StrCat(", TILE ", cfg_.tile) : "",
-                        ", users ", cfg_.users, w_.data() ? "; data mode" : "; timing mode");
+                        KLayoutText(cfg_.k_layout), ", users ", cfg_.users, w_.data() ? "; data mode" : "; timing mode");
   }
 
   absl::Status Launch(kernels::KernelRuntime& runtime, kernels::MemoryStore* store) override {
@@ -510,6 +534,10 @@ class DecodeLauncher final : public KernelLauncher {
       if (w.variant() != pb::AUTO) w.clear_short_long_threshold();  // only AUTO uses it
       if (w.variant() == pb::BASELINE_FANOUT || w.variant() == pb::BASELINE_FANOUT_GROUP) {
         w.clear_tile();  // no KV tile (one dot per rank's block), whatever the other rows' tile
+      }
+      if (w.variant() == pb::BASELINE_FANOUT || w.variant() == pb::BASELINE_FANOUT_GROUP ||
+          w.variant() == pb::BASELINE_REV1_TREE) {
+        w.clear_k_layout();  // their own [d, B] block, whatever the other rows' layout
       }
       if (w.variant() == pb::BASELINE_FANOUT || w.variant() == pb::BASELINE_REV1_TREE) {
         w.clear_c();  // one CUBE per head, whatever the other rows' C

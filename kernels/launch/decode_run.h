@@ -30,6 +30,10 @@
 //   host-memory estimate against kDataModeHostBytes.
 //   reduce_payload / reduce_merge (the ADR reduce's options, kernels/README.md) are refused
 //   for the baselines, which do not run the ADR reduce.
+// - k_layout (KLayoutOf; kernels/attention/k_layout.h): TILE_MAJOR, TRANSPOSED or ROW_MAJOR
+//   for the ADR kernels (OPT1, OPT2, OPT3, SHORT_CONTEXT, AUTO); the baselines read each
+//   rank's K as one [d, B] block of their own and refuse any k_layout given (`ahbm compare`
+//   clears it for their rows). The workload line names a layout other than TILE_MAJOR.
 // - Data mode: q.npy [H_q, T_q, d], k.npy and v.npy [H_kv, S, d] from inputs_dir (one request:
 //   users must be 1), else drawn from `seed` (Q, K ~ N(0, 1), V ~ U(-2, 2), one set per
 //   request); outputs o.npy [H_q, T_q, d] (users = 1) or o<u>.npy per request.
@@ -46,7 +50,8 @@
 // - `ahbm compare` (compare.h): rows opt1, opt3, opt2, baseline_fanout, baseline_rev1_tree,
 //   x_base against baseline_fanout; --reduce_options rows opt1, opt3, opt2; s defaults to
 //   131072; short_long_threshold is refused unless auto is a row, and cleared for the others;
-//   c and the group shape are cleared for baseline_fanout and baseline_rev1_tree.
+//   c and the group shape are cleared for baseline_fanout and baseline_rev1_tree, k_layout
+//   for every baseline.
 #ifndef AHBMSIM_KERNELS_LAUNCH_DECODE_RUN_H_
 #define AHBMSIM_KERNELS_LAUNCH_DECODE_RUN_H_
 
@@ -110,6 +115,14 @@ std::string ShortKvPerCubeWhy(uint32_t kv_per_cube, uint32_t h_kv);
 // Data mode keeps every value on the host: a run whose estimate (inputs, outputs and the HBM
 // image of K, V, Q, O) exceeds this bound is refused up front (field data).
 inline constexpr uint64_t kDataModeHostBytes = uint64_t{4} << 30;
+
+// The workload's k_layout (unset: TILE_MAJOR), shared by DECODE and PREFILL. `own_layout`:
+// the variant reads K in a layout of its own (the baselines), so any k_layout given is
+// refused: "k_layout: BASELINE_FANOUT reads each rank's K as one [d, B] block of its own;
+// k_layout applies to the ADR kernels (leave it unset)".
+absl::StatusOr<kernels::KLayout> KLayoutOf(const pb::Workload& w, bool own_layout);
+// The report's workload line: ", K TRANSPOSED" for a layout other than TILE_MAJOR, else "".
+std::string KLayoutText(kernels::KLayout layout);
 
 // The decode configuration of a DECODE workload (defaults applied), or the field's error
 // (DecodeLauncher::Prepare without the shared unused-field check).

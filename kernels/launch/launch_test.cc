@@ -873,3 +873,138 @@ TEST(ValidateWorkload, TcmRefusalsNameTheShapeFieldThatDoesNotFit) {
 
 }  // namespace
 }  // namespace ahbm::launch
+
+namespace ahbm::launch {
+namespace {
+
+pb::Workload SmallKv(pb::Kernel kernel, pb::Variant variant) {
+  pb::Workload w;
+  w.set_kernel(kernel);
+  w.set_variant(variant);
+  w.set_h_q(8);
+  w.set_h_kv(2);
+  w.set_d(32);
+  w.set_s(150);
+  w.set_p(4);
+  w.set_tile(32);
+  return w;
+}
+
+// k_layout: the global k.npy stays [H_kv, S, d] whatever the layout; placement writes it. Each
+// layout of decode (opt3, from .npy files) and prefill (ring) gives the same o.npy; the
+// workload line names the layout.
+TEST(RunWorkload, KLayoutsReadTheSameNpyInputsAndGiveTheSameOutputs) {
+  const pb::Chip chip = LoadChip("small");
+  for (pb::Kernel kernel : {pb::DECODE, pb::PREFILL}) {
+    pb::Workload w = SmallKv(kernel, kernel == pb::DECODE ? pb::OPT3 : pb::RING);
+    if (kernel == pb::DECODE) w.set_c(2);
+    w.set_h_q(kernel == pb::DECODE ? 8 : 4);  // the ring: C = G = 2 CUBEs of a group
+    w.set_data(true);
+    const std::string in = TmpDir(absl::StrCat("k_layout_in_", kernel));
+    const uint64_t tq = kernel == pb::DECODE ? 1 : 150;
+    WriteNpyOrDie(in + "/q.npy", {w.h_q(), tq, 32}, Random(w.h_q() * tq * 32, 1));
+    WriteNpyOrDie(in + "/k.npy", {2, 150, 32}, Random(2 * 150 * 32, 2));
+    WriteNpyOrDie(in + "/v.npy", {2, 150, 32}, Random(2 * 150 * 32, 3));
+    std::vector<float> first;
+    for (pb::KLayout layout : {pb::TILE_MAJOR, pb::TRANSPOSED, pb::ROW_MAJOR}) {
+      w.set_k_layout(layout);
+      const std::string out = TmpDir(absl::StrCat("k_layout_out_", kernel, "_", layout));
+      LaunchOptions options;
+      options.inputs_dir = in;
+      options.outputs_dir = out;
+      absl::StatusOr<LaunchResult> r = RunWorkload(chip, w, options);
+      ASSERT_TRUE(r.ok()) << r.status();
+      ASSERT_TRUE(r->runtime_status.ok()) << r->runtime_status;
+      absl::StatusOr<host::NpyArray> o = host::ReadNpy(out + "/o.npy");
+      ASSERT_TRUE(o.ok()) << o.status();
+      if (first.empty()) first = o->data;
+      EXPECT_EQ(o->data, first) << pb::KLayout_Name(layout);
+      if (layout == pb::TILE_MAJOR) {
+        EXPECT_THAT(r->report.workload_summary(), Not(HasSubstr(", K ")));
+      } else {
+        EXPECT_THAT(r->report.workload_summary(),
+                    HasSubstr(absl::StrCat(", K ", pb::KLayout_Name(layout))));
+      }
+    }
+  }
+}
+
+// The ADR kernels take every layout; the baselines read K as their own [d, B] block and refuse
+// any k_layout in one line; a row-major K's transposed tiles count in the TCM check.
+TEST(ValidateWorkload, KLayoutIsUsedByTheAdrKernelsAndRefusedByTheBaselines) {
+  const pb::Chip small = LoadChip("small");
+  for (pb::KLayout layout : {pb::TILE_MAJOR, pb::TRANSPOSED, pb::ROW_MAJOR}) {
+    for (pb::Variant v : {pb::OPT1, pb::OPT2, pb::OPT3, pb::SHORT_CONTEXT, pb::AUTO}) {
+      pb::Workload w = SmallKv(pb::DECODE, v);
+      if (v != pb::SHORT_CONTEXT && v != pb::AUTO) w.set_c(2);
+      w.set_k_layout(layout);
+      EXPECT_TRUE(ValidateWorkload(small, w).ok()) << pb::Variant_Name(v) << " "
+                                                   << ValidateWorkload(small, w);
+    }
+    for (pb::Variant v : {pb::FLASH, pb::RING, pb::SHORT_CONTEXT, pb::AUTO}) {
+      pb::Workload w = SmallKv(pb::PREFILL, v);
+      if (v == pb::FLASH) w.clear_p();
+      if (v == pb::RING || v == pb::AUTO) w.set_h_q(4);  // C = G = 2
+      w.set_k_layout(layout);
+      EXPECT_TRUE(ValidateWorkload(small, w).ok()) << pb::Variant_Name(v) << " "
+                                                   << ValidateWorkload(small, w);
+    }
+  }
+  for (pb::Variant v : {pb::BASELINE_FANOUT, pb::BASELINE_FANOUT_GROUP, pb::BASELINE_REV1_TREE}) {
+    pb::Workload w = SmallKv(pb::DECODE, v);
+    w.clear_tile();
+    w.set_k_layout(pb::TRANSPOSED);
+    ExpectRefused(small, w, absl::StrCat("k_layout: ", pb::Variant_Name(v),
+                                         " reads each rank's K as one [d, B] block of its own"));
+  }
+  pb::Workload fanout = SmallKv(pb::PREFILL, pb::BASELINE_FANOUT);
+  fanout.set_k_layout(pb::TILE_MAJOR);
+  ExpectRefused(small, fanout, "k_layout: BASELINE_FANOUT reads each rank's K as one [d, B]");
+  // Full chip, opt2, S = 2^20 (B = 16384 keys a rank), one tile of 16384 keys: tile-major
+  // holds its 512 KiB Sj buffer; row-major also needs the 4 MiB transposed tile beside it (and
+  // the 4 MiB loaded tile in scratch): refused, naming tile.
+  const pb::Chip full = LoadChip("chip_4sip");
+  pb::Workload w;
+  w.set_kernel(pb::DECODE);
+  w.set_variant(pb::OPT2);
+  w.set_s(1 << 20);
+  w.set_tile(16384);
+  EXPECT_TRUE(ValidateWorkload(full, w).ok()) << ValidateWorkload(full, w);
+  w.set_k_layout(pb::ROW_MAJOR);
+  ExpectRefused(full, w, "tile: 16384 keys: one kernel instance on");
+}
+
+}  // namespace
+}  // namespace ahbm::launch
+
+namespace ahbm::launch {
+namespace {
+
+// A row-major K's TCM (its loaded and transposed tiles) is counted: the most requests the
+// check lets through run without a TCM overflow, for every variant (the persistent arena binds
+// opt2 and opt3 with their transposed-tile buffers, the scratch arena opt1).
+TEST(ValidateWorkload, RowMajorKAtTheTcmBoundaryRuns) {
+  const pb::Chip small = LoadChip("small");
+  for (pb::Variant v : {pb::OPT1, pb::OPT3, pb::OPT2}) {
+    pb::Workload w = SmallKv(pb::DECODE, v);
+    w.set_h_kv(1);
+    w.set_c(8);
+    w.set_d(128);
+    w.set_tile(1024);
+    w.set_s(65536);
+    w.set_k_layout(pb::ROW_MAJOR);
+    w.set_users(1000);
+    const absl::Status refused = ValidateWorkload(small, w);
+    const std::string message(refused.message());
+    const size_t at = message.find("at most ");
+    ASSERT_NE(at, std::string::npos) << message;
+    const int fit = std::atoi(message.c_str() + at + 8);
+    ASSERT_GT(fit, 0) << message;
+    w.set_users(fit);
+    SCOPED_TRACE(absl::StrCat(pb::Variant_Name(v), ": ", fit, " request(s)"));
+    ExpectRuns(small, w);
+  }
+}
+
+}  // namespace
+}  // namespace ahbm::launch

@@ -12,6 +12,9 @@
 //   (DispatchAuto: SHORT_CONTEXT below the prefill threshold, else RING; c, group shape and
 //   kv_per_cube refused as for decode), BASELINE_FANOUT (ADR §A's pre-ADR prefill, C = 1,
 //   query rows split contiguously; kernels/attention/prefill_baseline.h); others refused.
+// - k_layout (KLayoutOf, decode_run.h): TILE_MAJOR, TRANSPOSED or ROW_MAJOR for FLASH, RING,
+//   SHORT_CONTEXT and AUTO; BASELINE_FANOUT reads K in a layout of its own and refuses it
+//   (`ahbm compare` clears it for that row).
 // - Data mode: q.npy [H_q, T_q, d], k.npy and v.npy [H_kv, S, d] (q<r>.npy ... per request),
 //   or drawn from `seed` (RandomPrefillInputs); outputs o.npy [H_q, T_q, d] (o<r>.npy).
 //   A data-mode run whose host estimate exceeds kDataModeHostBytes is refused (field data).
@@ -166,6 +169,10 @@ absl::StatusOr<PrefillConfig> ConfigOf(const pb::Chip& chip, const pb::Workload&
                                   " is not a PREFILL variant (FLASH, RING, SHORT_CONTEXT, AUTO, "
                                   "BASELINE_FANOUT are)"));
   }
+  absl::StatusOr<kernels::KLayout> k_layout =
+      KLayoutOf(w, cfg.variant == PrefillVariant::kBaselineFanout);
+  if (!k_layout.ok()) return k_layout.status();
+  cfg.k_layout = *k_layout;
   if (!w.has_q_tile()) cfg.q_tile = BalancedQTile(cfg);
   if (auto_short && !w.has_kv_per_cube()) {
     // The fewest KV heads per CUBE the chip hosts (ShortKvPerCubeWhy, decode_run.h); 1 when
@@ -212,7 +219,8 @@ class PrefillPlan final : public QkvPlan {
     return absl::StrCat("prefill ", label_, ": H_q ", cfg_.h_q, ", H_kv ", cfg_.h_kv, ", d ",
                         cfg_.d, ", S ", cfg_.s, ", T_q ",
                         cfg_.t_q == 0 ? std::string("S") : absl::StrCat(cfg_.t_q), ", C ", cfg_.C(),
-                        ", P ", cfg_.P(), ", TILE ", cfg_.tile, ", q_tile ", cfg_.q_tile,
+                        ", P ", cfg_.P(), ", TILE ", cfg_.tile, KLayoutText(cfg_.k_layout),
+                        ", q_tile ", cfg_.q_tile,
                         cfg_.P() > 1 && cfg_.variant != PrefillVariant::kBaselineFanout
                             ? absl::StrCat(", split ", SplitName(cfg_.query_split))
                             : "",
@@ -275,7 +283,7 @@ class PrefillLauncher final : public KernelLauncher {
             "t_q",         "max_context", "c",          "p",         "group_rows",
             "group_cols",  "tile",       "q_tile",      "users",     "start_cube",
             "start_pe",    "no_rotation", "sip",        "kv_per_cube", "request_lengths",
-            "query_split", "short_long_threshold", "kv_bank_layout"};
+            "query_split", "short_long_threshold", "kv_bank_layout", "k_layout"};
   }
   absl::StatusOr<std::unique_ptr<KernelPlan>> Prepare(const pb::Chip& chip,
                                                       const pb::Workload& w) const override {
@@ -295,6 +303,7 @@ class PrefillLauncher final : public KernelLauncher {
       if (w.variant() != pb::AUTO) w.clear_short_long_threshold();
       if (w.variant() == pb::FLASH) w.clear_p();
       if (w.variant() == pb::FLASH || w.variant() == pb::BASELINE_FANOUT) w.clear_query_split();
+      if (w.variant() == pb::BASELINE_FANOUT) w.clear_k_layout();  // its own K layout
       if (w.variant() != pb::SHORT_CONTEXT && w.variant() != pb::AUTO) w.clear_kv_per_cube();
     };
     return spec;

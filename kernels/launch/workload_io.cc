@@ -171,7 +171,10 @@ constexpr FieldDoc kFieldDocs[] = {
     {"level1_reduce", "decode Level-1 (NOC, between CUBEs) reduce collective",
      "TREE, rooted at the centre"},
     {"level2_reduce", "decode Level-2 (IPCQ, between a CUBE's PEs) reduce collective", "TREE"},
-    {"k_layout", "K cache layout in HBM (TILE_MAJOR is implemented)", "TILE_MAJOR"},
+    {"k_layout",
+     "decode, prefill (not the baselines): K cache layout in HBM: TILE_MAJOR [tiles][d][TILE], "
+     "TRANSPOSED [d, B] (strided tile reads), ROW_MAJOR [B, d] (each tile transposed on MATH)",
+     "TILE_MAJOR"},
     {"query_split", "prefill: how a head's query tiles spread over a CUBE's PEs", "ZIGZAG"},
     {"issue_cost_profile", "PE CPU issue cost per command (ADR-0064): zero or realistic",
      "the topology's"},
