@@ -170,6 +170,20 @@ TEST(PrefillRingDepth, SubBlocksLargerThanTheEndpointQueue) {
     latency[depth] = run.sim->BuildReport().latency_ps();
   }
   for (uint32_t depth : {2u, 3u, 4u}) EXPECT_LE(latency[depth], latency[1]) << "depth " << depth;
+  // Why depth 1 streams from HBM rather than sending out of its one slot before receiving into
+  // it: that order (ring_send_first) leaves every PE blocked in a send.
+  PrefillConfig first;
+  first.h_q = 8;
+  first.h_kv = 1;
+  first.d = 128;
+  first.s = 2048;
+  first.p = 4;
+  first.ring_depth = 1;
+  first.ring_message_bytes = 4096;
+  first.ring_send_first = true;
+  PrefillRun stuck = testing::RunWith(chip, first, {}, "zero", PrefillCubes, LaunchPrefill,
+                                      /*keep_op_log=*/false);
+  EXPECT_TRUE(std::string(stuck.status.message()).starts_with("deadlock")) << stuck.status;
 }
 
 TEST(PrefillBaselineDot, ParityEveryShape) {
