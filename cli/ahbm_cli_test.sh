@@ -240,6 +240,16 @@ expect_one_line_error 'reduce_payload: not used by PREFILL' run --topology=$smal
   --s=300 --reduce_payload=packed
 expect_one_line_error "s: the prompts do not fit the PEs' HBM: tensor 'k\[0\]'" run --topology=$small \
   --kernel=prefill --variant=flash --h_q=8 --h_kv=1 --s=40000000
+# The pipeline and ring knobs, and compare's baseline_dot row.
+expect 0 "lookahead 2, ring_depth 3, ring_message_bytes 1024" run --topology=$small --kernel=prefill \
+  --h_q=8 --h_kv=2 --d=64 --s=300 --p=4 --lookahead=2 --ring_depth=3 --ring_message_bytes=1024
+expect_one_line_error 'ring_depth: receive buffers posted ahead must be 1 .. 4 \(got 5\)' run \
+  --topology=$small --kernel=prefill --h_q=8 --h_kv=2 --s=300 --p=4 --ring_depth=5
+"$ahbm" compare --kernel=prefill --topology=$small --h_q=8 --h_kv=2 --d=64 --s=300 --p=4 \
+  --variants=ring,baseline_dot >"$tmp/compare_prefill.txt" 2>&1 ||
+  fail "compare --kernel=prefill exited $?: $(cat "$tmp/compare_prefill.txt")"
+grep -qE "^baseline_dot " "$tmp/compare_prefill.txt" ||
+  fail "compare --kernel=prefill: no baseline_dot row: $(cat "$tmp/compare_prefill.txt")"
 
 # decode: data mode on the small chip against the float64 reference is in
 # kernels/attention/decode_test; here the command line: every variant runs, bad fields fail.
@@ -277,7 +287,7 @@ for variant in opt1 opt2 opt3; do
   [[ $(read_npy "$tmp/dec_out/o.npy" | wc -l) -eq 2048 ]] || fail "decode $variant o.npy is not [8, 4, 64]"
 done
 # Prefill in data mode, every variant: the same inputs (T_q = 4 of S = 100, causal) give 0.5.
-for variant in flash ring short_context baseline_fanout; do
+for variant in flash ring short_context baseline_fanout baseline_dot; do
   rm -f "$tmp/dec_out/o.npy"
   extra=$([[ $variant == flash ]] && echo "" || echo "--p=4")
   expect 0 "prefill $(echo $variant | tr a-z A-Z)" run --topology=$small --kernel=prefill \

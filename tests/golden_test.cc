@@ -384,6 +384,21 @@ std::vector<Case> AllCases() {
     d.set_data(true);
     d.set_seed(11);
     small("prefill_ring_data_zero", d);
+    // The pipeline and ring knobs, and the blocking-dot baseline.
+    pb::Workload la = prefill(pb::RING, "zero");
+    la.set_lookahead(2);
+    small("prefill_ring_lookahead2_zero", la);
+    pb::Workload l0 = prefill(pb::FLASH, "zero");
+    l0.set_lookahead(0);
+    small("prefill_flash_lookahead0_zero", l0);
+    pb::Workload d1 = prefill(pb::RING, "zero");
+    d1.set_ring_depth(1);
+    d1.set_ring_message_bytes(256);
+    small("prefill_ring_depth1_msg256_zero", d1);
+    pb::Workload d3 = prefill(pb::RING, "zero");
+    d3.set_ring_depth(3);
+    small("prefill_ring_depth3_zero", d3);
+    small("prefill_baseline_dot_zero", prefill(pb::BASELINE_DOT, "zero"));
   }
   // The self-test kernels (timing mode, and GEMM / all-reduce in data mode).
   {

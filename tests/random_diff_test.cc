@@ -115,6 +115,25 @@ TEST(RandomDiff, KnownCases) {
   }
 }
 
+// The generator draws prefill's lookahead (0 .. 3), ring_depth (1 .. 4), ring_message_bytes
+// and BASELINE_DOT — each within the CI seeds, so the test above runs them.
+TEST(RandomDiff, CiSeedsDrawThePrefillKnobs) {
+  std::map<std::string, uint64_t> seen;
+  for (uint64_t seed = 0; seed < kCiSeeds; ++seed) {
+    const pb::Workload w = RandomWorkload(seed).workload;
+    if (w.kernel() != pb::PREFILL) continue;
+    if (w.variant() == pb::BASELINE_DOT) ++seen["baseline_dot"];
+    if (w.has_lookahead()) ++seen[absl::StrCat("lookahead ", w.lookahead())];
+    if (w.has_ring_depth()) ++seen[absl::StrCat("ring_depth ", w.ring_depth())];
+    if (w.has_ring_message_bytes()) ++seen["ring_message_bytes"];
+  }
+  for (const char* key : {"baseline_dot", "lookahead 0", "lookahead 1", "lookahead 2",
+                          "lookahead 3", "ring_depth 1", "ring_depth 2", "ring_depth 3",
+                          "ring_depth 4", "ring_message_bytes"}) {
+    EXPECT_GT(seen[key], 0u) << key;
+  }
+}
+
 TEST(RandomDiff, CiSeeds) {
   const TestChips chips = LoadTestChips();
   uint32_t refused = 0;

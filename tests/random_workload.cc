@@ -159,6 +159,26 @@ void Decode(Draw& draw, pb::Workload& w) {
   DrawRotation(draw, w, std::max<uint32_t>(c, 1), p);
 }
 
+// ---- prefill pipeline and ring knobs (lookahead, ring_depth, ring_message_bytes) and the
+// BASELINE_DOT variant: drawn after the rest of the prefill case ----
+void DrawPrefillKnobs(Draw& draw, pb::Workload& w) {
+  // BASELINE_DOT runs the ring's placement: a quarter of the drawn RING cases.
+  if (w.variant() == pb::RING && draw.Coin(0.25)) w.set_variant(pb::BASELINE_DOT);
+  const bool baseline = w.variant() == pb::BASELINE_DOT || w.variant() == pb::BASELINE_FANOUT;
+  // The chip's max_inflight_composites is 4: lookahead 0 .. 3.
+  if (!baseline && draw.Coin(0.4)) w.set_lookahead(static_cast<uint32_t>(draw.Int(0, 3)));
+  // AUTO picks RING at or above its threshold (705 by default, as in Prefill above).
+  const uint64_t threshold = w.short_long_threshold() != 0 ? w.short_long_threshold() : 705;
+  const bool ring = w.variant() == pb::RING || w.variant() == pb::BASELINE_DOT ||
+                    (w.variant() == pb::AUTO && LongestLength(w) >= threshold);
+  if (!ring) return;
+  if (draw.Coin(0.4)) w.set_ring_depth(static_cast<uint32_t>(draw.Int(1, 4)));
+  // Up to the small chip's 256 KiB endpoint queue; below one row (a message of one row).
+  if (draw.Coin(0.4)) {
+    w.set_ring_message_bytes(draw.Pick<uint64_t>({16, 64, 100, 256, 1000, 4096, 16384, 262144}));
+  }
+}
+
 void Prefill(Draw& draw, pb::Workload& w) {
   w.set_kernel(pb::PREFILL);
   const pb::Variant variant = draw.Pick<pb::Variant>(
@@ -217,6 +237,7 @@ void Prefill(Draw& draw, pb::Workload& w) {
     }
   }
   DrawRotation(draw, w, c, p);
+  DrawPrefillKnobs(draw, w);
 }
 
 // ---- k_layout (the K cache layouts, kernels/attention/k_layout.h) ----

@@ -1,6 +1,8 @@
 #include "kernels/attention/prefill.h"
 
 #include <algorithm>
+#include <deque>
+#include <map>
 #include <optional>
 #include <utility>
 
@@ -39,16 +41,17 @@ struct State {
 };
 
 // Buffers reused pair after pair: Q of the current query tile, Sj, the causal mask and a
-// row-major K's transposed tile, each double-buffered for the software pipeline (the pair two
-// back has finished: its softmax waited on its Sj, i.e. on its Q·Kᵀ, the last reader of its Q,
-// mask and K tile buffers).
+// row-major K's transposed tile, each lookahead + 1 times for the software pipeline (pair k's
+// Q·Kᵀ is issued after pair k − lookahead − 1's softmax, which waited on its Sj, i.e. on its
+// Q·Kᵀ, the last reader of that pair's buffers; a Q buffer returns after lookahead + 1 tile
+// changes, each tile at least one pair).
 struct Buffers {
-  Tensor q[2];     // [max_rows, d] bf16
-  Tensor s[2];     // [max_rows, tile] fp32
-  Tensor mask[2];  // [max_rows · tile, 1] bf16 (a dense [rows, len] prefix)
-  Tensor kt[2];    // row-major K: [d · tile, 1] bf16, a transposed tile (a dense [d, len] prefix)
+  std::vector<Tensor> q;     // [max_rows, d] bf16
+  std::vector<Tensor> s;     // [max_rows, tile] fp32
+  std::vector<Tensor> mask;  // [max_rows · tile, 1] bf16 (a dense [rows, len] prefix)
+  std::vector<Tensor> kt;    // row-major K: [d · tile, 1] bf16, a transposed tile (a dense [d, len] prefix)
   Tensor q_now;    // the loaded Q of the last issued pair (pending while it loads)
-  int q_slot = 1;
+  size_t q_slot = 0;
   int64_t q_tile = -1;
 };
 
@@ -67,38 +70,47 @@ Task<void> InitState(Tl& tl, State& st, uint64_t rows) {
 }
 
 // Q·Kᵀ of pair k (non-blocking): scale, and on a masked pair the mask, in the epilogue.
+// blocking_dot: a blocking dot, then scale and mask as MATH ops (Sj complete on return).
 Task<Tensor> IssueQk(Tl& tl, Pipeline& pl, const std::vector<KvSpan>& spans,
                      const PrefillPair& pair, uint64_t k) {
   const PrefillShape& s = pl.s;
   const QueryTile& qt = pl.plan.tiles[pair.q];
   const uint64_t rows = uint64_t{qt.tokens} * s.g;
+  const size_t buf = k % pl.b.s.size();
   if (pl.b.q_tile != pair.q) {
-    pl.b.q_slot ^= 1;
+    pl.b.q_slot = (pl.b.q_slot + 1) % pl.b.q.size();
     pl.b.q_tile = pair.q;
     const Shape qshape = {rows, s.d};
     pl.b.q_now = co_await tl.LoadInto(tl.Ref(qt.q_addr, qshape), pl.b.q[pl.b.q_slot].Rows(0, rows));
   }
   const KvSpan& sp = spans[pair.span];
   const uint64_t len = TileLen(s, sp, pair.tile);
-  std::vector<Epilogue> epi = {Epilogue::Scale(s.scale)};
+  std::optional<Tensor> mask;
   if (pair.masked) {
     const int64_t offset = static_cast<int64_t>(sp.pos + pair.tile * s.tile) -
                            static_cast<int64_t>(qt.pos);
     const MaskSlot& slot = FindMask(tl, pl.plan.masks, offset, qt.tokens, static_cast<uint32_t>(len));
     const Shape mshape = {rows, len};
-    Tensor mask = co_await tl.LoadInto(tl.Ref(slot.addr, mshape),
-                                       pl.b.mask[k % 2].Rows(0, rows * len).View(mshape));
-    epi.push_back(Epilogue::With(pb::ADD, mask));
+    mask = co_await tl.LoadInto(tl.Ref(slot.addr, mshape), pl.b.mask[buf].Rows(0, rows * len).View(mshape));
   }
-  Tensor out = pl.b.s[k % 2].Rows(0, rows).Cols(0, len);
-  Tensor kj = co_await KTile(tl, s, sp, pair.tile, pl.b.kt[k % 2]);
+  Tensor out = pl.b.s[buf].Rows(0, rows).Cols(0, len);
+  const Tensor kt = pl.b.kt.empty() ? Tensor() : pl.b.kt[buf];  // row-major's transposed tile
+  Tensor kj = co_await KTile(tl, s, sp, pair.tile, kt);
+  if (s.blocking_dot) {
+    co_await tl.Dot(pl.b.q_now, kj, out);
+    co_await tl.Scale(out, s.scale, out);
+    if (mask) co_await tl.Add(out, *mask, out);
+    co_return out;
+  }
+  std::vector<Epilogue> epi = {Epilogue::Scale(s.scale)};
+  if (mask) epi.push_back(Epilogue::With(pb::ADD, *mask));
   co_return co_await tl.Composite(pl.b.q_now, kj, epi, out);
 }
 
 // One pair's online-softmax fold and P·V (§3), given Sj (scaled, masked, fp32):
 //   m2 = maximum(m, max(Sj)); P = exp(Sj - m2); corr = exp(m - m2)
 //   l = l*corr + sum(P);  O = O*corr + composite(P, V);  m = m2
-Task<void> Fold(Tl& tl, State& st, uint64_t rows, Tensor sj, Tensor vj) {
+Task<void> Fold(Tl& tl, const PrefillShape& s, State& st, uint64_t rows, Tensor sj, Tensor vj) {
   const uint64_t len = sj.dim(1);
   Tensor m = st.m[st.cur].Rows(0, rows);
   Tensor m2 = st.m[1 - st.cur].Rows(0, rows);
@@ -116,7 +128,12 @@ Task<void> Fold(Tl& tl, State& st, uint64_t rows, Tensor sj, Tensor vj) {
   Tensor lj = co_await tl.Sum(pj);
   co_await tl.Add(l, lj, l);
   co_await tl.Mul(o, corr, o);
-  Tensor pv = co_await tl.Composite(pj, vj);
+  Tensor pv;
+  if (s.blocking_dot) {
+    pv = co_await tl.Dot(pj, vj);
+  } else {
+    pv = co_await tl.Composite(pj, vj);
+  }
   co_await tl.Add(o, pv, o);  // auto-waits on P·V
   st.cur = 1 - st.cur;
 }
@@ -131,7 +148,8 @@ Task<void> Finalize(Tl& tl, const PrefillShape& s, const QueryTile& qt, State& s
   co_await tl.Store(tl.Ref(qt.o_addr, full), out);
 }
 
-// The pairs of one step over query tiles [first, first + count), software-pipelined.
+// The pairs of one step over query tiles [first, first + count), software-pipelined: pair
+// k + lookahead's Q·Kᵀ is issued before pair k's softmax.
 // one_pass: each tile's state is set up at its first pair and stored after its last (two
 // states alternate); otherwise the chunk's states persist across steps.
 Task<void> Sweep(Tl& tl, Pipeline& pl, uint32_t step, uint32_t first, uint32_t count,
@@ -141,11 +159,16 @@ Task<void> Sweep(Tl& tl, Pipeline& pl, uint32_t step, uint32_t first, uint32_t c
   const std::vector<PrefillPair> pairs = VisiblePairs(s, pl.plan, step, first, count);
   if (pairs.empty()) co_return;
   uint32_t seen = 0;  // one_pass: tiles started so far
-  Tensor next = co_await IssueQk(tl, pl, spans, pairs[0], 0);
+  std::deque<Tensor> issued;  // Sj of pairs k .. k + lookahead − 1, oldest first
+  for (uint64_t k = 0; k < std::min<uint64_t>(s.lookahead, pairs.size()); ++k) {
+    issued.push_back(co_await IssueQk(tl, pl, spans, pairs[k], k));
+  }
   for (uint64_t k = 0; k < pairs.size(); ++k) {
     const PrefillPair& pair = pairs[k];
-    Tensor sj = next;
-    if (k + 1 < pairs.size()) next = co_await IssueQk(tl, pl, spans, pairs[k + 1], k + 1);
+    const uint64_t ahead = k + s.lookahead;
+    if (ahead < pairs.size()) issued.push_back(co_await IssueQk(tl, pl, spans, pairs[ahead], ahead));
+    const Tensor sj = issued.front();
+    issued.pop_front();
     const QueryTile& qt = pl.plan.tiles[pair.q];
     const uint64_t rows = uint64_t{qt.tokens} * s.g;
     const bool starts = k == 0 || pairs[k - 1].q != pair.q;
@@ -155,7 +178,7 @@ Task<void> Sweep(Tl& tl, Pipeline& pl, uint32_t step, uint32_t first, uint32_t c
     {
       std::optional<ScratchScope> scope;
       if (s.scratch_scope) scope.emplace(&tl);
-      co_await Fold(tl, st, rows, sj, VTile(tl, s, spans[pair.span], pair.tile));
+      co_await Fold(tl, s, st, rows, sj, VTile(tl, s, spans[pair.span], pair.tile));
     }
     if (one_pass && ends) co_await Finalize(tl, s, qt, st);
   }
@@ -164,10 +187,12 @@ Task<void> Sweep(Tl& tl, Pipeline& pl, uint32_t step, uint32_t first, uint32_t c
 // ---- the ring (§5.5, DESIGN §4b) ----
 
 struct RingBuffers {
-  Tensor k[2];  // KBlockShape(B) bf16: the sub-block held / being received
-  Tensor v[2];  // [B, d] bf16
+  std::vector<Tensor> k;  // [depth]: KBlockShape(B) bf16, the sub-block of step t in t % depth
+  std::vector<Tensor> v;  // [depth]: [B, d] bf16
+  Tensor bounce;          // depth 1: [message elements, 1] bf16, a message on its way out
   Tensor token, token_in;  // the barrier's messages
-  std::vector<Tensor> receiving;  // this step's posted chunks
+  std::map<uint32_t, std::vector<Tensor>> receiving;  // posted chunks, by step
+  uint32_t posted = 0;  // the last step whose receives are posted (this pass)
 };
 
 uint64_t KRows(const PrefillShape& s, uint64_t len) { return TilesOf(s, len) * s.d; }
@@ -209,30 +234,58 @@ Tensor HbmV(Tl& tl, const PrefillShape& s, uint64_t addr, uint64_t len) {
   return tl.Ref(addr, shape);
 }
 
+// The sub-block of step t (held_len[t] keys) as the K parts and V of TCM slot t % depth.
+std::vector<Tensor> SlotParts(const PrefillShape& s, const RingPlan& ring, RingBuffers& rb,
+                              uint32_t t) {
+  const uint64_t len = ring.held_len[t];
+  std::vector<Tensor> parts = KParts(s, rb.k[t % ring.depth], len);
+  parts.push_back(rb.v[t % ring.depth].Rows(0, len));
+  return parts;
+}
+
+// The same sub-block in HBM: the KV cache at step 0, else the HBM slot it was stored to.
+std::vector<Tensor> HbmParts(Tl& tl, const PrefillShape& s, const RingPlan& ring, uint32_t t) {
+  const uint64_t len = ring.held_len[t];
+  const uint64_t k = t == 0 ? ring.own_k_addr : ring.slot_k[t % 2];
+  const uint64_t v = t == 0 ? ring.own_v_addr : ring.slot_v[t % 2];
+  std::vector<Tensor> parts = KParts(s, HbmK(tl, s, k, ring.block), len);
+  parts.push_back(HbmV(tl, s, v, len));
+  return parts;
+}
+
+// Posts the receives of steps posted + 1 .. through (their slots are free: slot t % depth last
+// held step t − depth, sent at that step and stored at the one before).
 Task<void> PostReceives(Tl& tl, const PrefillShape& s, const RingPlan& ring, RingBuffers& rb,
-                        uint32_t step) {
-  const uint64_t len = ring.held_len[step + 1];
-  const int slot = (step + 1) % 2;
-  rb.receiving.clear();
-  if (len == 0) co_return;
-  std::vector<Tensor> parts = KParts(s, rb.k[slot], len);
-  parts.push_back(rb.v[slot].Rows(0, len));
-  for (const Tensor& part : parts) {
-    for (const Tensor& c : MessageChunks(part, part.dim(0), ring.message_bytes)) {
-      rb.receiving.push_back(co_await tl.RecvAsyncInto(ring.prev, c));
+                        uint32_t through) {
+  for (uint32_t t = rb.posted + 1; t <= through; ++t) {
+    std::vector<Tensor>& receiving = rb.receiving[t];
+    receiving.clear();
+    if (ring.held_len[t] == 0) continue;
+    for (const Tensor& part : SlotParts(s, ring, rb, t)) {
+      for (const Tensor& c : MessageChunks(part, part.dim(0), ring.message_bytes)) {
+        receiving.push_back(co_await tl.RecvAsyncInto(ring.prev, c));
+      }
     }
   }
+  rb.posted = std::max(rb.posted, through);
 }
 
 Task<void> SendHeld(Tl& tl, const PrefillShape& s, const RingPlan& ring, RingBuffers& rb,
                     uint32_t step) {
-  const uint64_t len = ring.held_len[step];
-  if (len == 0) co_return;
-  std::vector<Tensor> parts = KParts(s, rb.k[step % 2], len);
-  parts.push_back(rb.v[step % 2].Rows(0, len));
+  if (ring.held_len[step] == 0) co_return;
+  if (ring.depth == 1) {  // the one slot is receiving: each message through the bounce buffer
+    for (const Tensor& part : HbmParts(tl, s, ring, step)) {
+      for (const Tensor& c : MessageChunks(part, part.dim(0), ring.message_bytes)) {
+        const Shape shape = {c.dim(0), c.dim(1)};
+        Tensor out = co_await tl.LoadInto(c, rb.bounce.Rows(0, c.dim(0) * c.dim(1)).View(shape));
+        co_await tl.Send(ring.next, out);
+      }
+    }
+    co_return;
+  }
+  std::vector<Tensor> parts = SlotParts(s, ring, rb, step);
   if (step == 0) {  // its own sub-block, from its KV cache
-    std::vector<Tensor> from = KParts(s, HbmK(tl, s, ring.own_k_addr, ring.block), len);
-    from.push_back(HbmV(tl, s, ring.own_v_addr, len));
+    const std::vector<Tensor> from = HbmParts(tl, s, ring, step);
     for (size_t i = 0; i < parts.size(); ++i) parts[i] = co_await tl.LoadInto(from[i], parts[i]);
   }
   for (const Tensor& part : parts) {
@@ -245,14 +298,11 @@ Task<void> SendHeld(Tl& tl, const PrefillShape& s, const RingPlan& ring, RingBuf
 // The received sub-block, once whole, to this PE's HBM slot for the next step.
 Task<void> StoreReceived(Tl& tl, const PrefillShape& s, const RingPlan& ring, RingBuffers& rb,
                          uint32_t step) {
-  for (const Tensor& c : rb.receiving) co_await tl.Wait(c);
-  const uint64_t len = ring.held_len[step + 1];
-  if (len == 0) co_return;
-  const int slot = (step + 1) % 2;
-  std::vector<Tensor> parts = KParts(s, rb.k[slot], len);
-  parts.push_back(rb.v[slot].Rows(0, len));
-  std::vector<Tensor> to = KParts(s, HbmK(tl, s, ring.slot_k[slot], ring.block), len);
-  to.push_back(HbmV(tl, s, ring.slot_v[slot], len));
+  for (const Tensor& c : rb.receiving[step + 1]) co_await tl.Wait(c);
+  rb.receiving.erase(step + 1);
+  if (ring.held_len[step + 1] == 0) co_return;
+  const std::vector<Tensor> parts = SlotParts(s, ring, rb, step + 1);
+  const std::vector<Tensor> to = HbmParts(tl, s, ring, step + 1);
   for (size_t i = 0; i < parts.size(); ++i) co_await tl.Store(to[i], parts[i]);
 }
 
@@ -279,6 +329,11 @@ const MaskSlot& FindMask(const Tl& tl, const std::vector<MaskSlot>& masks, int64
                                    offset, " of a ", tokens, "-token query tile, ", len, " keys"));
   }
   return *it;
+}
+
+uint64_t RingBounceElements(const PrefillShape& s, uint64_t block, uint64_t message_bytes) {
+  const uint64_t row = s.k_layout == KLayout::kTransposed ? block : 0;
+  return std::max<uint64_t>({message_bytes / 2, s.tile, s.d, row});
 }
 
 std::vector<Tensor> MessageChunks(const Tensor& buf, uint64_t rows, uint64_t bytes) {
@@ -315,15 +370,16 @@ Task<void> PrefillRank(Tl& tl, PrefillShape shape, PrefillPlan plan) {
   Pipeline pl{s, plan, {}, {}};
   const Shape qshape = {max_rows, s.d}, sshape = {max_rows, s.tile}, mshape = {max_rows * s.tile, 1};
   const Shape col = {max_rows, 1}, full = {max_rows, s.d};
-  for (int i = 0; i < 2; ++i) {
-    pl.b.q[i] = tl.Alloc(qshape, pb::BF16, Arena::kPersistent);
-    pl.b.s[i] = tl.Alloc(sshape, pb::FP32, Arena::kPersistent);
-    pl.b.mask[i] = tl.Alloc(mshape, pb::BF16, Arena::kPersistent);
+  for (uint32_t i = 0; i <= s.lookahead; ++i) {
+    pl.b.q.push_back(tl.Alloc(qshape, pb::BF16, Arena::kPersistent));
+    pl.b.s.push_back(tl.Alloc(sshape, pb::FP32, Arena::kPersistent));
+    pl.b.mask.push_back(tl.Alloc(mshape, pb::BF16, Arena::kPersistent));
     if (s.k_layout == KLayout::kRowMajor) {
       const Shape ktshape = {uint64_t{s.d} * s.tile, 1};
-      pl.b.kt[i] = tl.Alloc(ktshape, pb::BF16, Arena::kPersistent);
+      pl.b.kt.push_back(tl.Alloc(ktshape, pb::BF16, Arena::kPersistent));
     }
   }
+  pl.b.q_slot = s.lookahead;  // the first tile takes buffer 0
   pl.states.resize(one_pass ? 2 : plan.tiles_per_chunk);
   for (State& st : pl.states) {
     st.m[0] = tl.Alloc(col, pb::FP32, Arena::kPersistent);
@@ -339,9 +395,13 @@ Task<void> PrefillRank(Tl& tl, PrefillShape shape, PrefillPlan plan) {
   const RingPlan& ring = *plan.ring;
   RingBuffers rb;
   const Shape kbuf = KBlockShape(s, ring.block), vbuf = {ring.block, s.d}, tok = {1, 16};
-  for (int i = 0; i < 2; ++i) {
-    rb.k[i] = tl.Alloc(kbuf, pb::BF16, Arena::kPersistent);
-    rb.v[i] = tl.Alloc(vbuf, pb::BF16, Arena::kPersistent);
+  for (uint32_t i = 0; i < ring.depth; ++i) {
+    rb.k.push_back(tl.Alloc(kbuf, pb::BF16, Arena::kPersistent));
+    rb.v.push_back(tl.Alloc(vbuf, pb::BF16, Arena::kPersistent));
+  }
+  if (ring.depth == 1) {
+    const Shape bshape = {RingBounceElements(s, ring.block, ring.message_bytes), 1};
+    rb.bounce = tl.Alloc(bshape, pb::BF16, Arena::kPersistent);
   }
   rb.token = tl.Alloc(tok, pb::FP32, Arena::kPersistent);
   rb.token_in = tl.Alloc(tok, pb::FP32, Arena::kPersistent);
@@ -354,15 +414,21 @@ Task<void> PrefillRank(Tl& tl, PrefillShape shape, PrefillPlan plan) {
     for (uint32_t q = 0; q < count; ++q) {
       co_await InitState(tl, pl.states[q], uint64_t{plan.tiles[first + q].tokens} * s.g);
     }
+    rb.posted = 0;
     for (uint32_t step = 0; step < steps; ++step) {
       const bool forward = step + 1 < steps;
-      if (forward && !ring.send_first) co_await PostReceives(tl, s, ring, rb, step);
+      const uint32_t through = std::min(step + std::max(1u, ring.depth - 1), steps - 1);
+      if (forward && !ring.send_first) co_await PostReceives(tl, s, ring, rb, through);
       if (forward) co_await SendHeld(tl, s, ring, rb, step);
-      if (forward && ring.send_first) co_await PostReceives(tl, s, ring, rb, step);
+      if (forward && ring.send_first) co_await PostReceives(tl, s, ring, rb, through);
       co_await Sweep(tl, pl, step, first, count, false);
       if (forward) co_await StoreReceived(tl, s, ring, rb, step);
       if (forward || c + 1 < chunks) {  // the next step (or chunk) overwrites a slot
-        co_await tl.WaitAll();
+        // Every command of this step is complete here (each Fold waited on its Sj and P·V,
+        // the stores block); what may still be outstanding is the receives of later steps
+        // (depth > 2), which the predecessor sends only at those steps — waiting for them
+        // would close a cycle around the ring.
+        if (rb.posted <= step + 1) co_await tl.WaitAll();
         co_await Barrier(tl, ring, rb);
       }
     }

@@ -8,18 +8,31 @@
 //   NOC (receives posted before sends, messages chunked), stores the received sub-block to its
 //   HBM and joins a CUBE barrier, so the next step's block is whole in the CUBE's HBM before any
 //   PE streams it. One query head per CUBE (G = 1 in the tile); no (m, l, O) reduce.
+//   Ring depth D (§9.4; RingPlan::depth): D TCM sub-block slots, the sub-block of step t in slot
+//   t mod D. D >= 2: at step s the receives of steps up to s + D − 1 are posted (at step 0 all
+//   of 1 .. D − 1, then one step a step), before step s's sends, which go out of the TCM slot
+//   holding what arrived (step 0: loaded from the KV cache). D = 1: the one slot takes step
+//   s + 1's receives, posted before the sends as above, so the held sub-block is streamed from
+//   its HBM copy (the KV cache at step 0, else the HBM slot it was stored to) through a
+//   message-sized TCM buffer, one message at a time. Either way every receive of a step is
+//   posted before any PE's send of that step waits on it, so no send waits for a receive that
+//   is posted only after a send — the ring cannot deadlock, whatever the endpoint queue.
 //
 // Per (query tile, KV tile) pair (§5.4): keys all in the past → unmasked; all in the future →
 // never issued (a kernel `if`); overlapping → an additive triangular mask (bf16, 0 or -inf,
-// placed in HBM by the launcher) in the Q·Kᵀ epilogue. Both GEMMs are composites; the next
-// pair's Q·Kᵀ is issued before this pair's softmax (opt3's software pipeline, §5.6), so the GEMM
-// engine works under the CPU's softmax. Sj fp32, P bf16, m, l, O fp32, stored O bf16.
+// placed in HBM by the launcher) in the Q·Kᵀ epilogue. Both GEMMs are composites; the Q·Kᵀ of
+// the next `lookahead` pairs is issued before this pair's softmax (opt3's software pipeline,
+// §5.6, §9.1: lookahead 1 is the ADR's form, 0 issues each Q·Kᵀ just before its softmax), so the
+// GEMM engine works under the CPU's softmax; Q, Sj and the mask have lookahead + 1 buffers.
+// `blocking_dot` (the baseline_dot comparison, ADR §1: what composites replace): both GEMMs are
+// blocking `dot`s, scale and mask MATH ops on the CPU, no software pipeline (lookahead 0).
+// Sj fp32, P bf16, m, l, O fp32, stored O bf16.
 //
 // K layouts (PrefillShape::k_layout, k_layout.h): every K block — a rank's KV cache, the ring's
 // HBM slots and TCM sub-block buffers — is tile-major [ceil(B / tile)][d][tile] (the default),
 // transposed [d, B] or row-major [B, d]; the ring forwards the valid keys of a sub-block in its
 // layout (KParts). Row-major: each pair's K tile is loaded and transposed on the MATH engine
-// into a persistent double buffer (like Sj's) before its Q·Kᵀ.
+// into a persistent buffer (lookahead + 1 of them, like Sj's) before its Q·Kᵀ.
 #ifndef AHBMSIM_KERNELS_ATTENTION_PREFILL_H_
 #define AHBMSIM_KERNELS_ATTENTION_PREFILL_H_
 
@@ -75,10 +88,11 @@ struct RingPlan {
   Peer next = Peer::Pe(0);  // the same PE of the next CUBE (NOC)
   Peer prev = Peer::Pe(0);
   // The sub-block this PE holds at step s (s = 0: its own, from its KV cache) — what it
-  // forwards at step s < C − 1 — and where a received one is stored: slot (s + 1) % 2.
+  // forwards at step s < C − 1 — and where a received one is stored: HBM slot (s + 1) % 2.
   std::vector<uint64_t> held_len;  // [step]
   uint64_t own_k_addr = 0, own_v_addr = 0;
   uint64_t slot_k[2] = {0, 0}, slot_v[2] = {0, 0};
+  uint32_t depth = 2;              // TCM sub-block slots (ring_depth, 1 .. 4)
   uint64_t block = 0;              // B: a sub-block's capacity (keys)
   uint64_t message_bytes = 0;      // chunk size of the ring's NOC messages
   bool send_first = false;         // tests: send before posting the receives (can deadlock)
@@ -94,6 +108,8 @@ struct PrefillShape {
   KLayout k_layout = KLayout::kTileMajor;
   uint32_t max_tokens = 16;  // the largest query tile (tokens); rows = tokens · g
   float scale = 0;         // 1 / sqrt(d)
+  uint32_t lookahead = 1;  // Q·Kᵀ composites issued ahead of the pair being folded
+  bool blocking_dot = false;  // baseline_dot: blocking dots, no pipeline (lookahead 0)
   bool scratch_scope = true;
 };
 
@@ -127,6 +143,11 @@ const MaskSlot& FindMask(const Tl& tl, const std::vector<MaskSlot>& masks, int64
 // Messages of at most `bytes` (at least one row): the first `rows` rows of the bf16 TCM buffer
 // `buf`, cut by rows (receiver and sender cut alike).
 std::vector<Tensor> MessageChunks(const Tensor& buf, uint64_t rows, uint64_t bytes);
+
+// Depth 1's message buffer (bf16 elements): a message of MessageChunks holds at most
+// max(message_bytes, one row) bytes, and a row of the ring's parts is tile or d elements (a
+// transposed K [d, len]: up to the sub-block's `block` keys).
+uint64_t RingBounceElements(const PrefillShape& s, uint64_t block, uint64_t message_bytes);
 
 // The kernel of one instance (parameters are copied into the coroutine frame).
 Task<void> PrefillRank(Tl& tl, PrefillShape shape, PrefillPlan plan);

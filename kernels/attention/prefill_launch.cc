@@ -48,7 +48,7 @@ DecodeConfig GeometryConfig(const PrefillConfig& cfg) {
   return d;
 }
 
-absl::Status Validate(const PrefillConfig& cfg) {
+absl::Status Validate(const PrefillConfig& cfg, const pb::Chip& chip) {
   if (cfg.h_kv == 0 || cfg.h_q == 0 || cfg.h_q % cfg.h_kv != 0) {
     return Field("h_q", absl::StrCat("must be a positive multiple of h_kv = ", cfg.h_kv,
                                      " (got ", cfg.h_q, ")"));
@@ -59,7 +59,7 @@ absl::Status Validate(const PrefillConfig& cfg) {
     return Field("q_tile", absl::StrCat(cfg.q_tile, " GEMM rows hold no token of the ", g,
                                         " M-folded query heads"));
   }
-  if (cfg.variant == PrefillVariant::kRing && cfg.C() != cfg.G()) {
+  if (cfg.Ring() && cfg.C() != cfg.G()) {
     return Field("c", absl::StrCat("the ring gives each CUBE one query head of the group: C must "
                                    "equal G = ", cfg.G(), " (got ", cfg.C(), ")"));
   }
@@ -70,6 +70,26 @@ absl::Status Validate(const PrefillConfig& cfg) {
     return Field("c", "baseline_fanout keeps each query head in one CUBE (C = 1)");
   }
   if (cfg.ring_message_bytes == 0) return Field("ring_message_bytes", "must be > 0");
+  if (cfg.ring_depth < 1 || cfg.ring_depth > 4) {
+    return Field("ring_depth", absl::StrCat("receive buffers posted ahead must be 1 .. 4 (got ",
+                                            cfg.ring_depth, ")"));
+  }
+  if (cfg.lookahead && cfg.Baseline()) {
+    return Field("lookahead", "a baseline's blocking dots leave nothing to issue ahead");
+  }
+  const uint32_t inflight = chip.sip().cube().pe().scheduler().max_inflight_composites();
+  if (cfg.lookahead && *cfg.lookahead >= std::max(1u, inflight)) {
+    return Field("lookahead", absl::StrCat(*cfg.lookahead, " Q·Kᵀ composites ahead and a P·V need ",
+                                           *cfg.lookahead + 1, " in flight; the PE scheduler admits ",
+                                           inflight, " (max_inflight_composites): at most ",
+                                           std::max(1u, inflight) - 1));
+  }
+  const uint64_t queue = chip.sip().noc().endpoint_queue_bytes();
+  if (cfg.Ring() && cfg.ring_message_bytes > queue) {
+    return Field("ring_message_bytes", absl::StrCat(cfg.ring_message_bytes,
+                                                    " B messages exceed the NOC endpoint queue (",
+                                                    queue, " B, noc.endpoint_queue_bytes)"));
+  }
   const uint32_t lengths = cfg.request_lengths.empty() ? 1 : cfg.users;
   for (uint32_t u = 0; u < lengths; ++u) {
     if (cfg.t_q > cfg.ContextOf(u)) {
@@ -87,14 +107,23 @@ struct TcmNeed {
 TcmNeed NeedOf(const PrefillConfig& cfg, uint32_t g, uint32_t tokens, uint64_t block) {
   const uint64_t rows = uint64_t{tokens} * g;
   TcmNeed n;
-  n.fixed = 2 * (Align64(rows * cfg.d * 2) + Align64(rows * cfg.tile * 4) + Align64(rows * cfg.tile * 2));
+  const uint64_t buffers = cfg.Lookahead() + 1;  // the software pipeline's (prefill.cc Buffers)
+  n.fixed = buffers *
+            (Align64(rows * cfg.d * 2) + Align64(rows * cfg.tile * 4) + Align64(rows * cfg.tile * 2));
   const bool row_major = cfg.k_layout == KLayout::kRowMajor;
   const uint64_t k_tile = Align64(uint64_t{cfg.tile} * cfg.d * 2);  // row-major: a K tile in TCM
-  if (row_major) n.fixed += 2 * k_tile;  // the transposed tiles
-  if (cfg.variant == PrefillVariant::kRing) {
-    n.fixed += 2 * (Align64(KBlockBytes(cfg.k_layout, cfg.d, cfg.tile, block)) +
-                    Align64(block * cfg.d * 2)) +
+  if (row_major) n.fixed += buffers * k_tile;  // the transposed tiles
+  if (cfg.Ring()) {
+    n.fixed += cfg.ring_depth * (Align64(KBlockBytes(cfg.k_layout, cfg.d, cfg.tile, block)) +
+                                 Align64(block * cfg.d * 2)) +
                2 * Align64(64);
+    if (cfg.ring_depth == 1) {
+      PrefillShape s;
+      s.d = cfg.d;
+      s.tile = cfg.tile;
+      s.k_layout = cfg.k_layout;
+      n.fixed += Align64(RingBounceElements(s, block, cfg.ring_message_bytes) * 2);
+    }
   }
   n.state = 3 * Align64(rows * 4) + Align64(rows * cfg.d * 4);
   // A pair's softmax temporaries (max, sub, dm, corr, sum columns; centred Sj; P bf16; P·V),
@@ -177,7 +206,7 @@ std::vector<std::vector<uint32_t>> SplitQueryTiles(uint32_t n, uint32_t pes, Que
 }
 
 absl::StatusOr<std::vector<uint32_t>> PrefillCubes(const pb::Chip& chip, const PrefillConfig& cfg) {
-  if (absl::Status s = Validate(cfg); !s.ok()) return s;
+  if (absl::Status s = Validate(cfg, chip); !s.ok()) return s;
   if (cfg.variant == PrefillVariant::kBaselineFanout) {
     return BaselineCubes(chip, GeometryConfig(cfg), BaselineKind::kFanout);
   }
@@ -186,7 +215,7 @@ absl::StatusOr<std::vector<uint32_t>> PrefillCubes(const pb::Chip& chip, const P
 
 absl::StatusOr<std::vector<std::vector<uint32_t>>> PrefillCubeSets(const pb::Chip& chip,
                                                                    const PrefillConfig& cfg) {
-  if (absl::Status s = Validate(cfg); !s.ok()) return s;
+  if (absl::Status s = Validate(cfg, chip); !s.ok()) return s;
   if (cfg.variant == PrefillVariant::kBaselineFanout) {
     return BaselineCubeSets(chip, GeometryConfig(cfg), BaselineKind::kFanout);
   }
@@ -196,7 +225,7 @@ absl::StatusOr<std::vector<std::vector<uint32_t>>> PrefillCubeSets(const pb::Chi
 absl::StatusOr<PrefillLaunch> LaunchPrefill(const pb::Chip& chip, const PrefillConfig& cfg,
                                             KernelRuntime& runtime, MemoryStore* store,
                                             const std::vector<DecodeInputs>& inputs) {
-  if (absl::Status s = Validate(cfg); !s.ok()) return s;
+  if (absl::Status s = Validate(cfg, chip); !s.ok()) return s;
   const DecodeConfig gcfg = GeometryConfig(cfg);
   absl::StatusOr<DecodeGeometry> geo_or = MakeDecodeGeometry(chip, gcfg);
   if (!geo_or.ok()) return geo_or.status();
@@ -209,7 +238,7 @@ absl::StatusOr<PrefillLaunch> LaunchPrefill(const pb::Chip& chip, const PrefillC
   if (cfg.variant == PrefillVariant::kBaselineFanout) {
     return LaunchPrefillFanout(chip, cfg, geo, gcfg, runtime, data ? store : nullptr, inputs);
   }
-  const bool ring = cfg.variant == PrefillVariant::kRing;
+  const bool ring = cfg.Ring();
   const uint32_t G = cfg.G(), C = cfg.C(), P = cfg.P();
   const uint32_t g = cfg.RowsPerToken();
   const uint32_t tokens_per_tile = cfg.q_tile / g;
@@ -221,6 +250,8 @@ absl::StatusOr<PrefillLaunch> LaunchPrefill(const pb::Chip& chip, const PrefillC
   shape.k_layout = cfg.k_layout;
   shape.max_tokens = tokens_per_tile;
   shape.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(cfg.d)));
+  shape.lookahead = cfg.Lookahead();
+  shape.blocking_dot = cfg.variant == PrefillVariant::kBaselineDot;
   shape.scratch_scope = cfg.scratch_scope;
 
   PrefillLaunch launch;
@@ -254,7 +285,11 @@ absl::StatusOr<PrefillLaunch> LaunchPrefill(const pb::Chip& chip, const PrefillC
     const uint64_t B = kv->block();
     const TcmNeed need = NeedOf(cfg, g, tokens_per_tile, B);
     if (need.fixed + 2 * need.state > persistent_each) {
-      return Field(cfg.users > 1 ? "users" : (ring ? "s, tile, q_tile" : "tile, q_tile"),
+      return Field(cfg.users > 1      ? "users"
+                   : cfg.Lookahead() > 1 ? "lookahead"
+                   : ring && cfg.ring_depth > 2 ? "ring_depth"
+                   : ring             ? "s, tile, q_tile"
+                                      : "tile, q_tile",
                    absl::StrCat("a prefill instance needs ", need.fixed + 2 * need.state,
                                 " B of the TCM persistent arena (Q, Sj, mask",
                                 ring ? ", ring sub-block" : "", " buffers and two running states); ",
@@ -344,6 +379,7 @@ absl::StatusOr<PrefillLaunch> LaunchPrefill(const pb::Chip& chip, const PrefillC
             rp.prev = Peer::Pe(pe_of(h, cycle[(k_pos + C - 1) % C], node));
             rp.block = B;
             rp.message_bytes = cfg.ring_message_bytes;
+            rp.depth = cfg.ring_depth;
             rp.send_first = cfg.ring_send_first;
             const auto& sl = slots[b.pe];
             for (int i = 0; i < 2; ++i) {

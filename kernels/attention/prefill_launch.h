@@ -13,6 +13,12 @@
 //   pre-ADR baseline, ADR rev2 §A; prefill_baseline.h): query head hq on CUBE hq of SIP `sip`
 //   (C = 1), its KV head copied there, contiguous KV blocks and query rows over the CUBE's P
 //   PEs, a bidirectional K/V fan-out around the PE ring, blocking dots, no causal skip.
+//   kBaselineDot (ADR §1's comparison): kRing's placement, rotation and causal skip with both
+//   GEMMs as blocking dots and scale / mask as MATH ops (PrefillShape::blocking_dot).
+// - lookahead (§9.1): Q·Kᵀ composites issued ahead (1: the ADR's software pipeline), refused
+//   beyond the chip's max_inflight_composites − 1 and, other than 0, for the baselines.
+//   ring_depth (§9.4; 1 .. 4) and ring_message_bytes (> 0, at most noc.endpoint_queue_bytes)
+//   shape the ring (prefill.h).
 // - Query token t of request u (T_q = t_q, or the whole prompt S_u when t_q = 0) sits at global
 //   position S_u − T_q + t (DESIGN §6); causal.
 // - query_split (ring, short context): tile k of n goes to PE node k·P / n (kContiguous),
@@ -26,14 +32,15 @@
 //   instance Q and O [Σ rows, d] bf16 (its tiles back to back, row t·G + g in flash / short);
 //   masks [rows, len] bf16, one per distinct (key offset, tokens, len); ring: two HBM slots of a
 //   sub-block per PE.
-// - TCM: every instance holds its buffers (Q, Sj and mask ×2, a row-major K's transposed tile
-//   ×2, ring sub-block ×2) and running
+// - TCM: every instance holds its buffers (Q, Sj, mask and a row-major K's transposed tile ×
+//   (lookahead + 1), ring sub-block × ring_depth, depth 1's message buffer) and running
 //   states in the persistent arena (instances on one PE share it evenly); the ring chunks T_q so
 //   a chunk's states fit (tiles_per_chunk), the others keep two states. Errors name a field.
 #ifndef AHBMSIM_KERNELS_ATTENTION_PREFILL_LAUNCH_H_
 #define AHBMSIM_KERNELS_ATTENTION_PREFILL_LAUNCH_H_
 
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -47,7 +54,8 @@
 namespace ahbm::kernels {
 
 // kBaselineFanout: the pre-ADR prefill (ADR rev2 §A; prefill_baseline.h), for comparison only.
-enum class PrefillVariant : uint8_t { kFlash, kShortContext, kRing, kBaselineFanout };
+// kBaselineDot: the ring's placement with blocking dots (prefill.h, `blocking_dot`).
+enum class PrefillVariant : uint8_t { kFlash, kShortContext, kRing, kBaselineFanout, kBaselineDot };
 enum class QuerySplit : uint8_t { kContiguous, kStriped, kZigzag };
 
 struct PrefillConfig {
@@ -74,7 +82,11 @@ struct PrefillConfig {
   bool rotate_by_request = true;
   bool kv_bank_interleaved = false;  // kv_bank_layout INTERLEAVED (host::PadForBankInterleave)
   std::vector<uint64_t> request_lengths;
-  uint64_t ring_message_bytes = 16 << 10;  // NOC message chunk of the ring
+  uint64_t ring_message_bytes = 16 << 10;  // NOC message chunk of the ring (<= endpoint queue)
+  uint32_t ring_depth = 2;                 // the ring's TCM sub-block slots (1 .. 4; prefill.h)
+  // Q·Kᵀ composites issued ahead of the pair being folded (0 .. max_inflight_composites − 1;
+  // unset: 1, the ADR's pipeline; the baselines pipeline nothing and refuse it).
+  std::optional<uint32_t> lookahead;
   // IPCQ message chunk of the baseline's K/V fan-out (0: the topology's IPCQ queue, 256 KiB).
   uint64_t fanout_message_bytes = 0;
   bool ring_send_first = false;            // tests: sends before receives (deadlocks)
@@ -82,14 +94,20 @@ struct PrefillConfig {
   bool scratch_scope = true;
 
   uint32_t G() const { return h_q / h_kv; }
+  bool Baseline() const {
+    return variant == PrefillVariant::kBaselineDot || variant == PrefillVariant::kBaselineFanout;
+  }
+  uint32_t Lookahead() const { return lookahead ? *lookahead : Baseline() ? 0 : 1; }
   uint64_t ContextOf(uint32_t u) const { return request_lengths.empty() ? s : request_lengths.at(u); }
   uint64_t MaxContextOf(uint32_t u) const { return max_context != 0 ? max_context : ContextOf(u); }
   uint64_t QueriesOf(uint32_t u) const { return t_q != 0 ? t_q : ContextOf(u); }
+  // The ring's placement and rotation (kRing, kBaselineDot).
+  bool Ring() const { return variant == PrefillVariant::kRing || variant == PrefillVariant::kBaselineDot; }
   // C and P as the variant uses them.
-  uint32_t C() const { return variant == PrefillVariant::kRing ? (c != 0 ? c : G()) : 1; }
-  // Rows per query token in a tile: the ring and the baseline hold one query head per tile.
+  uint32_t C() const { return Ring() ? (c != 0 ? c : G()) : 1; }
+  // Rows per query token in a tile: the ring and the baselines hold one query head per tile.
   uint32_t RowsPerToken() const {
-    return variant == PrefillVariant::kRing || variant == PrefillVariant::kBaselineFanout ? 1 : G();
+    return Ring() || variant == PrefillVariant::kBaselineFanout ? 1 : G();
   }
   uint32_t P() const { return variant == PrefillVariant::kFlash ? 1 : p; }
 };

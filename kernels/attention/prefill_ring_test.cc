@@ -109,7 +109,8 @@ TEST(PrefillRing, SendFirstDeadlocksWhenASubBlockOutgrowsTheEndpointQueue) {
   chip.mutable_sip()->mutable_noc()->set_endpoint_queue_bytes(4096);
   PrefillConfig cfg = RingCfg();
   cfg.d = 128;
-  cfg.s = 2048;  // sub-block 64 keys: K 16 KiB, V 16 KiB, one message each
+  cfg.s = 2048;  // sub-block 64 keys: K 16 KiB, V 16 KiB, four 4 KiB messages each
+  cfg.ring_message_bytes = 4096;  // at most the endpoint queue
   cfg.ring_send_first = true;
   PrefillRun stuck = RunRing(chip, cfg);
   ASSERT_EQ(stuck.status.code(), absl::StatusCode::kFailedPrecondition) << stuck.status;

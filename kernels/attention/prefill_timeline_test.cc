@@ -92,12 +92,38 @@
 //   replies were in, so Q(q1)'s load took the channels ahead of QK_A's K pieces and everything
 //   from QK_A on came 128 cycles late. Composites are now admitted on arrival.)
 //
+// Lookahead 2 (PrefillShape::lookahead, ADR §9.1), the same prefill: QK_A and QK_B are issued
+// before the loop, QK_C before A's softmax (mask buffer 2 of 3). The command stream:
+//    1 load Q(q0)   2 load mask   3 QK_A   4 load Q(q1)   5 QK_B   6 load mask   7 QK_C
+//    8-10 FILL m, l, O   11-20 softmax of A   21 PV_A   22 O += PV_A   23 O / l   24 store O(q0)
+//   25-27 FILL m, l, O   28-37 softmax of B   38 PV_B   39 O += PV_B
+//   40-49 softmax of C   50 PV_C   51 O += PV_C   52 O / l   53 store O(q1)
+//   t = 0: commands 1-7 leave the CPU at once; channels as above, then the second mask
+//   304..320 -> 420 and QK_C's K1 pieces 320..328 -> 428, 328..336 -> 436. FILLs 0..154.
+//   QK_A and QK_B exactly as above: QK_A = [144, 2340], QK_B's tiles 2316..4364, QK_B =
+//   [288, 4376]. Softmax of A 2340..2682; PV_A issued at 2682 (V0 2682..2698 -> 2798).
+//   QK_C (issued at 0) is older than PV_A, so its eight tiles take the GEMM after QK_B's:
+//   4364..6412, (mi, k1) tiles ending 5644, 5900, 6156, 6412, epilogues (24) 5644..5668,
+//   5900..5924, 6156..6180, 6412..6436 (the CPU waits for PV_A). QK_C = [320, 6436].
+//   PV_A's tiles follow: 6412..6476, ..6540, ..6604, ..6668. PV_A = [2682, 6668].
+//   O += PV_A 6668..6804; O / l 6804..7324; store 7324..7552.
+//   FILLs of q1's state 7552..7561, ..7570, ..7706 (nothing left to issue ahead). Softmax of
+//   B 7706..8048. PV_B issued at 8048: V0 8048..8064 -> 8164; the GEMM has been idle since
+//   6668: 8164..8244 (fill), ..8308, ..8372, ..8436. PV_B = [8048, 8436]. O += PV_B 8436..8572.
+//   Softmax of C (QK_C done at 6436) 8572..8914. PV_C issued at 8914: V1 8914..8930 -> 9030;
+//   9030..9110 (fill), ..9174, ..9238, ..9302. PV_C = [8914, 9302]. O += PV_C 9302..9438;
+//   O / l 9438..9958; store 9958..10186. Latency 10186: 488 cycles later than lookahead 1.
+//   QK_C, issued first, goes ahead of PV_A on the GEMM (oldest first), so q0's P·V, divide and
+//   store wait 2048 cycles behind it; what lookahead 2 saves (the GEMM idle 4620..5628 above)
+//   comes back as the GEMM's fill and idle time behind B's and C's softmax.
+//
 // Where it loses time: the GEMM does 3 x 2048 cycles of Q·Kᵀ for 3 x 256 of useful work (a
 // 16-key tile, chosen to make the grid 2 x 2; the default tile is 128 keys), and it idles
 // 4620..5628 while the CPU divides and stores q0 before it issues QK_C.
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -173,6 +199,35 @@ Table Expected() {
   return t;
 }
 
+// Lookahead 2 (derived in the header).
+Table ExpectedLookahead2() {
+  Table t;
+  t[1] = {"load", {0, 228}};        // Q(q0)
+  t[2] = {"load", {128, 244}};      // the mask
+  t[3] = {"QK+mask", {144, 2340}};  // QK_A
+  t[4] = {"load", {160, 388}};      // Q(q1)
+  t[5] = {"QK", {288, 4376}};       // QK_B
+  t[6] = {"load", {304, 420}};      // the mask again
+  t[7] = {"QK+mask", {320, 6436}};  // QK_C
+  uint64_t id = 8;
+  Fills(t, id, 0);                                  // 8-10: 0..154
+  const uint64_t pv_a = Softmax(t, id, 2340);       // 11-20: 2340..2682
+  t[id++] = {"PV", {pv_a, 6668}};                   // 21: PV_A
+  t[id++] = {"ADD", {6668, 6804}};                  // 22: O += PV_A
+  t[id++] = {"DIV", {6804, 7324}};                  // 23: O / l
+  t[id++] = {"store", {7324, 7552}};                // 24: O(q0)
+  const uint64_t fold_b = Fills(t, id, 7552);       // 25-27: 7552..7706
+  const uint64_t pv_b = Softmax(t, id, fold_b);     // 28-37: 7706..8048
+  t[id++] = {"PV", {pv_b, 8436}};                   // 38: PV_B
+  t[id++] = {"ADD", {8436, 8572}};                  // 39
+  const uint64_t pv_c = Softmax(t, id, 8572);       // 40-49: 8572..8914
+  t[id++] = {"PV", {pv_c, 9302}};                   // 50: PV_C
+  t[id++] = {"ADD", {9302, 9438}};                  // 51
+  t[id++] = {"DIV", {9438, 9958}};                  // 52
+  t[id++] = {"store", {9958, 10186}};               // 53: O(q1)
+  return t;
+}
+
 class PrefillTimeline : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -185,8 +240,9 @@ class PrefillTimeline : public ::testing::Test {
 
   // Runs the prefill; fills every scheduler command's row, issue times, the composites'
   // commands and their spans on the GEMM and MATH units.
-  void Run() {
+  void Run(std::optional<uint32_t> lookahead = std::nullopt) {
     PrefillConfig cfg;
+    cfg.lookahead = lookahead;
     cfg.variant = PrefillVariant::kFlash;
     cfg.h_q = 8;
     cfg.h_kv = 1;
@@ -302,6 +358,29 @@ TEST_F(PrefillTimeline, MaskedAndSkippedPairs) {
   for (uint64_t cmd : {1, 2, 3, 4, 5}) EXPECT_EQ(issue_.at(cmd), 0u) << cmd;
   EXPECT_EQ(issue_.at(24), 5504u);
   EXPECT_EQ(issue_.at(25), 5504u);
+}
+
+TEST_F(PrefillTimeline, LookaheadTwoEveryCommandAsDerivedOnPaper) {
+  Run(/*lookahead=*/2);
+  const Table want = ExpectedLookahead2();
+  ASSERT_EQ(got_.size(), want.size());
+  for (const auto& [id, row] : want) {
+    ASSERT_TRUE(got_.contains(id)) << "cmd " << id;
+    EXPECT_EQ(got_.at(id).what, row.what) << "cmd " << id;
+    EXPECT_EQ(got_.at(id).span, row.span) << "cmd " << id << " (" << row.what << ")";
+  }
+  EXPECT_EQ(latency_, 10186u);
+  const std::map<uint64_t, Span> gemm = {{3, {252, 2316}},   {5, {2316, 4364}},
+                                         {7, {4364, 6412}},  {21, {6412, 6668}},
+                                         {38, {8164, 8436}}, {50, {9030, 9302}}};
+  EXPECT_EQ(gemm_, gemm);
+  const std::map<uint64_t, Span> epilogue = {{3, {1548, 2340}}, {5, {3596, 4376}},
+                                             {7, {5644, 6436}}};
+  EXPECT_EQ(epilogue_, epilogue);
+  for (uint64_t cmd : {1, 2, 3, 4, 5, 6, 7}) EXPECT_EQ(issue_.at(cmd), 0u) << cmd;
+  // Three Sj and mask buffers: QK_C's mask is not QK_A's buffer.
+  EXPECT_NE(dma_.at(6).dst().addr(), dma_.at(2).dst().addr());
+  EXPECT_EQ(dma_.at(6).src().addr(), dma_.at(2).src().addr());
 }
 
 }  // namespace

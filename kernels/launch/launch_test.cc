@@ -871,6 +871,55 @@ TEST(ValidateWorkload, TcmRefusalsNameTheShapeFieldThatDoesNotFit) {
   }
 }
 
+// Prefill's lookahead, ring_depth and ring_message_bytes, and BASELINE_DOT: a value given is a
+// value used (runs) or refused with one line naming the field.
+TEST(ValidateWorkload, PrefillPipelineAndRingKnobsAreUsedOrRefused) {
+  const pb::Chip small = LoadChip("small");
+  pb::Workload ring = Decode(100);
+  ring.set_kernel(pb::PREFILL);
+  ring.set_h_q(4);
+  ring.set_h_kv(1);
+  ring.set_d(32);
+  ring.set_p(4);
+  pb::Workload w = ring;
+  w.set_lookahead(3);
+  w.set_ring_depth(1);
+  w.set_ring_message_bytes(256);
+  ExpectRuns(small, w);
+  w.set_variant(pb::BASELINE_DOT);
+  w.clear_lookahead();
+  ExpectRuns(small, w);
+  w.set_lookahead(0);
+  ExpectRefused(small, w, "lookahead: BASELINE_DOT issues blocking dots; nothing to issue ahead");
+  w = ring;
+  w.set_lookahead(4);
+  ExpectRefused(small, w, "lookahead: 4 Q·Kᵀ composites ahead and a P·V need 5 in flight; the PE "
+                          "scheduler admits 4 (max_inflight_composites): at most 3");
+  w = ring;
+  w.set_ring_depth(5);
+  ExpectRefused(small, w, "ring_depth: receive buffers posted ahead must be 1 .. 4 (got 5)");
+  w.set_ring_depth(0);
+  ExpectRefused(small, w, "ring_depth: must be > 0 (got 0)");
+  w = ring;
+  w.set_ring_message_bytes(262145);
+  ExpectRefused(small, w, "ring_message_bytes: 262145 B messages exceed the NOC endpoint queue "
+                          "(262144 B, noc.endpoint_queue_bytes)");
+  for (pb::Variant v : {pb::FLASH, pb::SHORT_CONTEXT, pb::BASELINE_FANOUT}) {
+    w = ring;
+    w.set_variant(v);
+    if (v == pb::FLASH) w.clear_p();
+    w.set_ring_depth(2);
+    ExpectRefused(small, w, absl::StrCat("ring_depth: ", pb::Variant_Name(v), " has no ring"));
+  }
+  w = ring;
+  w.set_variant(pb::AUTO);  // S 100: SHORT_CONTEXT
+  w.set_ring_message_bytes(4096);
+  ExpectRefused(small, w, "ring_message_bytes: AUTO picks SHORT_CONTEXT");
+  w.clear_ring_message_bytes();
+  w.set_lookahead(0);  // both of AUTO's kernels pipeline
+  ExpectRuns(small, w);
+}
+
 }  // namespace
 }  // namespace ahbm::launch
 

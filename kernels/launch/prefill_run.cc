@@ -11,10 +11,15 @@
 //   (c must be G), SHORT_CONTEXT (kv_per_cube 1, 2, 4 or 8, default 1; C = 1), AUTO
 //   (DispatchAuto: SHORT_CONTEXT below the prefill threshold, else RING; c, group shape and
 //   kv_per_cube refused as for decode), BASELINE_FANOUT (ADR §A's pre-ADR prefill, C = 1,
-//   query rows split contiguously; kernels/attention/prefill_baseline.h); others refused.
+//   query rows split contiguously; kernels/attention/prefill_baseline.h), BASELINE_DOT (the
+//   ring's placement with blocking dots, c as for RING); others refused.
 // - k_layout (KLayoutOf, decode_run.h): TILE_MAJOR, TRANSPOSED or ROW_MAJOR for FLASH, RING,
-//   SHORT_CONTEXT and AUTO; BASELINE_FANOUT reads K in a layout of its own and refuses it
-//   (`ahbm compare` clears it for that row).
+//   SHORT_CONTEXT, AUTO and BASELINE_DOT; BASELINE_FANOUT reads K in a layout of its own and
+//   refuses it (`ahbm compare` clears it for that row).
+// - lookahead (FLASH, RING, SHORT_CONTEXT, AUTO; the baselines refuse it), ring_depth and
+//   ring_message_bytes (RING, BASELINE_DOT, AUTO when it picks RING; refused elsewhere); the
+//   kernel checks their ranges against the chip (prefill_launch.h). Set ones appear in the
+//   report's workload line.
 // - Data mode: q.npy [H_q, T_q, d], k.npy and v.npy [H_kv, S, d] (q<r>.npy ... per request),
 //   or drawn from `seed` (RandomPrefillInputs); outputs o.npy [H_q, T_q, d] (o<r>.npy).
 //   A data-mode run whose host estimate exceeds kDataModeHostBytes is refused (field data).
@@ -129,6 +134,11 @@ absl::StatusOr<PrefillConfig> ConfigOf(const pb::Chip& chip, const pb::Workload&
       return Invalid(absl::StrCat("kv_per_cube: AUTO picks RING (", pick.why,
                                   "), which does not use it; leave it unset or choose a variant"));
     }
+    if ((w.has_ring_depth() || w.has_ring_message_bytes()) && pick.variant != pb::RING) {
+      return Invalid(absl::StrCat(w.has_ring_depth() ? "ring_depth" : "ring_message_bytes",
+                                  ": AUTO picks ", pb::Variant_Name(pick.variant), " (", pick.why,
+                                  "), which has no ring; leave it unset or choose a variant"));
+    }
     *label = absl::StrCat("AUTO -> ", pb::Variant_Name(pick.variant), " (", pick.why, ")");
     variant = pick.variant;
     auto_short = variant == pb::SHORT_CONTEXT;
@@ -164,15 +174,33 @@ absl::StatusOr<PrefillConfig> ConfigOf(const pb::Chip& chip, const pb::Workload&
         return Invalid("query_split: BASELINE_FANOUT splits query rows contiguously (ADR §A)");
       }
       break;
+    case pb::BASELINE_DOT:
+      cfg.variant = PrefillVariant::kBaselineDot;
+      cfg.c = w.c();  // 0: G
+      break;
     default:
       return Invalid(absl::StrCat("variant: ", pb::Variant_Name(variant),
                                   " is not a PREFILL variant (FLASH, RING, SHORT_CONTEXT, AUTO, "
-                                  "BASELINE_FANOUT are)"));
+                                  "BASELINE_FANOUT, BASELINE_DOT are)"));
   }
   absl::StatusOr<kernels::KLayout> k_layout =
       KLayoutOf(w, cfg.variant == PrefillVariant::kBaselineFanout);
   if (!k_layout.ok()) return k_layout.status();
   cfg.k_layout = *k_layout;
+  // The pipeline and ring knobs (prefill_launch.h): a value given is a value used or refused.
+  if (w.has_lookahead()) {
+    if (cfg.Baseline()) {
+      return Invalid(absl::StrCat("lookahead: ", pb::Variant_Name(variant),
+                                  " issues blocking dots; nothing to issue ahead"));
+    }
+    cfg.lookahead = w.lookahead();
+  }
+  if (!cfg.Ring() && (w.has_ring_depth() || w.has_ring_message_bytes())) {
+    return Invalid(absl::StrCat(w.has_ring_depth() ? "ring_depth" : "ring_message_bytes", ": ",
+                                pb::Variant_Name(variant), " has no ring (RING and BASELINE_DOT do)"));
+  }
+  if (w.has_ring_depth()) cfg.ring_depth = w.ring_depth();
+  if (w.has_ring_message_bytes()) cfg.ring_message_bytes = w.ring_message_bytes();
   if (!w.has_q_tile()) cfg.q_tile = BalancedQTile(cfg);
   if (auto_short && !w.has_kv_per_cube()) {
     // The fewest KV heads per CUBE the chip hosts (ShortKvPerCubeWhy, decode_run.h); 1 when
@@ -226,6 +254,11 @@ class PrefillPlan final : public QkvPlan {
                             : "",
                         cfg_.variant == PrefillVariant::kShortContext
                             ? absl::StrCat(", kv_per_cube ", cfg_.kv_per_cube)
+                            : "",
+                        w_.has_lookahead() ? absl::StrCat(", lookahead ", cfg_.Lookahead()) : "",
+                        w_.has_ring_depth() ? absl::StrCat(", ring_depth ", cfg_.ring_depth) : "",
+                        w_.has_ring_message_bytes()
+                            ? absl::StrCat(", ring_message_bytes ", cfg_.ring_message_bytes)
                             : "",
                         ", users ", cfg_.users, w_.data() ? "; data mode" : "; timing mode");
   }
@@ -283,7 +316,8 @@ class PrefillLauncher final : public KernelLauncher {
             "t_q",         "max_context", "c",          "p",         "group_rows",
             "group_cols",  "tile",       "q_tile",      "users",     "start_cube",
             "start_pe",    "no_rotation", "sip",        "kv_per_cube", "request_lengths",
-            "query_split", "short_long_threshold", "kv_bank_layout", "k_layout"};
+            "query_split", "short_long_threshold", "kv_bank_layout", "k_layout", "lookahead",
+            "ring_depth", "ring_message_bytes"};
   }
   absl::StatusOr<std::unique_ptr<KernelPlan>> Prepare(const pb::Chip& chip,
                                                       const pb::Workload& w) const override {
@@ -295,7 +329,7 @@ class PrefillLauncher final : public KernelLauncher {
   }
   CompareSpec Compare() const override {
     CompareSpec spec;
-    spec.rows = {pb::FLASH, pb::SHORT_CONTEXT, pb::RING, pb::BASELINE_FANOUT};
+    spec.rows = {pb::FLASH, pb::SHORT_CONTEXT, pb::RING, pb::BASELINE_FANOUT, pb::BASELINE_DOT};
     spec.ratio_to = pb::FLASH;
     spec.default_s = 8192;
     spec.op_log = false;
@@ -305,6 +339,11 @@ class PrefillLauncher final : public KernelLauncher {
       if (w.variant() == pb::FLASH || w.variant() == pb::BASELINE_FANOUT) w.clear_query_split();
       if (w.variant() == pb::BASELINE_FANOUT) w.clear_k_layout();  // its own K layout
       if (w.variant() != pb::SHORT_CONTEXT && w.variant() != pb::AUTO) w.clear_kv_per_cube();
+      if (w.variant() == pb::BASELINE_FANOUT || w.variant() == pb::BASELINE_DOT) w.clear_lookahead();
+      if (w.variant() != pb::RING && w.variant() != pb::BASELINE_DOT) {
+        w.clear_ring_depth();
+        w.clear_ring_message_bytes();
+      }
     };
     return spec;
   }

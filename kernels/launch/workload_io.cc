@@ -208,8 +208,12 @@ constexpr FieldDoc kFieldDocs[] = {
      "1", true},
     {"max_inflight_composites", "PE scheduler composites in flight (overrides the topology)",
      "the topology's"},
-    {"ring_depth", "prefill ring: receive buffers posted ahead, 1 .. 4 (ADR 9.4)", "2"},
-    {"ring_message_bytes", "prefill ring: NOC message chunk, bytes", "16384"},
+    {"ring_depth",
+     "prefill ring: TCM sub-block slots, receives posted up to depth - 1 steps ahead (1: the "
+     "held sub-block streams from HBM), 1 .. 4 (ADR 9.4)",
+     "2"},
+    {"ring_message_bytes", "prefill ring: NOC message chunk, bytes, at most noc.endpoint_queue_bytes",
+     "16384"},
 };
 
 const FieldDoc& DocOf(const FieldDescriptor& field) {
