@@ -26,10 +26,19 @@ namespace {
 using kernels::DecodeConfig;
 using kernels::DecodeInputs;
 
-// AUTO's long kernel: the largest C up to this that the chip hosts (the ADR's C = 8).
+// The long kernel's C when c is unset (and AUTO's): the largest C up to this that the chip
+// hosts for the KV heads (the ADR's C = 8 on the full chip).
 constexpr uint32_t kAutoMostC = 8;
 
 absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentError(message); }
+
+// The largest C <= kAutoMostC whose CUBE Groups host cfg's KV heads (HostsKvHeads; cfg.c is
+// overwritten), kAutoMostC when none does (the geometry then refuses with its message).
+uint32_t LargestHostingC(const pb::Chip& chip, DecodeConfig cfg) {
+  for (cfg.c = kAutoMostC; cfg.c > 1 && !kernels::HostsKvHeads(chip, cfg); --cfg.c) {
+  }
+  return kernels::HostsKvHeads(chip, cfg) ? cfg.c : kAutoMostC;
+}
 
 // The baseline a variant names (baseline.h), if it names one.
 std::optional<kernels::BaselineKind> BaselineOf(const pb::Workload& w) {
@@ -243,12 +252,14 @@ absl::StatusOr<DecodeConfig> ConfigOf(const pb::Chip& chip, const pb::Workload& 
   cfg.t_q = w.has_t_q() ? w.t_q() : 1u;
   cfg.s = w.s();
   cfg.max_context = w.max_context();
-  cfg.c = w.has_c() ? w.c() : 8u;
-  cfg.p = w.has_p() ? w.p() : 8u;
+  // Unset geometry follows the chip: P = the CUBE's PEs; C (below, once the SIP is known) the
+  // largest C <= 8 that hosts the KV heads.
+  cfg.p = w.has_p() ? w.p() : topology::ChipIndex(chip).pes_per_cube();
   cfg.group_rows = w.group_rows();
   cfg.group_cols = w.group_cols();
   cfg.tile = w.has_tile() ? w.tile() : 256u;
   cfg.sip = w.sip();
+  cfg.c = w.has_c() ? w.c() : LargestHostingC(chip, cfg);
   cfg.start_cube = w.start_cube();
   cfg.start_pe = w.start_pe();
   cfg.rotate_by_request = !w.no_rotation();
@@ -327,10 +338,7 @@ absl::StatusOr<DecodeConfig> ConfigOf(const pb::Chip& chip, const pb::Workload& 
           if (!kernels::HostsKvHeads(chip, cfg)) cfg.kv_per_cube = 1;
         }
       } else {
-        // The largest C <= 8 the chip hosts (8 when none does: the geometry refuses).
-        for (cfg.c = kAutoMostC; cfg.c > 1 && !kernels::HostsKvHeads(chip, cfg); --cfg.c) {
-        }
-        if (!kernels::HostsKvHeads(chip, cfg)) cfg.c = kAutoMostC;
+        cfg.c = LargestHostingC(chip, cfg);  // c is unset (CheckAutoFields)
       }
       break;
     }

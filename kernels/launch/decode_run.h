@@ -5,7 +5,9 @@
 //
 // Contract:
 // - Defaults (Llama3-70B, DESIGN §2/§6) for fields left 0: h_q 64, h_kv 8, d 128, t_q 1,
-//   tile 256, c 8, p 8, users 1, variant OPT3, reduce topologies TREE, k_layout TILE_MAJOR.
+//   tile 256, users 1, variant OPT3, reduce topologies TREE, k_layout TILE_MAJOR; the geometry
+//   follows the chip: p = the CUBE's PEs, c = the largest C <= 8 whose CUBE Groups host the KV
+//   heads (AUTO's rule below; 8 on the full chip).
 //   `s` must be set. Variants: OPT1, OPT2, OPT3 (kernels/attention/decode.h), SHORT_CONTEXT
 //   (opt3 sweeps with kv_per_cube whole heads per CUBE, default 1, C = 1), AUTO (DispatchAuto:
 //   SHORT_CONTEXT below short_long_threshold, unset = kShortLongThreshold, else OPT3 with the

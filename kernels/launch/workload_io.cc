@@ -155,8 +155,9 @@ constexpr FieldDoc kFieldDocs[] = {
     {"max_context", "tokens the KV blocks are sized for (>= s): B = ceil(max_context / (C*P))",
      "s"},
     {"c", "CUBEs per CUBE Group (sequence parallelism over CUBEs)",
-     "decode 8, AUTO the largest C <= 8 the chip hosts, prefill ring G"},
-    {"p", "PEs per CUBE (sequence parallelism over PEs)", "8"},
+     "decode the largest C <= 8 that hosts the KV heads on the chip (8 on the full chip), "
+     "prefill ring G"},
+    {"p", "PEs per CUBE (sequence parallelism over PEs)", "the CUBE's PEs"},
     {"group_rows", "CUBE Group rectangle rows, with group_cols (rows x cols = c)",
      "the rectangle of c CUBEs with the shallowest reduce root"},
     {"group_cols", "CUBE Group rectangle columns, with group_rows", "as group_rows"},
