@@ -13,7 +13,8 @@
 //   start_pe, request u adds u to both when rotate_by_request); rank r's valid length is
 //   MyLen(r, S).
 // - Level-2 reduce over the P PEs (root: the PE rectangle's centre, ties lowest), Level-1 over
-//   the C CUBEs (root: the group's root CUBE); each level a kTree or kChain (reduce_tree.h).
+//   the C CUBEs (root: the group's root CUBE); each level a kTree, kChain or the chunked kRing
+//   (reduce_tree.h; RankPlan's RingPlace).
 //   The group root's Level-2 root PE stores O / l.
 // - Data layout per rank: Q group [G·T_q, d] bf16 (row g·T_q + t = query head h·G + g, token t),
 //   K tile-major [ceil(B/TILE)][d][TILE] bf16, V [B, d] bf16, O [G·T_q, d] bf16 at the root.
@@ -88,6 +89,9 @@ struct DecodeLaunch {
   uint32_t ranks_per_head = 0;
   uint32_t level1_rounds = 0;
   uint32_t level2_rounds = 0;
+  // A level reduced by the chunked ring: its nodes (0: a tree, or a baseline's pattern).
+  uint32_t level1_ring = 0;
+  uint32_t level2_ring = 0;
   std::vector<uint32_t> cubes;  // global CUBEs used (for ChipSimOptions::cubes)
   // Per request and KV head: the PE that stores O and the address.
   struct Output {
@@ -177,9 +181,12 @@ absl::StatusOr<PlacedRequest> PlaceDecodeRequest(
     const std::vector<std::vector<uint32_t>>& head_cubes, uint64_t k_tile,
     host::HbmAllocator& allocator, MemoryStore* store, const DecodeInputs* in);
 
-// The Level-2 reduce tree over the geometry's PE rectangle (root pe_root); every edge must be
-// one IPCQ hop (level2_reduce: ... otherwise).
+// The Level-2 reduce tree (kTree or kChain) over the geometry's PE rectangle (root pe_root);
+// every edge is one IPCQ hop.
 absl::StatusOr<std::vector<ReduceNode>> Level2Tree(const DecodeGeometry& geo, ReduceShape shape);
+// The Level-2 chunked ring over the PE rectangle (RingCycle: rectangle nodes, pe_root last);
+// every link of the cycle must be one IPCQ hop (level2_reduce: ... otherwise).
+absl::StatusOr<std::vector<uint32_t>> Level2Ring(const DecodeGeometry& geo);
 
 // Places the tensors (writing `inputs[u]` into `store` when both are given) and adds the
 // kernel instances of every rank and request to `runtime`.

@@ -357,6 +357,10 @@ absl::StatusOr<DecodeConfig> ConfigOf(const pb::Chip& chip, const pb::Workload& 
     } else if (topo == pb::CHAIN) {
       *out = kernels::ReduceShape::kChain;
     } else if (topo == pb::RING_REDUCE) {
+      if (w.variant() == pb::BASELINE_REV1_TREE) {
+        return Invalid(absl::StrCat(field, ": BASELINE_REV1_TREE reduces by rev1's tree (TREE or "
+                                           "CHAIN); the chunked ring is the ADR kernels'"));
+      }
       *out = kernels::ReduceShape::kRing;
     } else {
       return Invalid(absl::StrCat(field, ": unknown value ", static_cast<int>(topo)));
@@ -399,13 +403,28 @@ std::vector<pb::CommHop> DecodeCommHops(const DecodeConfig& cfg,
                                         const kernels::DecodeLaunch& launch) {
   const uint64_t rows = uint64_t{launch.g} * cfg.t_q;
   const uint64_t small = rows * 4, big = rows * cfg.d * 4;  // m or l, and O (fp32)
-  std::vector<pb::CommHop> hops(2);
-  hops[0].set_link(pb::CommHop::IPCQ);
-  hops[0].set_rounds(launch.level2_rounds);
-  hops[1].set_link(pb::CommHop::NOC);
-  hops[1].set_rounds(launch.level1_rounds);
-  for (pb::CommHop& hop : hops) {
-    for (uint64_t bytes : {small, small, big}) hop.add_message_bytes(bytes);
+  std::vector<pb::CommHop> hops;
+  for (const auto& [link, rounds, nodes] :
+       {std::tuple{pb::CommHop::IPCQ, launch.level2_rounds, launch.level2_ring},
+        std::tuple{pb::CommHop::NOC, launch.level1_rounds, launch.level1_ring}}) {
+    if (nodes == 0) {
+      pb::CommHop& hop = hops.emplace_back();
+      hop.set_link(link);
+      hop.set_rounds(rounds);
+      for (uint64_t bytes : {small, small, big}) hop.add_message_bytes(bytes);
+      continue;
+    }
+    // The chunked ring: nodes - 1 reduce-scatter rounds of a chunk's m, l and O columns (the
+    // widest chunk), then nodes - 1 gather rounds of its O columns.
+    const uint64_t chunk = rows * kernels::RingChunk(cfg.d, nodes, 0).count * 4;
+    pb::CommHop& scatter = hops.emplace_back();
+    scatter.set_link(link);
+    scatter.set_rounds(nodes - 1);
+    for (uint64_t bytes : {small, small, chunk}) scatter.add_message_bytes(bytes);
+    pb::CommHop& gather = hops.emplace_back();
+    gather.set_link(link);
+    gather.set_rounds(nodes - 1);
+    gather.add_message_bytes(chunk);
   }
   return hops;
 }

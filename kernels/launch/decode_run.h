@@ -106,7 +106,9 @@ inline constexpr uint64_t kDataModeHostBytes = uint64_t{4} << 30;
 absl::StatusOr<kernels::DecodeConfig> DecodeConfigOf(const pb::Chip& chip, const pb::Workload& w);
 
 // The legs of the launch's static reduce (its communication critical path): level-2 rounds
-// over IPCQ, level-1 rounds over the NOC, each an (m, l, O) triplet in fp32.
+// over IPCQ, level-1 rounds over the NOC, each an (m, l, O) triplet in fp32; a level reduced
+// by the chunked ring of R nodes is two legs: R - 1 rounds of a chunk's m, l and O columns,
+// then R - 1 rounds of its O columns.
 std::vector<pb::CommHop> DecodeCommHops(const kernels::DecodeConfig& cfg,
                                         const kernels::DecodeLaunch& launch);
 

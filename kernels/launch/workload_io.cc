@@ -169,9 +169,15 @@ constexpr FieldDoc kFieldDocs[] = {
     {"start_cube", "Level-1 rotation of request 0: its first CUBE in the group, 0 .. C-1", "0",
      true},
     {"start_pe", "Level-2 rotation of request 0: its first PE in the CUBE, 0 .. P-1", "0", true},
-    {"level1_reduce", "decode Level-1 (NOC, between CUBEs) reduce collective",
+    {"level1_reduce",
+     "decode Level-1 (NOC, between CUBEs) reduce collective; RING_REDUCE is the chunked ring "
+     "(reduce-scatter of C - 1 steps, then a gather to the root)",
      "TREE, rooted at the centre"},
-    {"level2_reduce", "decode Level-2 (IPCQ, between a CUBE's PEs) reduce collective", "TREE"},
+    {"level2_reduce",
+     "decode Level-2 (IPCQ, between a CUBE's PEs) reduce collective; RING_REDUCE is the "
+     "chunked ring (reduce-scatter of P - 1 steps, then a gather; its cycle must close in one "
+     "IPCQ hop)",
+     "TREE"},
     {"k_layout", "K cache layout in HBM (TILE_MAJOR is implemented)", "TILE_MAJOR"},
     {"query_split", "prefill: how a head's query tiles spread over a CUBE's PEs", "ZIGZAG"},
     {"issue_cost_profile", "PE CPU issue cost per command (ADR-0064): zero or realistic",
