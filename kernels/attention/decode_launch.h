@@ -116,7 +116,8 @@ absl::StatusOr<std::vector<std::vector<uint32_t>>> DecodeCubeSets(const pb::Chip
 // - TCM (instances per PE = users x heads per PE): the persistent arena holds each
 //   instance's q, m (x2), l, O and Sj buffers (opt3 2, opt2 up to 8); the scratch arena, split
 //   evenly, must hold an instance's larger of one KV tile's temporaries and its reduce's
-//   receive buffers and merge temporaries (decode.cc, lse_merge.cc) plus the stored O. Every
+//   receive buffers and merge temporaries (decode.cc, lse_merge.cc; a chunked ring's counted
+//   at its root: R − 1 merged and R − 1 gathered chunks) plus the stored O. Every
 //   instance is counted as the busiest one (a full rank at the busiest reduce node), so a rank
 //   left empty (S < C·P) is not credited. When one instance fits alone, the field is users
 //   and the message says how many requests fit. When not even one does, the field is the

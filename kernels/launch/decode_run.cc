@@ -357,9 +357,9 @@ absl::StatusOr<DecodeConfig> ConfigOf(const pb::Chip& chip, const pb::Workload& 
     } else if (topo == pb::CHAIN) {
       *out = kernels::ReduceShape::kChain;
     } else if (topo == pb::RING_REDUCE) {
-      if (w.variant() == pb::BASELINE_REV1_TREE) {
-        return Invalid(absl::StrCat(field, ": BASELINE_REV1_TREE reduces by rev1's tree (TREE or "
-                                           "CHAIN); the chunked ring is the ADR kernels'"));
+      if (w.variant() == pb::BASELINE_REV1_TREE && out == &cfg.level2) {
+        return Invalid("level2_reduce: BASELINE_REV1_TREE reduces by rev1's tree (TREE or "
+                       "CHAIN); the chunked ring is the ADR kernels'");
       }
       *out = kernels::ReduceShape::kRing;
     } else {
@@ -532,6 +532,9 @@ class DecodeLauncher final : public KernelLauncher {
       if (w.variant() != pb::AUTO) w.clear_short_long_threshold();  // only AUTO uses it
       if (w.variant() == pb::BASELINE_FANOUT || w.variant() == pb::BASELINE_FANOUT_GROUP) {
         w.clear_tile();  // no KV tile (one dot per rank's block), whatever the other rows' tile
+      }
+      if (w.variant() == pb::BASELINE_REV1_TREE && w.level2_reduce() == pb::RING_REDUCE) {
+        w.clear_level2_reduce();  // rev1's own tree, whatever the other rows' collective
       }
       if (w.variant() == pb::BASELINE_FANOUT || w.variant() == pb::BASELINE_REV1_TREE) {
         w.clear_c();  // one CUBE per head, whatever the other rows' C

@@ -42,6 +42,10 @@
 //   triplets of one row; BASELINE_FANOUT_GROUP C·P − 1 ring steps, min(C, C·P − 1) of them
 //   on the NOC when C > 1, each carrying the G query heads' triplets over one link (counted as
 //   one triplet of G rows); BASELINE_REV1_TREE ⌈log₂P⌉ IPCQ triplets of G rows.
+//   A level reduced by the chunked ring (RING_REDUCE, R nodes) counts 2 (R − 1) rounds: R − 1
+//   of one chunk's m, l and O columns (the widest chunk), then R − 1 of its O columns.
+//   level2_reduce RING_REDUCE is refused for BASELINE_REV1_TREE (rev1 reduces by a tree;
+//   `ahbm compare` runs that row with rev1's tree).
 //   reduce_rounds is that round count.
 //   The bound is the same for reduce_payload PACKED (one message of the same bytes: one link
 //   latency less per hop, kept as is so the options compare against one bound).
