@@ -517,9 +517,28 @@ expect_one_line_error "^ahbm run: start_pe: 9 is outside the CUBE's P = 4 PEs: 0
 expect 0 'decode AUTO -> OPT3 \(S 3000 >= threshold 2049; C 4, the largest C <= 8 that hosts 2 KV heads\)' \
   run --topology=$small --kernel=decode --variant=auto --h_q=2 --h_kv=2 --s=3000 --p=4
 expect_one_line_error 'h_kv: 8 KV heads need 8 CUBE Groups of C = 8; SIPs 0\.\. have 4; C = 4 fits \(--c=4\)' \
-  compare --topology=topology/chip_2sip.textproto
+  compare --topology=topology/chip_2sip.textproto --c=8
 expect_one_line_error 'h_q: .* \(compare row baseline_fanout; --variants=opt1,opt3,opt2,baseline_rev1_tree leaves out' \
-  compare --topology=topology/chip_2sip.textproto --c=4
+  compare --topology=topology/chip_2sip.textproto
+# Unset P and C follow the chip (P = the CUBE's PEs, decode C = the largest C <= 8 that hosts
+# the KV heads, prefill ring C = G): the small chip runs the defaults, its workload line says so.
+expect 0 'decode OPT3: H_q 64, H_kv 8, d 128, S 512, T_q 1, C 1, P 4, TILE 256' \
+  run --topology=$small --kernel=decode --s=512
+expect 0 'prefill RING: H_q 8, H_kv 1, d 128, S 512, T_q S, C 8, P 4' \
+  run --topology=$small --kernel=prefill --variant=ring --h_q=8 --h_kv=1 --s=512
+expect 0 'decode SHORT_CONTEXT: H_q 64, H_kv 8, d 128, S 512, T_q 1, C 1, P 4' \
+  run --topology=$small --kernel=decode --variant=short_context --s=512
+expect_one_line_error '^ahbm run: h_kv: the ring puts each KV head on C = G = 8 CUBEs .* at most h_kv = 1 fits \(h_q = 8\)$' \
+  run --topology=$small --kernel=prefill --variant=ring --s=512
+# The chunked ring reduce: its IPCQ cycle must close in one hop; rev1's baseline keeps its tree
+# (compare runs that row with it).
+expect 0 'decode OPT3: .* C 2, P 4' run $small_decode --level1_reduce=ring_reduce --level2_reduce=ring_reduce
+expect_one_line_error '^ahbm run: level2_reduce: the ring over a 1x4 PE rectangle has a link that is not one IPCQ hop' \
+  run --topology=topology/chip_4sip.textproto --kernel=decode --s=4096 --p=4 --level2_reduce=ring_reduce
+expect_one_line_error '^ahbm run: level2_reduce: BASELINE_REV1_TREE reduces by rev1.s tree' \
+  run --topology=$small --kernel=decode --variant=baseline_rev1_tree --s=512 --level2_reduce=ring_reduce
+expect 0 'baseline_rev1_tree' compare --topology=$small --h_q=8 --h_kv=2 --s=512 --c=2 \
+  --level2_reduce=ring_reduce --variants=opt3,baseline_rev1_tree
 # TCM refusals name the field that made an instance too big.
 for big in "d=4096:d: 4096 elements per head" "tile=100000:tile: 100000 keys" "t_q=64:t_q: 64 query tokens"; do
   expect_fast_refusal "^ahbm run: ${big#*:}: one kernel instance on .* at most ${big%%=*} = [0-9]+ fits$" \

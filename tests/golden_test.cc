@@ -322,6 +322,23 @@ std::vector<Case> AllCases() {
     w.set_issue_cost_profile("realistic");
     small("decode_opt1_triplet_fused_realistic", w);
   }
+  // The chunked ring (§4.4) at both levels: C = 2 CUBEs, P = 4 PEs; the ADR's triplet +
+  // primitive, and packed + fused in data mode with d = 3 (the Level-2 ring's 4th chunk is
+  // empty).
+  {
+    pb::Workload w = SmallDecode(pb::OPT3, 1000, "zero");
+    w.set_level1_reduce(pb::RING_REDUCE);
+    w.set_level2_reduce(pb::RING_REDUCE);
+    small("decode_opt3_ring_both_levels_zero", w);
+    w.set_variant(pb::OPT2);
+    w.set_d(3);
+    w.set_reduce_payload(pb::PACKED);
+    w.set_reduce_merge(pb::FUSED);
+    w.set_issue_cost_profile("realistic");
+    w.set_data(true);
+    w.set_seed(12);
+    small("decode_opt2_ring_packed_fused_d3_data_realistic", w);
+  }
   // Data mode (the op log equals timing mode's; the values are digested).
   {
     pb::Workload w = SmallDecode(pb::OPT3, 1000, "zero");

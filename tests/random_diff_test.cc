@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -145,6 +146,36 @@ TEST(RandomDiff, CiSeeds) {
   }
   // The generator makes runnable workloads: capacity refusals stay the exception.
   EXPECT_LT(refused, kCiSeeds / 10);
+}
+
+// The generator reaches every form of the chunked ring: RING_REDUCE at each level with each
+// reduce payload and merge, and with d below the ring's nodes (chunks without columns).
+TEST(RandomWorkload, DrawsEveryChunkedRingForm) {
+  std::set<std::string> seen;
+  for (uint64_t seed = 0; seed < 5000; ++seed) {
+    const pb::Workload w = RandomWorkload(seed).workload;
+    if (w.kernel() != pb::DECODE) continue;
+    const std::string options = absl::StrCat(pb::ReducePayload_Name(w.reduce_payload()), "+",
+                                             pb::ReduceMerge_Name(w.reduce_merge()));
+    const uint32_t c = w.has_c() ? w.c() : 1, p = w.has_p() ? w.p() : 4;
+    if (w.level1_reduce() == pb::RING_REDUCE && c > 1) {
+      seen.insert(absl::StrCat("level1 ", options));
+      if (w.d() < c) seen.insert("level1 d < C");
+    }
+    if (w.level2_reduce() == pb::RING_REDUCE && p > 1) {
+      seen.insert(absl::StrCat("level2 ", options));
+      if (w.d() < p) seen.insert("level2 d < P");
+    }
+  }
+  std::set<std::string> want = {"level1 d < C", "level2 d < P"};
+  for (const char* level : {"level1 ", "level2 "}) {
+    for (const char* payload : {"REDUCE_PAYLOAD_UNSPECIFIED", "TRIPLET", "PACKED"}) {
+      for (const char* merge : {"REDUCE_MERGE_UNSPECIFIED", "PRIMITIVE", "FUSED"}) {
+        want.insert(absl::StrCat(level, payload, "+", merge));
+      }
+    }
+  }
+  EXPECT_EQ(seen, want);
 }
 
 // --seeds=N [--start=K] [--verbose]: runs outside gtest; returns the exit code.

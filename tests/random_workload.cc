@@ -93,6 +93,13 @@ void DrawReduce(Draw& draw, pb::Workload& w) {
   if (draw.Coin(0.3)) w.set_level2_reduce(draw.Pick(topo));
 }
 
+// The chunked ring (RING_REDUCE at either level, drawn by DrawReduce): sometimes a head
+// dimension below the ring's nodes (up to 8 CUBEs or 4 PEs), so some chunks carry no columns.
+void DrawChunkedRing(Draw& draw, pb::Workload& w) {
+  const bool ring = w.level1_reduce() == pb::RING_REDUCE || w.level2_reduce() == pb::RING_REDUCE;
+  if (ring && draw.Coin(0.3)) w.set_d(draw.Pick<uint32_t>({1, 2, 3, 5, 7}));
+}
+
 void Decode(Draw& draw, pb::Workload& w) {
   w.set_kernel(pb::DECODE);
   const pb::Variant variant =
@@ -156,6 +163,7 @@ void Decode(Draw& draw, pb::Workload& w) {
       w.set_kv_per_cube(draw.Pick<uint32_t>({1, 2, 4, 8}));
     }
   }
+  DrawChunkedRing(draw, w);
   DrawRotation(draw, w, std::max<uint32_t>(c, 1), p);
 }
 

@@ -1,6 +1,7 @@
 #include "kernels/attention/decode.h"
 
 #include "kernels/attention/lse_merge.h"
+#include "kernels/attention/reduce_tree.h"
 
 #include <cmath>
 #include <limits>
@@ -270,13 +271,190 @@ Task<void> SendState(Tl& tl, const DecodeShape& s, const Peer& to, const ReduceS
   co_await tl.Send(to, st.o);
 }
 
-// hierarchical_reduce_and_store (§4): Level-2 tree over the CUBE's PEs (IPCQ), then Level-1
-// over the group's CUBE roots (NOC); the group root normalises once and stores.
+// ---- The chunked ring (§4.4; the schedule in reduce_tree.h kRing) ----
+
+// One chunk of (m, l, O) on the ring: O's columns of the chunk (RingChunk) with m and l.
+// Packed: `pack` is the chunk's one message [m | l | O_c] ([rows·(2 + w), 1]; m, l, o are
+// dense views of it); triplet: m, l, o travel as three messages (o may be a strided column
+// view of the rank's O: a send reads a strided view as it is, so no copy).
+struct RingChunkState {
+  Tensor m, l, o, pack;
+};
+
+RingChunkState ChunkViews(const DecodeShape& s, const Tensor& buf, uint64_t w) {
+  RingChunkState c;
+  c.pack = buf;
+  c.m = buf.Rows(0, s.rows);
+  c.l = buf.Rows(s.rows, s.rows);
+  const std::vector<uint64_t> shape = {s.rows, w};
+  c.o = buf.Rows(2 * uint64_t{s.rows}, uint64_t{s.rows} * w).View(shape);
+  return c;
+}
+
+std::vector<uint64_t> ChunkPackShape(const DecodeShape& s, uint64_t w) {
+  return {uint64_t{s.rows} * (w + 2), 1};
+}
+
+// The rank's own columns `cols` as a chunk to send. Packed: its m, l (adjacent in the packed
+// buffer) and the strided O columns copied on MATH into one contiguous message — the one
+// copy a rank makes per ring (every later chunk it sends is a received, contiguous one).
+Task<RingChunkState> OwnChunk(Tl& tl, const DecodeShape& s, const ReduceState& st,
+                              ColumnRange cols) {
+  RingChunkState own;
+  own.m = st.m;
+  own.l = st.l;
+  own.o = st.o.Cols(cols.begin, cols.count);
+  if (!s.packed_payload) co_return own;
+  RingChunkState out = ChunkViews(s, tl.Alloc(ChunkPackShape(s, cols.count)), cols.count);
+  co_await tl.Copy(st.pack.Rows(0, 2 * uint64_t{s.rows}), out.pack.Rows(0, 2 * uint64_t{s.rows}));
+  co_await tl.Copy(own.o, out.o);
+  co_return out;
+}
+
+// Posts the receive of a chunk of w columns from `from` (its m and l too when `with_ml`;
+// packed: always, in the one message).
+Task<RingChunkState> ReceiveChunk(Tl& tl, const DecodeShape& s, const Peer& from, uint64_t w,
+                                  bool with_ml) {
+  if (s.packed_payload) {
+    Call recv = tl.RecvAsync(from, ChunkPackShape(s, w));
+    const Tensor buf = co_await recv;
+    co_return ChunkViews(s, buf, w);
+  }
+  const std::vector<uint64_t> col = {s.rows, 1};
+  const std::vector<uint64_t> shape = {s.rows, w};
+  RingChunkState in;
+  if (with_ml) {
+    Call rm = tl.RecvAsync(from, col);
+    in.m = co_await rm;
+    Call rl = tl.RecvAsync(from, col);
+    in.l = co_await rl;
+  }
+  Call ro = tl.RecvAsync(from, shape);
+  in.o = co_await ro;
+  co_return in;
+}
+
+Task<void> SendChunk(Tl& tl, const DecodeShape& s, const Peer& to, const RingChunkState& c,
+                     bool with_ml) {
+  if (s.packed_payload) {
+    co_await tl.Send(to, c.pack);
+    co_return;
+  }
+  if (with_ml) {
+    co_await tl.Send(to, c.m);
+    co_await tl.Send(to, c.l);
+  }
+  co_await tl.Send(to, c.o);
+}
+
+// Merges the rank's own columns `cols` (with its m, l) into the received chunk `in` and
+// returns the merged chunk (the next one to send): the LSE merge is symmetric, bit for bit,
+// so merging own into received equals the tree's received into own. Fused: one lse_merge in
+// place in the received buffers, issued on the pending receive. Primitive: the 11 ops, l and
+// O in place in the received buffers and m into a new column (triplet) or everything into a
+// new chunk buffer (packed: the merged chunk must stay one message).
+Task<RingChunkState> MergeChunk(Tl& tl, const DecodeShape& s, const ReduceState& st,
+                                ColumnRange cols, RingChunkState in) {
+  const Tensor own_o = st.o.Cols(cols.begin, cols.count);
+  if (s.fused_merge) {
+    const Accumulator acc{in.m, in.l, in.o};
+    const Accumulator own{st.m, st.l, own_o};
+    const Tensor done = co_await tl.LseMerge(acc, own, acc);
+    in.m = in.m.WithProducer(done.producer());
+    in.l = in.l.WithProducer(done.producer());
+    in.o = done;
+    if (s.packed_payload) in.pack = in.pack.WithProducer(done.producer());
+    co_return in;
+  }
+  if (s.packed_payload) {
+    RingChunkState out = ChunkViews(s, tl.Alloc(ChunkPackShape(s, cols.count)), cols.count);
+    co_await LseMergeInto(tl, in.m, in.l, in.o, st.m, st.l, own_o, out.m, out.l, out.o);
+    co_return out;
+  }
+  const std::vector<uint64_t> col = {s.rows, 1};
+  const Tensor m_out = tl.Alloc(col);
+  co_await LseMergeInto(tl, in.m, in.l, in.o, st.m, st.l, own_o, m_out, in.l, in.o);
+  in.m = m_out;
+  co_return in;
+}
+
+// One level's chunked ring (§4.4): reduce-scatter, then the gather to the level's root
+// (ring position nodes - 1), which assembles (m, l, O) into `st`. Every receive is posted
+// before the step's send, so no chunk waits for room in a queue. Chunks without columns
+// (d < nodes) are neither sent nor merged (both ends skip the same steps): the root keeps
+// chunk 0's m and l, which is never empty, so an empty chunk's would be dropped anyway.
+Task<void> RingReduce(Tl& tl, const DecodeShape& s, const RingPlace& ring, ReduceState& st) {
+  const int64_t n = ring.nodes, k = ring.pos;
+  const auto chunk = [&](int64_t c) {
+    return RingChunk(s.d, ring.nodes, static_cast<uint32_t>((c % n + n) % n));
+  };
+  // Reduce-scatter: step t sends chunk k - t and merges chunk k - t - 1 (mod n).
+  ColumnRange out_cols = chunk(k);
+  RingChunkState out;
+  if (out_cols.count > 0) out = co_await OwnChunk(tl, s, st, out_cols);
+  for (int64_t t = 0; t + 1 < n; ++t) {
+    const ColumnRange in_cols = chunk(k - t - 1);
+    RingChunkState in;
+    if (in_cols.count > 0) {
+      in = co_await ReceiveChunk(tl, s, ring.prev, in_cols.count, /*with_ml=*/true);
+    }
+    if (out_cols.count > 0) co_await SendChunk(tl, s, ring.next, out, /*with_ml=*/true);
+    if (in_cols.count > 0) in = co_await MergeChunk(tl, s, st, in_cols, in);
+    out = in;
+    out_cols = in_cols;
+  }
+  // Gather: this node now holds chunk k + 1 reduced. The chunks only move now: m and l stay
+  // behind in the triplet form (the root uses its own chunk's); packed, they are in the one
+  // message anyway.
+  if (k + 1 < n) {
+    for (int64_t i = 1; i <= k; ++i) {  // chunks k, k - 1, ..., 1 pass through
+      const ColumnRange in_cols = chunk(k + 1 - i);
+      RingChunkState in;
+      if (in_cols.count > 0) {
+        in = co_await ReceiveChunk(tl, s, ring.prev, in_cols.count, /*with_ml=*/false);
+      }
+      if (out_cols.count > 0) co_await SendChunk(tl, s, ring.next, out, /*with_ml=*/false);
+      out = in;
+      out_cols = in_cols;
+    }
+    if (out_cols.count > 0) co_await SendChunk(tl, s, ring.next, out, /*with_ml=*/false);
+    co_return;
+  }
+  // The root holds chunk 0. m is the maximum over every rank, the same in every chunk
+  // (exact in any order); l differs between chunks only by the rounding of their merge
+  // orders: the root takes chunk 0's m and l for every column. The O columns are copied
+  // into the rank's O (MATH), then the level goes on as after a tree.
+  if (s.packed_payload) {
+    co_await tl.Copy(out.pack.Rows(0, 2 * uint64_t{s.rows}), st.pack.Rows(0, 2 * uint64_t{s.rows}));
+  } else {
+    st.m = out.m;
+    st.l = out.l;
+  }
+  co_await tl.Copy(out.o, st.o.Cols(out_cols.begin, out_cols.count));
+  for (int64_t c = n - 1; c >= 1; --c) {  // from the predecessor: chunks n - 1, ..., 1
+    const ColumnRange cols = chunk(c);
+    if (cols.count == 0) continue;
+    const RingChunkState in = co_await ReceiveChunk(tl, s, ring.prev, cols.count, /*with_ml=*/false);
+    co_await tl.Copy(in.o, st.o.Cols(cols.begin, cols.count));
+  }
+}
+
+// hierarchical_reduce_and_store (§4): Level-2 over the CUBE's PEs (IPCQ), then Level-1 over
+// the group's CUBE roots (NOC), each a tree or the chunked ring; the group root normalises
+// once and stores.
 Task<void> ReduceAndStore(Tl& tl, const DecodeShape& s, const RankPlan& p, ReduceState st) {
+  if (p.l2_ring) {
+    co_await RingReduce(tl, s, *p.l2_ring, st);
+    if (p.l2_ring->pos + 1 < p.l2_ring->nodes) co_return;
+  }
   for (const Peer& child : p.l2_children) co_await MergeFrom(tl, s, child, st);
   if (p.l2_parent) {
     co_await SendState(tl, s, *p.l2_parent, st);
     co_return;
+  }
+  if (p.l1_ring) {
+    co_await RingReduce(tl, s, *p.l1_ring, st);
+    if (p.l1_ring->pos + 1 < p.l1_ring->nodes) co_return;
   }
   for (const Peer& child : p.l1_children) co_await MergeFrom(tl, s, child, st);
   if (p.l1_parent) {

@@ -53,6 +53,16 @@ struct DecodeShape {
   bool fused_merge = false;
 };
 
+// A rank's place on one level's chunked ring (ADR §4.4; reduce_tree.h kRing for the
+// schedule): it sends to `next` and receives from `prev`; position nodes - 1 is the level's
+// root.
+struct RingPlace {
+  Peer next;
+  Peer prev;
+  uint32_t pos = 0;
+  uint32_t nodes = 0;
+};
+
 // One rank's part: where its data is and its place in the static reduce tree.
 struct RankPlan {
   uint64_t q_addr = 0;   // this PE's HBM: Q group [rows, d] bf16
@@ -65,6 +75,10 @@ struct RankPlan {
   std::optional<Peer> l2_parent;
   std::vector<Peer> l1_children;
   std::optional<Peer> l1_parent;
+  // A level reduced by the chunked ring (2+ nodes) has its place here instead of children
+  // and a parent; a rank whose ring position is not the level's root stops after the ring.
+  std::optional<RingPlace> l2_ring;
+  std::optional<RingPlace> l1_ring;
   bool store_output = false;  // the group root
   uint64_t o_addr = 0;        // group root: O [rows, d] bf16 in its HBM
   // Causal T_q > 1 (DESIGN §6): query t sits at global position S - T_q + t. Tiles

@@ -6,8 +6,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "actors/tensor_ref.h"
 #include "absl/strings/str_format.h"
+#include "actors/tensor_ref.h"
+#include "base/check.h"
 #include "topology/groups.h"
 #include "topology/ids.h"
 #include "topology/kv_placement.h"
@@ -218,14 +219,31 @@ absl::StatusOr<std::vector<ReduceNode>> Level2Tree(const DecodeGeometry& geo, Re
   absl::StatusOr<std::vector<ReduceNode>> l2 =
       BuildReduceTree(geo.pe_rows, geo.pe_cols, geo.pe_root, shape);
   if (!l2.ok()) return l2.status();
-  // IPCQ links are one hop: every Level-2 edge must join mesh neighbours.
+  // IPCQ links are one hop: every Level-2 edge must join mesh neighbours (a chain over the
+  // snake always does).
   for (uint32_t k = 0; k < l2->size(); ++k) {
-    if ((*l2)[k].parent && geo.index.pe_mesh().HopDistance(geo.pes[k], geo.pes[*(*l2)[k].parent]) != 1) {
-      return Field("level2_reduce", absl::StrCat("the ring over a ", geo.pe_rows, "x", geo.pe_cols,
-                                                 " PE rectangle has a link that is not one IPCQ hop"));
-    }
+    AHBM_CHECK(!(*l2)[k].parent ||
+               geo.index.pe_mesh().HopDistance(geo.pes[k], geo.pes[*(*l2)[k].parent]) == 1)
+        << "Level-2 edge " << k << " is not one IPCQ hop";
   }
   return l2;
+}
+
+absl::StatusOr<std::vector<uint32_t>> Level2Ring(const DecodeGeometry& geo) {
+  absl::StatusOr<std::vector<uint32_t>> cycle = RingCycle(geo.pe_rows, geo.pe_cols, geo.pe_root);
+  if (!cycle.ok()) return cycle.status();
+  // Every node sends to its successor: each link of the cycle, the closing one too, must be
+  // one IPCQ hop.
+  for (size_t k = 0; cycle->size() > 1 && k < cycle->size(); ++k) {
+    const uint32_t from = geo.pes[(*cycle)[k]], to = geo.pes[(*cycle)[(k + 1) % cycle->size()]];
+    if (geo.index.pe_mesh().HopDistance(from, to) != 1) {
+      return Field("level2_reduce",
+                   absl::StrCat("the ring over a ", geo.pe_rows, "x", geo.pe_cols,
+                                " PE rectangle has a link that is not one IPCQ hop (the snake "
+                                "cycle closes in one hop only for an even number of rows)"));
+    }
+  }
+  return cycle;
 }
 
 absl::StatusOr<PlacedRequest> PlaceDecodeRequest(
@@ -321,18 +339,44 @@ absl::StatusOr<DecodeLaunch> LaunchDecode(const pb::Chip& chip, const DecodeConf
     return Field("users", absl::StrCat(cfg.users, " requests but ", inputs.size(), " input sets"));
   }
 
-  absl::StatusOr<std::vector<ReduceNode>> l2 = Level2Tree(geo, cfg.level2);
-  if (!l2.ok()) return l2.status();
+  // Each level: a tree (parent, children by rectangle node) or the chunked ring (the
+  // rectangle's nodes in ring order, root last).
+  const bool l2_ring = cfg.level2 == ReduceShape::kRing, l1_ring = cfg.level1 == ReduceShape::kRing;
   const topology::GroupShape gs = geo.groups.shape();
-  absl::StatusOr<std::vector<ReduceNode>> l1 =
-      BuildReduceTree(gs.rows, gs.cols, geo.groups.root_in_group(), cfg.level1);
-  if (!l1.ok()) return l1.status();
+  std::vector<ReduceNode> l2, l1;
+  std::vector<uint32_t> l2_cycle, l1_cycle;
+  if (l2_ring) {
+    absl::StatusOr<std::vector<uint32_t>> cycle = Level2Ring(geo);
+    if (!cycle.ok()) return cycle.status();
+    l2_cycle = *std::move(cycle);
+  } else {
+    absl::StatusOr<std::vector<ReduceNode>> tree = Level2Tree(geo, cfg.level2);
+    if (!tree.ok()) return tree.status();
+    l2 = *std::move(tree);
+  }
+  if (l1_ring) {
+    absl::StatusOr<std::vector<uint32_t>> cycle =
+        RingCycle(gs.rows, gs.cols, geo.groups.root_in_group());
+    if (!cycle.ok()) return cycle.status();
+    l1_cycle = *std::move(cycle);
+  } else {
+    absl::StatusOr<std::vector<ReduceNode>> tree =
+        BuildReduceTree(gs.rows, gs.cols, geo.groups.root_in_group(), cfg.level1);
+    if (!tree.ok()) return tree.status();
+    l1 = *std::move(tree);
+  }
+  // A node's ring position (the root's is nodes - 1).
+  const auto ring_pos = [](const std::vector<uint32_t>& cycle, uint32_t node) {
+    return static_cast<uint32_t>(std::find(cycle.begin(), cycle.end(), node) - cycle.begin());
+  };
 
   DecodeLaunch launch;
   launch.g = g;
   launch.ranks_per_head = cfg.c * cfg.p;
-  launch.level2_rounds = ReduceRounds(*l2, geo.pe_root);
-  launch.level1_rounds = ReduceRounds(*l1, geo.groups.root_in_group());
+  launch.level2_rounds = l2_ring ? 2 * (cfg.p - 1) : ReduceRounds(l2, geo.pe_root);
+  launch.level1_rounds = l1_ring ? 2 * (cfg.c - 1) : ReduceRounds(l1, geo.groups.root_in_group());
+  launch.level2_ring = l2_ring && cfg.p > 1 ? cfg.p : 0;
+  launch.level1_ring = l1_ring && cfg.c > 1 ? cfg.c : 0;
   absl::StatusOr<std::vector<uint32_t>> cubes = DecodeCubes(chip, cfg);
   if (!cubes.ok()) return cubes.status();
   launch.cubes = *cubes;
@@ -372,20 +416,32 @@ absl::StatusOr<DecodeLaunch> LaunchDecode(const pb::Chip& chip, const DecodeConf
             !st.ok()) {
           return st;
         }
-        for (uint32_t child : (*l2)[node].children) {
-          plan.l2_children.push_back(Peer::Ipcq(DirectionTo(pe_mesh, geo.pes[node], geo.pes[child])));
+        const auto ipcq = [&](uint32_t to) {
+          return Peer::Ipcq(DirectionTo(pe_mesh, geo.pes[node], geo.pes[to]));
+        };
+        if (l2_ring && cfg.p > 1) {
+          const uint32_t k = ring_pos(l2_cycle, node);
+          plan.l2_ring = RingPlace{ipcq(l2_cycle[(k + 1) % cfg.p]),
+                                   ipcq(l2_cycle[(k + cfg.p - 1) % cfg.p]), k, cfg.p};
+        } else if (!l2_ring) {
+          for (uint32_t child : l2[node].children) plan.l2_children.push_back(ipcq(child));
+          if (l2[node].parent) plan.l2_parent = ipcq(*l2[node].parent);
         }
-        if ((*l2)[node].parent) {
-          plan.l2_parent = Peer::Ipcq(DirectionTo(pe_mesh, geo.pes[node], geo.pes[*(*l2)[node].parent]));
-        } else {
+        if (node == geo.pe_root) {
           // A CUBE root: Level-1 over the group's CUBE roots.
-          const auto cube_root_pe = [&](uint32_t cube_in_group) {
-            return placed->cubes[h][cube_in_group] * index.pes_per_cube() + geo.pes[geo.pe_root];
+          const auto cube_root = [&](uint32_t cube_in_group) {
+            return Peer::Pe(placed->cubes[h][cube_in_group] * index.pes_per_cube() +
+                            geo.pes[geo.pe_root]);
           };
-          for (uint32_t child : (*l1)[ci].children) plan.l1_children.push_back(Peer::Pe(cube_root_pe(child)));
-          if ((*l1)[ci].parent) {
-            plan.l1_parent = Peer::Pe(cube_root_pe(*(*l1)[ci].parent));
-          } else {
+          if (l1_ring && cfg.c > 1) {
+            const uint32_t k = ring_pos(l1_cycle, ci);
+            plan.l1_ring = RingPlace{cube_root(l1_cycle[(k + 1) % cfg.c]),
+                                     cube_root(l1_cycle[(k + cfg.c - 1) % cfg.c]), k, cfg.c};
+          } else if (!l1_ring) {
+            for (uint32_t child : l1[ci].children) plan.l1_children.push_back(cube_root(child));
+            if (l1[ci].parent) plan.l1_parent = cube_root(*l1[ci].parent);
+          }
+          if (ci == geo.groups.root_in_group()) {
             plan.store_output = true;
             plan.o_addr = placed->outputs[h].addr;
           }
@@ -418,28 +474,56 @@ std::string BytesText(U128 bytes) {
   return absl::StrCat(static_cast<uint64_t>(bytes), " B (", scaled, ")");
 }
 
-// Scratch bytes of the reduce at the busiest node: per merge the received m, l, O and the
-// merge's temporaries (LseMerge: 6 columns and O·sb), plus the stored O at the root.
+// Scratch bytes of one level's chunked ring of `nodes` at its root, the busiest node
+// (decode.cc RingReduce; nothing of it is in a scratch scope): nodes - 1 received and merged
+// chunks, nodes - 1 gathered ones, and, packed, the copy of its own chunk; each chunk counted
+// at the widest (RingChunk's chunk 0). A merged chunk: received m, l, O_c (packed: one
+// [m | l | O_c] buffer) and, primitive, the merge's temporaries (LseMergeInto: 5 columns and
+// O_c·sb) and its output (triplet: the new m; packed: a second chunk buffer).
+uint64_t RingScratchBytes(const DecodeConfig& cfg, uint64_t rows, uint32_t nodes) {
+  if (nodes < 2) return 0;
+  const uint64_t w = RingChunk(cfg.d, nodes, 0).count;
+  const uint64_t col = AlignUp(rows * 4, 64), o = AlignUp(rows * w * 4, 64);
+  const uint64_t flat = AlignUp(rows * (w + 2) * 4, 64);
+  const uint64_t temps = 5 * col + o;
+  if (cfg.packed_payload) {
+    const uint64_t step = flat + (cfg.fused_merge ? 0 : temps + flat);
+    return (nodes - 1) * (step + flat) + flat;
+  }
+  const uint64_t step = 2 * col + o + (cfg.fused_merge ? 0 : temps + col);
+  return (nodes - 1) * (step + o);
+}
+
+// Scratch bytes of the reduce at the busiest node: per tree merge the received m, l, O and
+// the merge's temporaries (LseMerge: 6 columns and O·sb), a chunked ring's RingScratchBytes;
+// the Level-2 root adds its Level-1 part; plus the stored O at the root.
 uint64_t ReduceScratchBytes(const DecodeGeometry& geo, const DecodeConfig& cfg, uint64_t rows) {
   const uint64_t col = AlignUp(rows * 4, 64), full = AlignUp(rows * cfg.d * 4, 64);
   const uint64_t per_merge = 8 * col + 2 * full;
-  absl::StatusOr<std::vector<ReduceNode>> l2 =
-      BuildReduceTree(geo.pe_rows, geo.pe_cols, geo.pe_root, cfg.level2);
-  const topology::GroupShape gs = geo.groups.shape();
-  absl::StatusOr<std::vector<ReduceNode>> l1 =
-      BuildReduceTree(gs.rows, gs.cols, geo.groups.root_in_group(), cfg.level1);
-  if (!l2.ok() || !l1.ok()) return 0;  // LaunchDecode reports the tree's error
-  uint64_t merges = 0;
-  for (uint32_t k = 0; k < l2->size(); ++k) {
-    uint64_t m = (*l2)[k].children.size();
-    if (k == geo.pe_root) {
-      uint64_t l1_max = 0;
-      for (const ReduceNode& n : *l1) l1_max = std::max<uint64_t>(l1_max, n.children.size());
-      m += l1_max;
+  uint64_t l2_root = 0, l2_most = 0;  // Level-2: at its root, at its busiest node
+  if (cfg.level2 == ReduceShape::kRing) {
+    l2_root = l2_most = RingScratchBytes(cfg, rows, cfg.p);
+  } else {
+    absl::StatusOr<std::vector<ReduceNode>> l2 =
+        BuildReduceTree(geo.pe_rows, geo.pe_cols, geo.pe_root, cfg.level2);
+    if (!l2.ok()) return 0;  // LaunchDecode reports the tree's error
+    for (uint32_t k = 0; k < l2->size(); ++k) {
+      const uint64_t bytes = (*l2)[k].children.size() * per_merge;
+      l2_most = std::max(l2_most, bytes);
+      if (k == geo.pe_root) l2_root = bytes;
     }
-    merges = std::max(merges, m);
   }
-  return merges * per_merge + AlignUp(rows * cfg.d * 2, 64);
+  uint64_t l1 = 0;  // Level-1 at its busiest CUBE root
+  if (cfg.level1 == ReduceShape::kRing) {
+    l1 = RingScratchBytes(cfg, rows, cfg.c);
+  } else {
+    const topology::GroupShape gs = geo.groups.shape();
+    absl::StatusOr<std::vector<ReduceNode>> l1_tree =
+        BuildReduceTree(gs.rows, gs.cols, geo.groups.root_in_group(), cfg.level1);
+    if (!l1_tree.ok()) return 0;
+    for (const ReduceNode& n : *l1_tree) l1 = std::max<uint64_t>(l1, n.children.size() * per_merge);
+  }
+  return std::max(l2_most, l2_root + l1) + AlignUp(rows * cfg.d * 2, 64);
 }
 
 // Bytes of one K tile in TCM, [TILE, d] or [d, TILE] bf16 (a row-major K's loaded and

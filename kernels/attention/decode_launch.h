@@ -13,7 +13,8 @@
 //   start_pe, request u adds u to both when rotate_by_request); rank r's valid length is
 //   MyLen(r, S).
 // - Level-2 reduce over the P PEs (root: the PE rectangle's centre, ties lowest), Level-1 over
-//   the C CUBEs (root: the group's root CUBE); each level a kTree or kChain (reduce_tree.h).
+//   the C CUBEs (root: the group's root CUBE); each level a kTree, kChain or the chunked kRing
+//   (reduce_tree.h; RankPlan's RingPlace).
 //   The group root's Level-2 root PE stores O / l.
 // - Data layout per rank: Q group [G·T_q, d] bf16 (row g·T_q + t = query head h·G + g, token t),
 //   K bf16 in cfg.k_layout (k_layout.h: tile-major [ceil(B/TILE)][d][TILE] by default,
@@ -90,6 +91,9 @@ struct DecodeLaunch {
   uint32_t ranks_per_head = 0;
   uint32_t level1_rounds = 0;
   uint32_t level2_rounds = 0;
+  // A level reduced by the chunked ring: its nodes (0: a tree, or a baseline's pattern).
+  uint32_t level1_ring = 0;
+  uint32_t level2_ring = 0;
   std::vector<uint32_t> cubes;  // global CUBEs used (for ChipSimOptions::cubes)
   // Per request and KV head: the PE that stores O and the address.
   struct Output {
@@ -115,8 +119,9 @@ absl::StatusOr<std::vector<std::vector<uint32_t>>> DecodeCubeSets(const pb::Chip
 //   instance's q, m (x2), l, O and Sj buffers (opt3 2, opt2 up to 8; a row-major K's
 //   transposed tile beside each); the scratch arena, split evenly, must hold an instance's
 //   larger of one KV tile's temporaries (row-major K: the loaded tile, and opt1's transposed
-//   one) and its reduce's receive buffers and merge temporaries (decode.cc, lse_merge.cc) plus
-//   the stored O. Every
+//   one) and its reduce's receive buffers and merge temporaries (decode.cc, lse_merge.cc; a
+//   chunked ring's counted at its root: R − 1 merged and R − 1 gathered chunks) plus the
+//   stored O. Every
 //   instance is counted as the busiest one (a full rank at the busiest reduce node), so a rank
 //   left empty (S < C·P) is not credited. When one instance fits alone, the field is users
 //   and the message says how many requests fit. When not even one does, the field is the
@@ -181,9 +186,12 @@ absl::StatusOr<PlacedRequest> PlaceDecodeRequest(
     const std::vector<std::vector<uint32_t>>& head_cubes, KLayout k_layout,
     host::HbmAllocator& allocator, MemoryStore* store, const DecodeInputs* in);
 
-// The Level-2 reduce tree over the geometry's PE rectangle (root pe_root); every edge must be
-// one IPCQ hop (level2_reduce: ... otherwise).
+// The Level-2 reduce tree (kTree or kChain) over the geometry's PE rectangle (root pe_root);
+// every edge is one IPCQ hop.
 absl::StatusOr<std::vector<ReduceNode>> Level2Tree(const DecodeGeometry& geo, ReduceShape shape);
+// The Level-2 chunked ring over the PE rectangle (RingCycle: rectangle nodes, pe_root last);
+// every link of the cycle must be one IPCQ hop (level2_reduce: ... otherwise).
+absl::StatusOr<std::vector<uint32_t>> Level2Ring(const DecodeGeometry& geo);
 
 // Places the tensors (writing `inputs[u]` into `store` when both are given) and adds the
 // kernel instances of every rank and request to `runtime`.

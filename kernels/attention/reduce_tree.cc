@@ -24,6 +24,9 @@ absl::StatusOr<std::vector<ReduceNode>> BuildReduceTree(uint32_t rows, uint32_t 
     return absl::InvalidArgumentError(
         absl::StrCat("reduce: root ", root, " is outside the ", rows, "x", cols, " rectangle"));
   }
+  if (shape == ReduceShape::kRing) {
+    return absl::InvalidArgumentError("reduce: the chunked ring is not a tree (RingCycle)");
+  }
   std::vector<ReduceNode> nodes(n);
   const uint32_t root_row = root / cols, root_col = root % cols;
   if (shape == ReduceShape::kTree) {
@@ -34,13 +37,6 @@ absl::StatusOr<std::vector<ReduceNode>> BuildReduceTree(uint32_t rows, uint32_t 
       } else if (r != root_row) {
         nodes[i].parent = (r < root_row ? r + 1 : r - 1) * cols + c;
       }
-    }
-  } else if (shape == ReduceShape::kRing) {
-    const std::vector<uint32_t> snake = SnakeOrder(rows, cols);
-    const size_t at = std::find(snake.begin(), snake.end(), root) - snake.begin();
-    for (size_t step = 1; step < n; ++step) {  // snake[at + step] sends to the next one
-      const uint32_t node = snake[(at + step) % n];
-      nodes[node].parent = snake[(at + step + 1) % n];
     }
   } else {
     const std::vector<uint32_t> snake = SnakeOrder(rows, cols);
@@ -66,6 +62,26 @@ absl::StatusOr<std::vector<ReduceNode>> BuildReduceTree(uint32_t rows, uint32_t 
     });
   }
   return nodes;
+}
+
+absl::StatusOr<std::vector<uint32_t>> RingCycle(uint32_t rows, uint32_t cols, uint32_t root) {
+  const uint32_t n = rows * cols;
+  if (n == 0) return absl::InvalidArgumentError("reduce: empty rectangle");
+  if (root >= n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("reduce: root ", root, " is outside the ", rows, "x", cols, " rectangle"));
+  }
+  const std::vector<uint32_t> snake = SnakeOrder(rows, cols);
+  const size_t at = std::find(snake.begin(), snake.end(), root) - snake.begin();
+  std::vector<uint32_t> cycle;
+  for (size_t step = 1; step <= n; ++step) cycle.push_back(snake[(at + step) % n]);
+  return cycle;
+}
+
+ColumnRange RingChunk(uint64_t d, uint32_t nodes, uint32_t c) {
+  AHBM_CHECK(c < nodes) << "chunk " << c << " of " << nodes;
+  const uint64_t base = d / nodes, extra = d % nodes;
+  return ColumnRange{c * base + std::min<uint64_t>(c, extra), base + (c < extra ? 1 : 0)};
 }
 
 uint32_t ReduceRounds(const std::vector<ReduceNode>& tree, uint32_t root) {

@@ -10,11 +10,19 @@
 // - kChain: the snake order over the rectangle (row 0 left to right, row 1 right to left, ...);
 //   nodes before the root on the snake send forward, nodes after it backward: two chains
 //   meeting at the root. Every edge is one hop; depth = the longer chain.
-// - kRing: around the snake cycle in one direction: the node after the root on the snake
-//   starts and every node sends to the next one, the root last; depth = nodes - 1. The edge
-//   from the snake's last node back to its first is one hop only when the rectangle has an
-//   even number of rows (or a single row of at most 2); otherwise it is longer (fine on the
-//   NOC, refused for IPCQ by the launcher).
+// - kRing: the chunked ring of §4.4, not a tree (BuildReduceTree refuses it; RingCycle and
+//   RingChunk give its schedule). The ring is the snake cycle in one direction, starting
+//   after the root, the root last (ring position nodes - 1). The (m, l, O) payload is split
+//   into `nodes` chunks by O's columns (RingChunk), m and l in every chunk. Reduce-scatter,
+//   nodes - 1 steps: at step t the node at ring position k sends chunk (k - t) mod R to its
+//   successor and merges chunk (k - t - 1) mod R from its predecessor into its own columns of
+//   it; it ends holding chunk (k + 1) mod R fully reduced (the root: chunk 0). Gather,
+//   nodes - 1 steps: every node but the root sends its reduced chunk to its successor, then
+//   forwards each chunk that reaches it; the root receives chunks R - 1, R - 2, ..., 1. Each
+//   link carries one chunk (~1/R of the payload) per step; 2 (nodes - 1) rounds. The edge
+//   from the snake's last node back to its first (used: every node sends) is one hop only
+//   when the rectangle has an even number of rows (or a single row of at most 2); otherwise
+//   it is longer (fine on the NOC, refused for IPCQ by the launcher).
 // - Children are listed in the order the parent merges them: by the height of their subtree
 //   (a leaf's message arrives first), ties by index.
 // - round(node) = the height of its subtree: the round in which it sends (leaves send in 1).
@@ -38,14 +46,28 @@ struct ReduceNode {
   uint32_t height = 0;             // 0 for a leaf
 };
 
-// Errors name the field: root outside the rectangle, an empty rectangle.
+// kTree or kChain. Errors name the field: root outside the rectangle, an empty rectangle,
+// kRing (a ring, not a tree).
 absl::StatusOr<std::vector<ReduceNode>> BuildReduceTree(uint32_t rows, uint32_t cols,
                                                         uint32_t root, ReduceShape shape);
+
+// kRing: the nodes in ring order (each sends to the next, the last to the first); the root
+// is last. Errors as BuildReduceTree's.
+absl::StatusOr<std::vector<uint32_t>> RingCycle(uint32_t rows, uint32_t cols, uint32_t root);
+
+// kRing: chunk c of a ring of `nodes` over d columns: columns [begin, begin + count); the
+// first d mod nodes chunks take one column more (chunk 0 is never empty; chunks past d are
+// when d < nodes).
+struct ColumnRange {
+  uint64_t begin = 0, count = 0;
+};
+ColumnRange RingChunk(uint64_t d, uint32_t nodes, uint32_t c);
 
 // The snake order over a rows x cols rectangle: row 0 left to right, row 1 right to left, ...
 std::vector<uint32_t> SnakeOrder(uint32_t rows, uint32_t cols);
 
-// The number of sequential message rounds to the root: the root's height.
+// The number of sequential message rounds to the root: the root's height (a chunked ring of
+// R nodes has 2 (R - 1): RingCycle).
 uint32_t ReduceRounds(const std::vector<ReduceNode>& tree, uint32_t root);
 
 // The mesh direction from node `from` to its neighbour `to` (they must be one hop apart).

@@ -79,18 +79,42 @@ TEST(ReduceTree, BadRootIsAnError) {
   EXPECT_FALSE(BuildReduceTree(0, 4, 0, ReduceShape::kTree).ok());
 }
 
-TEST(ReduceTree, RingGoesOnceAroundTheSnakeCycle) {
-  // Snake over 2x4: 0 1 2 3 7 6 5 4 (and back to 0); root 1: 2 -> 3 -> 7 -> 6 -> 5 -> 4 -> 0 -> 1.
-  auto tree = BuildReduceTree(2, 4, 1, ReduceShape::kRing);
-  ASSERT_TRUE(tree.ok());
-  EXPECT_EQ(*(*tree)[2].parent, 3u);
-  EXPECT_EQ(*(*tree)[4].parent, 0u);
-  EXPECT_EQ(*(*tree)[0].parent, 1u);
-  EXPECT_FALSE((*tree)[1].parent.has_value());
-  EXPECT_EQ(ReduceRounds(*tree, 1), 7u);
+TEST(ReduceTree, RingCycleGoesOnceAroundTheSnakeRootLast) {
+  // Snake over 2x4: 0 1 2 3 7 6 5 4 (and back to 0); root 1: 2 -> 3 -> 7 -> 6 -> 5 -> 4 -> 0 -> 1
+  // -> 2. Every link, the closing one too, is one hop (two rows).
+  auto cycle = RingCycle(2, 4, 1);
+  ASSERT_TRUE(cycle.ok());
+  EXPECT_THAT(*cycle, ElementsAre(2, 3, 7, 6, 5, 4, 0, 1));
   const topology::Mesh mesh(2, 4);
-  for (uint32_t i = 0; i < 8; ++i) {
-    if ((*tree)[i].parent) EXPECT_EQ(mesh.HopDistance(i, *(*tree)[i].parent), 1u) << i;
+  for (size_t k = 0; k < cycle->size(); ++k) {
+    EXPECT_EQ(mesh.HopDistance((*cycle)[k], (*cycle)[(k + 1) % cycle->size()]), 1u) << k;
+  }
+  // One row of 4: the closing link 3 -> 0 is three hops (the launcher refuses it for IPCQ).
+  auto row = RingCycle(1, 4, 1);
+  ASSERT_TRUE(row.ok());
+  EXPECT_THAT(*row, ElementsAre(2, 3, 0, 1));
+  EXPECT_FALSE(RingCycle(2, 4, 8).ok());
+  // The ring is not a tree.
+  EXPECT_FALSE(BuildReduceTree(2, 4, 1, ReduceShape::kRing).ok());
+}
+
+// Chunks cover d's columns in order; the first d mod R take one more; chunk 0 is never empty.
+TEST(ReduceTree, RingChunksSplitTheColumns) {
+  struct Case {
+    uint64_t d;
+    uint32_t nodes;
+    std::vector<uint64_t> counts;
+  };
+  for (const Case& c : {Case{128, 8, {16, 16, 16, 16, 16, 16, 16, 16}}, Case{10, 4, {3, 3, 2, 2}},
+                        Case{2, 4, {1, 1, 0, 0}}, Case{1, 3, {1, 0, 0}}, Case{64, 1, {64}}}) {
+    uint64_t next = 0;
+    for (uint32_t k = 0; k < c.nodes; ++k) {
+      const ColumnRange r = RingChunk(c.d, c.nodes, k);
+      EXPECT_EQ(r.begin, next) << c.d << "/" << c.nodes << " chunk " << k;
+      EXPECT_EQ(r.count, c.counts[k]) << c.d << "/" << c.nodes << " chunk " << k;
+      next += r.count;
+    }
+    EXPECT_EQ(next, c.d);
   }
 }
 

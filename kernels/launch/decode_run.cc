@@ -26,10 +26,19 @@ namespace {
 using kernels::DecodeConfig;
 using kernels::DecodeInputs;
 
-// AUTO's long kernel: the largest C up to this that the chip hosts (the ADR's C = 8).
+// The long kernel's C when c is unset (and AUTO's): the largest C up to this that the chip
+// hosts for the KV heads (the ADR's C = 8 on the full chip).
 constexpr uint32_t kAutoMostC = 8;
 
 absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentError(message); }
+
+// The largest C <= kAutoMostC whose CUBE Groups host cfg's KV heads (HostsKvHeads; cfg.c is
+// overwritten), kAutoMostC when none does (the geometry then refuses with its message).
+uint32_t LargestHostingC(const pb::Chip& chip, DecodeConfig cfg) {
+  for (cfg.c = kAutoMostC; cfg.c > 1 && !kernels::HostsKvHeads(chip, cfg); --cfg.c) {
+  }
+  return kernels::HostsKvHeads(chip, cfg) ? cfg.c : kAutoMostC;
+}
 
 // The baseline a variant names (baseline.h), if it names one.
 std::optional<kernels::BaselineKind> BaselineOf(const pb::Workload& w) {
@@ -243,12 +252,14 @@ absl::StatusOr<DecodeConfig> ConfigOf(const pb::Chip& chip, const pb::Workload& 
   cfg.t_q = w.has_t_q() ? w.t_q() : 1u;
   cfg.s = w.s();
   cfg.max_context = w.max_context();
-  cfg.c = w.has_c() ? w.c() : 8u;
-  cfg.p = w.has_p() ? w.p() : 8u;
+  // Unset geometry follows the chip: P = the CUBE's PEs; C (below, once the SIP is known) the
+  // largest C <= 8 that hosts the KV heads.
+  cfg.p = w.has_p() ? w.p() : topology::ChipIndex(chip).pes_per_cube();
   cfg.group_rows = w.group_rows();
   cfg.group_cols = w.group_cols();
   cfg.tile = w.has_tile() ? w.tile() : 256u;
   cfg.sip = w.sip();
+  cfg.c = w.has_c() ? w.c() : LargestHostingC(chip, cfg);
   cfg.start_cube = w.start_cube();
   cfg.start_pe = w.start_pe();
   cfg.rotate_by_request = !w.no_rotation();
@@ -327,10 +338,7 @@ absl::StatusOr<DecodeConfig> ConfigOf(const pb::Chip& chip, const pb::Workload& 
           if (!kernels::HostsKvHeads(chip, cfg)) cfg.kv_per_cube = 1;
         }
       } else {
-        // The largest C <= 8 the chip hosts (8 when none does: the geometry refuses).
-        for (cfg.c = kAutoMostC; cfg.c > 1 && !kernels::HostsKvHeads(chip, cfg); --cfg.c) {
-        }
-        if (!kernels::HostsKvHeads(chip, cfg)) cfg.c = kAutoMostC;
+        cfg.c = LargestHostingC(chip, cfg);  // c is unset (CheckAutoFields)
       }
       break;
     }
@@ -349,6 +357,10 @@ absl::StatusOr<DecodeConfig> ConfigOf(const pb::Chip& chip, const pb::Workload& 
     } else if (topo == pb::CHAIN) {
       *out = kernels::ReduceShape::kChain;
     } else if (topo == pb::RING_REDUCE) {
+      if (w.variant() == pb::BASELINE_REV1_TREE && out == &cfg.level2) {
+        return Invalid("level2_reduce: BASELINE_REV1_TREE reduces by rev1's tree (TREE or "
+                       "CHAIN); the chunked ring is the ADR kernels'");
+      }
       *out = kernels::ReduceShape::kRing;
     } else {
       return Invalid(absl::StrCat(field, ": unknown value ", static_cast<int>(topo)));
@@ -420,13 +432,28 @@ std::vector<pb::CommHop> DecodeCommHops(const DecodeConfig& cfg,
                                         const kernels::DecodeLaunch& launch) {
   const uint64_t rows = uint64_t{launch.g} * cfg.t_q;
   const uint64_t small = rows * 4, big = rows * cfg.d * 4;  // m or l, and O (fp32)
-  std::vector<pb::CommHop> hops(2);
-  hops[0].set_link(pb::CommHop::IPCQ);
-  hops[0].set_rounds(launch.level2_rounds);
-  hops[1].set_link(pb::CommHop::NOC);
-  hops[1].set_rounds(launch.level1_rounds);
-  for (pb::CommHop& hop : hops) {
-    for (uint64_t bytes : {small, small, big}) hop.add_message_bytes(bytes);
+  std::vector<pb::CommHop> hops;
+  for (const auto& [link, rounds, nodes] :
+       {std::tuple{pb::CommHop::IPCQ, launch.level2_rounds, launch.level2_ring},
+        std::tuple{pb::CommHop::NOC, launch.level1_rounds, launch.level1_ring}}) {
+    if (nodes == 0) {
+      pb::CommHop& hop = hops.emplace_back();
+      hop.set_link(link);
+      hop.set_rounds(rounds);
+      for (uint64_t bytes : {small, small, big}) hop.add_message_bytes(bytes);
+      continue;
+    }
+    // The chunked ring: nodes - 1 reduce-scatter rounds of a chunk's m, l and O columns (the
+    // widest chunk), then nodes - 1 gather rounds of its O columns.
+    const uint64_t chunk = rows * kernels::RingChunk(cfg.d, nodes, 0).count * 4;
+    pb::CommHop& scatter = hops.emplace_back();
+    scatter.set_link(link);
+    scatter.set_rounds(nodes - 1);
+    for (uint64_t bytes : {small, small, chunk}) scatter.add_message_bytes(bytes);
+    pb::CommHop& gather = hops.emplace_back();
+    gather.set_link(link);
+    gather.set_rounds(nodes - 1);
+    gather.add_message_bytes(chunk);
   }
   return hops;
 }
@@ -538,6 +565,9 @@ class DecodeLauncher final : public KernelLauncher {
       if (w.variant() == pb::BASELINE_FANOUT || w.variant() == pb::BASELINE_FANOUT_GROUP ||
           w.variant() == pb::BASELINE_REV1_TREE) {
         w.clear_k_layout();  // their own [d, B] block, whatever the other rows' layout
+      }
+      if (w.variant() == pb::BASELINE_REV1_TREE && w.level2_reduce() == pb::RING_REDUCE) {
+        w.clear_level2_reduce();  // rev1's own tree, whatever the other rows' collective
       }
       if (w.variant() == pb::BASELINE_FANOUT || w.variant() == pb::BASELINE_REV1_TREE) {
         w.clear_c();  // one CUBE per head, whatever the other rows' C

@@ -5,7 +5,9 @@
 //
 // Contract:
 // - Defaults (Llama3-70B, DESIGN §2/§6) for fields left 0: h_q 64, h_kv 8, d 128, t_q 1,
-//   tile 256, c 8, p 8, users 1, variant OPT3, reduce topologies TREE, k_layout TILE_MAJOR.
+//   tile 256, users 1, variant OPT3, reduce topologies TREE, k_layout TILE_MAJOR; the geometry
+//   follows the chip: p = the CUBE's PEs, c = the largest C <= 8 whose CUBE Groups host the KV
+//   heads (AUTO's rule below; 8 on the full chip).
 //   `s` must be set. Variants: OPT1, OPT2, OPT3 (kernels/attention/decode.h), SHORT_CONTEXT
 //   (opt3 sweeps with kv_per_cube whole heads per CUBE, default 1, C = 1), AUTO (DispatchAuto:
 //   SHORT_CONTEXT below short_long_threshold, unset = kShortLongThreshold, else OPT3 with the
@@ -44,6 +46,10 @@
 //   triplets of one row; BASELINE_FANOUT_GROUP C·P − 1 ring steps, min(C, C·P − 1) of them
 //   on the NOC when C > 1, each carrying the G query heads' triplets over one link (counted as
 //   one triplet of G rows); BASELINE_REV1_TREE ⌈log₂P⌉ IPCQ triplets of G rows.
+//   A level reduced by the chunked ring (RING_REDUCE, R nodes) counts 2 (R − 1) rounds: R − 1
+//   of one chunk's m, l and O columns (the widest chunk), then R − 1 of its O columns.
+//   level2_reduce RING_REDUCE is refused for BASELINE_REV1_TREE (rev1 reduces by a tree;
+//   `ahbm compare` runs that row with rev1's tree).
 //   reduce_rounds is that round count.
 //   The bound is the same for reduce_payload PACKED (one message of the same bytes: one link
 //   latency less per hop, kept as is so the options compare against one bound).
@@ -129,7 +135,9 @@ std::string KLayoutText(kernels::KLayout layout);
 absl::StatusOr<kernels::DecodeConfig> DecodeConfigOf(const pb::Chip& chip, const pb::Workload& w);
 
 // The legs of the launch's static reduce (its communication critical path): level-2 rounds
-// over IPCQ, level-1 rounds over the NOC, each an (m, l, O) triplet in fp32.
+// over IPCQ, level-1 rounds over the NOC, each an (m, l, O) triplet in fp32; a level reduced
+// by the chunked ring of R nodes is two legs: R - 1 rounds of a chunk's m, l and O columns,
+// then R - 1 rounds of its O columns.
 std::vector<pb::CommHop> DecodeCommHops(const kernels::DecodeConfig& cfg,
                                         const kernels::DecodeLaunch& launch);
 

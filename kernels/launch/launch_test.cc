@@ -821,9 +821,73 @@ TEST(RunWorkload, AutoShortKvPerCubeIsTheFastest) {
   }
 }
 
+// Unset geometry follows the chip (before: P = C = 8 everywhere, so the small chip refused
+// "p: 8 PEs do not form a rectangle of the CUBE's 2x2 PE mesh"): P = the CUBE's PEs, decode
+// C = the largest C <= 8 that hosts the KV heads, prefill ring C = G; the workload line shows
+// the values used. The full chip keeps the ADR's C = P = 8.
+TEST(RunWorkload, UnsetGeometryFollowsTheChip) {
+  const pb::Chip small = LoadChip("small");  // 1 SIP of 2x4 CUBEs x 4 PEs
+  LaunchOptions options;
+  options.keep_op_log = false;
+  const struct {
+    pb::Kernel kernel;
+    pb::Variant variant;
+    uint32_t h_q, h_kv;
+    std::string line;
+  } cases[] = {
+      // Llama's 8 KV heads fill the 8 CUBEs one each: C = 1.
+      {pb::DECODE, pb::VARIANT_UNSPECIFIED, 64, 8,
+       "decode OPT3: H_q 64, H_kv 8, d 128, S 512, T_q 1, C 1, P 4, TILE 256"},
+      // Two KV heads: C = 4 (groups of 4 CUBEs; C = 8 hosts only one).
+      {pb::DECODE, pb::OPT1, 16, 2, "decode OPT1: H_q 16, H_kv 2, d 128, S 512, T_q 1, C 4, P 4"},
+      {pb::DECODE, pb::SHORT_CONTEXT, 64, 8, "decode SHORT_CONTEXT: H_q 64, H_kv 8, d 128, S 512, "
+                                             "T_q 1, C 1, P 4"},
+      {pb::DECODE, pb::BASELINE_FANOUT_GROUP, 16, 2,
+       "decode BASELINE_FANOUT_GROUP: H_q 16, H_kv 2, d 128, S 512, T_q 1, C 4, P 4"},
+      {pb::DECODE, pb::BASELINE_REV1_TREE, 64, 8,
+       "decode BASELINE_REV1_TREE: H_q 64, H_kv 8, d 128, S 512, T_q 1, C 1, P 4"},
+      // The ring's C is G: one KV head of G = 8 query heads fills the chip.
+      {pb::PREFILL, pb::RING, 8, 1, "prefill RING: H_q 8, H_kv 1, d 128, S 512, T_q S, C 8, P 4"},
+      {pb::PREFILL, pb::SHORT_CONTEXT, 64, 8,
+       "prefill SHORT_CONTEXT: H_q 64, H_kv 8, d 128, S 512, T_q S, C 1, P 4"},
+  };
+  for (const auto& c : cases) {
+    pb::Workload w;
+    w.set_kernel(c.kernel);
+    if (c.variant != pb::VARIANT_UNSPECIFIED) w.set_variant(c.variant);
+    w.set_s(512);
+    w.set_h_q(c.h_q);
+    w.set_h_kv(c.h_kv);
+    absl::StatusOr<LaunchResult> r = RunWorkload(small, w, options);
+    ASSERT_TRUE(r.ok()) << c.line << ": " << r.status();
+    EXPECT_TRUE(r->runtime_status.ok()) << r->runtime_status;
+    EXPECT_THAT(r->report.workload_summary(), HasSubstr(c.line));
+  }
+  // The ring's C = G is its rule, not a default: too many KV heads name h_kv and what fits.
+  pb::Workload ring;
+  ring.set_kernel(pb::PREFILL);
+  ring.set_variant(pb::RING);
+  ring.set_s(512);
+  ExpectRefused(small, ring,
+                "h_kv: the ring puts each KV head on C = G = 8 CUBEs (one query head each); 8 KV "
+                "heads need 64 CUBEs and the chip has 1 such group(s) from SIP 0; at most h_kv = 1 "
+                "fits (h_q = 8)");
+  // The full chip: C = P = 8 as before (goldens unchanged); chip_2sip hosts 8 KV heads at C = 4.
+  absl::StatusOr<kernels::DecodeConfig> full = DecodeConfigOf(LoadChip("chip_4sip"), Decode(4096));
+  ASSERT_TRUE(full.ok()) << full.status();
+  EXPECT_EQ(full->c, 8u);
+  EXPECT_EQ(full->p, 8u);
+  absl::StatusOr<kernels::DecodeConfig> two = DecodeConfigOf(LoadChip("chip_2sip"), Decode(4096));
+  ASSERT_TRUE(two.ok()) << two.status();
+  EXPECT_EQ(two->c, 4u);
+  EXPECT_EQ(two->p, 8u);
+}
+
 // Too many KV heads for the chip's groups: the refusal says what C (or kv_per_cube) fits.
 TEST(ValidateWorkload, KvHeadsThatDoNotFitNameWhatWould) {
-  ExpectRefused(LoadChip("chip_2sip"), Decode(131072),
+  pb::Workload c8 = Decode(131072);
+  c8.set_c(8);
+  ExpectRefused(LoadChip("chip_2sip"), c8,
                 "h_kv: 8 KV heads need 8 CUBE Groups of C = 8; SIPs 0.. have 4; C = 4 fits "
                 "(--c=4)");
   pb::Workload w = Decode(1000);

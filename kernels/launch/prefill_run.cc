@@ -3,7 +3,7 @@
 //
 // Contract:
 // - Defaults (Llama3-70B, DESIGN §2/§4b) for fields left 0: h_q 64, h_kv 8, d 128, tile 128
-//   keys, q_tile up to 128 GEMM rows balanced over the PEs (BalancedQTile), p 8, users 1,
+//   keys, q_tile up to 128 GEMM rows balanced over the PEs (BalancedQTile), p = the CUBE's PEs, users 1,
 //   variant RING (C = G), query_split ZIGZAG; t_q 0
 //   = the whole prompt (T_q = S of each request), else the last t_q positions (chunked
 //   prefill). `s` (or request_lengths) must be set.
@@ -35,6 +35,7 @@
 #include "kernels/attention/prefill_launch.h"
 #include "kernels/launch/decode_run.h"
 #include "kernels/launch/launcher.h"
+#include "topology/ids.h"
 
 namespace ahbm::launch {
 namespace {
@@ -87,7 +88,7 @@ absl::StatusOr<PrefillConfig> ConfigOf(const pb::Chip& chip, const pb::Workload&
   cfg.s = w.s();
   cfg.t_q = w.t_q();
   cfg.max_context = w.max_context();
-  cfg.p = w.has_p() ? w.p() : 8u;
+  cfg.p = w.has_p() ? w.p() : topology::ChipIndex(chip).pes_per_cube();  // the CUBE's PEs
   cfg.group_rows = w.group_rows();
   cfg.group_cols = w.group_cols();
   cfg.tile = w.has_tile() ? w.tile() : 128u;
@@ -211,6 +212,25 @@ absl::StatusOr<PrefillConfig> ConfigOf(const pb::Chip& chip, const pb::Workload&
     if (!kernels::PrefillCubes(chip, cfg).ok()) cfg.kv_per_cube = 1;
     *label = absl::StrCat(label->substr(0, label->size() - 1), "; ",
                           ShortKvPerCubeWhy(cfg.kv_per_cube, cfg.h_kv), ")");
+  }
+  if (cfg.Ring() && cfg.c == 0) {
+    // C = G is the ring's own rule, not a choice: the hint is fewer KV heads, not another C.
+    kernels::DecodeConfig group;
+    group.h_kv = cfg.h_kv;
+    group.c = cfg.G();
+    group.sip = cfg.sip;
+    if (!kernels::HostsKvHeads(chip, group)) {
+      const topology::ChipIndex index(chip);
+      const uint32_t fit = index.cubes_per_sip() % group.c != 0 || cfg.sip >= index.sips()
+                               ? 0
+                               : index.cubes_per_sip() / group.c * (index.sips() - cfg.sip);
+      return Invalid(absl::StrCat(
+          "h_kv: the ring puts each KV head on C = G = ", group.c, " CUBEs (one query head each); ",
+          cfg.h_kv, " KV heads need ", uint64_t{cfg.h_kv} * group.c, " CUBEs and the chip has ",
+          fit, " such group(s) from SIP ", cfg.sip,
+          fit > 0 ? absl::StrCat("; at most h_kv = ", fit, " fits (h_q = ", fit * cfg.G(), ")")
+                  : ""));
+    }
   }
   absl::StatusOr<std::vector<uint32_t>> used = kernels::PrefillCubes(chip, cfg);
   if (!used.ok()) return used.status();

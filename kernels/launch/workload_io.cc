@@ -155,8 +155,9 @@ constexpr FieldDoc kFieldDocs[] = {
     {"max_context", "tokens the KV blocks are sized for (>= s): B = ceil(max_context / (C*P))",
      "s"},
     {"c", "CUBEs per CUBE Group (sequence parallelism over CUBEs)",
-     "decode 8, AUTO the largest C <= 8 the chip hosts, prefill ring G"},
-    {"p", "PEs per CUBE (sequence parallelism over PEs)", "8"},
+     "decode the largest C <= 8 that hosts the KV heads on the chip (8 on the full chip), "
+     "prefill ring G"},
+    {"p", "PEs per CUBE (sequence parallelism over PEs)", "the CUBE's PEs"},
     {"group_rows", "CUBE Group rectangle rows, with group_cols (rows x cols = c)",
      "the rectangle of c CUBEs with the shallowest reduce root"},
     {"group_cols", "CUBE Group rectangle columns, with group_rows", "as group_rows"},
@@ -168,9 +169,15 @@ constexpr FieldDoc kFieldDocs[] = {
     {"start_cube", "Level-1 rotation of request 0: its first CUBE in the group, 0 .. C-1", "0",
      true},
     {"start_pe", "Level-2 rotation of request 0: its first PE in the CUBE, 0 .. P-1", "0", true},
-    {"level1_reduce", "decode Level-1 (NOC, between CUBEs) reduce collective",
+    {"level1_reduce",
+     "decode Level-1 (NOC, between CUBEs) reduce collective; RING_REDUCE is the chunked ring "
+     "(reduce-scatter of C - 1 steps, then a gather to the root)",
      "TREE, rooted at the centre"},
-    {"level2_reduce", "decode Level-2 (IPCQ, between a CUBE's PEs) reduce collective", "TREE"},
+    {"level2_reduce",
+     "decode Level-2 (IPCQ, between a CUBE's PEs) reduce collective; RING_REDUCE is the "
+     "chunked ring (reduce-scatter of P - 1 steps, then a gather; its cycle must close in one "
+     "IPCQ hop)",
+     "TREE"},
     {"k_layout",
      "decode, prefill (not the baselines): K cache layout in HBM: TILE_MAJOR [tiles][d][TILE], "
      "TRANSPOSED [d, B] (strided tile reads), ROW_MAJOR [B, d] (each tile transposed on MATH)",

@@ -113,7 +113,7 @@ TEST(WorkloadFields, HelpGivesMeaningUnitAndDefault) {
   EXPECT_THAT(help["tile"], HasSubstr("keys (default: decode 256, prefill 128)"));
   EXPECT_THAT(help["s"], HasSubstr("tokens"));
   EXPECT_THAT(help["vector_len"], HasSubstr("fp32 elements"));
-  EXPECT_THAT(help["level2_reduce"], HasSubstr("TREE, CHAIN, RING_REDUCE, RING_UNCHUNKED (default: TREE)"));
+  EXPECT_THAT(help["level2_reduce"], HasSubstr("TREE, CHAIN, RING_REDUCE (default: TREE)"));
 }
 
 // A value given is a value used or refused: an explicit 0, UNSPECIFIED or "" is refused
