@@ -343,6 +343,7 @@ absl::StatusOr<DecodeLaunch> LaunchDecode(const pb::Chip& chip, const DecodeConf
   shape.tile = cfg.tile;
   shape.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(cfg.d)));
   shape.variant = cfg.variant;
+  shape.lookahead = cfg.lookahead;
   shape.scratch_scope = cfg.scratch_scope;
   shape.packed_payload = cfg.packed_payload;
   shape.fused_merge = cfg.fused_merge;
@@ -442,12 +443,19 @@ uint64_t ReduceScratchBytes(const DecodeGeometry& geo, const DecodeConfig& cfg, 
 
 // Scratch bytes of one KV tile's temporaries in the sweep (decode.cc SoftmaxAndPv; opt1 also
 // Sj; opt2 uses none).
+// baseline_dot also the loaded K and V tiles, Sj, and the loaded causal mask).
 uint64_t TileScratchBytes(const DecodeConfig& cfg, uint64_t rows) {
-  if (cfg.variant == DecodeVariant::kOpt2) return 0;
+  if (cfg.variant == DecodeVariant::kOpt2 || cfg.variant == DecodeVariant::kOpt2Lookahead) {
+    return 0;
+  }
   const uint64_t col = AlignUp(rows * 4, 64), sj = AlignUp(rows * cfg.tile * 4, 64);
   uint64_t bytes = 4 * col /* max, sub, exp, sum */ + sj /* centred */ +
                    AlignUp(rows * cfg.tile * 2, 64) /* P bf16 */ + AlignUp(rows * cfg.d * 4, 64);
   if (cfg.variant == DecodeVariant::kOpt1) bytes += sj;
+  if (cfg.variant == DecodeVariant::kBaselineDot) {
+    const uint64_t kv_tile = AlignUp(uint64_t{cfg.tile} * cfg.d * 2, 64);
+    bytes += sj + 2 * kv_tile + (cfg.t_q > 1 ? AlignUp(rows * cfg.tile * 2, 64) : 0);
+  }
   return bytes;
 }
 
@@ -456,15 +464,21 @@ uint64_t MaxMaskedTiles(const DecodeConfig& cfg) {
   return cfg.t_q <= 1 ? 0 : (cfg.t_q - 2) / cfg.tile + 2;
 }
 
-// Persistent bytes of one instance: q, m (x2), l, O, the Sj buffers and the loaded masks.
+// Persistent bytes of one instance: q, m (x2), l, O, the Sj buffers and the loaded masks
+// (baseline_dot loads its masks into the scratch arena).
 uint64_t PersistentBytes(const DecodeConfig& cfg, uint64_t rows, uint64_t max_tiles) {
   const uint64_t col = AlignUp(rows * 4, 64), sj = AlignUp(rows * cfg.tile * 4, 64);
   uint64_t bytes = AlignUp(rows * cfg.d * 2, 64) + 3 * col + AlignUp(rows * cfg.d * 4, 64);
-  bytes += std::min(MaxMaskedTiles(cfg), max_tiles) * AlignUp(rows * cfg.tile * 2, 64);
+  if (cfg.variant != DecodeVariant::kBaselineDot) {
+    bytes += std::min(MaxMaskedTiles(cfg), max_tiles) * AlignUp(rows * cfg.tile * 2, 64);
+  }
   // Packed reduce (decode.cc): [m | l | O] and its spare for the merge, beside the m buffers.
   if (cfg.packed_payload) bytes += 2 * AlignUp(rows * (cfg.d + 2) * 4, 64);
-  if (cfg.variant == DecodeVariant::kOpt3) bytes += 2 * sj;
+  if (cfg.variant == DecodeVariant::kOpt3) bytes += (uint64_t{cfg.lookahead} + 1) * sj;
   if (cfg.variant == DecodeVariant::kOpt2) bytes += std::min<uint64_t>(8, max_tiles) * sj;
+  if (cfg.variant == DecodeVariant::kOpt2Lookahead) {
+    bytes += std::min<uint64_t>(std::max<uint64_t>(8, uint64_t{cfg.lookahead} + 1), max_tiles) * sj;
+  }
   return bytes;
 }
 
@@ -548,7 +562,42 @@ absl::Status TcmCulprit(const DecodeGeometry& geo, const DecodeConfig& cfg,
                             fit_text));
 }
 
+// One-shot's keys do not fit one instance's TCM: the most keys per rank (one tile) that fit.
+absl::Status OneShotRefusal(const DecodeGeometry& geo, const DecodeConfig& cfg,
+                            const std::string& pe_name, uint64_t max_block, uint64_t persistent,
+                            uint64_t scratch) {
+  const auto fits = [&](uint64_t keys) {
+    DecodeConfig c = cfg;
+    c.tile = static_cast<uint32_t>(keys);
+    const auto [p, s] = InstanceTcm(geo, c, keys);
+    return p <= persistent && s + 63 <= scratch;
+  };
+  uint64_t lo = 0, hi = cfg.tile;  // fits(lo) or lo == 0; !fits(hi)
+  while (hi - lo > 1) {
+    const uint64_t mid = lo + (hi - lo) / 2;
+    (fits(mid) ? lo : hi) = mid;
+  }
+  const auto [need_persistent, need_scratch] = InstanceTcm(geo, cfg, max_block);
+  const bool in_persistent = need_persistent > persistent;
+  return Field("one_shot",
+               absl::StrCat("a rank's ", max_block, " keys as one tile need ",
+                            in_persistent ? need_persistent : need_scratch, " B of the TCM ",
+                            in_persistent ? "persistent arena" : "scratch arena", " on ", pe_name,
+                            ", which gives one instance ", in_persistent ? persistent : scratch - 63,
+                            " B; at most ", lo, " keys per rank (max_context <= ",
+                            lo * cfg.c * cfg.p, ") fit one shot; use tile instead"));
+}
+
 }  // namespace
+
+uint64_t OneShotTile(const DecodeConfig& cfg) {
+  const uint64_t ranks = uint64_t{cfg.c} * cfg.p;
+  uint64_t block = 1;
+  for (uint32_t u = 0; u < (cfg.request_lengths.empty() ? 1 : cfg.users); ++u) {
+    block = std::max<uint64_t>(block, (cfg.MaxContextOf(u) + ranks - 1) / ranks);
+  }
+  return block;
+}
 
 absl::Status CheckDecodeCapacity(const pb::Chip& chip, const DecodeConfig& cfg) {
   absl::StatusOr<DecodeGeometry> geo_or = MakeDecodeGeometry(chip, cfg);
@@ -605,6 +654,7 @@ absl::Status CheckDecodeCapacity(const pb::Chip& chip, const DecodeConfig& cfg) 
   const uint64_t fit_persistent = persistent / per_persistent;
   const uint64_t fit_users = std::min(fit_scratch, fit_persistent) / heads_per_pe;
   if (per_persistent > persistent || per_scratch + 63 > scratch) {
+    if (cfg.one_shot) return OneShotRefusal(geo, cfg, pe_name, max_block, persistent, scratch);
     return TcmCulprit(geo, cfg, pe_name, max_block, persistent, scratch);
   }
   const std::string who = absl::StrCat(cfg.users, " request(s) x ", heads_per_pe,

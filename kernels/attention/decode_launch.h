@@ -71,6 +71,11 @@ struct DecodeConfig {
   // The reduce's message payload and merge (ADR rev2 §4; the ADR's code is triplet + primitive).
   bool packed_payload = false;
   bool fused_merge = false;
+  // Issue-ahead (ADR §9.1; decode.h): opt3's and opt2_lookahead's Q·Kᵀ composites issued ahead.
+  uint32_t lookahead = 1;
+  // One-shot (ADR §5.2): `tile` is OneShotTile(cfg), so every rank's block is one KV tile; a
+  // TCM refusal names one_shot instead of tile.
+  bool one_shot = false;
 
   // Request u's context length (its KV tokens, the new one included).
   uint64_t ContextOf(uint32_t u) const { return request_lengths.empty() ? s : request_lengths.at(u); }
@@ -110,7 +115,8 @@ absl::StatusOr<std::vector<std::vector<uint32_t>>> DecodeCubeSets(const pb::Chip
 // - HBM (field s / request_lengths / max_context): K, V, Q, O of every request, each
 //   allocation 256 B aligned as host::HbmAllocator does.
 // - TCM (instances per PE = users x heads per PE): the persistent arena holds each
-//   instance's q, m (x2), l, O and Sj buffers (opt3 2, opt2 up to 8); the scratch arena, split
+//   instance's q, m (x2), l, O and Sj buffers (opt3 lookahead + 1, opt2 up to 8,
+//   opt2_lookahead up to max(8, lookahead + 1), baseline_dot none); the scratch arena, split
 //   evenly, must hold an instance's larger of one KV tile's temporaries and its reduce's
 //   receive buffers and merge temporaries (decode.cc, lse_merge.cc) plus the stored O. Every
 //   instance is counted as the busiest one (a full rank at the busiest reduce node), so a rank
@@ -119,8 +125,13 @@ absl::StatusOr<std::vector<std::vector<uint32_t>>> DecodeCubeSets(const pb::Chip
 //   shape that made an instance too big (TcmCulprit in decode_launch.cc): of tile, d, t_q
 //   and h_q (G = h_q / h_kv query rows per token), those above their default (256, 128, 1,
 //   G 8), else all four; of these the one that fits alone with the least relative cut, and
-//   the message gives its largest value that fits (as "at most tile = 9000 fits").
+//   the message gives its largest value that fits (as "at most tile = 9000 fits"). One-shot:
+//   the field is one_shot and the message gives the most keys per rank that fit.
 absl::Status CheckDecodeCapacity(const pb::Chip& chip, const DecodeConfig& cfg);
+
+// One-shot's tile (ADR §5.2): the largest KV block B of any request, so each rank holds one
+// tile (a request with a smaller block pads its K slots up to it).
+uint64_t OneShotTile(const DecodeConfig& cfg);
 
 // Where the decode kernels run (the contract above); shared with baseline_fanout_group.
 struct DecodeGeometry {
