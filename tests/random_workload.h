@@ -5,7 +5,8 @@
 // workload schema has for them, is drawn: G, d, S (S < C·P and max_context > S included), T_q,
 // C and the group shape, P, tile, q_tile, users with mixed request lengths, rotation, reduce
 // payload / merge / topology, query split, the AUTO threshold, both issue-cost profiles, FIFO or
-// BANK HBM channels and the KV bank layout. A
+// BANK HBM channels and the KV bank layout, the scheduler's max_inflight_composites, and the
+// decode sweep's forms (OPT2_LOOKAHEAD, BASELINE_DOT, lookahead, one_shot). A
 // workload is meant to be valid; the only refusal the test accepts is a capacity one (TCM, HBM,
 // the data-mode host bound). A new form or knob joins the generator when it joins the schema.
 #ifndef AHBMSIM_TESTS_RANDOM_WORKLOAD_H_
