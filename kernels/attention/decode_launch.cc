@@ -577,6 +577,7 @@ absl::Status OneShotRefusal(const DecodeGeometry& geo, const DecodeConfig& cfg,
     const uint64_t mid = lo + (hi - lo) / 2;
     (fits(mid) ? lo : hi) = mid;
   }
+  lo = lo / kOneShotTileKeys * kOneShotTileKeys;  // OneShotTile's granule
   const auto [need_persistent, need_scratch] = InstanceTcm(geo, cfg, max_block);
   const bool in_persistent = need_persistent > persistent;
   return Field("one_shot",
@@ -596,7 +597,7 @@ uint64_t OneShotTile(const DecodeConfig& cfg) {
   for (uint32_t u = 0; u < (cfg.request_lengths.empty() ? 1 : cfg.users); ++u) {
     block = std::max<uint64_t>(block, (cfg.MaxContextOf(u) + ranks - 1) / ranks);
   }
-  return block;
+  return (block + kOneShotTileKeys - 1) / kOneShotTileKeys * kOneShotTileKeys;
 }
 
 absl::Status CheckDecodeCapacity(const pb::Chip& chip, const DecodeConfig& cfg) {

@@ -129,8 +129,11 @@ absl::StatusOr<std::vector<std::vector<uint32_t>>> DecodeCubeSets(const pb::Chip
 //   the field is one_shot and the message gives the most keys per rank that fit.
 absl::Status CheckDecodeCapacity(const pb::Chip& chip, const DecodeConfig& cfg);
 
-// One-shot's tile (ADR §5.2): the largest KV block B of any request, so each rank holds one
-// tile (a request with a smaller block pads its K slots up to it).
+// One-shot's tile (ADR §5.2): the largest KV block B of any request rounded up to
+// kOneShotTileKeys, so each rank holds one tile (a request with a smaller block pads its K
+// slots up to it) and every row of K's [d, tile] block starts on a 256 B DMA chunk (a row
+// of B keys at an unaligned stride would pay a partly wasted chunk per row, DESIGN §2).
+constexpr uint64_t kOneShotTileKeys = 128;  // 256 B of bf16 keys
 uint64_t OneShotTile(const DecodeConfig& cfg);
 
 // Where the decode kernels run (the contract above); shared with baseline_fanout_group.
