@@ -483,7 +483,7 @@ class DecodePlan final : public QkvPlan {
     const bool tiled = baseline_ != kernels::BaselineKind::kFanout &&
                        baseline_ != kernels::BaselineKind::kFanoutGroup;
     std::string tile = tiled ? absl::StrCat(", TILE ", cfg_.tile) : "";
-    if (cfg_.one_shot) tile = absl::StrCat(", one-shot (TILE = B = ", cfg_.tile, ")");
+    if (cfg_.one_shot) tile = absl::StrCat(", one-shot (one TILE of ", cfg_.tile, " keys)");
     const bool ahead = cfg_.variant == kernels::DecodeVariant::kOpt2Lookahead ||
                        (cfg_.variant == kernels::DecodeVariant::kOpt3 && !baseline_);
     if (ahead && cfg_.lookahead != 1) absl::StrAppend(&tile, ", lookahead ", cfg_.lookahead);
