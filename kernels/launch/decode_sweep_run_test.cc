@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/launch/compare.h"
@@ -139,6 +140,62 @@ TEST(DecodeSweepRun, BadValuesAreOneLineNamingTheField) {
   prefill.set_p(4);
   prefill.set_max_inflight_composites(2);
   EXPECT_TRUE(ValidateWorkload(chip, prefill).ok()) << ValidateWorkload(chip, prefill);
+}
+
+// The TCM counts of each form equal what its kernel allocates (CheckDecodeCapacity): at the
+// largest tile the refusal names, the run fits (no arena overflow); one key more is refused.
+// opt3 holds lookahead + 1 Sj buffers, opt2_lookahead max(8, lookahead + 1), baseline_dot
+// its loaded K and V tiles in scratch.
+// One-shot likewise at the largest context its refusal names.
+TEST(DecodeSweepRun, TcmCountsOfEachFormHoldAtTheBoundary) {
+  const pb::Chip chip = SmallChip();
+  const auto run_ok = [&](const pb::Workload& w, const std::string& what) {
+    absl::StatusOr<LaunchResult> r = RunWorkload(chip, w, LaunchOptions{});
+    ASSERT_TRUE(r.ok()) << what << ": " << r.status();
+    EXPECT_TRUE(r->runtime_status.ok()) << what << ": " << r->runtime_status;
+  };
+  // The number after `prefix` in `message`.
+  const auto number_after = [](const std::string& message, const std::string& prefix) {
+    const size_t at = message.find(prefix);
+    EXPECT_NE(at, std::string::npos) << message;
+    return at == std::string::npos ? 0 : std::stoull(message.substr(at + prefix.size()));
+  };
+  const struct {
+    pb::Variant variant;
+    int lookahead;  // -1: unset
+  } forms[] = {{pb::OPT3, 0}, {pb::OPT3, 7}, {pb::OPT2_LOOKAHEAD, 7}, {pb::BASELINE_DOT, -1}};
+  uint64_t opt3_fits[2] = {0, 0};
+  for (const auto& f : forms) {
+    pb::Workload w = Small(f.variant);
+    if (f.lookahead >= 0) w.set_lookahead(static_cast<uint32_t>(f.lookahead));
+    if (f.lookahead == 7) w.set_max_inflight_composites(8);
+    const std::string what = absl::StrCat(pb::Variant_Name(f.variant), " lookahead ", f.lookahead);
+    w.set_tile(1000000);
+    const std::string refused(ValidateWorkload(chip, w).message());
+    const uint64_t fits = number_after(refused, "at most tile = ");
+    ASSERT_GT(fits, 0u) << what << ": " << refused;
+    if (f.variant == pb::OPT3) opt3_fits[f.lookahead == 0 ? 0 : 1] = fits;
+    w.set_tile(static_cast<uint32_t>(fits + 1));
+    EXPECT_THAT(std::string(ValidateWorkload(chip, w).message()),
+                HasSubstr(absl::StrCat("at most tile = ", fits, " fits")))
+        << what;
+    w.set_tile(static_cast<uint32_t>(fits));
+    run_ok(w, what);
+  }
+  EXPECT_LT(opt3_fits[1], opt3_fits[0]);  // 8 persistent Sj buffers bind before the scratch
+  for (pb::Variant v : {pb::OPT3, pb::OPT2}) {
+    pb::Workload w = Small(v);
+    w.set_one_shot(true);
+    w.set_s(1 << 24);
+    const std::string refused(ValidateWorkload(chip, w).message());
+    const uint64_t context = number_after(refused, "(max_context <= ");
+    ASSERT_GT(context, 0u) << refused;
+    w.set_s(context + 1);
+    EXPECT_THAT(std::string(ValidateWorkload(chip, w).message()), HasSubstr("one_shot: a rank's"))
+        << pb::Variant_Name(v);
+    w.set_s(context);
+    run_ok(w, absl::StrCat("one-shot ", pb::Variant_Name(v)));
+  }
 }
 
 // The override reaches every PE scheduler: at max_inflight_composites 1 opt2's CPU can keep
