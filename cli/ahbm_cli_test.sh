@@ -327,13 +327,13 @@ expect_one_line_error 't_q: 4 query tokens exceed the context length 3' run --to
   --kernel=decode --h_q=8 --h_kv=2 --d=64 --s=3 --t_q=4 --c=2 --p=4
 expect_one_line_error 'users: 3 but request_lengths lists 2 requests' run --topology=$small \
   --kernel=decode --h_q=8 --h_kv=2 --d=64 --request_lengths=7,300 --users=3 --c=2 --p=4
-# compare's default rows: opt1, opt3, opt2, baseline_fanout and baseline_rev1_tree, ratios to
-# baseline_fanout; baseline_fanout_group when named.
+# compare's default rows: opt1, opt3, opt2, baseline_dot, baseline_fanout and
+# baseline_rev1_tree, ratios to baseline_fanout; baseline_fanout_group when named.
 "$ahbm" compare --topology=$small --h_q=8 --h_kv=2 --d=64 --s=2000 --c=2 --p=4 --tile=64 \
   >"$tmp/compare.txt" 2>&1 || fail "compare exited $?: $(cat "$tmp/compare.txt")"
 grep -qE "^baseline_fanout .* 1\.000 " "$tmp/compare.txt" || fail "compare: no baseline_fanout row at 1.000"
 grep -q "^hbm:       fifo$" "$tmp/compare.txt" || fail "compare names no HBM model: $(head -5 "$tmp/compare.txt")"
-for v in opt1 opt3 opt2 baseline_fanout baseline_rev1_tree; do
+for v in opt1 opt3 opt2 baseline_dot baseline_fanout baseline_rev1_tree; do
   [[ $(grep -cE "^$v " "$tmp/compare.txt") -eq 1 ]] || fail "compare: no one $v row: $(cat "$tmp/compare.txt")"
 done
 ! grep -qE "^baseline_fanout_group " "$tmp/compare.txt" || fail "compare: baseline_fanout_group is not a default row"
@@ -342,6 +342,15 @@ done
 grep -qE "^baseline_fanout_group .* 7 +[0-9]+$" "$tmp/compare_group.txt" ||
   fail "compare: baseline_fanout_group row lacks its C·P - 1 = 7 rounds: $(cat "$tmp/compare_group.txt")"
 expect_one_line_error "--variants: unknown variant 'opt9'" compare --topology=$small --variants=opt9
+# The decode sweep's forms: compare takes them; bad values are one line naming the field.
+"$ahbm" compare --topology=$small --h_q=8 --h_kv=2 --d=64 --s=2000 --c=2 --p=4 --tile=64 \
+  --lookahead=2 --variants=opt3,opt2_lookahead,baseline_dot >"$tmp/compare_sweep.txt" 2>&1 ||
+  fail "compare sweep exited $?: $(cat "$tmp/compare_sweep.txt")"
+grep -qE "^opt2_lookahead " "$tmp/compare_sweep.txt" || fail "compare: no opt2_lookahead row"
+expect_one_line_error 'lookahead: 4 composites issued ahead need 5 in flight' run --topology=$small \
+  --kernel=decode --h_q=8 --h_kv=2 --d=64 --s=2000 --c=2 --p=4 --lookahead=4
+expect_one_line_error 'one_shot: a rank' run --topology=$small \
+  --kernel=decode --h_q=8 --h_kv=2 --d=64 --s=4000000 --c=2 --p=4 --one_shot
 expect_one_line_error 'short_long_threshold: only the AUTO variant uses it' compare \
   --topology=$small --short_long_threshold=100
 # compare --reduce_options: 12 rows, opt1/opt3/opt2 x {triplet, packed} x {primitive, fused};
@@ -518,7 +527,7 @@ expect 0 'decode AUTO -> OPT3 \(S 3000 >= threshold 2049; C 4, the largest C <= 
   run --topology=$small --kernel=decode --variant=auto --h_q=2 --h_kv=2 --s=3000 --p=4
 expect_one_line_error 'h_kv: 8 KV heads need 8 CUBE Groups of C = 8; SIPs 0\.\. have 4; C = 4 fits \(--c=4\)' \
   compare --topology=topology/chip_2sip.textproto --c=8
-expect_one_line_error 'h_q: .* \(compare row baseline_fanout; --variants=opt1,opt3,opt2,baseline_rev1_tree leaves out' \
+expect_one_line_error 'h_q: .* \(compare row baseline_fanout; --variants=opt1,opt3,opt2,baseline_dot,baseline_rev1_tree leaves out' \
   compare --topology=topology/chip_2sip.textproto
 # Unset P and C follow the chip (P = the CUBE's PEs, decode C = the largest C <= 8 that hosts
 # the KV heads, prefill ring C = G): the small chip runs the defaults, its workload line says so.

@@ -368,6 +368,38 @@ std::vector<Case> AllCases() {
     w.set_seed(5);
     small(absl::StrCat("decode_opt3_k_", name, "_data_zero"), w);
   }
+  // The decode sweep's forms (kernels/attention/decode.h): issue-ahead depth, one-shot,
+  // opt2_lookahead, baseline_dot, the scheduler override.
+  {
+    pb::Workload w = SmallDecode(pb::OPT3, 1000, "zero");
+    w.set_lookahead(2);
+    small("decode_opt3_lookahead2_zero", w);
+    w.set_lookahead(0);
+    w.set_issue_cost_profile("realistic");
+    small("decode_opt3_lookahead0_realistic", w);
+    pb::Workload one = SmallDecode(pb::OPT3, 1000, "zero");
+    one.clear_tile();
+    one.set_one_shot(true);
+    small("decode_one_shot_opt3_zero", one);
+    one.set_variant(pb::OPT2);
+    one.set_issue_cost_profile("realistic");
+    small("decode_one_shot_opt2_realistic", one);
+    pb::Workload la = SmallDecode(pb::OPT2_LOOKAHEAD, 1000, "zero");
+    small("decode_opt2_lookahead_zero", la);
+    la.set_reduce_payload(pb::PACKED);
+    la.set_reduce_merge(pb::FUSED);
+    la.set_issue_cost_profile("realistic");
+    small("decode_opt2_lookahead_packed_fused_realistic", la);
+    pb::Workload dot = SmallDecode(pb::BASELINE_DOT, 1000, "zero");
+    small("decode_baseline_dot_zero", dot);
+    dot.set_t_q(4);
+    dot.set_max_context(2048);
+    dot.set_issue_cost_profile("realistic");
+    small("decode_baseline_dot_causal_tq4_maxctx_realistic", dot);
+    pb::Workload inflight = SmallDecode(pb::OPT2, 1000, "zero");
+    inflight.set_max_inflight_composites(2);
+    small("decode_opt2_max_inflight2_zero", inflight);
+  }
   // Prefill (small chip: h_q 4, h_kv 1, d 32, S 64, tile 16, q_tile 16, P 2 — small texts): every
   // variant, a chunked T_q with a striped split, a mixed-length batch, data mode.
   {

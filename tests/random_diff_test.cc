@@ -135,6 +135,26 @@ TEST(RandomDiff, CiSeedsDrawThePrefillKnobs) {
   }
 }
 
+// The generator draws the decode sweep's forms (random_workload.cc DrawSweepFields): each
+// new variant, one-shot, every lookahead a 4-composite scheduler allows, the override on both
+// kernels — among the seeds a --seeds=1000 run covers.
+TEST(RandomDiff, TheGeneratorDrawsTheSweepForms) {
+  std::map<std::string, uint32_t> seen;
+  for (uint64_t seed = 0; seed < 1000; ++seed) {
+    const pb::Workload w = RandomWorkload(seed).workload;
+    if (w.variant() == pb::OPT2_LOOKAHEAD) ++seen["opt2_lookahead"];
+    if (w.variant() == pb::BASELINE_DOT) ++seen["baseline_dot"];
+    if (w.one_shot()) ++seen[absl::StrCat("one_shot ", pb::Variant_Name(w.variant()))];
+    if (w.has_lookahead()) ++seen[absl::StrCat("lookahead ", w.lookahead())];
+    if (w.has_max_inflight_composites()) ++seen[absl::StrCat(pb::Kernel_Name(w.kernel()), " inflight")];
+  }
+  for (const char* form : {"opt2_lookahead", "baseline_dot", "one_shot OPT1", "one_shot OPT3",
+                           "one_shot OPT2", "one_shot SHORT_CONTEXT", "lookahead 0", "lookahead 1",
+                           "lookahead 2", "lookahead 3", "DECODE inflight", "PREFILL inflight"}) {
+    EXPECT_GT(seen[form], 0u) << form;
+  }
+}
+
 TEST(RandomDiff, CiSeeds) {
   const TestChips chips = LoadTestChips();
   uint32_t refused = 0;

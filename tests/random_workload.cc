@@ -262,6 +262,32 @@ void DrawKLayout(uint64_t seed, pb::Workload& w) {
   }
 }
 
+// The decode sweep's forms (kernels/attention/decode.h) and the scheduler override, for every
+// kernel: max_inflight_composites; decode: OPT2_LOOKAHEAD and BASELINE_DOT in place of OPT2 and
+// OPT1 (the same geometry and reduce draws apply), lookahead 0 .. max_inflight_composites - 1
+// where the variant issues ahead, one_shot (without tile) where the variant runs it.
+void DrawSweepFields(Draw& draw, pb::Workload& w) {
+  uint32_t inflight = 4;  // topology/small.textproto
+  if (draw.Coin(0.2)) {
+    // A prefill lookahead drawn before (DrawPrefillKnobs) needs lookahead + 1 in flight.
+    const uint32_t least = w.has_lookahead() ? w.lookahead() + 1 : 1;
+    inflight = static_cast<uint32_t>(draw.Int(least, 6));
+    w.set_max_inflight_composites(inflight);
+  }
+  if (w.kernel() != pb::DECODE) return;
+  if (w.variant() == pb::OPT2 && draw.Coin(0.4)) w.set_variant(pb::OPT2_LOOKAHEAD);
+  if (w.variant() == pb::OPT1 && draw.Coin(0.3)) w.set_variant(pb::BASELINE_DOT);
+  const pb::Variant v = w.variant();
+  const bool ahead = v == pb::OPT3 || v == pb::SHORT_CONTEXT || v == pb::AUTO ||
+                     v == pb::OPT2_LOOKAHEAD;
+  if (ahead && draw.Coin(0.4)) w.set_lookahead(static_cast<uint32_t>(draw.Int(0, inflight - 1)));
+  const bool one_shot = v == pb::OPT1 || v == pb::OPT3 || v == pb::OPT2 || v == pb::SHORT_CONTEXT;
+  if (one_shot && draw.Coin(0.15)) {
+    w.set_one_shot(true);
+    w.clear_tile();
+  }
+}
+
 }  // namespace
 
 RandomCase RandomWorkload(uint64_t seed) {
@@ -273,6 +299,7 @@ RandomCase RandomWorkload(uint64_t seed) {
   } else {
     Prefill(draw, w);
   }
+  DrawSweepFields(draw, w);
   if (draw.Coin(0.5)) w.set_issue_cost_profile("realistic");
   c.bank_hbm = draw.Coin(0.2);
   if (c.bank_hbm && draw.Coin(0.5)) {

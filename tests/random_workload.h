@@ -6,7 +6,8 @@
 // C and the group shape, P, tile, q_tile, users with mixed request lengths, rotation, reduce
 // payload / merge / topology, query split, the AUTO threshold, prefill's lookahead, ring_depth
 // and ring_message_bytes, both issue-cost profiles, FIFO or BANK HBM channels and the KV bank
-// layout, the K layout (ADR kernels). A
+// layout, the K layout (ADR kernels), the scheduler's max_inflight_composites, and the decode
+// sweep's forms (OPT2_LOOKAHEAD, BASELINE_DOT, lookahead, one_shot). A
 // workload is meant to be valid; the only refusal the test accepts is a capacity one (TCM, HBM,
 // the data-mode host bound). A new form or knob joins the generator when it joins the schema.
 #ifndef AHBMSIM_TESTS_RANDOM_WORKLOAD_H_

@@ -3,6 +3,7 @@
 #include "kernels/attention/lse_merge.h"
 #include "kernels/attention/reduce_tree.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -39,6 +40,11 @@ Packed PackedViews(const DecodeShape& s, const Tensor& buf) {
 
 std::vector<uint64_t> PackedShape(const DecodeShape& s) {
   return {uint64_t{s.rows} * (s.d + 2), 1};
+}
+
+// opt2 and opt2_lookahead: the sweep's (m, l, O) is one ex_composite accumulator (m[0]).
+bool Chained(const DecodeShape& s) {
+  return s.variant == DecodeVariant::kOpt2 || s.variant == DecodeVariant::kOpt2Lookahead;
 }
 
 uint64_t TileLen(const RankPlan& p, const DecodeShape& s, uint64_t j) {
@@ -96,7 +102,7 @@ Task<Running> InitRunning(Tl& tl, const DecodeShape& s, const RankPlan& p) {
   r.pack = tl.Alloc(PackedShape(s), pb::FP32, Arena::kPersistent);
   const Packed v = PackedViews(s, r.pack);
   const uint64_t n = (p.my_len + s.tile - 1) / s.tile;
-  const int last = s.variant == DecodeVariant::kOpt2 ? 0 : static_cast<int>(n % 2);
+  const int last = Chained(s) ? 0 : static_cast<int>(n % 2);
   r.m[last] = v.m;
   r.m[1 - last] = tl.Alloc(col, pb::FP32, Arena::kPersistent);
   r.l = v.l;
@@ -110,6 +116,7 @@ Task<Running> InitRunning(Tl& tl, const DecodeShape& s, const RankPlan& p) {
 // One tile's softmax merge and P·V (§3), given Sj (scaled, fp32):
 //   m2 = maximum(m, max(Sj)); P = exp(Sj - m2); corr = exp(m - m2)
 //   l = l*corr + sum(P);  O = O*corr + composite(P, V(j));  m = m2
+// baseline_dot: V(j) loaded, then a blocking dot(P, V(j)) instead of the composite.
 Task<void> SoftmaxAndPv(Tl& tl, const DecodeShape& s, const RankPlan& p, Running& r, Tensor sj,
                         uint64_t j) {
   const uint64_t len = TileLen(p, s, j);
@@ -127,8 +134,13 @@ Task<void> SoftmaxAndPv(Tl& tl, const DecodeShape& s, const RankPlan& p, Running
   Tensor lj = co_await tl.Sum(pj);
   co_await tl.Add(r.l, lj, r.l);
   co_await tl.Mul(r.o, corr, r.o);
-  Tensor vj = VTile(tl, s, p, j);
-  Tensor pv = co_await tl.Composite(pj, vj);
+  Tensor pv;
+  if (s.variant == DecodeVariant::kBaselineDot) {
+    Tensor vj = co_await tl.Load(VTile(tl, s, p, j));
+    pv = co_await tl.Dot(pj, vj);  // blocking (auto-waits on the load)
+  } else {
+    pv = co_await tl.Composite(pj, VTile(tl, s, p, j));
+  }
   co_await tl.Add(r.o, pv, r.o);  // auto-waits on P·V(j)
   r.cur = 1 - r.cur;
 }
@@ -147,56 +159,117 @@ Task<void> SweepOpt1(Tl& tl, const DecodeShape& s, const RankPlan& p, const Tens
   }
 }
 
-// Option 3 (§5.6, TL;DR, the ship choice): Q·Kᵀ(j+1) issued before softmax(j), into a
-// persistent double buffer outside the scratch scope (a row-major K's transposed tiles too).
+// Option 3 (§5.6, TL;DR, the ship choice): Q·Kᵀ(j+L) issued before softmax(j), L =
+// `lookahead` (the ADR's form: 1; 0: opt1's order), into L + 1 persistent Sj buffers outside
+// the scratch scope (tile j's buffer is j mod (L + 1): the one softmax(j - 1) read, done; a
+// row-major K's transposed tiles likewise).
 Task<void> SweepOpt3(Tl& tl, const DecodeShape& s, const RankPlan& p, const Tensor& q,
                      Running& r) {
   const uint64_t n = (p.my_len + s.tile - 1) / s.tile;
   const std::vector<uint64_t> sshape = {s.rows, s.tile};
-  Tensor sb[2] = {tl.Alloc(sshape, pb::FP32, Arena::kPersistent),
-                  tl.Alloc(sshape, pb::FP32, Arena::kPersistent)};
-  const Tensor kb[2] = {KtBuffer(tl, s, Arena::kPersistent), KtBuffer(tl, s, Arena::kPersistent)};
-  Tensor k0 = co_await KTile(tl, s, p, 0, kb[0]);
-  std::vector<Epilogue> epi = co_await QkEpilogue(tl, s, p, 0, /*scale=*/true);
-  Tensor next = co_await tl.Composite(q, k0, epi, sb[0].Cols(0, TileLen(p, s, 0)));  // prime
+  std::vector<Tensor> sb, kb;
+  for (uint32_t b = 0; b <= s.lookahead; ++b) sb.push_back(tl.Alloc(sshape, pb::FP32, Arena::kPersistent));
+  for (uint32_t b = 0; b <= s.lookahead; ++b) kb.push_back(KtBuffer(tl, s, Arena::kPersistent));
+  std::vector<Tensor> sj(n);
+  const auto issue = [&](uint64_t i) -> Task<void> {
+    Tensor ki = co_await KTile(tl, s, p, i, kb[i % kb.size()]);
+    const std::vector<Epilogue> epi = co_await QkEpilogue(tl, s, p, i, /*scale=*/true);
+    sj[i] = co_await tl.Composite(q, ki, epi, sb[i % sb.size()].Cols(0, TileLen(p, s, i)));
+  };
+  for (uint64_t i = 0; i < s.lookahead && i < n; ++i) co_await issue(i);  // prime
   for (uint64_t j = 0; j < n; ++j) {
-    Tensor sj = next;
-    if (j + 1 < n) {  // fills the GEMM engine under softmax(j)
-      Tensor out = sb[(j + 1) % 2].Cols(0, TileLen(p, s, j + 1));
-      Tensor kn = co_await KTile(tl, s, p, j + 1, kb[(j + 1) % 2]);
-      epi = co_await QkEpilogue(tl, s, p, j + 1, /*scale=*/true);
-      next = co_await tl.Composite(q, kn, epi, out);
-    }
+    if (j + s.lookahead < n) co_await issue(j + s.lookahead);  // fills the GEMM under softmax(j)
     std::optional<ScratchScope> scope;
     if (s.scratch_scope) scope.emplace(&tl);
-    co_await SoftmaxAndPv(tl, s, p, r, sj, j);
+    co_await SoftmaxAndPv(tl, s, p, r, sj[j], j);
   }
 }
 
-// Option 2 (§5.6): composite Q·Kᵀ(j) and ex_composite softmax_pv(j) per tile, never waiting;
-// an Sj buffer (and a row-major K's transposed tile beside it) is reused once the softmax_pv
-// that read it has completed.
-Task<void> SweepOpt2(Tl& tl, const DecodeShape& s, const RankPlan& p, const Tensor& q,
-                     Running& r) {
-  const uint64_t n = (p.my_len + s.tile - 1) / s.tile;
-  const std::vector<uint64_t> sshape = {s.rows, s.tile};
+// Option 2 (§5.6): composite Q·Kᵀ and ex_composite softmax_pv per tile, never waiting; an Sj
+// buffer (and a row-major K's transposed tile beside it) is reused once the softmax_pv that
+// read it has completed. `ahead` = 0 is the ADR's order (Q·Kᵀ(j), softmax_pv(j));
+// opt2_lookahead issues Q·Kᵀ(j + ahead) before softmax_pv(j), so K(j + 1)'s DMA precedes V(j)'s
+// and Q·Kᵀ(j + 1) is ready when the chain's merge(j) frees the GEMM engine. The buffers (at
+// least ahead + 1) are each reused only after the softmax_pv issued `buffers` tiles earlier,
+// which the CPU has issued by then.
+struct Opt2Sweep {
+  uint64_t n = 0;
+  uint32_t ahead = 0;
   std::vector<Tensor> sbuf, kbuf;
-  std::vector<Tensor> reader(s.opt2_s_buffers);  // the softmax_pv reading each buffer
-  for (uint32_t b = 0; b < s.opt2_s_buffers && b < n; ++b) {
-    sbuf.push_back(tl.Alloc(sshape, pb::FP32, Arena::kPersistent));
-    kbuf.push_back(KtBuffer(tl, s, Arena::kPersistent));
+  std::vector<Tensor> reader;  // the softmax_pv reading each buffer
+  std::vector<Tensor> sj;      // tile j's Q·Kᵀ
+  uint64_t issued = 0;         // Q·Kᵀ issued so far
+};
+
+Opt2Sweep MakeOpt2Sweep(Tl& tl, const DecodeShape& s, const RankPlan& p, uint32_t ahead) {
+  Opt2Sweep w;
+  w.n = (p.my_len + s.tile - 1) / s.tile;
+  w.ahead = ahead;
+  const std::vector<uint64_t> sshape = {s.rows, s.tile};
+  const uint32_t buffers = std::max(s.opt2_s_buffers, ahead + 1);
+  for (uint32_t b = 0; b < buffers && b < w.n; ++b) {
+    w.sbuf.push_back(tl.Alloc(sshape, pb::FP32, Arena::kPersistent));
+    w.kbuf.push_back(KtBuffer(tl, s, Arena::kPersistent));
   }
+  w.reader.resize(w.sbuf.size());
+  w.sj.resize(w.n);
+  return w;
+}
+
+// #1: Q·Kᵀ of the next tile (reads K), into its buffer once that buffer's reader is done.
+Task<void> IssueOpt2Qk(Tl& tl, const DecodeShape& s, const RankPlan& p, const Tensor& q,
+                       Opt2Sweep& w) {
+  const uint64_t i = w.issued++;
+  const size_t slot = i % w.sbuf.size();
+  if (i >= w.sbuf.size()) co_await tl.Wait(w.reader[slot]);
+  Tensor out = w.sbuf[slot].Cols(0, TileLen(p, s, i));
+  Tensor ki = co_await KTile(tl, s, p, i, w.kbuf[slot]);
+  const std::vector<Epilogue> epi = co_await QkEpilogue(tl, s, p, i, /*scale=*/false);
+  w.sj[i] = co_await tl.Composite(q, ki, epi, out);
+}
+
+// The first `ahead` Q·Kᵀ. opt2_lookahead issues them before init_running's fills (the fills
+// feed only the chain), so K(0)'s DMA starts with Q's instead of after them.
+Task<void> PrimeOpt2(Tl& tl, const DecodeShape& s, const RankPlan& p, const Tensor& q,
+                     Opt2Sweep& w) {
+  while (w.issued < w.ahead && w.issued < w.n) co_await IssueOpt2Qk(tl, s, p, q, w);
+}
+
+Task<void> SweepOpt2(Tl& tl, const DecodeShape& s, const RankPlan& p, const Tensor& q,
+                     Running& r, Opt2Sweep& w) {
+  co_await PrimeOpt2(tl, s, p, q, w);
   const Accumulator acc{r.m[0], r.l, r.o};
-  for (uint64_t j = 0; j < n; ++j) {
-    const size_t slot = j % sbuf.size();
-    if (j >= sbuf.size()) co_await tl.Wait(reader[slot]);
-    Tensor out = sbuf[slot].Cols(0, TileLen(p, s, j));
-    Tensor kj = co_await KTile(tl, s, p, j, kbuf[slot]);
-    const std::vector<Epilogue> epi = co_await QkEpilogue(tl, s, p, j, /*scale=*/false);
-    Tensor sj = co_await tl.Composite(q, kj, epi, out);  // #1: reads K
-    reader[slot] = co_await tl.ExComposite(sj, VTile(tl, s, p, j), acc, s.scale);  // #2: V
+  for (uint64_t j = 0; j < w.n; ++j) {
+    if (j + w.ahead < w.n) co_await IssueOpt2Qk(tl, s, p, q, w);
+    w.reader[j % w.sbuf.size()] =
+        co_await tl.ExComposite(w.sj[j], VTile(tl, s, p, j), acc, s.scale);  // #2: reads V
   }
   co_await tl.WaitAll();  // acc is updated asynchronously: drain before the reduce
+}
+
+// baseline_dot (ADR §1: what composites replace): per tile load K(j), a blocking dot for
+// Sj, scale and (masked tiles) the causal mask on MATH, then the softmax and a blocking
+// dot(P, V(j)) (SoftmaxAndPv). The CPU waits on every dot; nothing overlaps the next tile.
+Task<void> SweepBaselineDot(Tl& tl, const DecodeShape& s, const RankPlan& p, const Tensor& q,
+                            Running& r) {
+  const uint64_t n = (p.my_len + s.tile - 1) / s.tile;
+  for (uint64_t j = 0; j < n; ++j) {
+    std::optional<ScratchScope> scope;
+    if (s.scratch_scope) scope.emplace(&tl);
+    // Row-major K arrives loaded and transposed; the other layouts are read from HBM here
+    // (non-blocking; the dot auto-waits).
+    Tensor kj = co_await KTile(tl, s, p, j, KtBuffer(tl, s, Arena::kScratch));
+    if (s.k_layout != KLayout::kRowMajor) kj = co_await tl.Load(kj);
+    Tensor sj = co_await tl.Dot(q, kj);                 // blocking
+    co_await tl.Scale(sj, s.scale, sj);
+    if (j >= p.first_masked_tile) {
+      const std::vector<uint64_t> shape = {s.rows, TileLen(p, s, j)};
+      const uint64_t offset = (j - p.first_masked_tile) * s.rows * s.tile * 2;
+      Tensor mask = co_await tl.Load(tl.Ref(p.mask_addr + offset, shape));
+      co_await tl.Add(sj, mask, sj);
+    }
+    co_await SoftmaxAndPv(tl, s, p, r, sj, j);
+  }
 }
 
 // A rank's (m, l, O) during the reduce. Packed: views of `pack`; `spare` is the second buffer
@@ -474,6 +547,11 @@ Task<void> ReduceAndStore(Tl& tl, const DecodeShape& s, const RankPlan& p, Reduc
 Task<void> DecodeRank(Tl& tl, DecodeShape shape, RankPlan plan) {
   const std::vector<uint64_t> qshape = {shape.rows, shape.d};
   Tensor q = co_await tl.Load(tl.Ref(plan.q_addr, qshape), Arena::kPersistent);  // lazy
+  Opt2Sweep ahead;
+  if (shape.variant == DecodeVariant::kOpt2Lookahead && plan.my_len > 0) {
+    ahead = MakeOpt2Sweep(tl, shape, plan, shape.lookahead);
+    co_await PrimeOpt2(tl, shape, plan, q, ahead);
+  }
   Running r = co_await InitRunning(tl, shape, plan);
   if (plan.my_len > 0) {
     switch (shape.variant) {
@@ -483,13 +561,21 @@ Task<void> DecodeRank(Tl& tl, DecodeShape shape, RankPlan plan) {
       case DecodeVariant::kOpt3:
         co_await SweepOpt3(tl, shape, plan, q, r);
         break;
-      case DecodeVariant::kOpt2:
-        co_await SweepOpt2(tl, shape, plan, q, r);
+      case DecodeVariant::kOpt2: {
+        Opt2Sweep w = MakeOpt2Sweep(tl, shape, plan, /*ahead=*/0);
+        co_await SweepOpt2(tl, shape, plan, q, r, w);
+        break;
+      }
+      case DecodeVariant::kOpt2Lookahead:
+        co_await SweepOpt2(tl, shape, plan, q, r, ahead);
+        break;
+      case DecodeVariant::kBaselineDot:
+        co_await SweepBaselineDot(tl, shape, plan, q, r);
         break;
     }
   }
   ReduceState st;
-  st.m = shape.variant == DecodeVariant::kOpt2 ? r.m[0] : r.m[r.cur];
+  st.m = Chained(shape) ? r.m[0] : r.m[r.cur];
   st.l = r.l;
   st.o = r.o;
   st.pack = r.pack;

@@ -10,6 +10,16 @@
 //          double buffer, so it fills the GEMM engine under softmax(j) (hidden, not removed).
 // - kOpt2: composite Q·Kᵀ(j) then ex_composite("softmax_pv") per tile; the CPU never waits
 //          inside the sweep; tl.WaitAll() drains before the reduce.
+// - kOpt2Lookahead (past the ADR, DESIGN §4b): opt2's chain with Q·Kᵀ(j+L) issued before
+//          softmax_pv(j) (L = `lookahead`, 1 by default), so the DMA and GEMM of the next tiles
+//          are queued before the chain's merge of this one; same commands and numerics as opt2.
+// - kBaselineDot (ADR §1: what composites replace): the ADR kernel's placement and reduce,
+//          each tile with blocking tl.Dot: load K(j), Sj = dot(q, K(j)), scale (and mask) and
+//          softmax on MATH, load V(j), dot(P, V(j)), accumulate; the CPU waits on every dot.
+//
+// Issue-ahead (ADR §9.1): opt3 keeps `lookahead` Q·Kᵀ composites issued ahead of the tile whose
+// softmax runs (the ADR's form: 1; 0: opt1's order), in lookahead + 1 persistent Sj buffers.
+// One-shot (ADR §5.2) is a launch with one tile of B keys (decode_launch.h): no kernel change.
 //
 // Layouts (DESIGN §4b): K as DecodeShape::k_layout says (k_layout.h; by default tile-major
 // `[tiles][d][TILE]`: the (d, TILE) operand of tile j is contiguous, the ragged last tile a
@@ -32,7 +42,7 @@
 
 namespace ahbm::kernels {
 
-enum class DecodeVariant : uint8_t { kOpt1, kOpt2, kOpt3 };
+enum class DecodeVariant : uint8_t { kOpt1, kOpt2, kOpt3, kOpt2Lookahead, kBaselineDot };
 
 struct DecodeShape {
   uint32_t rows = 8;     // G · T_q (the M-fold)
@@ -41,7 +51,9 @@ struct DecodeShape {
   float scale = 0;       // 1 / sqrt(d)
   DecodeVariant variant = DecodeVariant::kOpt3;
   KLayout k_layout = KLayout::kTileMajor;
-  uint32_t opt2_s_buffers = 8;  // opt2: Sj buffers in flight (reuse waits for the oldest)
+  uint32_t opt2_s_buffers = 8;  // opt2: Sj buffers in flight (reuse waits for the oldest);
+                                // opt2_lookahead uses at least lookahead + 1
+  uint32_t lookahead = 1;       // opt3 and opt2_lookahead: Q·Kᵀ composites issued ahead
   bool scratch_scope = true;    // per-tile temporaries in a scratch_scope (ADR-0063); tests only
                                 // turn it off, to show the overflow it prevents
   // The reduce (ADR §4; the ADR's code is both false). packed_payload: the running (m, l, O)

@@ -388,6 +388,7 @@ absl::StatusOr<DecodeLaunch> LaunchDecode(const pb::Chip& chip, const DecodeConf
   shape.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(cfg.d)));
   shape.variant = cfg.variant;
   shape.k_layout = cfg.k_layout;
+  shape.lookahead = cfg.lookahead;
   shape.scratch_scope = cfg.scratch_scope;
   shape.packed_payload = cfg.packed_payload;
   shape.fused_merge = cfg.fused_merge;
@@ -531,19 +532,29 @@ uint64_t ReduceScratchBytes(const DecodeGeometry& geo, const DecodeConfig& cfg, 
 uint64_t KTileTcmBytes(const DecodeConfig& cfg) { return AlignUp(uint64_t{cfg.tile} * cfg.d * 2, 64); }
 
 // Scratch bytes of one KV tile's temporaries in the sweep (decode.cc SoftmaxAndPv; opt1 also
-// Sj; opt2 uses none). A row-major K adds its loaded tile (k_layout.h: in a scope of its own,
-// freed before the softmax's temporaries) and, in opt1, the transposed tile (in the tile's
+// Sj; opt2 uses none; baseline_dot also the loaded K and V tiles, Sj, and the loaded causal
+// mask). A row-major K adds its loaded tile (k_layout.h: in a scope of its own, freed before
+// the softmax's temporaries) and, in opt1 and baseline_dot, the transposed tile (in the tile's
 // scope, beside them).
 uint64_t TileScratchBytes(const DecodeConfig& cfg, uint64_t rows) {
   const bool row_major = cfg.k_layout == KLayout::kRowMajor;
   const uint64_t load = row_major ? KTileTcmBytes(cfg) : 0;
-  if (cfg.variant == DecodeVariant::kOpt2) return load;
+  if (cfg.variant == DecodeVariant::kOpt2 || cfg.variant == DecodeVariant::kOpt2Lookahead) {
+    return load;
+  }
   const uint64_t col = AlignUp(rows * 4, 64), sj = AlignUp(rows * cfg.tile * 4, 64);
   uint64_t bytes = 4 * col /* max, sub, exp, sum */ + sj /* centred */ +
                    AlignUp(rows * cfg.tile * 2, 64) /* P bf16 */ + AlignUp(rows * cfg.d * 4, 64);
   if (cfg.variant == DecodeVariant::kOpt1) bytes += sj;
+  if (cfg.variant == DecodeVariant::kBaselineDot) {
+    const uint64_t kv_tile = AlignUp(uint64_t{cfg.tile} * cfg.d * 2, 64);
+    bytes += sj + 2 * kv_tile + (cfg.t_q > 1 ? AlignUp(rows * cfg.tile * 2, 64) : 0);
+  }
   bytes = std::max(bytes, load);
-  if (cfg.variant == DecodeVariant::kOpt1 && row_major) bytes += KTileTcmBytes(cfg);
+  if ((cfg.variant == DecodeVariant::kOpt1 || cfg.variant == DecodeVariant::kBaselineDot) &&
+      row_major) {
+    bytes += KTileTcmBytes(cfg);
+  }
   return bytes;
 }
 
@@ -553,16 +564,22 @@ uint64_t MaxMaskedTiles(const DecodeConfig& cfg) {
 }
 
 // Persistent bytes of one instance: q, m (x2), l, O, the Sj buffers (and a row-major K's
-// transposed tile beside each) and the loaded masks.
+// transposed tile beside each) and the loaded masks (baseline_dot loads its masks into the
+// scratch arena).
 uint64_t PersistentBytes(const DecodeConfig& cfg, uint64_t rows, uint64_t max_tiles) {
   const uint64_t col = AlignUp(rows * 4, 64), sj = AlignUp(rows * cfg.tile * 4, 64);
   uint64_t bytes = AlignUp(rows * cfg.d * 2, 64) + 3 * col + AlignUp(rows * cfg.d * 4, 64);
-  bytes += std::min(MaxMaskedTiles(cfg), max_tiles) * AlignUp(rows * cfg.tile * 2, 64);
+  if (cfg.variant != DecodeVariant::kBaselineDot) {
+    bytes += std::min(MaxMaskedTiles(cfg), max_tiles) * AlignUp(rows * cfg.tile * 2, 64);
+  }
   // Packed reduce (decode.cc): [m | l | O] and its spare for the merge, beside the m buffers.
   if (cfg.packed_payload) bytes += 2 * AlignUp(rows * (cfg.d + 2) * 4, 64);
   const uint64_t per_s = sj + (cfg.k_layout == KLayout::kRowMajor ? KTileTcmBytes(cfg) : 0);
-  if (cfg.variant == DecodeVariant::kOpt3) bytes += 2 * per_s;
+  if (cfg.variant == DecodeVariant::kOpt3) bytes += (uint64_t{cfg.lookahead} + 1) * per_s;
   if (cfg.variant == DecodeVariant::kOpt2) bytes += std::min<uint64_t>(8, max_tiles) * per_s;
+  if (cfg.variant == DecodeVariant::kOpt2Lookahead) {
+    bytes += std::min<uint64_t>(std::max<uint64_t>(8, uint64_t{cfg.lookahead} + 1), max_tiles) * per_s;
+  }
   return bytes;
 }
 
@@ -653,7 +670,43 @@ absl::Status TcmCulprit(const DecodeGeometry& geo, const DecodeConfig& cfg,
                             fit_text));
 }
 
+// One-shot's keys do not fit one instance's TCM: the most keys per rank (one tile) that fit.
+absl::Status OneShotRefusal(const DecodeGeometry& geo, const DecodeConfig& cfg,
+                            const std::string& pe_name, uint64_t max_block, uint64_t persistent,
+                            uint64_t scratch) {
+  const auto fits = [&](uint64_t keys) {
+    DecodeConfig c = cfg;
+    c.tile = static_cast<uint32_t>(keys);
+    const auto [p, s] = InstanceTcm(geo, c, keys);
+    return p <= persistent && s + 63 <= scratch;
+  };
+  uint64_t lo = 0, hi = cfg.tile;  // fits(lo) or lo == 0; !fits(hi)
+  while (hi - lo > 1) {
+    const uint64_t mid = lo + (hi - lo) / 2;
+    (fits(mid) ? lo : hi) = mid;
+  }
+  lo = lo / kOneShotTileKeys * kOneShotTileKeys;  // OneShotTile's granule
+  const auto [need_persistent, need_scratch] = InstanceTcm(geo, cfg, max_block);
+  const bool in_persistent = need_persistent > persistent;
+  return Field("one_shot",
+               absl::StrCat("a rank's ", max_block, " keys as one tile need ",
+                            in_persistent ? need_persistent : need_scratch, " B of the TCM ",
+                            in_persistent ? "persistent arena" : "scratch arena", " on ", pe_name,
+                            ", which gives one instance ", in_persistent ? persistent : scratch - 63,
+                            " B; at most ", lo, " keys per rank (max_context <= ",
+                            lo * cfg.c * cfg.p, ") fit one shot; use tile instead"));
+}
+
 }  // namespace
+
+uint64_t OneShotTile(const DecodeConfig& cfg) {
+  const uint64_t ranks = uint64_t{cfg.c} * cfg.p;
+  uint64_t block = 1;
+  for (uint32_t u = 0; u < (cfg.request_lengths.empty() ? 1 : cfg.users); ++u) {
+    block = std::max<uint64_t>(block, (cfg.MaxContextOf(u) + ranks - 1) / ranks);
+  }
+  return (block + kOneShotTileKeys - 1) / kOneShotTileKeys * kOneShotTileKeys;
+}
 
 absl::Status CheckDecodeCapacity(const pb::Chip& chip, const DecodeConfig& cfg) {
   absl::StatusOr<DecodeGeometry> geo_or = MakeDecodeGeometry(chip, cfg);
@@ -713,6 +766,7 @@ absl::Status CheckDecodeCapacity(const pb::Chip& chip, const DecodeConfig& cfg) 
   const uint64_t fit_persistent = persistent / per_persistent;
   const uint64_t fit_users = std::min(fit_scratch, fit_persistent) / heads_per_pe;
   if (per_persistent > persistent || per_scratch + 63 > scratch) {
+    if (cfg.one_shot) return OneShotRefusal(geo, cfg, pe_name, max_block, persistent, scratch);
     return TcmCulprit(geo, cfg, pe_name, max_block, persistent, scratch);
   }
   const std::string who = absl::StrCat(cfg.users, " request(s) x ", heads_per_pe,

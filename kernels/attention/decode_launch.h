@@ -74,6 +74,11 @@ struct DecodeConfig {
   // The reduce's message payload and merge (ADR rev2 §4; the ADR's code is triplet + primitive).
   bool packed_payload = false;
   bool fused_merge = false;
+  // Issue-ahead (ADR §9.1; decode.h): opt3's and opt2_lookahead's Q·Kᵀ composites issued ahead.
+  uint32_t lookahead = 1;
+  // One-shot (ADR §5.2): `tile` is OneShotTile(cfg), so every rank's block is one KV tile; a
+  // TCM refusal names one_shot instead of tile.
+  bool one_shot = false;
 
   // Request u's context length (its KV tokens, the new one included).
   uint64_t ContextOf(uint32_t u) const { return request_lengths.empty() ? s : request_lengths.at(u); }
@@ -116,20 +121,29 @@ absl::StatusOr<std::vector<std::vector<uint32_t>>> DecodeCubeSets(const pb::Chip
 // - HBM (field s / request_lengths / max_context): K, V, Q, O of every request, each
 //   allocation 256 B aligned as host::HbmAllocator does.
 // - TCM (instances per PE = users x heads per PE): the persistent arena holds each
-//   instance's q, m (x2), l, O and Sj buffers (opt3 2, opt2 up to 8; a row-major K's
-//   transposed tile beside each); the scratch arena, split evenly, must hold an instance's
-//   larger of one KV tile's temporaries (row-major K: the loaded tile, and opt1's transposed
-//   one) and its reduce's receive buffers and merge temporaries (decode.cc, lse_merge.cc; a
-//   chunked ring's counted at its root: R − 1 merged and R − 1 gathered chunks) plus the
-//   stored O. Every
+//   instance's q, m (x2), l, O and Sj buffers (opt3 lookahead + 1, opt2 up to 8,
+//   opt2_lookahead up to max(8, lookahead + 1), baseline_dot none; a row-major K's transposed
+//   tile beside each); the scratch arena, split evenly, must hold an instance's larger of one
+//   KV tile's temporaries (row-major K: the loaded tile, and opt1's or baseline_dot's
+//   transposed one) and its reduce's receive buffers and merge temporaries (decode.cc,
+//   lse_merge.cc; a chunked ring's counted at its root: R − 1 merged and R − 1 gathered
+//   chunks) plus the stored O. Every
 //   instance is counted as the busiest one (a full rank at the busiest reduce node), so a rank
 //   left empty (S < C·P) is not credited. When one instance fits alone, the field is users
 //   and the message says how many requests fit. When not even one does, the field is the
 //   shape that made an instance too big (TcmCulprit in decode_launch.cc): of tile, d, t_q
 //   and h_q (G = h_q / h_kv query rows per token), those above their default (256, 128, 1,
 //   G 8), else all four; of these the one that fits alone with the least relative cut, and
-//   the message gives its largest value that fits (as "at most tile = 9000 fits").
+//   the message gives its largest value that fits (as "at most tile = 9000 fits"). One-shot:
+//   the field is one_shot and the message gives the most keys per rank that fit.
 absl::Status CheckDecodeCapacity(const pb::Chip& chip, const DecodeConfig& cfg);
+
+// One-shot's tile (ADR §5.2): the largest KV block B of any request rounded up to
+// kOneShotTileKeys, so each rank holds one tile (a request with a smaller block pads its K
+// slots up to it) and every row of K's [d, tile] block starts on a 256 B DMA chunk (a row
+// of B keys at an unaligned stride would pay a partly wasted chunk per row, DESIGN §2).
+constexpr uint64_t kOneShotTileKeys = 128;  // 256 B of bf16 keys
+uint64_t OneShotTile(const DecodeConfig& cfg);
 
 // Where the decode kernels run (the contract above); shared with baseline_fanout_group.
 struct DecodeGeometry {

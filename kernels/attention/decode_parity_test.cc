@@ -1,6 +1,6 @@
-// GQA decode on every legal shape (issue 9 acceptance; ADR-0060 rev2 §11 gates 1, 5, 6):
+// GQA decode on every legal shape (ADR-0060 rev2 §11 gates 1, 5, 6):
 // empty ranks (S < C·P, max_context > S), causal T_q > 1 whose masked span crosses ranks,
-// every variant and reduce topology, mixed-length multi-user batches under rotation, a check
+// every variant, issue-ahead depth, one-shot and reduce topology, mixed-length multi-user batches under rotation, a check
 // that needs no reference (Q = 0, one-hot V), long sweeps in data mode, load/compute overlap.
 #include <algorithm>
 #include <cmath>
@@ -17,24 +17,85 @@
 namespace ahbm::kernels::testing {  // decode_test_util.h
 namespace {
 
-constexpr DecodeVariant kVariants[] = {DecodeVariant::kOpt1, DecodeVariant::kOpt3,
-                                       DecodeVariant::kOpt2};
+// Every decode form: the variants, opt3's and opt2_lookahead's issue-ahead depths 0 .. 3 (the
+// small chip admits 4 composites), and one-shot (one tile of B keys per rank).
+struct Form {
+  const char* name;
+  DecodeVariant variant;
+  uint32_t lookahead = 1;
+  bool one_shot = false;
+};
 
-const char* VariantName(DecodeVariant v) {
-  return v == DecodeVariant::kOpt1 ? "opt1" : v == DecodeVariant::kOpt3 ? "opt3" : "opt2";
+constexpr Form kForms[] = {
+    {"opt1", DecodeVariant::kOpt1},
+    {"opt3", DecodeVariant::kOpt3},
+    {"opt2", DecodeVariant::kOpt2},
+    {"opt3_lookahead0", DecodeVariant::kOpt3, 0},
+    {"opt3_lookahead2", DecodeVariant::kOpt3, 2},
+    {"opt3_lookahead3", DecodeVariant::kOpt3, 3},
+    {"opt2_lookahead0", DecodeVariant::kOpt2Lookahead, 0},
+    {"opt2_lookahead", DecodeVariant::kOpt2Lookahead, 1},
+    {"opt2_lookahead2", DecodeVariant::kOpt2Lookahead, 2},
+    {"opt2_lookahead3", DecodeVariant::kOpt2Lookahead, 3},
+    {"baseline_dot", DecodeVariant::kBaselineDot},
+    {"one_shot_opt1", DecodeVariant::kOpt1, 1, true},
+    {"one_shot_opt3", DecodeVariant::kOpt3, 1, true},
+    {"one_shot_opt2", DecodeVariant::kOpt2, 1, true},
+};
+
+// `base` in `form` (one-shot: the tile is the largest KV block, as ahbm run sets it).
+DecodeConfig WithForm(DecodeConfig cfg, const Form& form) {
+  cfg.variant = form.variant;
+  cfg.lookahead = form.lookahead;
+  cfg.one_shot = form.one_shot;
+  if (form.one_shot) cfg.tile = static_cast<uint32_t>(OneShotTile(cfg));
+  return cfg;
 }
 
-// Runs `cfg` in data mode for every variant and checks every request's output against the
+// Runs `cfg` in data mode in every form and checks every request's output against the
 // float64 reference on its own inputs.
 void ExpectParity(const pb::Chip& chip, const DecodeConfig& base, const std::string& name) {
   std::vector<DecodeInputs> inputs;
   for (uint32_t u = 0; u < base.users; ++u) inputs.push_back(MakeInputs(base, 100 + u, u));
-  for (DecodeVariant variant : kVariants) {
-    DecodeConfig cfg = base;
-    cfg.variant = variant;
+  for (const Form& form : kForms) {
+    const DecodeConfig cfg = WithForm(base, form);
     DecodeRun run = RunDecode(chip, cfg, inputs, "zero", /*keep_op_log=*/false);
-    ASSERT_TRUE(run.status.ok()) << name << " " << VariantName(variant) << ": " << run.status;
-    ExpectRequestsMatchReference(run, cfg, inputs, name + " " + VariantName(variant));
+    ASSERT_TRUE(run.status.ok()) << name << " " << form.name << ": " << run.status;
+    ExpectRequestsMatchReference(run, cfg, inputs, name + " " + form.name);
+  }
+}
+
+// opt2_lookahead issues opt2's commands in another order: the same numerics, so every
+// request's output is bit-identical to opt2's (empty ranks, causal T_q = 4, mixed lengths).
+TEST(DecodeOpt2Lookahead, OutputsAreBitIdenticalToOpt2) {
+  const pb::Chip chip = Load("topology/small.textproto");
+  DecodeConfig base = Small(8, 2, 0, 2, 4);
+  base.tile = 16;
+  base.max_context = 1200;
+  base.request_lengths = {5, 300, 1000};
+  base.users = 3;
+  base.s = 1000;
+  base.t_q = 4;
+  base.packed_payload = true;
+  base.fused_merge = true;
+  std::vector<DecodeInputs> inputs;
+  for (uint32_t u = 0; u < base.users; ++u) inputs.push_back(MakeInputs(base, 200 + u, u));
+  DecodeConfig opt2 = base;
+  opt2.variant = DecodeVariant::kOpt2;
+  DecodeRun want_run = RunDecode(chip, opt2, inputs, "zero", /*keep_op_log=*/false);
+  ASSERT_TRUE(want_run.status.ok()) << want_run.status;
+  for (uint32_t lookahead : {1u, 2u, 3u}) {
+    DecodeConfig cfg = base;
+    cfg.variant = DecodeVariant::kOpt2Lookahead;
+    cfg.lookahead = lookahead;
+    DecodeRun run = RunDecode(chip, cfg, inputs, "zero", /*keep_op_log=*/false);
+    ASSERT_TRUE(run.status.ok()) << run.status;
+    for (uint32_t u = 0; u < base.users; ++u) {
+      absl::StatusOr<std::vector<float>> want = GatherDecodeOutput(*want_run.store, opt2, want_run.launch, u);
+      absl::StatusOr<std::vector<float>> got = GatherDecodeOutput(*run.store, cfg, run.launch, u);
+      ASSERT_TRUE(want.ok() && got.ok());
+      EXPECT_EQ(*got, *want) << "lookahead " << lookahead << " request " << u;
+    }
   }
 }
 
@@ -126,11 +187,11 @@ TEST(DecodeCausal, ZeroQueryAndOneHotValuesGiveTheUniformWeights) {
   for (uint32_t h = 0; h < cfg.h_kv; ++h) {
     for (uint64_t pos = 0; pos < cfg.s; ++pos) in.v.data[(h * cfg.s + pos) * cfg.d + pos] = 1.0f;
   }
-  for (DecodeVariant variant : kVariants) {
-    cfg.variant = variant;
-    DecodeRun run = RunDecode(chip, cfg, {in}, "zero", /*keep_op_log=*/false);
-    ASSERT_TRUE(run.status.ok()) << run.status;
-    absl::StatusOr<std::vector<float>> o = GatherDecodeOutput(*run.store, cfg, run.launch, 0);
+  for (const Form& form : kForms) {
+    const DecodeConfig fcfg = WithForm(cfg, form);
+    DecodeRun run = RunDecode(chip, fcfg, {in}, "zero", /*keep_op_log=*/false);
+    ASSERT_TRUE(run.status.ok()) << form.name << ": " << run.status;
+    absl::StatusOr<std::vector<float>> o = GatherDecodeOutput(*run.store, fcfg, run.launch, 0);
     ASSERT_TRUE(o.ok()) << o.status();
     for (uint32_t hq = 0; hq < cfg.h_q; ++hq) {
       for (uint32_t t = 0; t < cfg.t_q; ++t) {
@@ -139,7 +200,7 @@ TEST(DecodeCausal, ZeroQueryAndOneHotValuesGiveTheUniformWeights) {
           const float got = (*o)[(uint64_t{hq} * cfg.t_q + t) * cfg.d + col];
           const double want = col < visible ? 1.0 / visible : 0.0;
           ASSERT_NEAR(got, want, want / 128 + 1e-7)  // bf16: 8 significant bits
-              << VariantName(variant) << " head " << hq << " t " << t << " col " << col;
+              << form.name << " head " << hq << " t " << t << " col " << col;
         }
       }
     }
@@ -166,7 +227,7 @@ TEST(DecodeLongContext, ScopedSweepMatchesTheReference) {
     ASSERT_TRUE(run.status.ok()) << run.status;
     absl::StatusOr<std::vector<float>> got = GatherDecodeOutput(*run.store, cfg, run.launch, 0);
     ASSERT_TRUE(got.ok()) << got.status();
-    EXPECT_LE(MaxAbsError(*got, want), 2e-2) << VariantName(variant);
+    EXPECT_LE(MaxAbsError(*got, want), 2e-2) << int(variant);
   }
 }
 
@@ -177,10 +238,12 @@ TEST(DecodeOverlap, LatencyIsBelowTheSerialSumOfLoadsAndCompute) {
   DecodeConfig cfg = Small(8, 1, 4096, 1, 1);
   cfg.d = 128;
   cfg.tile = 256;
-  for (DecodeVariant variant : kVariants) {
-    cfg.variant = variant;
-    DecodeRun run = RunDecode(chip, cfg, {});
-    ASSERT_TRUE(run.status.ok()) << run.status;
+  for (const Form& form : kForms) {
+    // baseline_dot waits on every load and dot: what it shows is the missing overlap.
+    if (form.variant == DecodeVariant::kBaselineDot) continue;
+    const DecodeConfig fcfg = WithForm(cfg, form);
+    DecodeRun run = RunDecode(chip, fcfg, {});
+    ASSERT_TRUE(run.status.ok()) << form.name << ": " << run.status;
     uint64_t serial = 0, end = 0;
     std::map<std::string, uint64_t> by_engine;
     for (const pb::TraceRecord& r : run.sim->op_log().records()) {
@@ -197,7 +260,7 @@ TEST(DecodeOverlap, LatencyIsBelowTheSerialSumOfLoadsAndCompute) {
     EXPECT_GT(by_engine["dma"], 0u);
     EXPECT_GT(by_engine["gemm"], 0u);
     EXPECT_GT(by_engine["math"], 0u);
-    EXPECT_LT(end, serial) << VariantName(variant) << ": latency " << end << " ps, serial "
+    EXPECT_LT(end, serial) << form.name << ": latency " << end << " ps, serial "
                            << serial << " ps";
   }
 }
@@ -212,15 +275,15 @@ TEST(DecodeCausal, EmptyRanksAndMasksKeepTheCommandStream) {
   cfg.users = 2;
   cfg.request_lengths = {5, 13};
   const std::vector<DecodeInputs> inputs = {MakeInputs(cfg, 1, 0), MakeInputs(cfg, 2, 1)};
-  for (DecodeVariant variant : kVariants) {
-    cfg.variant = variant;
-    DecodeRun timing = RunDecode(chip, cfg, {});
-    DecodeRun again = RunDecode(chip, cfg, {});
-    DecodeRun data = RunDecode(chip, cfg, inputs);
+  for (const Form& form : kForms) {
+    const DecodeConfig fcfg = WithForm(cfg, form);
+    DecodeRun timing = RunDecode(chip, fcfg, {});
+    DecodeRun again = RunDecode(chip, fcfg, {});
+    DecodeRun data = RunDecode(chip, fcfg, inputs);
     ASSERT_TRUE(timing.status.ok() && again.status.ok() && data.status.ok()) << data.status;
     EXPECT_GT(OpLogBytes(timing).size(), 1000u);
-    EXPECT_EQ(OpLogBytes(timing), OpLogBytes(again)) << VariantName(variant);
-    EXPECT_EQ(OpLogBytes(timing), OpLogBytes(data)) << VariantName(variant);
+    EXPECT_EQ(OpLogBytes(timing), OpLogBytes(again)) << form.name;
+    EXPECT_EQ(OpLogBytes(timing), OpLogBytes(data)) << form.name;
   }
 }
 

@@ -1,5 +1,5 @@
 // The hand-computed timeline (ADR-0060 rev2 §11; DESIGN §4 "Every variant must be checkable
-// against a hand-computed timeline"): a 4-tile decode sweep on one PE (G = 8, T_q = 1, d = 128,
+// against a hand-computed timeline"): a 4-tile decode sweep (or one-shot: one tile) on one PE (G = 8, T_q = 1, d = 128,
 // TILE = 256, S = 1024, C = P = 1, profile `zero`) on the default topology. Every command's
 // start and end below is derived on paper from DESIGN §2 and §4; the derivation is in the
 // comments. Times are in PE cycles (1 cycle = 1 ns at 1 GHz).
@@ -36,6 +36,7 @@
 // Prologue (all variants): cmd 1 loads Q [8,128] bf16 = 2 KiB = one 256 B chunk per channel:
 // 0..108. Fills m 0..9, l 9..18, O [8,128] 18..34 (cmds 2-4). Epilogue: DIV O/l [8,128]
 // 8 + 1024/32 = 40, then the blocking store of 2 KiB: +108.
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -184,6 +185,126 @@ Table Opt2() {
   return t;
 }
 
+// One-shot (ADR §5.2; opt1 and opt3 alike): B = TILE = 1024 keys, one Q·Kᵀ, one softmax, one
+// P·V. K is [d=128][1024] bf16 (256 KiB, row stride 2 KiB): piece (ki, ni) is 64 rows of 256 B
+// at stride 2 KiB, so every row of it sits on channel ni: 16 KiB = 512 bus cycles on one
+// channel, the 8 ni in parallel. Issued at 34 (channels free): (k0,*) done 34 + 100 + 512 =
+// 646, (k1,*) 646 + 512 = 1158. GEMM, oldest ready first: the eight (k0,ni) 646..726 (fill),
+// then 64 each to 1174; the eight (k1,ni) (ready 1158) 1174..1686, (k1,ni) ending at
+// 1238 + 64 ni. SCALE epilogue per output tile [8,128] 16 after its (k1,ni): the last
+// 1686..1702: QK = [34, 1702].
+// Softmax on Sj [8,1024] (8192 elements): REDUCE_MAX 8+64+7 = 79, MAXIMUM 9, SUB 8+64 = 72,
+// EXP 8+256 = 264, SUB 9, EXP 9, MUL l 9, REDUCE_SUM 79, ADD l 9, MUL O 16: 1702..2257.
+// P·V issued 2257: V [1024][128] bf16 (256 KiB contiguous) in 16 pieces of 16 KiB over all 8
+// channels, 64 bus cycles each: piece i done 2257 + 164 + 64 i; GEMM tile 0 2421..2501 (fill),
+// then back to back: tile 15 ends 2501 + 15·64 = 3461: PV = [2257, 3461]. ADD O 3461..3477,
+// O / l 3477..3517, store 3517..3625.
+Table OneShot() {
+  Table t;
+  t[1] = {0, 108};
+  t[2] = {0, 9};
+  t[3] = {9, 18};
+  t[4] = {18, 34};
+  t[5] = {34, 1702};  // Q·Kᵀ over the whole block
+  uint64_t id = 6, at = 1702;
+  for (uint64_t c : {79, 9, 72, 264, 9, 9, 9, 79, 9, 16}) {
+    t[id++] = {at, at + c};
+    at += c;
+  }
+  t[id++] = {2257, 3461};  // P·V
+  t[id++] = {3461, 3477};  // O += P·V
+  t[id++] = {3477, 3517};  // O / l
+  t[id++] = {3517, 3625};  // store
+  return t;
+}
+
+// opt3 at lookahead 2 (ADR §9.1): Q·Kᵀ(0), Q·Kᵀ(1) primed and Q·Kᵀ(2) issued before softmax(0),
+// all at 34, into three Sj buffers; Q·Kᵀ(j+2) is issued before softmax(j).
+//   K on the channels: QK0 34..290 (pieces 262/390), QK1 290..546 (518/646), QK2 546..802
+//   (774/902). GEMM: QK0 262..534 (as opt1; Epi 470..486, 534..550: QK0 = [34, 550]), QK1
+//   534..790 ((k1,*) from 662), QK2 790..1046 ((k1,*) from 918).
+//   softmax(0) from 550 as in opt3: to REDUCE_SUM end 744; QK1's Epi(n0) (ready 726, older)
+//   744..760, ADD l 760..769, MUL O 769..785; QK1's Epi(n1) 790..806: QK1 = [290, 806].
+//   PV0 issued 785; the channels are QK2's until 802: V pieces 966, 1030, 1094, 1158; its
+//   GEMMs follow QK2's (older): 1046..1302: PV0 = [802, 1302]. QK2's Epi 982..998,
+//   1046..1062: QK2 = [546, 1062]. ADD O 1302..1318.
+//   j=1: QK3 issued 1318 (buffer 0: softmax(0) has read it): pieces 1546/1674; GEMM idle since
+//   1302: 1546..1626 (fill), ..1690, (k1,*) 1690..1818; Epi 1754..1770, 1818..1834: QK3 =
+//   [1318, 1834]. softmax(1) on Sj(1) 1318..1537. PV1 issued 1537, channels QK3's until 1574:
+//   pieces 1738.., its GEMMs after QK3's: 1818..2074: PV1 = [1574, 2074]; ADD O 2074..2090.
+//   j=2: nothing left to issue; softmax(2) 2090..2309; PV2 2309 (idle channels and engine):
+//   [2309, 2745]; ADD 2745..2761. j=3: softmax(3) 2761..2980, PV3 [2980, 3416], ADD
+//   3416..3432, O / l 3432..3472, store 3472..3580 (opt3 at lookahead 1: 3600).
+Table Opt3Lookahead2() {
+  Table t;
+  t[1] = {0, 108};
+  t[2] = {0, 9};
+  t[3] = {9, 18};
+  t[4] = {18, 34};
+  t[5] = {34, 550};    // QK0
+  t[6] = {290, 806};   // QK1
+  t[7] = {546, 1062};  // QK2
+  uint64_t id = 8, at = 550;
+  for (int k = 0; k < 8; ++k) {  // softmax(0) to REDUCE_SUM
+    t[id++] = {at, at + kSoftmax[k]};
+    at += kSoftmax[k];
+  }
+  t[id++] = {760, 769};    // ADD l, after QK1's Epi(n0)
+  t[id++] = {769, 785};    // MUL O
+  t[id++] = {802, 1302};   // PV0
+  t[id++] = {1302, 1318};  // ADD O
+  t[id++] = {1318, 1834};  // QK3
+  Softmax(t, id, 1318);    // softmax(1) 1318..1537
+  t[id++] = {1574, 2074};  // PV1
+  t[id++] = {2074, 2090};  // ADD O
+  Softmax(t, id, 2090);    // softmax(2) 2090..2309
+  t[id++] = {2309, 2745};  // PV2
+  t[id++] = {2745, 2761};  // ADD O
+  Softmax(t, id, 2761);    // softmax(3) 2761..2980
+  t[id++] = {2980, 3416};  // PV3
+  t[id++] = {3416, 3432};  // ADD O
+  t[id++] = {3432, 3472};  // O / l
+  t[id++] = {3472, 3580};  // store
+  return t;
+}
+
+// opt2_lookahead (DESIGN §4b, past the ADR) at lookahead 1: Q·Kᵀ(0) is issued at 0, before
+// init_running's fills (they feed only the chain), then QK1, SPV0, QK2, SPV1, QK3, SPV2, SPV3
+// at 34. A softmax_pv's span starts at its first op: its V DMA or its merge, the earlier.
+//   Admitted at once: QK0 (0), QK1, SPV0, QK2 (34). On every channel: Q's chunk 0..8, QK0 K
+//   8..264 (pieces 236/364), QK1 K 264..520 (492/620), SPV0 V 520..776 (684, 748, 812, 876),
+//   QK2 K 776..1032 (1004/1132). K(j+1) before V(j): the K-before-V priority of §4 across tiles.
+//   GEMM: QK0 236..316 (fill), ..380, (k1,*) 380..508: QK0 = [8, 508]. QK1 (ready 492)
+//   508..636, (k1,*) 636..764: QK1 = [264, 764]. SPV0's merge needs S0: MATH 508..751 — under
+//   QK1's GEMMs (opt2 leaves the engine idle here); its P·V 764..1020: SPV0 = [508, 1020].
+//   QK2 (ready 1004) 1020..1148, (k1,*) 1148..1276: QK2 = [776, 1276].
+//   Admission: QK0 ends 508 -> SPV1: V1 after QK2's K, 1032..1288 (pieces 1196..1388). QK1
+//   ends 764 -> QK3: K 1288..1544 (1516/1644). SPV0 ends 1020 -> SPV2: V2 1544..1800 (1708..
+//   1900). QK2 ends 1276 -> SPV3: V3 1800..2056 (1964..2156).
+//   SPV1's merge (S1 and the chain, SPV0): 1020..1263; P·V after QK2: 1276..1532 (pieces in
+//   time): SPV1 = [1020, 1532]. QK3 (ready 1516) 1532..1660, (k1,*) 1660..1788: QK3 =
+//   [1288, 1788]. SPV2's merge 1532..1775 (under QK3); P·V 1788..2044: SPV2 = [1532, 2044].
+//   SPV3's merge 2044..2287 alone (nothing left for the GEMM: the tail); P·V 2287..2367
+//   (fill) .. 2559: SPV3 = [1800, 2559]. O / l 2559..2599, store 2599..2707 (opt2: 2989).
+Table Opt2Lookahead() {
+  Table t;
+  t[1] = {0, 108};
+  t[2] = {8, 508};      // QK0
+  t[3] = {0, 9};        // fills
+  t[4] = {9, 18};
+  t[5] = {18, 34};
+  t[6] = {264, 764};    // QK1
+  t[7] = {508, 1020};   // SPV0
+  t[8] = {776, 1276};   // QK2
+  t[9] = {1020, 1532};  // SPV1
+  t[10] = {1288, 1788}; // QK3
+  t[11] = {1532, 2044}; // SPV2
+  t[12] = {1800, 2559}; // SPV3
+  t[13] = {2559, 2599}; // O / l
+  t[14] = {2599, 2707}; // store
+  return t;
+}
+
 class DecodeTimeline : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -195,7 +316,7 @@ class DecodeTimeline : public ::testing::Test {
   }
 
   // Runs the sweep and returns every scheduler command's [start, end] in cycles.
-  Table Run(DecodeVariant variant) {
+  Table Run(DecodeVariant variant, uint32_t lookahead = 1, bool one_shot = false) {
     DecodeConfig cfg;
     cfg.h_q = 8;
     cfg.h_kv = 1;
@@ -205,6 +326,9 @@ class DecodeTimeline : public ::testing::Test {
     cfg.p = 1;
     cfg.tile = 256;
     cfg.variant = variant;
+    cfg.lookahead = lookahead;
+    cfg.one_shot = one_shot;
+    if (one_shot) cfg.tile = static_cast<uint32_t>(OneShotTile(cfg));  // B = 1024
     sim::ChipSimOptions options;
     options.cubes = *DecodeCubes(chip_, cfg);
     options.issue_cost_profile = "zero";
@@ -272,6 +396,44 @@ TEST_F(DecodeTimeline, Opt2LetsTheCpuFinishIssuingBeforeTheChainEnds) {
   EXPECT_EQ(latency_, 2989u);
   // Every composite and softmax_pv was issued at 34, long before the chain ends at 2841.
   for (uint64_t cmd = 5; cmd <= 12; ++cmd) EXPECT_EQ(issue_.at(cmd), 34u) << cmd;
+}
+
+// One-shot (ADR §5.2): the whole block (S = B = 1024 keys) is one tile; opt1 and opt3 then
+// issue the same commands, so both must give this table.
+TEST_F(DecodeTimeline, OneShotIsOneQkOneSoftmaxOnePv) {
+  ExpectTable(Run(DecodeVariant::kOpt1, /*lookahead=*/1, /*one_shot=*/true), OneShot());
+  EXPECT_EQ(latency_, 3625u);
+  ExpectTable(Run(DecodeVariant::kOpt3, /*lookahead=*/1, /*one_shot=*/true), OneShot());
+  EXPECT_EQ(latency_, 3625u);
+}
+
+TEST_F(DecodeTimeline, Opt3Lookahead2KeepsTwoQkAhead) {
+  const Table t = Run(DecodeVariant::kOpt3, /*lookahead=*/2);
+  ExpectTable(t, Opt3Lookahead2());
+  EXPECT_EQ(latency_, 3580u);
+  // Q·Kᵀ(0..2) were all issued at 34, before softmax(0); Q·Kᵀ(3) once softmax(0)'s P·V is in.
+  for (uint64_t cmd : {5u, 6u, 7u}) EXPECT_EQ(issue_.at(cmd), 34u) << cmd;
+  EXPECT_EQ(issue_.at(20), 1318u);
+}
+
+TEST_F(DecodeTimeline, Opt2LookaheadFillsTheGemmUnderEachMerge) {
+  const Table t = Run(DecodeVariant::kOpt2Lookahead, /*lookahead=*/1);
+  ExpectTable(t, Opt2Lookahead());
+  EXPECT_EQ(latency_, 2707u);  // opt2: 2989
+  EXPECT_EQ(issue_.at(2), 0u);  // Q·Kᵀ(0) before init_running's fills
+  for (uint64_t cmd = 6; cmd <= 12; ++cmd) EXPECT_EQ(issue_.at(cmd), 34u) << cmd;
+  // The GEMM engine is busy without a gap from Q·Kᵀ(0)'s first tile to P·V(2)'s last: only
+  // the last tile's merge (2044..2287) leaves it idle.
+  uint64_t busy = 0, first = UINT64_MAX, last = 0;
+  for (const auto& [cmd, span] : gemm_busy_) {
+    if (span.second > 2044) continue;
+    busy += span.second - span.first;
+    first = std::min(first, span.first);
+    last = std::max(last, span.second);
+  }
+  EXPECT_EQ(first, 236u);
+  EXPECT_EQ(last, 2044u);
+  EXPECT_EQ(busy, last - first);
 }
 
 }  // namespace

@@ -243,6 +243,55 @@ absl::Status CheckCapacity(const pb::Chip& chip, const DecodeConfig& cfg, const 
   return w.data() ? CheckDataModeMemory(cfg, kind) : absl::OkStatus();
 }
 
+// The sweep's forms (decode.h): lookahead, one_shot; `cfg` has its variant and geometry.
+// - lookahead: OPT3 (and SHORT_CONTEXT, AUTO: both run opt3) and OPT2_LOOKAHEAD, 0 .. the
+//   scheduler's max_inflight_composites - 1 (the P·V composite or softmax_pv of the tile
+//   waited on must be admitted beside the issued-ahead ones). OPT1 is opt3 at lookahead 0, OPT2
+//   the ADR's order; the baselines issue no composites: refused.
+// - one_shot (ADR §5.2): OPT1, OPT3, OPT2 and SHORT_CONTEXT run with one tile of B keys per
+//   rank (opt1 and opt3 then issue the same commands: Q·Kᵀ, softmax, P·V; opt2 one Q·Kᵀ and
+//   one softmax_pv); not with tile. OPT2_LOOKAHEAD has nothing to issue ahead of one tile,
+//   AUTO picks its own form, the baselines have their own: refused.
+absl::Status ApplySweepFields(const pb::Chip& chip, const pb::Workload& w, DecodeConfig& cfg) {
+  const pb::Variant v = w.variant() == pb::VARIANT_UNSPECIFIED ? pb::OPT3 : w.variant();
+  const std::string name = pb::Variant_Name(v);
+  if (w.has_lookahead()) {
+    if (v == pb::OPT1) {
+      return Invalid("lookahead: OPT1 issues nothing ahead (it is OPT3 at lookahead 0); use OPT3");
+    }
+    if (v != pb::OPT3 && v != pb::SHORT_CONTEXT && v != pb::AUTO && v != pb::OPT2_LOOKAHEAD) {
+      return Invalid(absl::StrCat("lookahead: ", name, " does not use it (OPT3, SHORT_CONTEXT, "
+                                  "AUTO and OPT2_LOOKAHEAD do)"));
+    }
+    const uint32_t inflight = chip.sip().cube().pe().scheduler().max_inflight_composites();
+    if (w.lookahead() >= inflight) {
+      return Invalid(absl::StrCat("lookahead: ", w.lookahead(), " composites issued ahead need ",
+                                  w.lookahead() + 1, " in flight with the one waited on; the "
+                                  "scheduler admits max_inflight_composites = ", inflight,
+                                  ": at most ", inflight - 1));
+    }
+    cfg.lookahead = w.lookahead();
+  }
+  if (w.has_one_shot()) {
+    if (v != pb::OPT1 && v != pb::OPT3 && v != pb::OPT2 && v != pb::SHORT_CONTEXT) {
+      return Invalid(absl::StrCat("one_shot: ", name, " does not use it (OPT1, OPT3, OPT2 and "
+                                  "SHORT_CONTEXT do)"));
+    }
+    if (w.has_tile()) {
+      return Invalid("tile: one_shot makes each rank's whole block one tile; leave tile unset");
+    }
+    cfg.one_shot = w.one_shot();
+  }
+  if (cfg.one_shot) {
+    const uint64_t block = kernels::OneShotTile(cfg);
+    if (block > UINT32_MAX) {
+      return Invalid(absl::StrCat("one_shot: a rank's ", block, " keys cannot be one tile"));
+    }
+    cfg.tile = static_cast<uint32_t>(block);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<DecodeConfig> ConfigOf(const pb::Chip& chip, const pb::Workload& w,
                                       std::vector<uint32_t>* cubes_out) {
   DecodeConfig cfg;
@@ -297,6 +346,12 @@ absl::StatusOr<DecodeConfig> ConfigOf(const pb::Chip& chip, const pb::Workload& 
     case pb::OPT2:
       cfg.variant = kernels::DecodeVariant::kOpt2;
       break;
+    case pb::OPT2_LOOKAHEAD:
+      cfg.variant = kernels::DecodeVariant::kOpt2Lookahead;
+      break;
+    case pb::BASELINE_DOT:
+      cfg.variant = kernels::DecodeVariant::kBaselineDot;
+      break;
     case pb::BASELINE_FANOUT:
     case pb::BASELINE_REV1_TREE:
       // One head per CUBE (baseline.h): C = 1, a group of one CUBE.
@@ -345,9 +400,10 @@ absl::StatusOr<DecodeConfig> ConfigOf(const pb::Chip& chip, const pb::Workload& 
     default:
       return Invalid(absl::StrCat("variant: ", pb::Variant_Name(w.variant()),
                                   " is not a DECODE variant (OPT1, OPT2, OPT3, "
-                                  "SHORT_CONTEXT, AUTO, BASELINE_FANOUT, BASELINE_FANOUT_GROUP, "
-                                  "BASELINE_REV1_TREE are)"));
+                                  "OPT2_LOOKAHEAD, SHORT_CONTEXT, AUTO, BASELINE_FANOUT, "
+                                  "BASELINE_FANOUT_GROUP, BASELINE_REV1_TREE, BASELINE_DOT are)"));
   }
+  if (absl::Status s = ApplySweepFields(chip, w, cfg); !s.ok()) return s;
   for (const auto& [field, topo, out] :
        {std::tuple<const char*, pb::ReduceTopology, kernels::ReduceShape*>{
             "level1_reduce", w.level1_reduce(), &cfg.level1},
@@ -482,10 +538,15 @@ class DecodePlan final : public QkvPlan {
     // The fan-out baselines have no KV tile (one dot per rank's block): no TILE.
     const bool tiled = baseline_ != kernels::BaselineKind::kFanout &&
                        baseline_ != kernels::BaselineKind::kFanoutGroup;
+    std::string tile = tiled ? absl::StrCat(", TILE ", cfg_.tile) : "";
+    if (cfg_.one_shot) tile = absl::StrCat(", one-shot (one TILE of ", cfg_.tile, " keys)");
+    const bool ahead = cfg_.variant == kernels::DecodeVariant::kOpt2Lookahead ||
+                       (cfg_.variant == kernels::DecodeVariant::kOpt3 && !baseline_);
+    if (ahead && cfg_.lookahead != 1) absl::StrAppend(&tile, ", lookahead ", cfg_.lookahead);
     return absl::StrCat("decode ", VariantLabel(w_, cfg_), ": H_q ", cfg_.h_q, ", H_kv ",
                         cfg_.h_kv, ", d ", cfg_.d, ", S ", cfg_.s, ", T_q ", cfg_.t_q, ", C ",
-                        cfg_.c, ", P ", cfg_.p, tiled ? absl::StrCat(", TILE ", cfg_.tile) : "",
-                        KLayoutText(cfg_.k_layout), ", users ", cfg_.users, w_.data() ? "; data mode" : "; timing mode");
+                        cfg_.c, ", P ", cfg_.p, tile, KLayoutText(cfg_.k_layout),
+                        ", users ", cfg_.users, w_.data() ? "; data mode" : "; timing mode");
   }
 
   absl::Status Launch(kernels::KernelRuntime& runtime, kernels::MemoryStore* store) override {
@@ -534,7 +595,8 @@ class DecodeLauncher final : public KernelLauncher {
             "users",         "start_cube",    "start_pe",       "no_rotation",
             "level1_reduce", "level2_reduce", "k_layout",       "sip",
             "kv_per_cube",   "request_lengths", "reduce_payload", "reduce_merge",
-            "short_long_threshold", "kv_bank_layout"};
+            "short_long_threshold", "kv_bank_layout", "one_shot", "lookahead",
+            "max_inflight_composites"};
   }
   absl::StatusOr<std::unique_ptr<KernelPlan>> Prepare(const pb::Chip& chip,
                                                       const pb::Workload& w) const override {
@@ -545,7 +607,8 @@ class DecodeLauncher final : public KernelLauncher {
   }
   CompareSpec Compare() const override {
     CompareSpec spec;
-    spec.rows = {pb::OPT1, pb::OPT3, pb::OPT2, pb::BASELINE_FANOUT, pb::BASELINE_REV1_TREE};
+    spec.rows = {pb::OPT1,           pb::OPT3,        pb::OPT2,
+                 pb::BASELINE_DOT,   pb::BASELINE_FANOUT, pb::BASELINE_REV1_TREE};
     spec.ratio_to = pb::BASELINE_FANOUT;
     spec.reduce_option_rows = {pb::OPT1, pb::OPT3, pb::OPT2};
     spec.default_s = 131072;
@@ -559,6 +622,13 @@ class DecodeLauncher final : public KernelLauncher {
     };
     spec.row = [](pb::Workload& w) {
       if (w.variant() != pb::AUTO) w.clear_short_long_threshold();  // only AUTO uses it
+      const pb::Variant v = w.variant();
+      if (v != pb::OPT3 && v != pb::SHORT_CONTEXT && v != pb::AUTO && v != pb::OPT2_LOOKAHEAD) {
+        w.clear_lookahead();  // only the issue-ahead forms use it (ApplySweepFields)
+      }
+      if (v != pb::OPT1 && v != pb::OPT3 && v != pb::OPT2 && v != pb::SHORT_CONTEXT) {
+        w.clear_one_shot();
+      }
       if (w.variant() == pb::BASELINE_FANOUT || w.variant() == pb::BASELINE_FANOUT_GROUP) {
         w.clear_tile();  // no KV tile (one dot per rank's block), whatever the other rows' tile
       }

@@ -8,7 +8,10 @@
 //   tile 256, users 1, variant OPT3, reduce topologies TREE, k_layout TILE_MAJOR; the geometry
 //   follows the chip: p = the CUBE's PEs, c = the largest C <= 8 whose CUBE Groups host the KV
 //   heads (AUTO's rule below; 8 on the full chip).
-//   `s` must be set. Variants: OPT1, OPT2, OPT3 (kernels/attention/decode.h), SHORT_CONTEXT
+//   `s` must be set. Variants: OPT1, OPT2, OPT3, OPT2_LOOKAHEAD, BASELINE_DOT
+//   (kernels/attention/decode.h; the sweep's fields lookahead and one_shot, and which variants
+//   take them: ApplySweepFields in decode_run.cc; max_inflight_composites applies to the chip
+//   before Prepare, launch::WorkloadChip), SHORT_CONTEXT
 //   (opt3 sweeps with kv_per_cube whole heads per CUBE, default 1, C = 1), AUTO (DispatchAuto:
 //   SHORT_CONTEXT below short_long_threshold, unset = kShortLongThreshold, else OPT3 with the
 //   largest C <= 8 whose CUBE Groups the chip hosts for the KV heads — C divides a SIP's

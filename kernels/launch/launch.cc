@@ -195,12 +195,22 @@ std::vector<std::vector<uint32_t>> IslandsOf(const std::vector<std::vector<uint3
   return islands;
 }
 
-absl::Status ValidateWorkload(const pb::Chip& chip, const pb::Workload& w) {
-  return PlanOf(chip, w).status();
+pb::Chip WorkloadChip(const pb::Chip& chip, const pb::Workload& w) {
+  pb::Chip out = chip;
+  if (w.has_max_inflight_composites()) {
+    out.mutable_sip()->mutable_cube()->mutable_pe()->mutable_scheduler()->set_max_inflight_composites(
+        w.max_inflight_composites());
+  }
+  return out;
 }
 
-absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& chip, const pb::Workload& w,
+absl::Status ValidateWorkload(const pb::Chip& chip, const pb::Workload& w) {
+  return PlanOf(WorkloadChip(chip, w), w).status();
+}
+
+absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& given_chip, const pb::Workload& w,
                                          const LaunchOptions& options) {
+  const pb::Chip chip = WorkloadChip(given_chip, w);  // outlives the plan, which refers to it
   const bool data = w.data();
   if (options.save_inputs) {
     if (!data) return Invalid("save_inputs: needs data mode (the workload's data is false)");

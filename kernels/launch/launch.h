@@ -76,6 +76,12 @@ struct LaunchResult {
   uint32_t islands = 1;
 };
 
+// The chip a workload runs on: `chip` with the workload's max_inflight_composites (when
+// given) as every PE scheduler's limit. RunWorkload and ValidateWorkload hand it to the
+// launcher's Prepare and the simulation; a recorded trace holds it (and the workload), and a
+// replay on another topology applies the workload's override there too (kernels/replay).
+pb::Chip WorkloadChip(const pb::Chip& chip, const pb::Workload& workload);
+
 // The validation part of RunWorkload (fields only; no files are read): lookup, unused fields,
 // explicit zeros (CheckGivenValues), the launcher's Prepare.
 [[nodiscard]] absl::Status ValidateWorkload(const pb::Chip& chip, const pb::Workload& workload);

@@ -337,7 +337,7 @@ class PrefillLauncher final : public KernelLauncher {
             "group_cols",  "tile",       "q_tile",      "users",     "start_cube",
             "start_pe",    "no_rotation", "sip",        "kv_per_cube", "request_lengths",
             "query_split", "short_long_threshold", "kv_bank_layout", "k_layout", "lookahead",
-            "ring_depth", "ring_message_bytes"};
+            "ring_depth", "ring_message_bytes", "max_inflight_composites"};
   }
   absl::StatusOr<std::unique_ptr<KernelPlan>> Prepare(const pb::Chip& chip,
                                                       const pb::Workload& w) const override {

@@ -139,8 +139,8 @@ struct FieldDoc {
 constexpr FieldDoc kFieldDocs[] = {
     {"kernel", "what to run", ""},
     {"variant",
-     "the kernel's variant. DECODE: OPT1, OPT2, OPT3, SHORT_CONTEXT, AUTO, BASELINE_FANOUT, "
-     "BASELINE_FANOUT_GROUP, BASELINE_REV1_TREE; PREFILL: FLASH, RING, SHORT_CONTEXT, AUTO, "
+     "the kernel's variant. DECODE: OPT1, OPT2, OPT3, OPT2_LOOKAHEAD, SHORT_CONTEXT, AUTO, "
+     "BASELINE_FANOUT, BASELINE_FANOUT_GROUP, BASELINE_REV1_TREE, BASELINE_DOT; PREFILL: FLASH, RING, SHORT_CONTEXT, AUTO, "
      "BASELINE_FANOUT",
      "decode OPT3, prefill RING"},
     {"h_q", "query heads", "64, Llama3-70B"},

@@ -220,7 +220,9 @@ absl::StatusOr<RecordedTrace> ReadTraceFile(const std::string& path) {
 
 absl::StatusOr<launch::LaunchResult> Replay(const RecordedTrace& trace,
                                             const ReplayOptions& options) {
-  const pb::Chip& chip = options.chip ? *options.chip : trace.header.chip();
+  // The recorded chip holds the workload's max_inflight_composites; a what-if chip gets it too.
+  const pb::Chip chip = options.chip ? launch::WorkloadChip(*options.chip, trace.header.workload())
+                                     : trace.header.chip();
   if (Geometry(chip) != Geometry(trace.header.chip())) {
     return Invalid(absl::StrCat("topology: the trace's streams need ", Geometry(trace.header.chip()),
                                 "; this topology has ", Geometry(chip)));

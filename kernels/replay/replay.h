@@ -9,7 +9,8 @@
 //   is cut short or malformed (DataLoss): another schema version ("schema_version: ..."), a
 //   trace without calls (an op log of a run without --trace, or of a build before schema 2),
 //   a call of an unknown instance, calls out of order. Calls stay serialized until replayed.
-// - Replay simulates the trace on its own chip, or on `chip` (a what-if: any timing number may
+// - Replay simulates the trace on its own chip, or on `chip` with the recorded workload's
+//   max_inflight_composites applied as a run does (launch::WorkloadChip; a what-if: any timing number may
 //   differ; the geometry the streams need — SIPs, CUBE mesh, PE mesh, channels per PE — must
 //   not: InvalidArgument "topology: ..."), with the trace's issue-cost profile unless one is
 //   given. Each instance replays its calls in order through Tl::Replay: issue times come from
