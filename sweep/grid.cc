@@ -23,12 +23,6 @@ namespace {
 using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
 
-// Decimal integer text within T's range.
-template <typename T>
-bool ParseInt(const std::string& text, T& out) {
-  return absl::SimpleAtoi(text, &out);
-}
-
 bool IsWorkloadField(const std::string& name) {
   return name.find('.') == std::string::npos &&
          pb::Workload::descriptor()->FindFieldByName(name) != nullptr;
@@ -65,92 +59,81 @@ std::string StatusText(const absl::Status& s) { return s.ok() ? "ok" : std::stri
 
 }  // namespace
 
-absl::Status SetChipField(pb::Chip& chip, const std::string& path, const std::string& value) {
+absl::StatusOr<std::vector<const FieldDescriptor*>> ResolveChipPath(const std::string& path) {
   const std::vector<std::string> parts = absl::StrSplit(path, '.');
-  Message* message = &chip;
+  std::vector<const FieldDescriptor*> chain;
+  const google::protobuf::Descriptor* type = pb::Chip::descriptor();
   for (size_t i = 0; i < parts.size(); ++i) {
-    const google::protobuf::Descriptor* type = message->GetDescriptor();
     const FieldDescriptor* field = type->FindFieldByName(parts[i]);
     if (field == nullptr) {
-      return absl::InvalidArgumentError(
+      return absl::NotFoundError(
           absl::StrCat(path, ": no field '", parts[i], "' in ", type->name()));
     }
     if (field->is_repeated()) {
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": ", parts[i], " is a repeated field (not settable)"));
     }
-    const google::protobuf::Reflection* reflection = message->GetReflection();
     const bool last = i + 1 == parts.size();
-    if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
-      if (last) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(path, ": ", parts[i], " is a message; name one of its fields"));
-      }
-      message = reflection->MutableMessage(message, field);
-      continue;
+    const bool is_message = field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE;
+    if (last && is_message) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": ", parts[i], " is a message; name one of its fields"));
     }
-    if (!last) {
+    if (!last && !is_message) {
       return absl::InvalidArgumentError(absl::StrCat(
           path, ": ", parts[i], " is not a message (no field '", parts[i + 1], "' under it)"));
     }
-    const auto bad = [&](const std::string& what) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": ", what, " (got '", value, "')"));
-    };
-    switch (field->cpp_type()) {
-      case FieldDescriptor::CPPTYPE_UINT32: {
-        uint32_t v = 0;
-        if (!ParseInt(value, v)) return bad("must be an integer in [0, 4294967295]");
-        reflection->SetUInt32(message, field, v);
-        return absl::OkStatus();
-      }
-      case FieldDescriptor::CPPTYPE_UINT64: {
-        uint64_t v = 0;
-        if (!ParseInt(value, v)) return bad("must be an integer in [0, 18446744073709551615]");
-        reflection->SetUInt64(message, field, v);
-        return absl::OkStatus();
-      }
-      case FieldDescriptor::CPPTYPE_INT32: {
-        int32_t v = 0;
-        if (!ParseInt(value, v)) return bad("must be a 32-bit integer");
-        reflection->SetInt32(message, field, v);
-        return absl::OkStatus();
-      }
-      case FieldDescriptor::CPPTYPE_INT64: {
-        int64_t v = 0;
-        if (!ParseInt(value, v)) return bad("must be a 64-bit integer");
-        reflection->SetInt64(message, field, v);
-        return absl::OkStatus();
-      }
-      case FieldDescriptor::CPPTYPE_DOUBLE: {
-        double v = 0;
-        if (!absl::SimpleAtod(value, &v)) return bad("must be a number");
-        reflection->SetDouble(message, field, v);
-        return absl::OkStatus();
-      }
-      case FieldDescriptor::CPPTYPE_BOOL:
-        if (value != "true" && value != "false") return bad("must be true or false");
-        reflection->SetBool(message, field, value == "true");
-        return absl::OkStatus();
-      case FieldDescriptor::CPPTYPE_ENUM: {
-        const google::protobuf::EnumDescriptor* e = field->enum_type();
-        std::vector<std::string> names;
-        for (int k = 0; k < e->value_count(); ++k) {
-          if (absl::AsciiStrToUpper(value) == e->value(k)->name()) {
-            reflection->SetEnum(message, field, e->value(k));
-            return absl::OkStatus();
-          }
-          names.push_back(absl::AsciiStrToLower(e->value(k)->name()));
-        }
-        return bad(absl::StrCat("must be one of ", absl::StrJoin(names, ", ")));
-      }
-      case FieldDescriptor::CPPTYPE_STRING:
-        reflection->SetString(message, field, value);
-        return absl::OkStatus();
-      default:
-        return absl::InvalidArgumentError(absl::StrCat(path, ": unsupported field type"));
-    }
+    chain.push_back(field);
+    if (is_message) type = field->message_type();
   }
-  return absl::InvalidArgumentError(absl::StrCat(path, ": empty path"));
+  return chain;
+}
+
+absl::Status SetChipField(pb::Chip& chip, const std::string& path, const std::string& value) {
+  absl::StatusOr<std::vector<const FieldDescriptor*>> chain = ResolveChipPath(path);
+  if (!chain.ok()) return absl::InvalidArgumentError(chain.status().message());
+  Message* message = &chip;
+  for (size_t i = 0; i + 1 < chain->size(); ++i) {
+    message = message->GetReflection()->MutableMessage(message, (*chain)[i]);
+  }
+  const FieldDescriptor* field = chain->back();
+  const google::protobuf::Reflection* reflection = message->GetReflection();
+  const auto bad = [&](const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", what, " (got '", value, "')"));
+  };
+  switch (field->cpp_type()) {
+    case FieldDescriptor::CPPTYPE_UINT32: {
+      uint32_t v = 0;
+      if (!absl::SimpleAtoi(value, &v)) return bad("must be an integer in [0, 4294967295]");
+      reflection->SetUInt32(message, field, v);
+      return absl::OkStatus();
+    }
+    case FieldDescriptor::CPPTYPE_UINT64: {
+      uint64_t v = 0;
+      if (!absl::SimpleAtoi(value, &v)) {
+        return bad("must be an integer in [0, 18446744073709551615]");
+      }
+      reflection->SetUInt64(message, field, v);
+      return absl::OkStatus();
+    }
+    case FieldDescriptor::CPPTYPE_ENUM: {
+      const google::protobuf::EnumDescriptor* e = field->enum_type();
+      std::vector<std::string> names;
+      for (int k = 0; k < e->value_count(); ++k) {
+        if (absl::AsciiStrToUpper(value) == e->value(k)->name()) {
+          reflection->SetEnum(message, field, e->value(k));
+          return absl::OkStatus();
+        }
+        names.push_back(absl::AsciiStrToLower(e->value(k)->name()));
+      }
+      return bad(absl::StrCat("must be one of ", absl::StrJoin(names, ", ")));
+    }
+    case FieldDescriptor::CPPTYPE_STRING:
+      reflection->SetString(message, field, value);
+      return absl::OkStatus();
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(path, ": unsupported field type"));
+  }
 }
 
 absl::StatusOr<std::vector<Point>> BuildGrid(const pb::Chip& chip, const pb::Workload& workload,
@@ -160,23 +143,23 @@ absl::StatusOr<std::vector<Point>> BuildGrid(const pb::Chip& chip, const pb::Wor
     if (param.values.empty()) {
       return absl::InvalidArgumentError(absl::StrCat("--values: ", param.name, ": no values"));
     }
+    const bool on_workload = IsWorkloadField(param.name);
+    if (!on_workload) {
+      const absl::Status path = ResolveChipPath(param.name).status();
+      if (absl::IsNotFound(path)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--param: '", param.name, "' is neither a workload field nor a topology field (",
+            path.message(), ")"));
+      }
+      if (!path.ok()) return absl::InvalidArgumentError(absl::StrCat("--param: ", path.message()));
+    }
     for (const std::string& value : param.values) {
       pb::Chip scratch_chip = chip;
       pb::Workload scratch_workload = workload;
-      const bool on_workload = IsWorkloadField(param.name);
       const absl::Status s = on_workload
                                  ? launch::SetWorkloadField(scratch_workload, param.name, value)
                                  : SetChipField(scratch_chip, param.name, value);
-      if (s.ok()) continue;
-      if (!on_workload && s.message().find(": no field '") != absl::string_view::npos) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--param: '", param.name,
-                         "' is neither a workload field nor a topology field (", s.message(), ")"));
-      }
-      if (!on_workload && s.message().find(" (got '") == absl::string_view::npos) {
-        return absl::InvalidArgumentError(absl::StrCat("--param: ", s.message()));
-      }
-      return absl::InvalidArgumentError(absl::StrCat("--values: ", s.message()));
+      if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("--values: ", s.message()));
     }
   }
   std::vector<Point> points;

@@ -1,30 +1,27 @@
-// A sweep's grid (`ahbm sweep`, sweep/README.md): parameters, each a workload
-// field (kernels/launch/workload_io.h) or a topology field as a dotted path
-// into pb::Chip
-// (`sip.cube.pe.scheduler.max_inflight_composites`), the cartesian product of
-// their values, and the rows the points give (CSV, JSON, table).
+// A sweep's grid (`ahbm sweep`, sweep/README.md): parameters, each a workload field
+// (kernels/launch/workload_io.h) or a topology field as a dotted path into pb::Chip
+// (`sip.cube.pe.scheduler.max_inflight_composites`), the cartesian product of their values,
+// and the rows the points give (CSV, JSON, table).
 //
 // Contract:
-// - SetChipField walks `path` through singular message fields of pb::Chip and
-// sets the scalar
-//   at its end by protobuf reflection: integers in decimal within the field's
-//   range, bools true / false, enums by value name (case-insensitive), strings
-//   as given. Errors are InvalidArgument "<path>: <reason>" (no such field in
-//   <message>, a repeated or message field, a value that does not parse). The
-//   chip is not re-validated here.
-// - BuildGrid: a parameter name without a dot that is a workload field sets
-// that field, any
-//   other name is a chip path. An unknown name or a value that does not parse
-//   is InvalidArgument "--param: ..." / "--values: <param>: ..." (the whole
-//   sweep is refused). The points are the cartesian product, first parameter
-//   outermost. A point whose chip fails topology Validate() or whose workload
-//   fails launch::ValidateWorkload is kept with `refused` set (a CSV row, not
-//   the end of the sweep).
-// - The CSV header is
-// `<param>...,kernel,variant,workload,latency_ps,roofline_bound_ps,
-//   roofline_ratio,binding,events,status` (sweep/README.md); status is `ok` or
-//   the point's one-line refusal or failure; a refused row's figures are empty.
-//   Same rows, same bytes.
+// - ResolveChipPath / SetChipField walk `path` through singular message fields of pb::Chip;
+//   SetChipField sets the scalar at its end by protobuf reflection (pb::Chip's scalars:
+//   unsigned integers in decimal within the field's range, enums by value name,
+//   case-insensitive, strings as given). Its errors are InvalidArgument "<path>: <reason>" (no
+//   such field in <message>, a repeated field, a path ending at a message or going through a
+//   scalar, a value that does not parse). The chip is not re-validated here.
+// - BuildGrid: a parameter name without a dot that is a workload field sets that field, any
+//   other name is a chip path. An unknown name is InvalidArgument "--param: '<name>' is neither
+//   a workload field nor a topology field (...)", a path that names no scalar "--param: ...",
+//   a value that does not parse "--values: <param>: ..." (the whole sweep is refused). The
+//   points are the cartesian product, first parameter outermost. A point whose chip fails
+//   topology Validate() or whose workload fails launch::ValidateWorkload is kept with
+//   `refused` set (a CSV row, not the end of the sweep).
+// - The CSV header is `<param>...,workload,latency_ps,roofline_bound_ps,roofline_ratio,binding,
+//   events,status` (sweep/README.md): the parameters' values as given, WorkloadSummary, the
+//   report's figures, and `ok` or the point's one-line refusal or failure; a row that did not
+//   run has empty figures. JSON: the same per row, numbers as JSON numbers. Same rows, same
+//   bytes.
 #ifndef AHBMSIM_SWEEP_GRID_H_
 #define AHBMSIM_SWEEP_GRID_H_
 
@@ -34,11 +31,18 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "google/protobuf/descriptor.h"
 #include "proto/job.pb.h"
 #include "proto/topology.pb.h"
 #include "proto/workload.pb.h"
 
 namespace ahbm::sweep {
+
+// The fields from pb::Chip down to the scalar `path` names: NotFound "<path>: no field '<name>'
+// in <message>", InvalidArgument for a path through a repeated or scalar field or ending at a
+// message.
+absl::StatusOr<std::vector<const google::protobuf::FieldDescriptor*>> ResolveChipPath(
+    const std::string& path);
 
 absl::Status SetChipField(pb::Chip& chip, const std::string& path, const std::string& value);
 
@@ -72,7 +76,7 @@ struct Row {
 // A point's row: its refusal, or the job's result.
 Row MakeRow(const Point& point, const pb::JobResult* result);
 
-// "s=8192 kernel=decode variant=opt3": the workload's set fields in proto
+// "kernel=decode variant=opt3 s=8192": the workload's set fields in proto
 // order, enums lower case.
 std::string WorkloadSummary(const pb::Workload& workload);
 

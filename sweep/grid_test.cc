@@ -33,10 +33,16 @@ TEST(SetChipField, SetsANestedScalar) {
   EXPECT_EQ(chip.sip().cube().hbm_channel().bank().t_rcd_rd_cycles(), 40u);
   ASSERT_TRUE(SetChipField(chip, "sip.cube.hbm_channel.bank.refresh", "per_bank").ok());
   EXPECT_EQ(chip.sip().cube().hbm_channel().bank().refresh(), pb::PER_BANK);
+  ASSERT_TRUE(SetChipField(chip, "name", "what-if").ok());
+  EXPECT_EQ(chip.name(), "what-if");
+  ASSERT_TRUE(SetChipField(chip, "sip.cube.hbm_bytes", "17179869184").ok());
+  EXPECT_EQ(chip.sip().cube().hbm_bytes(), 17179869184u);
 }
 
 TEST(SetChipField, Refusals) {
   pb::Chip chip = SmallChip();
+  EXPECT_EQ(ResolveChipPath("sip.nope").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(ResolveChipPath("sip.cube").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(SetChipField(chip, "sip.cube.pe.nope", "1").message(),
             "sip.cube.pe.nope: no field 'nope' in Pe");
   EXPECT_EQ(SetChipField(chip, "sip.cube.pe", "1").message(),

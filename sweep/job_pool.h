@@ -1,25 +1,17 @@
-// JobPool: independent simulation jobs (a chip, a workload, LaunchOptions, each
-// through launch::RunWorkload) on several processes at once (DESIGN §3:
-// parallelism across runs, never inside one simulation).
+// JobPool: independent simulation jobs (a chip, a workload, LaunchOptions, each through
+// launch::RunWorkload) on several processes at once (DESIGN §3: parallelism across runs, never
+// inside one simulation).
 //
 // Contract:
-// - Each job runs in a forked child, at most `workers` children at a time; the
-// child sends its
-//   result back over a pipe as a serialized pb::JobResult (proto/job.proto) and
-//   exits.
-// - Results come back in JOB ORDER whatever the worker count and finishing
-// order, and a job's
-//   result depends only on the job: 1 and N workers give byte-identical
-//   results.
-// - A job's failure is that job's result, never the pool's: RunWorkload's
-// refusal (status, no
-//   report), a failed run (runtime_status, report of what ran), or a child that
-//   crashed, was killed or sent a result cut short (INTERNAL "job <i>: killed
-//   by signal 9 (Killed)", ...).
-// - Data-mode inputs / outputs are not sent back; the op log is, when
-// options.keep_op_log.
-// - Call from a thread that may fork (the parent runs no simulation while
-// children run);
+// - Each job runs in a forked child, at most `workers` children at a time; the child sends its
+//   result back over a pipe as a serialized pb::JobResult (proto/job.proto) and exits.
+// - Results come back in JOB ORDER whatever the worker count and finishing order, and a job's
+//   result depends only on the job: 1 and N workers give byte-identical results.
+// - A job's failure is that job's result, never the pool's: RunWorkload's refusal (status, no
+//   report), a failed run (runtime_status, report of what ran), or a child that crashed, was
+//   killed or sent a result cut short (INTERNAL "job <i>: killed by signal 9 (Killed)", ...).
+// - Data-mode inputs / outputs are not sent back; the op log is, when options.keep_op_log.
+// - Call from a thread that may fork (the parent runs no simulation while children run);
 //   stdout and stderr are flushed before each fork.
 #ifndef AHBMSIM_SWEEP_JOB_POOL_H_
 #define AHBMSIM_SWEEP_JOB_POOL_H_
