@@ -3,7 +3,7 @@
 //   ahbm stream [--topology=F] ... run an injected command stream (no kernels) and report
 //   ahbm run [--topology=F] [--workload=W] [--<workload field>=V ...] ...
 //                                  run a workload's kernels (kernels/launch) and report
-//   ahbm replay, diff, hbm, compare (see `ahbm help`)
+//   ahbm replay, diff, hbm, compare, sweep (see `ahbm help`)
 //   ahbm help [command], ahbm <command> --help   a command's flags
 //   ahbm version, ahbm --version                   version, git commit, build type
 // Relative paths are taken from the current directory; the default topology, and a shipped
@@ -36,6 +36,7 @@
 #include "actors/observe/report.h"
 #include "actors/observe/trace_diff.h"
 #include "cli/flags.h"
+#include "cli/sweep_command.h"
 #include "cli/version.h"
 #include "kernels/launch/compare.h"
 #include "kernels/launch/launch.h"
@@ -555,6 +556,27 @@ std::vector<FlagSpec> CompareFlags() {
   return flags;
 }
 
+// ahbm sweep (cli/sweep_command.h): the chip and workload as `ahbm run` reads them.
+absl::Status RunSweepCommand(const ParsedFlags& flags) {
+  absl::StatusOr<pb::Chip> chip = LoadTopologyFlag(flags);
+  if (!chip.ok()) return chip.status();
+  absl::StatusOr<pb::Workload> workload = WorkloadFromFlags(flags);
+  if (!workload.ok()) return workload.status();
+  return RunSweep(flags, *chip, *std::move(workload));
+}
+
+std::vector<FlagSpec> SweepCommandFlags() {
+  std::vector<FlagSpec> flags = SweepFlags();
+  flags.push_back(
+      {"topology", "chip config, protobuf text format (ahbm.pb.Chip)", kDefaultTopology});
+  flags.push_back({"workload", "workload, protobuf text format; flags below override it", ""});
+  for (const launch::WorkloadField& field : launch::WorkloadFields()) {
+    flags.push_back({field.name, field.help, ""});
+  }
+  MarkBooleanWorkloadFlags(flags);
+  return flags;
+}
+
 std::vector<FlagSpec> RunFlags() {
   std::vector<FlagSpec> flags = {
       {"topology", "chip config, protobuf text format (ahbm.pb.Chip)", kDefaultTopology},
@@ -652,6 +674,9 @@ const std::vector<Command>& Commands() {
        "Llama3-70B decode (or --kernel=prefill): every variant and the pre-ADR baselines on one "
        "workload, one table",
        CompareFlags(), RunCompare},
+      {"sweep",
+       "a grid of runs over workload and topology fields, on all cores: one CSV row per point",
+       SweepCommandFlags(), RunSweepCommand},
   };
   return commands;
 }

@@ -557,6 +557,30 @@ done
 expect 0 '--d +head dimension, elements \(default: 128\)' help run
 expect 0 '--tile +KV tile, keys \(default: decode 256, prefill 128\)' help compare
 
+# ahbm sweep: a 2x2 grid (a workload field x a topology field), the same CSV on 1 and 2 jobs; a
+# refused point is a row; bad flags exit 2 naming the flag.
+sweep_grid=(sweep --topology=$small --kernel=decode --h_q=8 --h_kv=2 --p=4 --s=2000
+  --param=variant --values=opt1,opt3 --param=sip.cube.pe.scheduler.max_inflight_composites --values=1,4)
+expect 0 'opt3 +4 +[0-9.]+ ' "${sweep_grid[@]}" --jobs=1 --out="$tmp/sweep1.csv" --json="$tmp/sweep1.json"
+expect 0 'opt3 +4 +[0-9.]+ ' "${sweep_grid[@]}" --jobs=2 --out="$tmp/sweep2.csv" --json="$tmp/sweep2.json"
+cmp -s "$tmp/sweep1.csv" "$tmp/sweep2.csv" || fail "sweep CSV differs between --jobs=1 and --jobs=2"
+cmp -s "$tmp/sweep1.json" "$tmp/sweep2.json" || fail "sweep JSON differs between --jobs=1 and --jobs=2"
+[[ $(head -1 "$tmp/sweep1.csv") == "variant,sip.cube.pe.scheduler.max_inflight_composites,workload,latency_ps,roofline_bound_ps,roofline_ratio,binding,events,status" ]] ||
+  fail "sweep CSV header: $(head -1 "$tmp/sweep1.csv")"
+[[ $(grep -c ',ok$' "$tmp/sweep1.csv") -eq 4 ]] || fail "sweep CSV: want 4 ok rows: $(cat "$tmp/sweep1.csv")"
+expect 0 'scheduler.tile_k must be > 0 \(got 0\)' sweep --topology=$small --kernel=decode --h_q=8 --h_kv=2 --p=4 --s=2000 \
+  --param=sip.cube.pe.scheduler.tile_k --values=64,0
+expect_one_line_error "^ahbm sweep: --param: 'nope' is neither a workload field nor a topology field" \
+  sweep --topology=$small --param=nope --values=1
+expect_one_line_error "^ahbm sweep: --param: 'sip.cube.pe.nope' is neither" \
+  sweep --topology=$small --param=sip.cube.pe.nope --values=1
+expect_one_line_error "^ahbm sweep: --values: s: must be an integer" sweep --topology=$small --param=s --values=1,x
+expect_one_line_error "^ahbm sweep: --values: given without a --param" sweep --topology=$small --values=1
+expect_one_line_error "^ahbm sweep: --jobs: must be a positive integer \(got '0'\)" \
+  sweep --topology=$small --param=s --values=512 --jobs=0
+expect_one_line_error "^ahbm sweep: --out: cannot write $tmp/no/such/dir.csv" \
+  sweep --topology=$small --param=s --values=512 --out=$tmp/no/such/dir.csv
+
 if [[ $failures -ne 0 ]]; then
   echo "$failures check(s) failed"
   exit 1

@@ -45,6 +45,10 @@ absl::StatusOr<ParsedFlags> ParseFlags(const std::string& command,
                                                      spec->boolean ? "true|false" : "...", ")"));
     }
     const std::string value = eq == std::string::npos ? "true" : arg.substr(eq + 1);
+    if (spec->repeated) {
+      parsed.repeated_.emplace_back(name, value);
+      continue;
+    }
     if (!parsed.values_.emplace(name, value).second) {
       return absl::InvalidArgumentError(absl::StrCat("flag --", name, " given twice"));
     }

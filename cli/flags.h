@@ -6,12 +6,16 @@
 // (`--topology`, `--topology=`) is an error "--<name>: needs a value (--<name>=...)"; a boolean
 // flag given with an empty value likewise; an argument that is not a flag is an error unless
 // the command takes that many positional arguments; nothing is silently ignored (DESIGN §6).
+// A flag declared `repeated` may be given any number of times; its values are kept, in
+// command-line order among all repeated flags, in repeated() (`ahbm sweep --param=P
+// --values=... --param=Q --values=...`), and Get() does not see them.
 #ifndef AHBM_CLI_FLAGS_H_
 #define AHBM_CLI_FLAGS_H_
 
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -23,6 +27,7 @@ struct FlagSpec {
   std::string help;
   std::string default_value;  // shown in help; empty = no default
   bool boolean = false;       // true or false; a bare --name means true
+  bool repeated = false;      // may be given many times (ParsedFlags::repeated())
 };
 
 class ParsedFlags {
@@ -33,12 +38,15 @@ class ParsedFlags {
   std::string GetOr(const std::string& name, const std::string& fallback) const;
   const std::map<std::string, std::string>& values() const { return values_; }
   const std::vector<std::string>& positional() const { return positional_; }
+  // The repeated flags' (name, value) pairs in command-line order.
+  const std::vector<std::pair<std::string, std::string>>& repeated() const { return repeated_; }
 
  private:
   friend absl::StatusOr<ParsedFlags> ParseFlags(const std::string&, const std::vector<FlagSpec>&,
                                                 const std::vector<std::string>&, size_t);
   std::map<std::string, std::string> values_;
   std::vector<std::string> positional_;
+  std::vector<std::pair<std::string, std::string>> repeated_;
 };
 
 // Parses `args` (everything after the command word) against `specs`; up to `max_positional`

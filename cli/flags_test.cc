@@ -16,6 +16,22 @@ TEST(FlagsTest, ParsesValuesAndBareBooleans) {
   EXPECT_EQ(flags->Get("data"), "true");
 }
 
+TEST(FlagsTest, RepeatedFlagsKeepTheirOrder) {
+  const std::vector<FlagSpec> specs = {{"param", "p", "", false, /*repeated=*/true},
+                                       {"values", "v", "", false, /*repeated=*/true},
+                                       {"jobs", "j", ""}};
+  const absl::StatusOr<ParsedFlags> flags = ParseFlags(
+      "sweep", specs, {"--param=s", "--values=1,2", "--jobs=2", "--param=c", "--values=4"});
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  const std::vector<std::pair<std::string, std::string>> want = {
+      {"param", "s"}, {"values", "1,2"}, {"param", "c"}, {"values", "4"}};
+  EXPECT_EQ(flags->repeated(), want);
+  EXPECT_EQ(flags->Get("param"), std::nullopt);
+  EXPECT_EQ(flags->Get("jobs"), "2");
+  EXPECT_FALSE(ParseFlags("sweep", specs, {"--jobs=1", "--jobs=2"}).ok());
+  EXPECT_FALSE(ParseFlags("sweep", specs, {"--param="}).ok());
+}
+
 TEST(FlagsTest, MissingFlagFallsBack) {
   const absl::StatusOr<ParsedFlags> flags = ParseFlags("run", kSpecs, {});
   ASSERT_TRUE(flags.ok());

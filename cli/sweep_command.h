@@ -1,0 +1,31 @@
+// `ahbm sweep`: a grid of runs over workload and topology fields (sweep/grid.h), run on all
+// cores (sweep/job_pool.h), one CSV row per point (sweep/README.md).
+//
+// Contract: --param=P --values=a,b,... pairs, in order (first param outermost); the workload
+// and the chip come from the caller (--workload, the workload field flags, --topology). DECODE
+// when the workload names no kernel, and the kernel's compare default `s` when neither the
+// workload nor a --param gives one. Refused, each one line naming the flag: --values without
+// a --param before it, a --param without --values, a parameter given twice or also given as
+// its own flag, an unknown parameter, a value that does not parse, --jobs not a positive
+// integer, an --out / --json that cannot be written (checked before anything runs). A point
+// that is refused or fails is a row with its status; the command still exits 0.
+#ifndef AHBM_CLI_SWEEP_COMMAND_H_
+#define AHBM_CLI_SWEEP_COMMAND_H_
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "cli/flags.h"
+#include "proto/topology.pb.h"
+#include "proto/workload.pb.h"
+
+namespace ahbm::cli {
+
+// --param, --values, --out, --json, --jobs.
+std::vector<FlagSpec> SweepFlags();
+
+absl::Status RunSweep(const ParsedFlags& flags, const pb::Chip& chip, pb::Workload workload);
+
+}  // namespace ahbm::cli
+
+#endif  // AHBM_CLI_SWEEP_COMMAND_H_

@@ -1,0 +1,150 @@
+#include "sweep/job_pool.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "base/check.h"
+
+namespace ahbm::sweep {
+
+namespace {
+
+struct Child {
+  pid_t pid;
+  int fd;  // the pipe's read end
+  size_t index;
+  std::string bytes;
+};
+
+// Writes all of `bytes` to `fd`; false on an error.
+bool WriteAll(int fd, const std::string& bytes) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// A finished child's result: its bytes when it exited 0, else how it ended.
+absl::StatusOr<std::string> Reap(Child& child) {
+  int wstatus = 0;
+  while (waitpid(child.pid, &wstatus, 0) < 0) {
+    AHBM_CHECK(errno == EINTR) << "waitpid: " << std::strerror(errno);
+  }
+  if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) return std::move(child.bytes);
+  if (WIFSIGNALED(wstatus)) {
+    const int sig = WTERMSIG(wstatus);
+    return absl::InternalError(
+        absl::StrCat("job ", child.index, ": killed by signal ", sig, " (", strsignal(sig), ")"));
+  }
+  return absl::InternalError(
+      absl::StrCat("job ", child.index, ": exited with code ", WEXITSTATUS(wstatus)));
+}
+
+}  // namespace
+
+int DefaultWorkers() {
+  const unsigned cores = std::thread::hardware_concurrency();
+  return cores == 0 ? 1 : static_cast<int>(cores);
+}
+
+std::vector<absl::StatusOr<std::string>> ForkEach(size_t n, int workers,
+                                                  const std::function<std::string(size_t)>& work) {
+  AHBM_CHECK(workers >= 1) << "workers " << workers;
+  std::vector<absl::StatusOr<std::string>> results(n, absl::InternalError("not run"));
+  std::vector<Child> running;
+  size_t next = 0;
+  while (next < n || !running.empty()) {
+    while (next < n && running.size() < static_cast<size_t>(workers)) {
+      const size_t index = next++;
+      int fds[2];
+      AHBM_CHECK(pipe(fds) == 0) << "pipe: " << std::strerror(errno);
+      std::fflush(nullptr);
+      const pid_t pid = fork();
+      AHBM_CHECK(pid >= 0) << "fork: " << std::strerror(errno);
+      if (pid == 0) {
+        close(fds[0]);
+        const bool sent = WriteAll(fds[1], work(index));
+        std::fflush(nullptr);
+        _exit(sent ? 0 : 1);
+      }
+      close(fds[1]);
+      running.push_back(Child{pid, fds[0], index, {}});
+    }
+    std::vector<pollfd> polled;
+    for (const Child& c : running) polled.push_back(pollfd{c.fd, POLLIN, 0});
+    if (poll(polled.data(), polled.size(), -1) < 0) {
+      AHBM_CHECK(errno == EINTR) << "poll: " << std::strerror(errno);
+      continue;
+    }
+    for (size_t i = running.size(); i-- > 0;) {
+      if (polled[i].revents == 0) continue;
+      char buffer[1 << 16];
+      const ssize_t got = read(running[i].fd, buffer, sizeof buffer);
+      if (got < 0 && errno == EINTR) continue;
+      if (got > 0) {
+        running[i].bytes.append(buffer, static_cast<size_t>(got));
+        continue;
+      }
+      close(running[i].fd);  // EOF (or a read error): the child is done
+      results[running[i].index] = Reap(running[i]);
+      running.erase(running.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+  }
+  return results;
+}
+
+JobPool::JobPool(int workers) : workers_(workers) {
+  AHBM_CHECK(workers >= 1) << "JobPool: workers " << workers;
+}
+
+std::vector<pb::JobResult> JobPool::Run(const std::vector<Job>& jobs) const {
+  const auto work = [&jobs](size_t i) {
+    const Job& job = jobs[i];
+    pb::JobResult out;
+    absl::StatusOr<launch::LaunchResult> result =
+        launch::RunWorkload(job.chip, job.workload, job.options);
+    const absl::Status status = result.ok() ? result->runtime_status : result.status();
+    out.set_status_code(static_cast<int32_t>(status.code()));
+    out.set_status_message(std::string(status.message()));
+    if (result.ok()) {
+      *out.mutable_report() = std::move(result->report);
+      out.set_reduce_rounds(result->reduce_rounds);
+      out.set_composites(result->composites);
+      out.set_grid_composites(result->grid_composites);
+      out.set_islands(result->islands);
+      for (pb::TraceRecord& r : result->op_log) *out.add_op_log() = std::move(r);
+    }
+    return out.SerializeAsString();
+  };
+  std::vector<absl::StatusOr<std::string>> bytes = ForkEach(jobs.size(), workers_, work);
+  std::vector<pb::JobResult> results(jobs.size());
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    absl::Status failed = bytes[i].status();
+    if (failed.ok() && !results[i].ParseFromString(*bytes[i])) {
+      failed = absl::InternalError(absl::StrCat("job ", i, ": result cut short"));
+    }
+    if (failed.ok()) continue;
+    results[i].Clear();
+    results[i].set_status_code(static_cast<int32_t>(failed.code()));
+    results[i].set_status_message(std::string(failed.message()));
+  }
+  return results;
+}
+
+absl::Status JobStatus(const pb::JobResult& result) {
+  return absl::Status(static_cast<absl::StatusCode>(result.status_code()), result.status_message());
+}
+
+}  // namespace ahbm::sweep
