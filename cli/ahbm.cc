@@ -42,6 +42,7 @@
 #include "kernels/launch/launcher.h"
 #include "kernels/launch/workload_io.h"
 #include "kernels/replay/replay.h"
+#include "milestone/command.h"
 #include "topology/ids.h"
 #include "topology/loader.h"
 #include "topology/summary.h"
@@ -652,6 +653,15 @@ const std::vector<Command>& Commands() {
        "Llama3-70B decode (or --kernel=prefill): every variant and the pre-ADR baselines on one "
        "workload, one table",
        CompareFlags(), RunCompare},
+      {"milestone",
+       "the main job: Llama3-70B's four panels (single/multi-user x decode/prefill), every "
+       "variant against the baselines, report files",
+       milestone::MilestoneFlags(),
+       [](const ParsedFlags& flags) -> absl::Status {
+         absl::StatusOr<pb::Chip> chip = LoadTopologyFlag(flags);
+         if (!chip.ok()) return chip.status();
+         return milestone::RunMilestoneCommand(flags, *chip, {kVersion, AHBM_GIT_COMMIT});
+       }},
   };
   return commands;
 }
