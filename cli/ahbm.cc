@@ -3,7 +3,7 @@
 //   ahbm stream [--topology=F] ... run an injected command stream (no kernels) and report
 //   ahbm run [--topology=F] [--workload=W] [--<workload field>=V ...] ...
 //                                  run a workload's kernels (kernels/launch) and report
-//   ahbm replay, diff, hbm, compare (see `ahbm help`)
+//   ahbm replay, diff, hbm, compare, milestone (see `ahbm help`)
 //   ahbm help [command], ahbm <command> --help   a command's flags
 //   ahbm version, ahbm --version                   version, git commit, build type
 // Relative paths are taken from the current directory; the default topology, and a shipped
