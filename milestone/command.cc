@@ -26,7 +26,8 @@ absl::StatusOr<uint64_t> Number(const cli::ParsedFlags& flags, const std::string
   if (!absl::SimpleAtoi(*text, &value)) {
     return absl::InvalidArgumentError(absl::StrCat("--", name, ": not a number (got ", *text, ")"));
   }
-  if (value == 0) return absl::InvalidArgumentError(absl::StrCat("--", name, ": must be > 0 (got 0)"));
+  if (value == 0)
+    return absl::InvalidArgumentError(absl::StrCat("--", name, ": must be > 0 (got 0)"));
   return value;
 }
 
@@ -49,8 +50,10 @@ std::vector<cli::FlagSpec> MilestoneFlags() {
       {"decode_context", "decode context S, tokens (multi-user: the longest request)", "131072"},
       {"prefill_context", "prefill context S, tokens (multi-user: the longest request)", "8192"},
       {"users", "multi-user panels: requests S, S/2, S/4, ... (2 to 16)", "4"},
-      {"panels", "comma-separated panels (single_user_decode, multi_user_decode, "
-                 "single_user_prefill, multi_user_prefill)", "all four"},
+      {"panels",
+       "comma-separated panels (single_user_decode, multi_user_decode, "
+       "single_user_prefill, multi_user_prefill)",
+       "all four"},
       {"out_dir", "write milestone.json and milestone.csv here", "report"},
       {"quick", "a first look: decode S 4096, prefill S 512, users 2, no baseline_fanout_group",
        "false", /*boolean=*/true},
@@ -95,7 +98,8 @@ absl::Status RunMilestoneCommand(const cli::ParsedFlags& flags, const pb::Chip& 
     const double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const std::string eta = i == 0 ? "-" : absl::StrFormat("%.0f s", elapsed / i * (n - i));
-    const std::string rate = elapsed <= 0 ? "-" : absl::StrFormat("%.3g", events / elapsed);
+    const std::string rate =
+        i == 0 || elapsed <= 0 ? "-" : absl::StrFormat("%.3g", events / elapsed);
     const std::string line = absl::StrFormat(
         "milestone: %s %s, run %d of %d, %s simulated events/s, ETA %s", job.panel,
         absl::AsciiStrToLower(pb::Variant_Name(job.workload.variant())), i + 1, n, rate, eta);

@@ -19,16 +19,21 @@ namespace ahbm::milestone {
 namespace {
 
 const std::vector<pb::Variant>& DecodeVariants() {
-  static const std::vector<pb::Variant> v = {
-      pb::OPT1,         pb::OPT3,          pb::OPT2,
-      pb::OPT2_LOOKAHEAD, pb::BASELINE_DOT, pb::BASELINE_FANOUT,
-      pb::BASELINE_FANOUT_GROUP, pb::BASELINE_REV1_TREE, pb::AUTO};
+  static const std::vector<pb::Variant> v = {pb::OPT1,
+                                             pb::OPT3,
+                                             pb::OPT2,
+                                             pb::OPT2_LOOKAHEAD,
+                                             pb::BASELINE_DOT,
+                                             pb::BASELINE_FANOUT,
+                                             pb::BASELINE_FANOUT_GROUP,
+                                             pb::BASELINE_REV1_TREE,
+                                             pb::AUTO};
   return v;
 }
 
 const std::vector<pb::Variant>& PrefillVariants() {
-  static const std::vector<pb::Variant> v = {pb::FLASH,        pb::RING,           pb::SHORT_CONTEXT,
-                                             pb::BASELINE_DOT, pb::BASELINE_FANOUT, pb::AUTO};
+  static const std::vector<pb::Variant> v = {
+      pb::FLASH, pb::RING, pb::SHORT_CONTEXT, pb::BASELINE_DOT, pb::BASELINE_FANOUT, pb::AUTO};
   return v;
 }
 
@@ -71,14 +76,18 @@ std::string FieldText(const pb::Workload& w, const google::protobuf::FieldDescri
   }
   if (!r->HasField(w, f)) return json ? "null" : "";
   switch (f->cpp_type()) {
-    case FD::CPPTYPE_UINT32: return absl::StrCat(r->GetUInt32(w, f));
-    case FD::CPPTYPE_UINT64: return absl::StrCat(r->GetUInt64(w, f));
-    case FD::CPPTYPE_BOOL: return r->GetBool(w, f) ? "true" : "false";
+    case FD::CPPTYPE_UINT32:
+      return absl::StrCat(r->GetUInt32(w, f));
+    case FD::CPPTYPE_UINT64:
+      return absl::StrCat(r->GetUInt64(w, f));
+    case FD::CPPTYPE_BOOL:
+      return r->GetBool(w, f) ? "true" : "false";
     case FD::CPPTYPE_ENUM:
       return json ? absl::StrCat("\"", r->GetEnum(w, f)->name(), "\"") : r->GetEnum(w, f)->name();
     case FD::CPPTYPE_STRING:
       return json ? absl::StrCat("\"", r->GetString(w, f), "\"") : r->GetString(w, f);
-    default: return json ? "null" : "";
+    default:
+      return json ? "null" : "";
   }
 }
 
@@ -250,8 +259,8 @@ absl::StatusOr<std::vector<Row>> RunJobs(const pb::Chip& chip, const std::vector
   for (size_t i = 0; i < jobs.size(); ++i) {
     const Job& job = jobs[i];
     if (progress) progress(job, i, jobs.size(), events);
-    const std::string where =
-        absl::StrCat(" (milestone panel ", job.panel, ", variant ", Lower(job.workload.variant()), ")");
+    const std::string where = absl::StrCat(" (milestone panel ", job.panel, ", variant ",
+                                           Lower(job.workload.variant()), ")");
     absl::StatusOr<launch::LaunchResult> result =
         launch::RunWorkload(chip, job.workload, launch_options);
     if (!result.ok()) {
@@ -274,9 +283,9 @@ absl::StatusOr<std::vector<Row>> RunJobs(const pb::Chip& chip, const std::vector
   }
   // Ratios: to the panel's fastest baseline, and to the ideal on the PEs the row's run uses.
   const pb::Pe& pe = chip.sip().cube().pe();
-  const double hbm_bytes_per_ps = pe.hbm_channels() *
-                                  static_cast<double>(chip.sip().cube().hbm_channel().bytes_per_cycle()) *
-                                  chip.sip().cube().hbm_channel().clock_mhz() / 1e6;
+  const double hbm_bytes_per_ps =
+      pe.hbm_channels() * static_cast<double>(chip.sip().cube().hbm_channel().bytes_per_cycle()) *
+      chip.sip().cube().hbm_channel().clock_mhz() / 1e6;
   const double flops_per_ps =
       2.0 * pe.gemm().array_rows() * pe.gemm().array_cols() * pe.clock_mhz() / 1e6;
   for (Row& row : rows) {
@@ -310,18 +319,18 @@ std::string FormatTables(const std::vector<Row>& rows) {
       const std::vector<uint64_t> lengths = Lengths(r.workload);
       absl::StrAppend(&out, i == 0 ? "" : "\n", r.panel, ": S ", absl::StrJoin(lengths, ", "),
                       "\n");
-      absl::StrAppend(&out, absl::StrFormat("%-21s %11s %8s %7s %8s  %s\n", "variant",
-                                            "latency_us", "x_base", "x_roof", "x_ideal",
-                                            "binding"));
+      absl::StrAppend(&out, absl::StrFormat("%-21s %11s %8s %7s %8s  %s\n", "variant", "latency_us",
+                                            "x_base", "x_roof", "x_ideal", "binding"));
     }
     const std::string x_base =
         r.best_baseline_ratio == 0 ? "-" : absl::StrFormat("%.3f", r.best_baseline_ratio);
     const std::string x_ideal = r.ideal_ratio == 0 ? "-" : absl::StrFormat("%.3f", r.ideal_ratio);
-    absl::StrAppend(&out, absl::StrFormat("%-21s %11.3f %8s %7.3f %8s  %s\n", r.variant,
-                                          r.report.latency_ps() / 1e6, x_base,
-                                          r.report.roofline_ratio(), x_ideal,
-                                          r.report.roofline().binding_resource()));
-    if (r.variant == "auto") absl::StrAppend(&out, Wrap(absl::StrCat("pick: ", AutoPick(r.report))));
+    absl::StrAppend(&out,
+                    absl::StrFormat("%-21s %11.3f %8s %7.3f %8s  %s\n", r.variant,
+                                    r.report.latency_ps() / 1e6, x_base, r.report.roofline_ratio(),
+                                    x_ideal, r.report.roofline().binding_resource()));
+    if (r.variant == "auto")
+      absl::StrAppend(&out, Wrap(absl::StrCat("pick: ", AutoPick(r.report))));
   }
   return out;
 }
@@ -342,7 +351,8 @@ std::vector<std::pair<std::string, std::string>> Columns(const pb::Chip& chip, c
   for (auto& f : Figures(r)) c.push_back(std::move(f));
   const google::protobuf::Descriptor* d = pb::Workload::descriptor();
   for (int i = 0; i < d->field_count(); ++i) {
-    c.push_back({absl::StrCat("w_", d->field(i)->name()), FieldText(r.workload, d->field(i), json)});
+    c.push_back(
+        {absl::StrCat("w_", d->field(i)->name()), FieldText(r.workload, d->field(i), json)});
   }
   c.push_back({"tool_version", str(tool.version)});
   c.push_back({"tool_commit", str(tool.commit)});

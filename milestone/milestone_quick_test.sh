@@ -15,7 +15,8 @@ cmp <(grep -v '^wrote ' "$tmp/a.txt") <(grep -v '^wrote ' "$tmp/b.txt") ||
 # Not a terminal: one progress line per run.
 [[ $(grep -c '^milestone: .*, run [0-9]* of 28, ' "$tmp/a.err") -eq 28 ]] ||
   { echo "FAIL: progress lines:"; cat "$tmp/a.err"; exit 1; }
-[[ $(grep -v '^wrote ' "$tmp/a.txt" | awk '{ if (length($0) > 100) n++ } END { print n + 0 }') -eq 0 ]] ||
+lines_over=$(grep -v "^wrote " "$tmp/a.txt" | awk "length(\$0) > 100" | wc -l)
+[[ $lines_over -eq 0 ]] ||
   { echo "FAIL: a table line is over 100 columns"; exit 1; }
 python3 - "$tmp/a" <<'PY'
 import csv, json, sys

@@ -123,7 +123,8 @@ TEST(RunJobs, RatiosTableAndFiles) {
     EXPECT_EQ(CsvFields(csv[i]), columns) << csv[i];
   }
   const std::string json = ToJson(*chip, *rows, tool);
-  EXPECT_THAT(json, HasSubstr(absl::StrCat("\"latency_ps\": ", (*rows)[0].report.latency_ps(), ",")));
+  EXPECT_THAT(json,
+              HasSubstr(absl::StrCat("\"latency_ps\": ", (*rows)[0].report.latency_ps(), ",")));
   EXPECT_THAT(json, HasSubstr("\"w_s\": 4096,"));
   EXPECT_THAT(json, HasSubstr("\"tool_commit\": \"abc\""));
 }
