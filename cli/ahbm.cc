@@ -3,7 +3,7 @@
 //   ahbm stream [--topology=F] ... run an injected command stream (no kernels) and report
 //   ahbm run [--topology=F] [--workload=W] [--<workload field>=V ...] ...
 //                                  run a workload's kernels (kernels/launch) and report
-//   ahbm replay, diff, hbm, compare, sweep (see `ahbm help`)
+//   ahbm replay, diff, hbm, compare, sweep, milestone (see `ahbm help`)
 //   ahbm help [command], ahbm <command> --help   a command's flags
 //   ahbm version, ahbm --version                   version, git commit, build type
 // Relative paths are taken from the current directory; the default topology, and a shipped
@@ -43,6 +43,7 @@
 #include "kernels/launch/launcher.h"
 #include "kernels/launch/workload_io.h"
 #include "kernels/replay/replay.h"
+#include "milestone/command.h"
 #include "topology/ids.h"
 #include "topology/loader.h"
 #include "topology/summary.h"
@@ -677,6 +678,15 @@ const std::vector<Command>& Commands() {
       {"sweep",
        "a grid of runs over workload and topology fields, on all cores: one CSV row per point",
        SweepCommandFlags(), RunSweepCommand},
+      {"milestone",
+       "the main job: Llama3-70B's four panels (single/multi-user x decode/prefill), every "
+       "variant against the baselines, report files",
+       milestone::MilestoneFlags(),
+       [](const ParsedFlags& flags) -> absl::Status {
+         absl::StatusOr<pb::Chip> chip = LoadTopologyFlag(flags);
+         if (!chip.ok()) return chip.status();
+         return milestone::RunMilestoneCommand(flags, *chip, {kVersion, AHBM_GIT_COMMIT});
+       }},
   };
   return commands;
 }

@@ -580,6 +580,18 @@ expect_one_line_error "^ahbm sweep: --jobs: must be a positive integer \(got '0'
   sweep --topology=$small --param=s --values=512 --jobs=0
 expect_one_line_error "^ahbm sweep: --out: cannot write $tmp/no/such/dir.csv" \
   sweep --topology=$small --param=s --values=512 --out=$tmp/no/such/dir.csv
+# ahbm milestone: bad flags are refused before anything runs (the runs: milestone/).
+expect_one_line_error '^ahbm milestone: --decode_context: must be > 0 \(got 0\)$' \
+  milestone --decode_context=0 --out_dir="$tmp/ms"
+expect_one_line_error '^ahbm milestone: --panels: unknown panel .decode.; one of single_user_decode' \
+  milestone --panels=decode --out_dir="$tmp/ms"
+expect_one_line_error '^ahbm milestone: --users: the multi-user panels run 2 to 16 requests \(got 17\)$' \
+  milestone --users=17 --out_dir="$tmp/ms"
+touch "$tmp/not_a_dir"
+expect_one_line_error '^ahbm milestone: --out_dir: cannot create' \
+  milestone --quick --out_dir="$tmp/not_a_dir/report"
+expect_one_line_error 'h_q: .* \(milestone panel single_user_decode, variant baseline_fanout\)$' \
+  milestone --topology=$small --panels=single_user_decode --out_dir="$tmp/ms"
 
 if [[ $failures -ne 0 ]]; then
   echo "$failures check(s) failed"

@@ -1,0 +1,130 @@
+#include "milestone/command.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+
+namespace ahbm::milestone {
+
+namespace {
+
+absl::StatusOr<uint64_t> Number(const cli::ParsedFlags& flags, const std::string& name,
+                                uint64_t fallback) {
+  const std::optional<std::string> text = flags.Get(name);
+  if (!text) return fallback;
+  uint64_t value = 0;
+  if (!absl::SimpleAtoi(*text, &value)) {
+    return absl::InvalidArgumentError(absl::StrCat("--", name, ": not a number (got ", *text, ")"));
+  }
+  if (value == 0)
+    return absl::InvalidArgumentError(absl::StrCat("--", name, ": must be > 0 (got 0)"));
+  return value;
+}
+
+absl::Status WriteFile(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) {
+    return absl::InvalidArgumentError(absl::StrCat("--out_dir: cannot write ", path.string()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::vector<cli::FlagSpec> MilestoneFlags() {
+  return {
+      {"topology", "chip config, protobuf text format (ahbm.pb.Chip)",
+       "topology/chip_4sip.textproto"},
+      {"decode_context", "decode context S, tokens (multi-user: the longest request)", "131072"},
+      {"prefill_context", "prefill context S, tokens (multi-user: the longest request)", "8192"},
+      {"users", "multi-user panels: requests S, S/2, S/4, ... (2 to 16)", "4"},
+      {"panels",
+       "comma-separated panels (single_user_decode, multi_user_decode, "
+       "single_user_prefill, multi_user_prefill)",
+       "all four"},
+      {"out_dir", "write milestone.json and milestone.csv here", "report"},
+      {"quick", "a first look: decode S 4096, prefill S 512, users 2, no baseline_fanout_group",
+       "false", /*boolean=*/true},
+  };
+}
+
+absl::Status RunMilestoneCommand(const cli::ParsedFlags& flags, const pb::Chip& chip,
+                                 const ToolInfo& tool) {
+  Options options;
+  absl::StatusOr<uint64_t> decode = Number(flags, "decode_context", options.decode_context);
+  if (!decode.ok()) return decode.status();
+  absl::StatusOr<uint64_t> prefill = Number(flags, "prefill_context", options.prefill_context);
+  if (!prefill.ok()) return prefill.status();
+  absl::StatusOr<uint64_t> users = Number(flags, "users", options.users);
+  if (!users.ok()) return users.status();
+  options.decode_context = *decode;
+  options.prefill_context = *prefill;
+  options.users = static_cast<uint32_t>(std::min<uint64_t>(*users, 1u << 20));
+  options.quick = flags.GetOr("quick", "false") == "true";
+  if (const std::optional<std::string> panels = flags.Get("panels")) {
+    options.panels = absl::StrSplit(*panels, ',');
+  }
+  absl::StatusOr<std::vector<Job>> jobs = BuildJobs(options);
+  if (!jobs.ok()) return jobs.status();
+
+  // The report folder is checked before the runs (minutes) start.
+  const std::filesystem::path out_dir = flags.GetOr("out_dir", "report");
+  std::error_code error;
+  std::filesystem::create_directories(out_dir, error);
+  if (error || !std::filesystem::is_directory(out_dir)) {
+    return absl::InvalidArgumentError(absl::StrCat("--out_dir: cannot create ", out_dir.string(),
+                                                   error ? ": " + error.message() : ""));
+  }
+  const std::filesystem::path probe = out_dir / ".milestone_probe";
+  if (absl::Status s = WriteFile(probe, ""); !s.ok()) return s;
+  std::filesystem::remove(probe, error);
+
+  const bool tty = isatty(fileno(stderr)) != 0;
+  const auto start = std::chrono::steady_clock::now();
+  size_t last = 0;
+  auto progress = [&](const Job& job, size_t i, size_t n, uint64_t events) {
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const std::string eta = i == 0 ? "-" : absl::StrFormat("%.0f s", elapsed / i * (n - i));
+    const std::string rate =
+        i == 0 || elapsed <= 0 ? "-" : absl::StrFormat("%.3g", events / elapsed);
+    const std::string line = absl::StrFormat(
+        "milestone: %s %s, run %d of %d, %s simulated events/s, ETA %s", job.panel,
+        absl::AsciiStrToLower(pb::Variant_Name(job.workload.variant())), i + 1, n, rate, eta);
+    if (tty) {
+      std::fprintf(stderr, "\r%-*s", static_cast<int>(std::max(last, line.size())), line.c_str());
+    } else {
+      std::fprintf(stderr, "%s\n", line.c_str());
+    }
+    last = line.size();
+    std::fflush(stderr);
+  };
+  absl::StatusOr<std::vector<Row>> rows = RunJobs(chip, *jobs, progress);
+  if (tty) std::fputs("\n", stderr);
+  if (!rows.ok()) return rows.status();
+
+  std::fputs(FormatTables(*rows).c_str(), stdout);
+  if (absl::Status s = WriteFile(out_dir / "milestone.csv", ToCsv(chip, *rows, tool)); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = WriteFile(out_dir / "milestone.json", ToJson(chip, *rows, tool)); !s.ok()) {
+    return s;
+  }
+  std::printf("\nwrote %s and %s\n", (out_dir / "milestone.json").c_str(),
+              (out_dir / "milestone.csv").c_str());
+  return absl::OkStatus();
+}
+
+}  // namespace ahbm::milestone

@@ -1,0 +1,396 @@
+#include "milestone/milestone.h"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "actors/observe/op_log.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/message.h"
+#include "kernels/launch/launch.h"
+
+namespace ahbm::milestone {
+
+namespace {
+
+const std::vector<pb::Variant>& DecodeVariants() {
+  static const std::vector<pb::Variant> v = {pb::OPT1,
+                                             pb::OPT3,
+                                             pb::OPT2,
+                                             pb::OPT2_LOOKAHEAD,
+                                             pb::BASELINE_DOT,
+                                             pb::BASELINE_FANOUT,
+                                             pb::BASELINE_FANOUT_GROUP,
+                                             pb::BASELINE_REV1_TREE,
+                                             pb::AUTO};
+  return v;
+}
+
+const std::vector<pb::Variant>& PrefillVariants() {
+  static const std::vector<pb::Variant> v = {
+      pb::FLASH, pb::RING, pb::SHORT_CONTEXT, pb::BASELINE_DOT, pb::BASELINE_FANOUT, pb::AUTO};
+  return v;
+}
+
+// The multi-user mix: request r has S >> r tokens, at least `floor`.
+std::vector<uint64_t> Mix(uint64_t s, uint32_t users, uint64_t floor) {
+  std::vector<uint64_t> lengths;
+  for (uint32_t r = 0; r < users; ++r) lengths.push_back(std::max(s >> r, std::min(s, floor)));
+  return lengths;
+}
+
+std::string Lower(pb::Variant v) { return absl::AsciiStrToLower(pb::Variant_Name(v)); }
+
+std::vector<uint64_t> Lengths(const pb::Workload& w) {
+  if (w.request_lengths_size() > 0) return {w.request_lengths().begin(), w.request_lengths().end()};
+  return {w.s()};
+}
+
+// The ADR kernel's minimal K/V bytes and FLOPs (milestone.h).
+void MinimalWork(const pb::Workload& w, uint64_t* kv_bytes, uint64_t* flops) {
+  *kv_bytes = 0;
+  *flops = 0;
+  for (uint64_t s : Lengths(w)) {
+    *kv_bytes += 2ull * w.h_kv() * s * w.d() * 2;
+    *flops += w.kernel() == pb::PREFILL ? 4ull * w.h_q() * w.d() * (s * (s + 1) / 2)
+                                        : 4ull * w.h_q() * s * w.d();
+  }
+}
+
+// One workload field as text: "" unset; enums by name; repeated joined by ';'.
+std::string FieldText(const pb::Workload& w, const google::protobuf::FieldDescriptor* f,
+                      bool json) {
+  const google::protobuf::Reflection* r = w.GetReflection();
+  using FD = google::protobuf::FieldDescriptor;
+  if (f->is_repeated()) {
+    std::vector<std::string> parts;
+    for (int i = 0; i < r->FieldSize(w, f); ++i) {
+      parts.push_back(absl::StrCat(r->GetRepeatedUInt64(w, f, i)));
+    }
+    return json ? absl::StrCat("[", absl::StrJoin(parts, ","), "]") : absl::StrJoin(parts, ";");
+  }
+  if (!r->HasField(w, f)) return json ? "null" : "";
+  switch (f->cpp_type()) {
+    case FD::CPPTYPE_UINT32:
+      return absl::StrCat(r->GetUInt32(w, f));
+    case FD::CPPTYPE_UINT64:
+      return absl::StrCat(r->GetUInt64(w, f));
+    case FD::CPPTYPE_BOOL:
+      return r->GetBool(w, f) ? "true" : "false";
+    case FD::CPPTYPE_ENUM:
+      return json ? absl::StrCat("\"", r->GetEnum(w, f)->name(), "\"") : r->GetEnum(w, f)->name();
+    case FD::CPPTYPE_STRING:
+      return json ? absl::StrCat("\"", r->GetString(w, f), "\"") : r->GetString(w, f);
+    default:
+      return json ? "null" : "";
+  }
+}
+
+// Per-kind utilisation (mean, max over the kind's units).
+struct KindUtil {
+  double mean = 0, max = 0;
+};
+constexpr const char* kKinds[] = {"hbm_channel", "gemm", "math", "dma", "ipcq", "noc", "pe_cpu"};
+
+std::map<std::string, KindUtil> Utilisation(const pb::Report& report) {
+  std::map<std::string, KindUtil> out;
+  std::map<std::string, uint64_t> count;
+  for (const pb::UnitStats& u : report.units()) {
+    KindUtil& k = out[u.kind()];
+    k.mean += u.utilisation();
+    k.max = std::max(k.max, u.utilisation());
+    ++count[u.kind()];
+  }
+  for (auto& [kind, k] : out) k.mean /= count[kind];
+  return out;
+}
+
+uint64_t KindBytesRead(const pb::Report& report, const std::string& kind) {
+  uint64_t bytes = 0;
+  for (const pb::UnitStats& u : report.units()) {
+    if (u.kind() == kind) bytes += u.bytes_read();
+  }
+  return bytes;
+}
+
+// The numbers every row carries, in column order (name, value as JSON/CSV number text).
+std::vector<std::pair<std::string, std::string>> Figures(const Row& r) {
+  std::vector<std::pair<std::string, std::string>> f = {
+      {"latency_ps", absl::StrCat(r.report.latency_ps())},
+      {"roofline_ps", absl::StrCat(r.report.roofline().bound_ps())},
+      {"roofline_ratio", absl::StrFormat("%.6f", r.report.roofline_ratio())},
+      {"best_baseline_ratio", absl::StrFormat("%.6f", r.best_baseline_ratio)},
+      {"ideal_ps", absl::StrCat(r.ideal_ps)},
+      {"ideal_ratio", absl::StrFormat("%.6f", r.ideal_ratio)},
+      {"ideal_pes", absl::StrCat(r.ideal_pes)},
+      {"kv_min_bytes", absl::StrCat(r.kv_min_bytes)},
+      {"min_flops", absl::StrCat(r.min_flops)},
+      {"dma_bytes_read", absl::StrCat(KindBytesRead(r.report, "dma"))},
+      {"noc_bytes", absl::StrCat(KindBytesRead(r.report, "noc"))},
+      {"comm_critical_path_ps", absl::StrCat(r.report.roofline().comm_critical_path_ps())},
+      {"reduce_rounds", absl::StrCat(r.reduce_rounds)},
+      {"composites", absl::StrCat(r.composites)},
+      {"events", absl::StrCat(r.report.events())}};
+  const std::map<std::string, KindUtil> util = Utilisation(r.report);
+  for (const char* kind : kKinds) {
+    const auto it = util.find(kind);
+    const KindUtil k = it == util.end() ? KindUtil{} : it->second;
+    f.push_back({absl::StrCat("util_", kind, "_mean"), absl::StrFormat("%.6f", k.mean)});
+    f.push_back({absl::StrCat("util_", kind, "_max"), absl::StrFormat("%.6f", k.max)});
+  }
+  return f;
+}
+
+std::string CsvQuote(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string JsonString(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+// The run's pick, for the panel line: "AUTO -> OPT3 (S 131072 >= threshold 2049)".
+std::string AutoPick(const pb::Report& report) {
+  const std::string& s = report.workload_summary();
+  const size_t at = s.find("AUTO");
+  const size_t colon = s.find("): ");
+  if (at == std::string::npos || colon == std::string::npos) return s;
+  return s.substr(at, colon + 1 - at);
+}
+
+// `text` as lines of at most 100 columns, each indented by two spaces.
+std::string Wrap(const std::string& text) {
+  std::string out, line;
+  for (const absl::string_view word : absl::StrSplit(text, ' ')) {
+    if (!line.empty() && line.size() + 1 + word.size() > 98) {
+      absl::StrAppend(&out, "  ", line, "\n");
+      line = "  ";
+    } else if (!line.empty()) {
+      line += ' ';
+    }
+    absl::StrAppend(&line, word);
+  }
+  absl::StrAppend(&out, "  ", line, "\n");
+  return out;
+}
+
+}  // namespace
+
+const std::vector<std::string>& PanelNames() {
+  static const std::vector<std::string> names = {"single_user_decode", "multi_user_decode",
+                                                 "single_user_prefill", "multi_user_prefill"};
+  return names;
+}
+
+absl::StatusOr<std::vector<Job>> BuildJobs(const Options& options) {
+  const uint64_t decode_s = options.quick ? 4096 : options.decode_context;
+  const uint64_t prefill_s = options.quick ? 512 : options.prefill_context;
+  const uint32_t users = options.quick ? 2 : options.users;
+  if (decode_s == 0) return absl::InvalidArgumentError("--decode_context: must be > 0 (got 0)");
+  if (prefill_s == 0) return absl::InvalidArgumentError("--prefill_context: must be > 0 (got 0)");
+  if (users < 2 || users > 16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--users: the multi-user panels run 2 to 16 requests (got ", users, ")"));
+  }
+  for (const std::string& p : options.panels) {
+    if (std::find(PanelNames().begin(), PanelNames().end(), p) == PanelNames().end()) {
+      return absl::InvalidArgumentError(absl::StrCat("--panels: unknown panel '", p, "'; one of ",
+                                                     absl::StrJoin(PanelNames(), ", ")));
+    }
+  }
+  std::vector<Job> jobs;
+  for (const std::string& panel : PanelNames()) {
+    if (!options.panels.empty() &&
+        std::find(options.panels.begin(), options.panels.end(), panel) == options.panels.end()) {
+      continue;
+    }
+    const bool decode = panel.ends_with("decode");
+    const bool multi = panel.starts_with("multi");
+    for (pb::Variant v : decode ? DecodeVariants() : PrefillVariants()) {
+      if (v == pb::BASELINE_FANOUT_GROUP && (multi || options.quick)) continue;
+      pb::Workload w;
+      w.set_kernel(decode ? pb::DECODE : pb::PREFILL);
+      w.set_variant(v);
+      w.set_h_q(kHq);
+      w.set_h_kv(kHkv);
+      w.set_d(kD);
+      const uint64_t s = decode ? decode_s : prefill_s;
+      if (multi) {
+        for (uint64_t len : Mix(s, users, decode ? 1024 : 128)) w.add_request_lengths(len);
+      } else {
+        w.set_s(s);
+      }
+      jobs.push_back({panel, std::move(w)});
+    }
+  }
+  return jobs;
+}
+
+absl::StatusOr<std::vector<Row>> RunJobs(const pb::Chip& chip, const std::vector<Job>& jobs,
+                                         const Progress& progress) {
+  launch::LaunchOptions launch_options;
+  launch_options.keep_op_log = false;
+  // Every job is validated before any runs: a refusal comes at once, naming its row.
+  for (const Job& job : jobs) {
+    const absl::Status s = launch::ValidateWorkload(chip, job.workload);
+    if (!s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(s.message(), " (milestone panel ", job.panel,
+                                                 ", variant ", Lower(job.workload.variant()), ")"));
+    }
+  }
+  std::vector<Row> rows;
+  uint64_t events = 0;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const Job& job = jobs[i];
+    if (progress) progress(job, i, jobs.size(), events);
+    const std::string where = absl::StrCat(" (milestone panel ", job.panel, ", variant ",
+                                           Lower(job.workload.variant()), ")");
+    absl::StatusOr<launch::LaunchResult> result =
+        launch::RunWorkload(chip, job.workload, launch_options);
+    if (!result.ok()) {
+      return absl::Status(result.status().code(), absl::StrCat(result.status().message(), where));
+    }
+    if (!result->runtime_status.ok()) {
+      return absl::Status(result->runtime_status.code(),
+                          absl::StrCat(result->runtime_status.message(), where));
+    }
+    Row row;
+    row.panel = job.panel;
+    row.variant = Lower(job.workload.variant());
+    row.workload = job.workload;
+    row.report = std::move(result->report);
+    row.reduce_rounds = result->reduce_rounds;
+    row.composites = result->composites;
+    MinimalWork(job.workload, &row.kv_min_bytes, &row.min_flops);
+    events += row.report.events();
+    rows.push_back(std::move(row));
+  }
+  // Ratios: to the panel's fastest baseline, and to the ideal on the PEs the row's run uses.
+  const pb::Pe& pe = chip.sip().cube().pe();
+  const double hbm_bytes_per_ps =
+      pe.hbm_channels() * static_cast<double>(chip.sip().cube().hbm_channel().bytes_per_cycle()) *
+      chip.sip().cube().hbm_channel().clock_mhz() / 1e6;
+  const double flops_per_ps =
+      2.0 * pe.gemm().array_rows() * pe.gemm().array_cols() * pe.clock_mhz() / 1e6;
+  for (Row& row : rows) {
+    uint64_t best = 0;
+    for (const Row& other : rows) {
+      if (other.panel != row.panel || !other.variant.starts_with("baseline")) continue;
+      const uint64_t l = other.report.latency_ps();
+      best = best == 0 ? l : std::min(best, l);
+    }
+    uint32_t pes = 0;
+    for (const pb::UnitStats& u : row.report.units()) {
+      if (u.kind() == "gemm" && u.flops() > 0) ++pes;
+    }
+    const double latency = static_cast<double>(row.report.latency_ps());
+    row.best_baseline_ratio = best == 0 ? 0 : latency / best;
+    row.ideal_pes = pes;
+    if (pes > 0) {
+      row.ideal_ps = static_cast<uint64_t>(std::max(row.kv_min_bytes / (pes * hbm_bytes_per_ps),
+                                                    row.min_flops / (pes * flops_per_ps)));
+    }
+    row.ideal_ratio = row.ideal_ps == 0 ? 0 : latency / row.ideal_ps;
+  }
+  return rows;
+}
+
+std::string FormatTables(const std::vector<Row>& rows) {
+  std::string out;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    if (i == 0 || rows[i - 1].panel != r.panel) {
+      const std::vector<uint64_t> lengths = Lengths(r.workload);
+      absl::StrAppend(&out, i == 0 ? "" : "\n", r.panel, ": S ", absl::StrJoin(lengths, ", "),
+                      "\n");
+      absl::StrAppend(&out, absl::StrFormat("%-21s %11s %8s %7s %8s  %s\n", "variant", "latency_us",
+                                            "x_base", "x_roof", "x_ideal", "binding"));
+    }
+    const std::string x_base =
+        r.best_baseline_ratio == 0 ? "-" : absl::StrFormat("%.3f", r.best_baseline_ratio);
+    const std::string x_ideal = r.ideal_ratio == 0 ? "-" : absl::StrFormat("%.3f", r.ideal_ratio);
+    absl::StrAppend(&out,
+                    absl::StrFormat("%-21s %11.3f %8s %7.3f %8s  %s\n", r.variant,
+                                    r.report.latency_ps() / 1e6, x_base, r.report.roofline_ratio(),
+                                    x_ideal, r.report.roofline().binding_resource()));
+    if (r.variant == "auto")
+      absl::StrAppend(&out, Wrap(absl::StrCat("pick: ", AutoPick(r.report))));
+  }
+  return out;
+}
+
+namespace {
+
+// Every column: identity, figures, the workload's fields, tool and digests.
+std::vector<std::pair<std::string, std::string>> Columns(const pb::Chip& chip, const Row& r,
+                                                         const ToolInfo& tool, bool json) {
+  auto str = [json](const std::string& s) { return json ? JsonString(s) : CsvQuote(s); };
+  std::vector<std::pair<std::string, std::string>> c = {
+      {"panel", str(r.panel)},
+      {"variant", str(r.variant)},
+      {"binding", str(r.report.roofline().binding_resource())},
+      {"workload_summary", str(r.report.workload_summary())},
+      {"issue_cost_profile", str(r.report.issue_cost_profile())},
+      {"hbm_model", str(r.report.hbm_model())}};
+  for (auto& f : Figures(r)) c.push_back(std::move(f));
+  const google::protobuf::Descriptor* d = pb::Workload::descriptor();
+  for (int i = 0; i < d->field_count(); ++i) {
+    c.push_back(
+        {absl::StrCat("w_", d->field(i)->name()), FieldText(r.workload, d->field(i), json)});
+  }
+  c.push_back({"tool_version", str(tool.version)});
+  c.push_back({"tool_commit", str(tool.commit)});
+  c.push_back({"topology", str(chip.name())});
+  c.push_back({"topology_digest", str(observe::MessageDigest(chip))});
+  c.push_back({"workload_digest", str(observe::MessageDigest(r.workload))});
+  return c;
+}
+
+}  // namespace
+
+std::string ToCsv(const pb::Chip& chip, const std::vector<Row>& rows, const ToolInfo& tool) {
+  std::string out;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto cols = Columns(chip, rows[i], tool, /*json=*/false);
+    if (i == 0) {
+      std::vector<std::string> names;
+      for (const auto& [name, value] : cols) names.push_back(name);
+      absl::StrAppend(&out, absl::StrJoin(names, ","), "\n");
+    }
+    std::vector<std::string> values;
+    for (const auto& [name, value] : cols) values.push_back(value);
+    absl::StrAppend(&out, absl::StrJoin(values, ","), "\n");
+  }
+  return out;
+}
+
+std::string ToJson(const pb::Chip& chip, const std::vector<Row>& rows, const ToolInfo& tool) {
+  std::string out = "{\n  \"rows\": [";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    std::vector<std::string> fields;
+    for (const auto& [name, value] : Columns(chip, rows[i], tool, /*json=*/true)) {
+      fields.push_back(absl::StrCat("\"", name, "\": ", value));
+    }
+    absl::StrAppend(&out, i == 0 ? "\n" : ",\n", "    {", absl::StrJoin(fields, ", "), "}");
+  }
+  absl::StrAppend(&out, "\n  ]\n}\n");
+  return out;
+}
+
+}  // namespace ahbm::milestone

@@ -1,0 +1,103 @@
+// `ahbm milestone` (the README's main job): the four Llama3-70B attention panels
+// {single_user, multi_user} x {decode, prefill} (H_q 64, H_kv 8, d 128; ADR §A), every variant
+// against the pre-ADR baselines, one table per panel and a report folder (milestone.json,
+// milestone.csv).
+//
+// Contract:
+// - Jobs (BuildJobs): the runs as data, built before anything runs, in panel order
+//   single_user_decode, multi_user_decode, single_user_prefill, multi_user_prefill (those
+//   named by `panels`), each panel's variants in kDecodeVariants / kPrefillVariants order,
+//   then AUTO (which kernel AUTO picks and why: its workload summary). Single-user panels run
+//   S = the context; multi-user panels run users requests with request_lengths S, S/2, S/4,
+//   ... (request r: S >> r, at least 1024 tokens (decode) / 128 (prefill)). Timing mode, the
+//   topology's issue-cost profile. baseline_fanout_group (minutes at full scale, and more per
+//   user) runs in single_user_decode only, and not with quick.
+// - quick: decode S 4096, prefill S 512, users 2, no baseline_fanout_group (CI, a first look).
+// - Every job is validated (launch::ValidateWorkload) before any runs; then each runs through
+//   launch::RunWorkload (keep_op_log = false). A refusal or a failed run ends the milestone
+//   with that status, its message ending "(milestone panel <panel>, variant <variant>)".
+// - Row figures: latency, roofline bound and ratio, x best baseline = latency / the fastest
+//   baseline_* row of the panel, ideal = max(K/V bytes / HBM bandwidth, FLOPs / bf16 peak) of
+//   the ADR kernel's minimum on the PEs the row's run uses (PEs whose GEMM did work; peaks as
+//   topology/summary.h computes them), so a wasteful baseline is not flattered by its own
+//   roofline: decode
+//   K/V bytes = sum over requests of 2 * H_kv * S_r * d * 2 (bf16 K and V, each read once),
+//   FLOPs = sum of 4 * H_q * S_r * d (Q.K^T and P.V); prefill K/V bytes likewise, FLOPs =
+//   sum of 4 * H_q * d * S_r (S_r + 1) / 2 (causal). x ideal = latency / ideal. Per-kind
+//   utilisation: mean and max over the kind's units of the report's utilisation.
+// - Output is deterministic: no wall-clock figure is in a row, the table, the JSON or the CSV
+//   (the progress lines on stderr only).
+#ifndef AHBMSIM_MILESTONE_MILESTONE_H_
+#define AHBMSIM_MILESTONE_MILESTONE_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "proto/report.pb.h"
+#include "proto/topology.pb.h"
+#include "proto/workload.pb.h"
+
+namespace ahbm::milestone {
+
+inline constexpr uint32_t kHq = 64, kHkv = 8, kD = 128;  // Llama3-70B attention
+
+struct Options {
+  uint64_t decode_context = 131072;
+  uint64_t prefill_context = 8192;
+  uint32_t users = 4;
+  bool quick = false;
+  std::vector<std::string> panels;  // empty: all four
+};
+
+// The panel names, in run order.
+const std::vector<std::string>& PanelNames();
+
+struct Job {
+  std::string panel;
+  pb::Workload workload;
+};
+
+// InvalidArgument "--<flag>: <reason>" for a bad option (context 0, users 0 or > 16, an unknown
+// panel).
+absl::StatusOr<std::vector<Job>> BuildJobs(const Options& options);
+
+struct Row {
+  std::string panel;
+  std::string variant;  // lower case; "auto"
+  pb::Workload workload;
+  pb::Report report;
+  uint32_t reduce_rounds = 0;
+  uint64_t composites = 0;
+  uint64_t kv_min_bytes = 0;  // the ADR kernel's minimal K/V bytes (see above)
+  uint64_t min_flops = 0;
+  uint32_t ideal_pes = 0;
+  uint64_t ideal_ps = 0;
+  double best_baseline_ratio = 0;  // 0: no baseline in the panel
+  double ideal_ratio = 0;
+};
+
+// Called before job i (0-based) of n runs, with the simulated events of the jobs before it.
+using Progress = std::function<void(const Job& job, size_t i, size_t n, uint64_t events)>;
+
+// Runs the jobs in order (sequentially) and fills the rows' ratios.
+absl::StatusOr<std::vector<Row>> RunJobs(const pb::Chip& chip, const std::vector<Job>& jobs,
+                                         const Progress& progress);
+
+// The terminal tables (<= 100 columns): per panel its rows and AUTO's pick.
+std::string FormatTables(const std::vector<Row>& rows);
+
+struct ToolInfo {
+  std::string version;
+  std::string commit;
+};
+
+std::string ToCsv(const pb::Chip& chip, const std::vector<Row>& rows, const ToolInfo& tool);
+std::string ToJson(const pb::Chip& chip, const std::vector<Row>& rows, const ToolInfo& tool);
+
+}  // namespace ahbm::milestone
+
+#endif  // AHBMSIM_MILESTONE_MILESTONE_H_
