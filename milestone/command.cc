@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "sweep/job_pool.h"
 
 namespace ahbm::milestone {
 
@@ -57,6 +58,8 @@ std::vector<cli::FlagSpec> MilestoneFlags() {
       {"out_dir", "write milestone.json and milestone.csv here", "report"},
       {"quick", "a first look: decode S 4096, prefill S 512, users 2, no baseline_fanout_group",
        "false", /*boolean=*/true},
+      {"jobs", "simulations at once, one process each (the output does not depend on it)",
+       "the machine's cores"},
   };
 }
 
@@ -73,6 +76,8 @@ absl::Status RunMilestoneCommand(const cli::ParsedFlags& flags, const pb::Chip& 
   options.prefill_context = *prefill;
   options.users = static_cast<uint32_t>(std::min<uint64_t>(*users, 1u << 20));
   options.quick = flags.GetOr("quick", "false") == "true";
+  absl::StatusOr<uint64_t> workers = Number(flags, "jobs", sweep::DefaultWorkers());
+  if (!workers.ok()) return workers.status();
   if (const std::optional<std::string> panels = flags.Get("panels")) {
     options.panels = absl::StrSplit(*panels, ',');
   }
@@ -94,15 +99,14 @@ absl::Status RunMilestoneCommand(const cli::ParsedFlags& flags, const pb::Chip& 
   const bool tty = isatty(fileno(stderr)) != 0;
   const auto start = std::chrono::steady_clock::now();
   size_t last = 0;
-  auto progress = [&](const Job& job, size_t i, size_t n, uint64_t events) {
+  auto progress = [&](const Job& job, size_t done, size_t n, uint64_t events) {
     const double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const std::string eta = i == 0 ? "-" : absl::StrFormat("%.0f s", elapsed / i * (n - i));
-    const std::string rate =
-        i == 0 || elapsed <= 0 ? "-" : absl::StrFormat("%.3g", events / elapsed);
+    const std::string eta = absl::StrFormat("%.0f s", elapsed / done * (n - done));
+    const std::string rate = elapsed <= 0 ? "-" : absl::StrFormat("%.3g", events / elapsed);
     const std::string line = absl::StrFormat(
-        "milestone: %s %s, run %d of %d, %s simulated events/s, ETA %s", job.panel,
-        absl::AsciiStrToLower(pb::Variant_Name(job.workload.variant())), i + 1, n, rate, eta);
+        "milestone: %s %s done, run %d of %d, %s simulated events/s, ETA %s", job.panel,
+        absl::AsciiStrToLower(pb::Variant_Name(job.workload.variant())), done, n, rate, eta);
     if (tty) {
       std::fprintf(stderr, "\r%-*s", static_cast<int>(std::max(last, line.size())), line.c_str());
     } else {
@@ -111,7 +115,8 @@ absl::Status RunMilestoneCommand(const cli::ParsedFlags& flags, const pb::Chip& 
     last = line.size();
     std::fflush(stderr);
   };
-  absl::StatusOr<std::vector<Row>> rows = RunJobs(chip, *jobs, progress);
+  absl::StatusOr<std::vector<Row>> rows =
+      RunJobs(chip, *jobs, progress, static_cast<int>(std::min<uint64_t>(*workers, 256)));
   if (tty) std::fputs("\n", stderr);
   if (!rows.ok()) return rows.status();
 

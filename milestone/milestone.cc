@@ -1,5 +1,7 @@
 #include "milestone/milestone.h"
 
+#include "sweep/job_pool.h"
+
 #include <algorithm>
 #include <map>
 #include <utility>
@@ -13,6 +15,7 @@
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
 #include "kernels/launch/launch.h"
+#include "sweep/job_pool.h"
 
 namespace ahbm::milestone {
 
@@ -243,7 +246,7 @@ absl::StatusOr<std::vector<Job>> BuildJobs(const Options& options) {
 }
 
 absl::StatusOr<std::vector<Row>> RunJobs(const pb::Chip& chip, const std::vector<Job>& jobs,
-                                         const Progress& progress) {
+                                         const Progress& progress, int workers) {
   launch::LaunchOptions launch_options;
   launch_options.keep_op_log = false;
   // Every job is validated before any runs: a refusal comes at once, naming its row.
@@ -254,31 +257,33 @@ absl::StatusOr<std::vector<Row>> RunJobs(const pb::Chip& chip, const std::vector
                                                  ", variant ", Lower(job.workload.variant()), ")"));
     }
   }
-  std::vector<Row> rows;
+  // The runs are independent: on `workers` processes at once (sweep::JobPool), results in job
+  // order, so the rows never depend on the core count.
+  std::vector<sweep::Job> pool_jobs;
+  for (const Job& job : jobs) pool_jobs.push_back({chip, job.workload, launch_options});
+  size_t done = 0;
   uint64_t events = 0;
+  const auto on_done = [&](size_t i, const pb::JobResult& result) {
+    events += result.report().events();
+    if (progress) progress(jobs[i], ++done, jobs.size(), events);
+  };
+  const std::vector<pb::JobResult> results = sweep::JobPool(workers).Run(pool_jobs, on_done);
+  std::vector<Row> rows;
   for (size_t i = 0; i < jobs.size(); ++i) {
     const Job& job = jobs[i];
-    if (progress) progress(job, i, jobs.size(), events);
-    const std::string where = absl::StrCat(" (milestone panel ", job.panel, ", variant ",
-                                           Lower(job.workload.variant()), ")");
-    absl::StatusOr<launch::LaunchResult> result =
-        launch::RunWorkload(chip, job.workload, launch_options);
-    if (!result.ok()) {
-      return absl::Status(result.status().code(), absl::StrCat(result.status().message(), where));
-    }
-    if (!result->runtime_status.ok()) {
-      return absl::Status(result->runtime_status.code(),
-                          absl::StrCat(result->runtime_status.message(), where));
+    const pb::JobResult& result = results[i];
+    if (const absl::Status s = sweep::JobStatus(result); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(s.message(), " (milestone panel ", job.panel,
+                                                 ", variant ", Lower(job.workload.variant()), ")"));
     }
     Row row;
     row.panel = job.panel;
     row.variant = Lower(job.workload.variant());
     row.workload = job.workload;
-    row.report = std::move(result->report);
-    row.reduce_rounds = result->reduce_rounds;
-    row.composites = result->composites;
+    row.report = result.report();
+    row.reduce_rounds = result.reduce_rounds();
+    row.composites = result.composites();
     MinimalWork(job.workload, &row.kv_min_bytes, &row.min_flops);
-    events += row.report.events();
     rows.push_back(std::move(row));
   }
   // Ratios: to the panel's fastest baseline, and to the ideal on the PEs the row's run uses.

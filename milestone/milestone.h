@@ -80,12 +80,14 @@ struct Row {
   double ideal_ratio = 0;
 };
 
-// Called before job i (0-based) of n runs, with the simulated events of the jobs before it.
-using Progress = std::function<void(const Job& job, size_t i, size_t n, uint64_t events)>;
+// Called as each job finishes (in finishing order): the job, how many are done (1 .. n), n,
+// and the simulated events of the finished jobs.
+using Progress = std::function<void(const Job& job, size_t done, size_t n, uint64_t events)>;
 
-// Runs the jobs in order (sequentially) and fills the rows' ratios.
+// Runs the jobs on `workers` processes at once (sweep::JobPool; rows in job order whatever the
+// worker count) and fills the rows' ratios.
 absl::StatusOr<std::vector<Row>> RunJobs(const pb::Chip& chip, const std::vector<Job>& jobs,
-                                         const Progress& progress);
+                                         const Progress& progress, int workers);
 
 // The terminal tables (<= 100 columns): per panel its rows and AUTO's pick.
 std::string FormatTables(const std::vector<Row>& rows);

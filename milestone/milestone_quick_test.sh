@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # `ahbm milestone --quick` end to end: the report files exist, parse, hold the expected rows,
-# and two runs write byte-identical files.
+# and two runs — one process at a time, and two at once — write byte-identical files.
 set -euo pipefail
 ahbm=cli/ahbm
 tmp=${TEST_TMPDIR:-$(mktemp -d)}
-"$ahbm" milestone --quick --out_dir="$tmp/a" >"$tmp/a.txt" 2>"$tmp/a.err"
-"$ahbm" milestone --quick --out_dir="$tmp/b" >"$tmp/b.txt" 2>/dev/null
+"$ahbm" milestone --quick --jobs=1 --out_dir="$tmp/a" >"$tmp/a.txt" 2>"$tmp/a.err"
+"$ahbm" milestone --quick --jobs=2 --out_dir="$tmp/b" >"$tmp/b.txt" 2>/dev/null
 for f in milestone.json milestone.csv; do
   cmp "$tmp/a/$f" "$tmp/b/$f" || { echo "FAIL: $f differs between two runs"; exit 1; }
 done
@@ -13,7 +13,7 @@ done
 cmp <(grep -v '^wrote ' "$tmp/a.txt") <(grep -v '^wrote ' "$tmp/b.txt") ||
   { echo "FAIL: the tables differ between two runs"; exit 1; }
 # Not a terminal: one progress line per run.
-[[ $(grep -c '^milestone: .*, run [0-9]* of 28, ' "$tmp/a.err") -eq 28 ]] ||
+[[ $(grep -c '^milestone: .* done, run [0-9]* of 28, ' "$tmp/a.err") -eq 28 ]] ||
   { echo "FAIL: progress lines:"; cat "$tmp/a.err"; exit 1; }
 lines_over=$(grep -v "^wrote " "$tmp/a.txt" | awk "length(\$0) > 100" | wc -l)
 [[ $lines_over -eq 0 ]] ||

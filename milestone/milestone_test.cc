@@ -93,13 +93,20 @@ TEST(RunJobs, RatiosTableAndFiles) {
   }
   std::vector<size_t> seen;
   absl::StatusOr<std::vector<Row>> rows =
-      RunJobs(*chip, jobs, [&](const Job&, size_t i, size_t n, uint64_t) {
+      RunJobs(*chip, jobs, [&](const Job&, size_t done, size_t n, uint64_t) {
         EXPECT_EQ(n, 4u);
-        seen.push_back(i);
-      });
+        seen.push_back(done);
+      }, /*workers=*/2);
   ASSERT_TRUE(rows.ok()) << rows.status();
-  EXPECT_THAT(seen, ::testing::ElementsAre(0, 1, 2, 3));
+  EXPECT_THAT(seen, ::testing::ElementsAre(1, 2, 3, 4));
   ASSERT_EQ(rows->size(), 4u);
+  // Rows in job order whatever the worker count: one worker gives the same reports.
+  absl::StatusOr<std::vector<Row>> one = RunJobs(*chip, jobs, nullptr, /*workers=*/1);
+  ASSERT_TRUE(one.ok()) << one.status();
+  for (size_t i = 0; i < rows->size(); ++i) {
+    EXPECT_EQ((*one)[i].variant, (*rows)[i].variant);
+    EXPECT_EQ((*one)[i].report.SerializeAsString(), (*rows)[i].report.SerializeAsString()) << i;
+  }
   const uint64_t best = std::min((*rows)[1].report.latency_ps(), (*rows)[2].report.latency_ps());
   for (const Row& r : *rows) {
     EXPECT_DOUBLE_EQ(r.best_baseline_ratio, static_cast<double>(r.report.latency_ps()) / best);

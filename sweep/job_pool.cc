@@ -59,8 +59,9 @@ int DefaultWorkers() {
   return cores == 0 ? 1 : static_cast<int>(cores);
 }
 
-std::vector<absl::StatusOr<std::string>> ForkEach(size_t n, int workers,
-                                                  const std::function<std::string(size_t)>& work) {
+std::vector<absl::StatusOr<std::string>> ForkEach(
+    size_t n, int workers, const std::function<std::string(size_t)>& work,
+    const std::function<void(size_t, const absl::StatusOr<std::string>&)>& on_done) {
   AHBM_CHECK(workers >= 1) << "workers " << workers;
   std::vector<absl::StatusOr<std::string>> results(n, absl::InternalError("not run"));
   std::vector<Child> running;
@@ -99,6 +100,7 @@ std::vector<absl::StatusOr<std::string>> ForkEach(size_t n, int workers,
       }
       close(running[i].fd);  // EOF (or a read error): the child is done
       results[running[i].index] = Reap(running[i]);
+      if (on_done) on_done(running[i].index, results[running[i].index]);
       running.erase(running.begin() + static_cast<std::ptrdiff_t>(i));
     }
   }
@@ -109,7 +111,7 @@ JobPool::JobPool(int workers) : workers_(workers) {
   AHBM_CHECK(workers >= 1) << "JobPool: workers " << workers;
 }
 
-std::vector<pb::JobResult> JobPool::Run(const std::vector<Job>& jobs) const {
+std::vector<pb::JobResult> JobPool::Run(const std::vector<Job>& jobs, const Done& on_done) const {
   const auto work = [&jobs](size_t i) {
     const Job& job = jobs[i];
     pb::JobResult out;
@@ -128,18 +130,20 @@ std::vector<pb::JobResult> JobPool::Run(const std::vector<Job>& jobs) const {
     }
     return out.SerializeAsString();
   };
-  std::vector<absl::StatusOr<std::string>> bytes = ForkEach(jobs.size(), workers_, work);
   std::vector<pb::JobResult> results(jobs.size());
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    absl::Status failed = bytes[i].status();
-    if (failed.ok() && !results[i].ParseFromString(*bytes[i])) {
+  const auto parse = [&results, &on_done](size_t i, const absl::StatusOr<std::string>& bytes) {
+    absl::Status failed = bytes.status();
+    if (failed.ok() && !results[i].ParseFromString(*bytes)) {
       failed = absl::InternalError(absl::StrCat("job ", i, ": result cut short"));
     }
-    if (failed.ok()) continue;
-    results[i].Clear();
-    results[i].set_status_code(static_cast<int32_t>(failed.code()));
-    results[i].set_status_message(std::string(failed.message()));
-  }
+    if (!failed.ok()) {
+      results[i].Clear();
+      results[i].set_status_code(static_cast<int32_t>(failed.code()));
+      results[i].set_status_message(std::string(failed.message()));
+    }
+    if (on_done) on_done(i, results[i]);
+  };
+  ForkEach(jobs.size(), workers_, work, parse);
   return results;
 }
 

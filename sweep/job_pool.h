@@ -45,8 +45,12 @@ class JobPool {
   explicit JobPool(int workers = DefaultWorkers());
   int workers() const { return workers_; }
 
+  // Called in the parent as each job finishes, in finishing order (which depends on the worker
+  // count and the machine: for progress displays only, never for results).
+  using Done = std::function<void(size_t index, const pb::JobResult& result)>;
+
   // results[i] is jobs[i]'s result.
-  std::vector<pb::JobResult> Run(const std::vector<Job>& jobs) const;
+  std::vector<pb::JobResult> Run(const std::vector<Job>& jobs, const Done& on_done = nullptr) const;
 
  private:
   int workers_;
@@ -58,8 +62,10 @@ absl::Status JobStatus(const pb::JobResult& result);
 // The pool's engine: work(i) for i in [0, n) each in a forked child (at most
 // `workers` at once), returning the bytes the child's work returned, in index
 // order; a child that dies or exits non-zero is INTERNAL "job <i>: <how>".
-std::vector<absl::StatusOr<std::string>> ForkEach(size_t n, int workers,
-                                                  const std::function<std::string(size_t)>& work);
+// `on_done(i, result)` (optional) runs in the parent as child i is reaped.
+std::vector<absl::StatusOr<std::string>> ForkEach(
+    size_t n, int workers, const std::function<std::string(size_t)>& work,
+    const std::function<void(size_t, const absl::StatusOr<std::string>&)>& on_done = nullptr);
 
 }  // namespace ahbm::sweep
 
