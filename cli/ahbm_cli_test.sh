@@ -587,6 +587,8 @@ expect_one_line_error '^ahbm milestone: --panels: unknown panel .decode.; one of
   milestone --panels=decode --out_dir="$tmp/ms"
 expect_one_line_error '^ahbm milestone: --users: the multi-user panels run 2 to 16 requests \(got 17\)$' \
   milestone --users=17 --out_dir="$tmp/ms"
+expect_one_line_error '^ahbm milestone: --jobs: must be > 0 \(got 0\)$' \
+  milestone --jobs=0 --out_dir="$tmp/ms"
 touch "$tmp/not_a_dir"
 expect_one_line_error '^ahbm milestone: --out_dir: cannot create' \
   milestone --quick --out_dir="$tmp/not_a_dir/report"
