@@ -534,6 +534,16 @@ class DecodePlan final : public QkvPlan {
     return sets.ok() ? *std::move(sets) : std::vector<std::vector<uint32_t>>{};
   }
 
+  std::string OneGroupRefusal() const override {
+    // Every KV head's CUBE Group runs the same instances on the same requests; the short
+    // kernel shares CUBEs between heads (its sets overlap, which RunWorkload refuses too).
+    if (baseline_ == kernels::BaselineKind::kRev1Tree) {
+      return "baseline_rev1_tree is not shown equal to the full chip";
+    }
+    if (cfg_.kv_per_cube != 0) return "the short-context kernel shares CUBEs between KV heads";
+    return "";
+  }
+
   std::string Summary() const override {
     // The fan-out baselines have no KV tile (one dot per rank's block): no TILE.
     const bool tiled = baseline_ != kernels::BaselineKind::kFanout &&

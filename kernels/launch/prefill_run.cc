@@ -263,6 +263,13 @@ class PrefillPlan final : public QkvPlan {
     return sets.ok() ? *std::move(sets) : std::vector<std::vector<uint32_t>>{};
   }
 
+  std::string OneGroupRefusal() const override {
+    // The ring runs every KV head's CUBE Group alike (the same prompts, the same causal skip);
+    // the others are not shown equal to the full chip.
+    if (cfg_.variant == PrefillVariant::kRing) return "";
+    return absl::StrCat(label_, " is not shown equal to the full chip");
+  }
+
   std::string Summary() const override {
     return absl::StrCat("prefill ", label_, ": H_q ", cfg_.h_q, ", H_kv ", cfg_.h_kv, ", d ",
                         cfg_.d, ", S ", cfg_.s, ", T_q ",
