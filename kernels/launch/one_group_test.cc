@@ -1,6 +1,6 @@
 // One-group runs (LaunchOptions::one_group, DESIGN §3): on the full chip (chip_4sip), a
 // workload whose CUBE sets are alike simulates its first set only and reports the full chip.
-// For opt3 decode, prefill ring and both decode fan-out baselines the report — latency, the
+// For the decode long-context kernels, prefill ring and both decode fan-out baselines the report — latency, the
 // per-kind sums of every unit counter, every PE's roofline — equals the full-chip run's exactly; only the events count
 // differs, and it is much smaller. Where the condition fails the full chip is simulated and
 // the note says why. Per unit the stats need not match: baseline_fanout reads and writes its
@@ -91,6 +91,11 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"decode_opt3", "kernel: DECODE variant: OPT3 s: 8192", 8},
         Case{"decode_opt3_mixed_users",
              "kernel: DECODE variant: OPT3 request_lengths: [4096, 1000, 2500]", 8},
+        Case{"decode_opt1", "kernel: DECODE variant: OPT1 s: 8192", 8},
+        Case{"decode_opt2", "kernel: DECODE variant: OPT2 s: 8192", 8},
+        Case{"decode_opt2_lookahead", "kernel: DECODE variant: OPT2_LOOKAHEAD s: 8192", 8},
+        Case{"decode_baseline_dot", "kernel: DECODE variant: BASELINE_DOT s: 8192", 8},
+        Case{"decode_auto_long", "kernel: DECODE variant: AUTO s: 131072", 8},
         Case{"prefill_ring", "kernel: PREFILL variant: RING s: 1024", 8},
         Case{"decode_baseline_fanout", "kernel: DECODE variant: BASELINE_FANOUT s: 1024", 64},
         Case{"decode_baseline_fanout_group",
