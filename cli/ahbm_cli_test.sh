@@ -182,7 +182,7 @@ expect 0 "one group: CUBE set 1 of 8 simulated \([0-9]+ events\), the chip's fig
   run --kernel=decode --variant=opt3 --s=4096 --one_group --report_json="$tmp/one_group.json"
 [[ "$(grep '"latency_ps"' "$tmp/one_group.json")" == "$(grep '"latency_ps"' "$tmp/memo_on.json")" ]] ||
   fail "--one_group changed the latency"
-expect 0 "one group: not used \(the short-context kernel shares CUBEs between KV heads\); the full chip was simulated" \
+expect 0 "one group: not used \(kv_per_cube > 1 puts several KV heads on one CUBE\); the full chip was simulated" \
   run --topology=$small --kernel=decode --variant=short_context --h_q=16 --h_kv=4 --p=4 \
   --kv_per_cube=2 --s=512 --one_group
 expect_one_line_error "--one_group: must be true or false \(got 'maybe'\)" run \

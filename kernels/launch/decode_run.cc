@@ -535,12 +535,10 @@ class DecodePlan final : public QkvPlan {
   }
 
   std::string OneGroupRefusal() const override {
-    // Every KV head's CUBE Group runs the same instances on the same requests; the short
-    // kernel shares CUBEs between heads (its sets overlap, which RunWorkload refuses too).
-    if (baseline_ == kernels::BaselineKind::kRev1Tree) {
-      return "baseline_rev1_tree is not shown equal to the full chip";
-    }
-    if (cfg_.kv_per_cube != 0) return "the short-context kernel shares CUBEs between KV heads";
+    // Every KV head's CUBE Group (a query head's CUBE for baseline_fanout) runs the same
+    // instances on the same requests; the short kernel with kv_per_cube > 1 shares CUBEs
+    // between heads (its sets overlap, which RunWorkload refuses too).
+    if (cfg_.kv_per_cube > 1) return "kv_per_cube > 1 puts several KV heads on one CUBE";
     return "";
   }
 

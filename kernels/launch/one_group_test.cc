@@ -1,10 +1,11 @@
 // One-group runs (LaunchOptions::one_group, DESIGN §3): on the full chip (chip_4sip), a
 // workload whose CUBE sets are alike simulates its first set only and reports the full chip.
-// For the decode long-context kernels, prefill ring and both decode fan-out baselines the report — latency, the
-// per-kind sums of every unit counter, every PE's roofline — equals the full-chip run's exactly; only the events count
-// differs, and it is much smaller. Where the condition fails the full chip is simulated and
-// the note says why. Per unit the stats need not match: baseline_fanout reads and writes its
-// query row at a per-head offset, so its CUBEs' channels split the same bytes differently.
+// For every decode and prefill variant (single- and multi-user; short_context with one KV
+// head per CUBE) the report — latency, the per-kind sums of every unit counter, every PE's
+// roofline — equals the full-chip run's exactly; only the events count differs, and it is
+// much smaller. Where the condition fails the full chip is simulated and the note says why.
+// Per unit the stats need not match: baseline_fanout reads and writes its query row at a
+// per-query-head offset, so its CUBEs' channels split the same bytes differently.
 #include <map>
 #include <string>
 #include <tuple>
@@ -98,6 +99,15 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"decode_auto_long", "kernel: DECODE variant: AUTO s: 131072", 8},
         Case{"prefill_ring", "kernel: PREFILL variant: RING s: 1024", 8},
         Case{"decode_baseline_fanout", "kernel: DECODE variant: BASELINE_FANOUT s: 1024", 64},
+        Case{"decode_short_context", "kernel: DECODE variant: SHORT_CONTEXT kv_per_cube: 1 s: 1024",
+             8},
+        Case{"prefill_short_context",
+             "kernel: PREFILL variant: SHORT_CONTEXT kv_per_cube: 1 s: 512", 8},
+        Case{"decode_baseline_rev1_tree_two_users",
+             "kernel: DECODE variant: BASELINE_REV1_TREE s: 1024 users: 2", 8},
+        Case{"prefill_flash", "kernel: PREFILL variant: FLASH s: 512", 8},
+        Case{"prefill_baseline_dot", "kernel: PREFILL variant: BASELINE_DOT s: 512", 8},
+        Case{"prefill_baseline_fanout", "kernel: PREFILL variant: BASELINE_FANOUT s: 512", 64},
         Case{"decode_baseline_fanout_group",
              "kernel: DECODE variant: BASELINE_FANOUT_GROUP s: 1024", 8}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
@@ -111,7 +121,7 @@ TEST(OneGroupRefusalTest, FullChipWithTheReason) {
             opt3 + " data: true", false, "data mode reads every set's outputs"},
         {opt3, true, "an op log or trace records every CUBE's work"},
         {"kernel: DECODE variant: SHORT_CONTEXT h_q: 16 h_kv: 4 p: 4 kv_per_cube: 2 s: 512",
-         false, "the short-context kernel shares CUBEs between KV heads"},
+         false, "kv_per_cube > 1 puts several KV heads on one CUBE"},
         {"kernel: DECODE variant: OPT3 h_q: 8 h_kv: 1 c: 4 p: 4 s: 1024", false,
          "the kernel uses one CUBE set: nothing to scale"}}) {
     const LaunchResult one = RunOn(small, workload, true, keep_op_log);

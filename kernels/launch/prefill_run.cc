@@ -264,10 +264,13 @@ class PrefillPlan final : public QkvPlan {
   }
 
   std::string OneGroupRefusal() const override {
-    // The ring runs every KV head's CUBE Group alike (the same prompts, the same causal skip);
-    // the others are not shown equal to the full chip.
-    if (cfg_.variant == PrefillVariant::kRing) return "";
-    return absl::StrCat(label_, " is not shown equal to the full chip");
+    // Every KV head's CUBE Group (a query head's CUBE for baseline_fanout) runs alike: the same
+    // prompts, the same causal skip. The short kernel with kv_per_cube > 1 shares CUBEs
+    // between heads.
+    if (cfg_.variant == PrefillVariant::kShortContext && cfg_.kv_per_cube > 1) {
+      return "kv_per_cube > 1 puts several KV heads on one CUBE";
+    }
+    return "";
   }
 
   std::string Summary() const override {
