@@ -1,5 +1,7 @@
 #include "actors/chip_sim.h"
 
+#include <algorithm>
+#include <map>
 #include <string>
 #include <utility>
 
@@ -212,6 +214,29 @@ absl::Status ChipSim::Run() {
   return absl::OkStatus();
 }
 
+void ChipSim::MirrorUnits(const topology::ChipIndex& index,
+                          google::protobuf::RepeatedPtrField<pb::UnitStats>* units) const {
+  std::map<int64_t, uint32_t> position;  // built CUBE -> its place in options_.cubes
+  for (uint32_t i = 0; i < options_.cubes.size(); ++i) position[options_.cubes[i]] = i;
+  std::vector<pb::UnitStats> all(units->begin(), units->end());
+  for (const pb::UnitStats& s : *units) {
+    const int64_t cube = index.GlobalCubeOfUnit(topology::UnitId(s.unit()));
+    AHBM_CHECK(cube >= 0) << s.unit_name() << " was used in a one-group run (nothing may cross "
+                             "UCIe there)";
+    for (const std::vector<uint32_t>& twins : options_.mirrors) {
+      pb::UnitStats& copy = all.emplace_back(s);
+      const topology::UnitId twin = index.UnitInCube(topology::UnitId(s.unit()), twins.at(position.at(cube)));
+      copy.set_unit(twin.value());
+      copy.set_unit_name(index.Name(twin));
+    }
+  }
+  std::sort(all.begin(), all.end(), [](const pb::UnitStats& a, const pb::UnitStats& b) {
+    return a.unit() < b.unit();
+  });
+  units->Clear();
+  for (pb::UnitStats& s : all) *units->Add() = std::move(s);
+}
+
 pb::Report ChipSim::BuildReport(uint64_t comm_critical_path_ps) const {
   const UnitContext& ctx = *ctx_;
   pb::Report report;
@@ -255,6 +280,7 @@ pb::Report ChipSim::BuildReport(uint64_t comm_critical_path_ps) const {
     s.set_busy_ps(network_->UcieBusy(ucie.sip).value());
   }
   ctx.stats.AppendUsed(latency_, links, report.mutable_units());
+  if (!options_.mirrors.empty()) MirrorUnits(ctx.index, report.mutable_units());
 
   const pb::Cube& cube = ctx.chip.sip().cube();
   const double channel_bytes_per_ps =

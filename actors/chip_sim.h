@@ -61,6 +61,11 @@ struct ChipSimOptions {
   // together all of them; their units are simulated one island after the other. Fewer than two
   // sets: one island. Not with an op log (its records would come island by island).
   std::vector<std::vector<uint32_t>> islands;
+  // One-group runs (kernels/launch/launch.h LaunchOptions::one_group): CUBE sets not built that
+  // do exactly what the built `cubes` do, mirrors[k][i] the twin of cubes[i]. The report lists
+  // each built CUBE unit's stats again under each twin's unit (ChipIndex::UnitInCube), so its
+  // per-unit stats and roofline are the full chip's; latency and events stay the run's.
+  std::vector<std::vector<uint32_t>> mirrors;
   std::string workload_summary;         // for the report
   // A recorded trace (`ahbm run --trace`): the header carries the chip, `workload`, the CUBEs
   // and their digests, and the kernel runtime adds Instance and Call records (replay input).
@@ -105,6 +110,9 @@ class ChipSim {
 
  private:
   ChipSim() = default;
+  // BuildReport's copies of the built CUBEs' unit stats for ChipSimOptions::mirrors.
+  void MirrorUnits(const topology::ChipIndex& index,
+                   google::protobuf::RepeatedPtrField<pb::UnitStats>* units) const;
 
   ChipSimOptions options_;
   std::unique_ptr<Engine> engine_;

@@ -324,8 +324,10 @@ absl::Status RunRun(const ParsedFlags& flags) {
   ASSIGN_OR_RETURN_FLAG(save_inputs, BoolFlag(flags, "save_inputs"));
   ASSIGN_OR_RETURN_FLAG(table_options, TableFlag(flags));
   ASSIGN_OR_RETURN_FLAG(memo, MemoFlag(flags));
+  ASSIGN_OR_RETURN_FLAG(one_group, BoolFlag(flags, "one_group"));
   launch::LaunchOptions options;
   options.hbm_call_memo = memo;
+  options.one_group = one_group;
   options.save_inputs = save_inputs;
   options.inputs_dir = flags.GetOr("inputs_dir", "");
   options.outputs_dir = flags.GetOr("outputs_dir", "");
@@ -342,6 +344,15 @@ absl::Status RunRun(const ParsedFlags& flags) {
   }
   if (!result->runtime_status.ok()) return result->runtime_status;
   std::fputs(observe::FormatReportTable(result->report, table_options).c_str(), stdout);
+  if (result->group_scale > 1) {
+    std::printf("one group: CUBE set 1 of %u simulated (%llu events), the chip's figures scaled "
+                "x%u\n",
+                result->group_scale, static_cast<unsigned long long>(result->report.events()),
+                result->group_scale);
+  } else if (one_group) {
+    std::printf("one group: not used (%s); the full chip was simulated\n",
+                result->one_group_note.c_str());
+  }
   if (const sim::HbmCallMemo::Stats& m = result->hbm_call_memo; m.calls > 0) {
     std::fprintf(stderr, "hbm call memo: %llu of %llu channel calls replayed\n",
                  static_cast<unsigned long long>(m.hits), static_cast<unsigned long long>(m.calls));
@@ -603,7 +614,11 @@ std::vector<FlagSpec> RunFlags() {
       {"hbm_call_memo",
        "BANK HBM channels: replay repeated channel calls from a memo (on; the same results), "
        "simulate every one (off), or both and check (verify)",
-       "on"}};
+       "on"},
+      {"one_group",
+       "simulate one CUBE Group when every group does the same work and scale the chip's "
+       "figures (DESIGN §3; otherwise the full chip, saying why)",
+       "false", /*boolean=*/true}};
   for (const launch::WorkloadField& field : launch::WorkloadFields()) {
     flags.push_back({field.name, field.help, ""});
   }

@@ -176,6 +176,18 @@ grep -qE 'hbm call memo: [0-9]+ of [0-9]+ channel calls replayed' "$tmp/memo_on.
 expect_one_line_error "--hbm_call_memo: must be on, off or verify \(got 'maybe'\)" run \
   --topology=$small --hbm_call_memo=maybe
 
+# One CUBE Group for the full chip (DESIGN §3): the same latency, the scale said below the
+# table; where it does not apply, the reason and the full chip.
+expect 0 "one group: CUBE set 1 of 8 simulated \([0-9]+ events\), the chip's figures scaled x8" \
+  run --kernel=decode --variant=opt3 --s=4096 --one_group --report_json="$tmp/one_group.json"
+[[ "$(grep '"latency_ps"' "$tmp/one_group.json")" == "$(grep '"latency_ps"' "$tmp/memo_on.json")" ]] ||
+  fail "--one_group changed the latency"
+expect 0 "one group: not used \(kv_per_cube > 1 puts several KV heads on one CUBE\); the full chip was simulated" \
+  run --topology=$small --kernel=decode --variant=short_context --h_q=16 --h_kv=4 --p=4 \
+  --kv_per_cube=2 --s=512 --one_group
+expect_one_line_error "--one_group: must be true or false \(got 'maybe'\)" run \
+  --topology=$small --kernel=decode --s=512 --one_group=maybe
+
 # Diff: the recording against its 2x-HBM replay parts at a command's end; against its
 # same-topology replay nowhere; two reports give the totals only; bad input is one line.
 "$ahbm" replay --trace="$tmp/rec.pb" --topology="$tmp/hbm_x2.textproto" --trace_out="$tmp/fast.pb" \

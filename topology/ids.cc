@@ -141,6 +141,28 @@ int64_t ChipIndex::GlobalCubeOfUnit(UnitId id) const {
   return -1;
 }
 
+UnitId ChipIndex::UnitInCube(UnitId id, uint32_t global_cube) const {
+  const int64_t from = GlobalCubeOfUnit(id);
+  AHBM_CHECK(from >= 0) << Name(id) << " belongs to no CUBE";
+  AHBM_CHECK(global_cube < num_cubes()) << "no CUBE " << global_cube;
+  const UnitKind kind = KindOf(id);
+  // Inside a kind's block a CUBE's units are contiguous, the same number per CUBE.
+  uint32_t per_cube = 1;
+  switch (kind) {
+    case UnitKind::kIpcq:
+      per_cube = pes_per_cube() * static_cast<uint32_t>(kAllDirs.size());
+      break;
+    case UnitKind::kHbmChannel:
+      per_cube = channels_per_cube();
+      break;
+    case UnitKind::kNocRouter:
+      break;
+    default:
+      per_cube = pes_per_cube();
+  }
+  return UnitId(static_cast<uint32_t>(id.value() + (int64_t{global_cube} - from) * per_cube));
+}
+
 std::string ChipIndex::Name(UnitId id) const {
   const UnitKind kind = KindOf(id);
   const uint32_t offset = id.value() - KindBase(kind);

@@ -96,6 +96,9 @@ class ChipIndex {
   int64_t GlobalCubeOfUnit(UnitId id) const;
   // The global PE of a PE's own unit (CPU, scheduler, DMA, GEMM, MATH); -1 for other units.
   int64_t GlobalPeOfUnit(UnitId id) const;
+  // The unit of `id`'s kind at the same place inside global CUBE `global_cube` (the same PE,
+  // direction or channel there); `id` must belong to a CUBE (not a UCIe unit).
+  UnitId UnitInCube(UnitId id, uint32_t global_cube) const;
   // "sip0.cube5.pe3.gemm", "sip0.cube5.pe3.ipcq.E", "sip1.cube0.hbm12", "sip0.cube2.noc",
   // "sip1.ucie".
   std::string Name(UnitId id) const;

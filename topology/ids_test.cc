@@ -2,6 +2,8 @@
 
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "topology/test_chip.h"
@@ -75,6 +77,21 @@ TEST(ChipIndexTest, NamesSayWhereAUnitIs) {
   EXPECT_EQ(index.Name(index.HbmChannelUnit(CubeId{1, 15}, 63)), "sip1.cube15.hbm63");
   EXPECT_EQ(index.Name(index.NocRouterUnit(CubeId{0, 2})), "sip0.cube2.noc");
   EXPECT_EQ(index.Name(index.UcieUnit(1)), "sip1.ucie");
+}
+
+// UnitInCube: the same kind and place (PE, direction, channel) in another CUBE.
+TEST(ChipIndexTest, UnitInCubeKeepsKindAndPlace) {
+  const ChipIndex index(MakeChip(/*sips=*/2, 2, 4, 2, 2, /*channels_per_pe=*/8));
+  const CubeId to{/*sip=*/1, /*cube=*/5};
+  const uint32_t g = index.GlobalCube(to);
+  for (const auto& [from, expected] : std::vector<std::pair<UnitId, UnitId>>{
+           {index.PeUnit(UnitKind::kGemm, PeId{0, 2, 3}), index.PeUnit(UnitKind::kGemm, PeId{1, 5, 3})},
+           {index.IpcqUnit(PeId{0, 1, 2}, Dir::kWest), index.IpcqUnit(PeId{1, 5, 2}, Dir::kWest)},
+           {index.HbmChannelUnit(CubeId{0, 7}, 17), index.HbmChannelUnit(to, 17)},
+           {index.NocRouterUnit(CubeId{1, 6}), index.NocRouterUnit(to)}}) {
+    EXPECT_EQ(index.UnitInCube(from, g), expected) << index.Name(from);
+    EXPECT_EQ(index.UnitInCube(expected, index.GlobalCubeOfUnit(from)), from) << index.Name(from);
+  }
 }
 
 TEST(ChipIndexTest, IdsAreStableAcrossInstances) {

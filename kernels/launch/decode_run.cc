@@ -534,6 +534,14 @@ class DecodePlan final : public QkvPlan {
     return sets.ok() ? *std::move(sets) : std::vector<std::vector<uint32_t>>{};
   }
 
+  std::string OneGroupRefusal() const override {
+    // Every KV head's CUBE Group (a query head's CUBE for baseline_fanout) runs the same
+    // instances on the same requests; the short kernel with kv_per_cube > 1 shares CUBEs
+    // between heads (its sets overlap, which RunWorkload refuses too).
+    if (cfg_.kv_per_cube > 1) return "kv_per_cube > 1 puts several KV heads on one CUBE";
+    return "";
+  }
+
   std::string Summary() const override {
     // The fan-out baselines have no KV tile (one dot per rank's block): no TILE.
     const bool tiled = baseline_ != kernels::BaselineKind::kFanout &&

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -12,6 +13,8 @@
 #include "google/protobuf/descriptor.h"
 #include "kernels/launch/launcher.h"
 #include "kernels/launch/workload_io.h"
+#include "topology/ids.h"
+#include "topology/mesh.h"
 
 namespace ahbm::launch {
 namespace {
@@ -62,6 +65,58 @@ absl::Status WriteArrays(const std::string& dir, const NpyArrays& arrays) {
     }
   }
   return absl::OkStatus();
+}
+
+// Why LaunchOptions::one_group may not simulate `sets`' first set alone; "" when it may (the
+// condition of launch.h).
+std::string OneGroupRefusal(const pb::Chip& chip, const pb::Workload& w,
+                            const LaunchOptions& options, const KernelPlan& plan,
+                            const std::vector<std::vector<uint32_t>>& sets) {
+  if (w.data()) return "data mode reads every set's outputs";
+  if (options.keep_op_log || !options.trace_path.empty() || !options.message_trace_path.empty()) {
+    return "an op log or trace records every CUBE's work";
+  }
+  if (std::string refusal = plan.OneGroupRefusal(); !refusal.empty()) return refusal;
+  if (sets.size() < 2) return "the kernel uses one CUBE set: nothing to scale";
+  const topology::ChipIndex index(chip);
+  const topology::Mesh& mesh = index.cube_mesh();
+  const auto offset = [&](const std::vector<uint32_t>& set, size_t i) {
+    const topology::Coord a = mesh.CoordOf(index.CubeOf(set[0]).cube);
+    const topology::Coord b = mesh.CoordOf(index.CubeOf(set[i]).cube);
+    return std::pair<int64_t, int64_t>{int64_t{b.row} - a.row, int64_t{b.col} - a.col};
+  };
+  std::set<uint32_t> seen;
+  for (const std::vector<uint32_t>& set : sets) {
+    if (set.size() != sets[0].size()) return "the CUBE sets differ in size";
+    for (size_t i = 0; i < set.size(); ++i) {
+      if (!seen.insert(set[i]).second) return "the CUBE sets overlap";
+      if (index.CubeOf(set[i]).sip != index.CubeOf(set[0]).sip) {
+        return "a CUBE set spans SIPs (its messages would cross UCIe)";
+      }
+      if (offset(set, i) != offset(sets[0], i)) {
+        return "the CUBE sets are not translates of one another";
+      }
+    }
+  }
+  const std::vector<uint32_t> cubes = plan.Cubes();
+  if (seen != std::set<uint32_t>(cubes.begin(), cubes.end())) {
+    return "the CUBE sets do not cover the kernel's CUBEs";
+  }
+  // X-Y routes between the first set's CUBEs stay inside it (no other set's router on them).
+  const std::set<uint32_t> first(sets[0].begin(), sets[0].end());
+  const uint32_t sip_base = index.CubeOf(sets[0][0]).sip * index.cubes_per_sip();
+  for (uint32_t from : sets[0]) {
+    for (uint32_t to : sets[0]) {
+      uint32_t at = from - sip_base;
+      for (topology::Dir dir : mesh.XyPath(from - sip_base, to - sip_base)) {
+        at = *mesh.Neighbour(at, dir);
+        if (!first.contains(sip_base + at)) {
+          return "an X-Y route between a CUBE set's CUBEs leaves the set";
+        }
+      }
+    }
+  }
+  return "";
 }
 
 }  // namespace
@@ -242,6 +297,18 @@ absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& given_chip, const pb::W
   sim_options.keep_op_log = options.keep_op_log;
   sim_options.hbm_call_memo = options.hbm_call_memo;
   sim_options.cubes = plan.Cubes();
+  LaunchResult result;
+  std::vector<std::vector<uint32_t>> sets;
+  if (options.one_group) {
+    sets = plan.CubeSets();
+    result.one_group_note = OneGroupRefusal(chip, w, options, plan, sets);
+  }
+  const bool one_group = options.one_group && result.one_group_note.empty();
+  if (one_group) {
+    sim_options.cubes = sets[0];
+    sim_options.mirrors.assign(sets.begin() + 1, sets.end());
+    result.group_scale = static_cast<uint32_t>(sets.size());
+  }
   std::unique_ptr<std::ofstream> message_trace;
   if (!options.message_trace_path.empty()) {
     message_trace = std::make_unique<std::ofstream>(options.message_trace_path,
@@ -252,7 +319,8 @@ absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& given_chip, const pb::W
     sim_options.message_trace_stream = message_trace.get();
   }
   // Nothing records the order of events across CUBE Groups: simulate them one after another.
-  if (!options.keep_op_log && options.trace_path.empty() && !message_trace && options.islands) {
+  if (!options.keep_op_log && options.trace_path.empty() && !message_trace && options.islands &&
+      !one_group) {
     sim_options.islands = IslandsOf(plan.CubeSets(), sim_options.cubes);
   }
   sim_options.workload_summary = plan.Summary();
@@ -269,9 +337,9 @@ absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& given_chip, const pb::W
   std::unique_ptr<kernels::MemoryStore> store;
   if (data) store = std::make_unique<kernels::MemoryStore>(chip);
   kernels::KernelRuntime runtime(sim.get(), store.get());
+  if (one_group) runtime.KeepOnlyCubes({sets[0].begin(), sets[0].end()});
   if (absl::Status s = plan.Launch(runtime, store.get()); !s.ok()) return s;
 
-  LaunchResult result;
   if (data) {
     absl::StatusOr<NpyArrays> seen = plan.SeenInputs(*store);
     if (!seen.ok()) return seen.status();

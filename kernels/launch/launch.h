@@ -55,6 +55,18 @@ struct LaunchOptions {
   bool save_inputs = false;
   // BANK HBM channels: the call memo's mode (ChipSimOptions::hbm_call_memo).
   sim::HbmCallMemo::Mode hbm_call_memo = sim::HbmCallMemo::Mode::kOn;
+  // DESIGN §3: simulate only the plan's first CUBE set (a KV head's CUBE Group) when its sets
+  // are interchangeable, and report the full chip: latency, events and the roofline's
+  // communication path are the set's; every other set's units get the simulated set's stats
+  // (ChipSimOptions::mirrors), so the per-kind sums and every PE's roofline equal the full
+  // chip's (kernels/launch/one_group_test: every decode and prefill variant; short_context only
+  // with kv_per_cube 1, more puts several KV heads on one CUBE). Per unit a twin's split may differ (baseline_fanout puts its
+  // query row at a per-query-head offset: the same bytes on another channel of the PE). The condition: timing mode, no op log (kept or
+  // streamed) and no message trace, KernelPlan::OneGroupRefusal() empty, at least two sets,
+  // disjoint, together Cubes(), each inside one SIP (nothing crosses UCIe) and each a
+  // translate of the first in the SIP's CUBE mesh. Otherwise the full chip is simulated and
+  // LaunchResult::one_group_note says why.
+  bool one_group = false;
 };
 
 struct LaunchResult {
@@ -74,6 +86,10 @@ struct LaunchResult {
   uint64_t grid_composites = 0;
   // CUBE islands the run was simulated as (1: one heap; LaunchOptions::islands).
   uint32_t islands = 1;
+  // LaunchOptions::one_group: the CUBE sets the simulated one stood for (1: all were
+  // simulated), and when one_group was asked but the full chip simulated, why.
+  uint32_t group_scale = 1;
+  std::string one_group_note;
 };
 
 // The chip a workload runs on: `chip` with the workload's max_inflight_composites (when

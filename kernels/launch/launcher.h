@@ -80,6 +80,13 @@ class KernelPlan {
   // without an op log simulates the merged sets as Engine islands, one after the other (the
   // same results; 512 PEs at once do not fit the host's caches, one CUBE Group does).
   virtual std::vector<std::vector<uint32_t>> CubeSets() const { return {}; }
+  // LaunchOptions::one_group (launch.h): empty when every set of CubeSets() does the same work
+  // placed the same way (set k's i-th CUBE does what set 0's i-th does: every KV head sees the
+  // same requests, with the same rotation inside its group), shown equal to the full chip by
+  // kernels/launch/one_group_test; otherwise why one set may not stand for the others.
+  virtual std::string OneGroupRefusal() const {
+    return "the kernel does not declare its CUBE sets alike";
+  }
 };
 
 // The communication critical path of `hops` on `chip`, in ps: per round, the link's latency

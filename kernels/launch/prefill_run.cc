@@ -263,6 +263,16 @@ class PrefillPlan final : public QkvPlan {
     return sets.ok() ? *std::move(sets) : std::vector<std::vector<uint32_t>>{};
   }
 
+  std::string OneGroupRefusal() const override {
+    // Every KV head's CUBE Group (a query head's CUBE for baseline_fanout) runs alike: the same
+    // prompts, the same causal skip. The short kernel with kv_per_cube > 1 shares CUBEs
+    // between heads.
+    if (cfg_.variant == PrefillVariant::kShortContext && cfg_.kv_per_cube > 1) {
+      return "kv_per_cube > 1 puts several KV heads on one CUBE";
+    }
+    return "";
+  }
+
   std::string Summary() const override {
     return absl::StrCat("prefill ", label_, ": H_q ", cfg_.h_q, ", H_kv ", cfg_.h_kv, ", d ",
                         cfg_.d, ", S ", cfg_.s, ", T_q ",

@@ -89,6 +89,9 @@ SimTime KernelRuntime::Now() const { return sim_->context().engine->now(); }
 absl::Status KernelRuntime::AddKernel(uint32_t pe, uint32_t request_id, uint32_t stream,
                                       KernelFn fn) {
   if (ran_) return absl::FailedPreconditionError("AddKernel after Run");
+  if (!kept_cubes_.empty() && !kept_cubes_.contains(pe / index().pes_per_cube())) {
+    return absl::OkStatus();
+  }
   if (pe < cpu_by_pe_.size() && cpu_by_pe_[pe] != nullptr) {
     for (const Instance* other : cpu_by_pe_[pe]->instances) {
       if (other->request_id() == request_id && other->stream == stream) {

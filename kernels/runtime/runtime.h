@@ -112,6 +112,11 @@ class KernelRuntime : public sim::CpuRuntime {
   // The ring order for "ring+"/"ring-" (global CUBE indices); optional.
   void SetRing(std::vector<uint32_t> cubes) { ring_ = std::move(cubes); }
 
+  // One-group runs (kernels/launch/launch.h LaunchOptions::one_group): AddKernel drops, with
+  // OK, an instance on a PE outside `cubes` (its CUBE set mirrors the simulated one). Before
+  // any AddKernel.
+  void KeepOnlyCubes(std::set<uint32_t> cubes) { kept_cubes_ = std::move(cubes); }
+
   // Adds a kernel instance on global PE `pe` for `request_id` with message stream `stream`
   // (the contract); InvalidArgument if `pe` has an instance of that (request, stream) already.
   // Before Run(). Without a stream: stream 0.
@@ -248,6 +253,7 @@ class KernelRuntime : public sim::CpuRuntime {
   std::optional<DataExecutor> executor_;
   std::unique_ptr<sim::DataPlane> data_plane_;
   std::map<uint32_t, Cpu> cpus_;
+  std::set<uint32_t> kept_cubes_;  // KeepOnlyCubes; empty: every CUBE
   std::vector<Cpu*> cpu_by_pe_;  // by global PE (null: no kernel there)
   std::vector<std::unique_ptr<Instance>> instances_;
   std::map<uint64_t, std::vector<uint8_t>> payloads_;  // message id -> bytes (data mode)
