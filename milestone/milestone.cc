@@ -286,7 +286,18 @@ absl::StatusOr<std::vector<Row>> RunJobs(const pb::Chip& chip, const std::vector
     MinimalWork(job.workload, &row.kv_min_bytes, &row.min_flops);
     rows.push_back(std::move(row));
   }
-  // Ratios: to the panel's fastest baseline, and to the ideal on the PEs the row's run uses.
+  // Ratios: to the panel's fastest baseline, and to the ideal: the ADR kernel's minimal K/V
+  // bytes and FLOPs on the most PEs any row of the panel uses (the ADR kernels' placement), so
+  // a row that leaves PEs idle is not flattered by an ideal on its own few PEs.
+  const auto pes_of = [](const Row& r) {
+    uint32_t pes = 0;
+    for (const pb::UnitStats& u : r.report.units()) {
+      if (u.kind() == "gemm" && u.flops() > 0) ++pes;
+    }
+    return pes;
+  };
+  std::map<std::string, uint32_t> panel_pes;
+  for (const Row& row : rows) panel_pes[row.panel] = std::max(panel_pes[row.panel], pes_of(row));
   const pb::Pe& pe = chip.sip().cube().pe();
   const double hbm_bytes_per_ps =
       pe.hbm_channels() * static_cast<double>(chip.sip().cube().hbm_channel().bytes_per_cycle()) *
@@ -300,10 +311,7 @@ absl::StatusOr<std::vector<Row>> RunJobs(const pb::Chip& chip, const std::vector
       const uint64_t l = other.report.latency_ps();
       best = best == 0 ? l : std::min(best, l);
     }
-    uint32_t pes = 0;
-    for (const pb::UnitStats& u : row.report.units()) {
-      if (u.kind() == "gemm" && u.flops() > 0) ++pes;
-    }
+    const uint32_t pes = panel_pes[row.panel];
     const double latency = static_cast<double>(row.report.latency_ps());
     row.best_baseline_ratio = best == 0 ? 0 : latency / best;
     row.ideal_pes = pes;

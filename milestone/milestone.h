@@ -18,9 +18,9 @@
 //   with that status, its message ending "(milestone panel <panel>, variant <variant>)".
 // - Row figures: latency, roofline bound and ratio, x best baseline = latency / the fastest
 //   baseline_* row of the panel, ideal = max(K/V bytes / HBM bandwidth, FLOPs / bf16 peak) of
-//   the ADR kernel's minimum on the PEs the row's run uses (PEs whose GEMM did work; peaks as
-//   topology/summary.h computes them), so a wasteful baseline is not flattered by its own
-//   roofline: decode
+//   the ADR kernel's minimum on the most PEs any row of the panel uses (PEs whose GEMM did
+//   work; peaks as topology/summary.h computes them), one ideal per panel, so a wasteful
+//   baseline — or one that leaves PEs idle — is not flattered by its own roofline: decode
 //   K/V bytes = sum over requests of 2 * H_kv * S_r * d * 2 (bf16 K and V, each read once),
 //   FLOPs = sum of 4 * H_q * S_r * d (Q.K^T and P.V); prefill K/V bytes likewise, FLOPs =
 //   sum of 4 * H_q * d * S_r (S_r + 1) / 2 (causal). x ideal = latency / ideal. Per-kind
