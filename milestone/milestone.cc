@@ -1,7 +1,5 @@
 #include "milestone/milestone.h"
 
-#include "sweep/job_pool.h"
-
 #include <algorithm>
 #include <map>
 #include <utility>
@@ -12,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "actors/observe/op_log.h"
+#include "base/text_escape.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
 #include "kernels/launch/launch.h"
@@ -147,25 +146,6 @@ std::vector<std::pair<std::string, std::string>> Figures(const Row& r) {
     f.push_back({absl::StrCat("util_", kind, "_max"), absl::StrFormat("%.6f", k.max)});
   }
   return f;
-}
-
-std::string CsvQuote(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"') out += '"';
-    out += c;
-  }
-  return out + "\"";
-}
-
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
 }
 
 // The run's pick, for the panel line: "AUTO -> OPT3 (S 131072 >= threshold 2049)".
@@ -353,7 +333,7 @@ namespace {
 // Every column: identity, figures, the workload's fields, tool and digests.
 std::vector<std::pair<std::string, std::string>> Columns(const pb::Chip& chip, const Row& r,
                                                          const ToolInfo& tool, bool json) {
-  auto str = [json](const std::string& s) { return json ? JsonString(s) : CsvQuote(s); };
+  auto str = [json](const std::string& s) { return json ? JsonString(s) : CsvField(s); };
   std::vector<std::pair<std::string, std::string>> c = {
       {"panel", str(r.panel)},
       {"variant", str(r.variant)},

@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/check.h"
+#include "base/text_escape.h"
 
 namespace ahbm::observe {
 namespace {
@@ -25,36 +26,6 @@ bool IsIndexedComponent(const std::string& component, const std::string& word) {
     return false;
   }
   return std::all_of(component.begin() + word.size(), component.end(), IsDigit);
-}
-
-void AppendJsonString(std::string* out, const std::string& text) {
-  out->push_back('"');
-  for (const char c : text) {
-    switch (c) {
-      case '"':
-        out->append("\\\"");
-        break;
-      case '\\':
-        out->append("\\\\");
-        break;
-      case '\n':
-        out->append("\\n");
-        break;
-      case '\r':
-        out->append("\\r");
-        break;
-      case '\t':
-        out->append("\\t");
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          absl::StrAppendFormat(out, "\\u%04x", static_cast<unsigned char>(c));
-        } else {
-          out->push_back(c);
-        }
-    }
-  }
-  out->push_back('"');
 }
 
 // ps as microseconds, exactly: "<ps / 1e6>.<6 digits>".

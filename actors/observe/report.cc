@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "base/check.h"
 #include "base/interval_union.h"
+#include "base/text_escape.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace ahbm::observe {
@@ -59,17 +60,6 @@ class Table {
   std::vector<bool> right_;
   std::vector<std::vector<std::string>> rows_;
 };
-
-std::string CsvField(const std::string& text) {
-  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
-  std::string quoted = "\"";
-  for (const char c : text) {
-    if (c == '"') quoted.push_back('"');
-    quoted.push_back(c);
-  }
-  quoted.push_back('"');
-  return quoted;
-}
 
 }  // namespace
 
