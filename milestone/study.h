@@ -5,7 +5,8 @@
 // Contract:
 // - A study's runs are sweep::Points over `params` (one or several grids whose parameters are
 //   the same columns); its CSV is sweep::FormatCsv(params, rows) in point order, written as
-//   sweep_<name>.csv in the report folder, its plot sweep_<name>.svg (PlotSpec).
+//   sweep_<name>.csv in the report folder, its plots sweep_<name>.svg,
+//   sweep_<name>_2.svg, ... (PlotSpec).
 // - `answer` reads only the CSV (ParseCsv): OK with one line (no line break) such as
 //   "best C: 8 for S >= 16384, 4 below", or InvalidArgument naming the column that is missing
 //   or unreadable. Refused or failed rows (status != "ok") are skipped, never read as 0.
@@ -49,6 +50,9 @@ struct PlotSpec {
   double y_scale = 1e-6;  // plotted: value * y_scale
   bool log_y = false;
   std::vector<std::string> series;
+  // "Best of" plot: per x, the value of the (one, numeric) series column whose y is least,
+  // e.g. best C vs S; y_label then names the series column ("best C").
+  bool argmin_series = false;
 };
 
 struct Study {
@@ -57,7 +61,7 @@ struct Study {
   std::string question;  // one line: "Which reduce topology per level?"
   std::vector<sweep::Param> params;
   std::vector<sweep::Point> points;
-  PlotSpec plot;
+  std::vector<PlotSpec> plots;  // sweep_<name>.svg, then sweep_<name>_2.svg, ...
   std::function<absl::StatusOr<std::string>(const CsvTable&)> answer;
 };
 
