@@ -114,6 +114,7 @@ absl::Status RunSweep(const ParsedFlags& flags, const pb::Chip& chip, pb::Worklo
     if (!point.refused.ok()) continue;
     sweep::Job job{point.chip, point.workload, {}};
     job.options.keep_op_log = false;
+    job.options.one_group = true;  // exact where it applies (launch.h); events are the simulated
     run.push_back(std::move(job));
   }
   const std::vector<pb::JobResult> results = sweep::JobPool(jobs).Run(run);

@@ -137,7 +137,8 @@ std::vector<std::pair<std::string, std::string>> Figures(const Row& r) {
       {"comm_critical_path_ps", absl::StrCat(r.report.roofline().comm_critical_path_ps())},
       {"reduce_rounds", absl::StrCat(r.reduce_rounds)},
       {"composites", absl::StrCat(r.composites)},
-      {"events", absl::StrCat(r.report.events())}};
+      {"events", absl::StrCat(r.report.events())},
+      {"group_scale", absl::StrCat(r.group_scale)}};
   const std::map<std::string, KindUtil> util = Utilisation(r.report);
   for (const char* kind : kKinds) {
     const auto it = util.find(kind);
@@ -229,6 +230,9 @@ absl::StatusOr<std::vector<Row>> RunJobs(const pb::Chip& chip, const std::vector
                                          const Progress& progress, int workers) {
   launch::LaunchOptions launch_options;
   launch_options.keep_op_log = false;
+  // A workload symmetric across CUBE sets simulates one and reports the chip (launch.h: exact
+  // latency, per-PE roofline and per-kind sums; kernels/launch/one_group_test).
+  launch_options.one_group = true;
   // Every job is validated before any runs: a refusal comes at once, naming its row.
   for (const Job& job : jobs) {
     const absl::Status s = launch::ValidateWorkload(chip, job.workload);
@@ -263,6 +267,7 @@ absl::StatusOr<std::vector<Row>> RunJobs(const pb::Chip& chip, const std::vector
     row.report = result.report();
     row.reduce_rounds = result.reduce_rounds();
     row.composites = result.composites();
+    row.group_scale = std::max<uint32_t>(1, result.group_scale());
     MinimalWork(job.workload, &row.kv_min_bytes, &row.min_flops);
     rows.push_back(std::move(row));
   }

@@ -14,7 +14,8 @@
 //   user) runs in single_user_decode only, and not with quick.
 // - quick: decode S 4096, prefill S 512, users 2, no baseline_fanout_group (CI, a first look).
 // - Every job is validated (launch::ValidateWorkload) before any runs; then each runs through
-//   launch::RunWorkload (keep_op_log = false). A refusal or a failed run ends the milestone
+//   launch::RunWorkload (keep_op_log = false, one_group = true: a workload symmetric across
+//   CUBE sets simulates one set; Row::group_scale). A refusal or a failed run ends the milestone
 //   with that status, its message ending "(milestone panel <panel>, variant <variant>)".
 // - Row figures: latency, roofline bound and ratio, x best baseline = latency / the fastest
 //   baseline_* row of the panel, ideal = max(K/V bytes / HBM bandwidth, FLOPs / bf16 peak) of
@@ -72,6 +73,9 @@ struct Row {
   pb::Report report;
   uint32_t reduce_rounds = 0;
   uint64_t composites = 0;
+  // LaunchOptions::one_group: the CUBE sets one simulated set stood for (1: the whole chip was
+  // simulated); the report's events are the simulated set's.
+  uint32_t group_scale = 1;
   uint64_t kv_min_bytes = 0;  // the ADR kernel's minimal K/V bytes (see above)
   uint64_t min_flops = 0;
   uint32_t ideal_pes = 0;

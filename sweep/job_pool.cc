@@ -126,6 +126,7 @@ std::vector<pb::JobResult> JobPool::Run(const std::vector<Job>& jobs, const Done
       out.set_composites(result->composites);
       out.set_grid_composites(result->grid_composites);
       out.set_islands(result->islands);
+      out.set_group_scale(result->group_scale);
       for (pb::TraceRecord& r : result->op_log) *out.add_op_log() = std::move(r);
     }
     return out.SerializeAsString();
