@@ -597,6 +597,8 @@ expect_one_line_error '^ahbm milestone: --decode_context: must be > 0 \(got 0\)$
   milestone --decode_context=0 --out_dir="$tmp/ms"
 expect_one_line_error '^ahbm milestone: --panels: unknown panel .decode.; one of single_user_decode' \
   milestone --panels=decode --out_dir="$tmp/ms"
+expect_one_line_error '^ahbm milestone: --variants: unknown variant .opt9.; one of opt1, opt3' \
+  milestone --variants=opt3,opt9 --out_dir="$tmp/ms"
 expect_one_line_error '^ahbm milestone: --users: the multi-user panels run 2 to 16 requests \(got 17\)$' \
   milestone --users=17 --out_dir="$tmp/ms"
 expect_one_line_error '^ahbm milestone: --jobs: must be > 0 \(got 0\)$' \

@@ -55,6 +55,10 @@ std::vector<cli::FlagSpec> MilestoneFlags() {
        "comma-separated panels (single_user_decode, multi_user_decode, "
        "single_user_prefill, multi_user_prefill)",
        "all four"},
+      {"variants",
+       "comma-separated variants to run (lower case, e.g. opt3,ring,baseline_dot); each panel "
+       "keeps the ones it has",
+       "every variant"},
       {"out_dir", "write milestone.json and milestone.csv here", "report"},
       {"quick", "a first look: decode S 4096, prefill S 512, users 2, no baseline_fanout_group",
        "false", /*boolean=*/true},
@@ -80,6 +84,9 @@ absl::Status RunMilestoneCommand(const cli::ParsedFlags& flags, const pb::Chip& 
   if (!workers.ok()) return workers.status();
   if (const std::optional<std::string> panels = flags.Get("panels")) {
     options.panels = absl::StrSplit(*panels, ',');
+  }
+  if (const std::optional<std::string> variants = flags.Get("variants")) {
+    options.variants = absl::StrSplit(*variants, ',');
   }
   absl::StatusOr<std::vector<Job>> jobs = BuildJobs(options);
   if (!jobs.ok()) return jobs.status();

@@ -198,6 +198,27 @@ absl::StatusOr<std::vector<Job>> BuildJobs(const Options& options) {
                                                      absl::StrJoin(PanelNames(), ", ")));
     }
   }
+  for (const std::string& v : options.variants) {
+    bool known = false;
+    for (const auto* list : {&DecodeVariants(), &PrefillVariants()}) {
+      for (pb::Variant x : *list) known |= Lower(x) == v;
+    }
+    if (!known) {
+      std::vector<std::string> names;
+      for (pb::Variant x : DecodeVariants()) names.push_back(Lower(x));
+      for (pb::Variant x : PrefillVariants()) {
+        if (std::find(names.begin(), names.end(), Lower(x)) == names.end()) {
+          names.push_back(Lower(x));
+        }
+      }
+      return absl::InvalidArgumentError(absl::StrCat("--variants: unknown variant '", v,
+                                                     "'; one of ", absl::StrJoin(names, ", ")));
+    }
+  }
+  const auto wanted = [&](pb::Variant v) {
+    return options.variants.empty() || std::find(options.variants.begin(), options.variants.end(),
+                                                 Lower(v)) != options.variants.end();
+  };
   std::vector<Job> jobs;
   for (const std::string& panel : PanelNames()) {
     if (!options.panels.empty() &&
@@ -208,6 +229,7 @@ absl::StatusOr<std::vector<Job>> BuildJobs(const Options& options) {
     const bool multi = panel.starts_with("multi");
     for (pb::Variant v : decode ? DecodeVariants() : PrefillVariants()) {
       if (v == pb::BASELINE_FANOUT_GROUP && (multi || options.quick)) continue;
+      if (!wanted(v)) continue;
       pb::Workload w;
       w.set_kernel(decode ? pb::DECODE : pb::PREFILL);
       w.set_variant(v);
@@ -222,6 +244,11 @@ absl::StatusOr<std::vector<Job>> BuildJobs(const Options& options) {
       }
       jobs.push_back({panel, std::move(w)});
     }
+  }
+  if (jobs.empty()) {
+    return absl::InvalidArgumentError(
+        "--variants: none of them runs in the chosen panels (decode variants run in the decode "
+        "panels, prefill variants in the prefill panels)");
   }
   return jobs;
 }

@@ -51,7 +51,8 @@ struct Options {
   uint64_t prefill_context = 8192;
   uint32_t users = 4;
   bool quick = false;
-  std::vector<std::string> panels;  // empty: all four
+  std::vector<std::string> panels;    // empty: all four
+  std::vector<std::string> variants;  // lower case; empty: every variant of each panel
 };
 
 // The panel names, in run order.
@@ -63,7 +64,8 @@ struct Job {
 };
 
 // InvalidArgument "--<flag>: <reason>" for a bad option (context 0, users 0 or > 16, an unknown
-// panel).
+// panel or variant, variants that leave no run). `variants` keeps each panel's rows of those
+// variants (a panel with none is left out).
 absl::StatusOr<std::vector<Job>> BuildJobs(const Options& options);
 
 struct Row {

@@ -64,6 +64,19 @@ TEST(BuildJobs, MixFloorAndQuick) {
   EXPECT_EQ(jobs->front().workload.s(), 4096u);
 }
 
+TEST(BuildJobs, VariantsKeepEachPanelsOwn) {
+  Options options;
+  options.variants = {"ring", "opt3"};
+  absl::StatusOr<std::vector<Job>> jobs = BuildJobs(options);
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->size(), 4u);
+  EXPECT_EQ((*jobs)[0].panel, "single_user_decode");
+  EXPECT_EQ((*jobs)[0].workload.variant(), pb::OPT3);
+  EXPECT_EQ((*jobs)[1].panel, "multi_user_decode");
+  EXPECT_EQ((*jobs)[2].workload.variant(), pb::RING);
+  EXPECT_EQ((*jobs)[3].panel, "multi_user_prefill");
+}
+
 TEST(BuildJobs, Refusals) {
   Options options;
   options.decode_context = 0;
@@ -74,6 +87,13 @@ TEST(BuildJobs, Refusals) {
   options = Options{};
   options.panels = {"single_user_decode", "nope"};
   EXPECT_THAT(BuildJobs(options).status().message(), HasSubstr("--panels: unknown panel 'nope'"));
+  options.panels = {};
+  options.variants = {"opt3", "nope"};
+  EXPECT_THAT(BuildJobs(options).status().message(),
+              HasSubstr("--variants: unknown variant 'nope'; one of opt1, opt3"));
+  options.variants = {"opt3"};
+  options.panels = {"single_user_prefill"};
+  EXPECT_THAT(BuildJobs(options).status().message(), HasSubstr("--variants: none of them runs"));
 }
 
 // A small panel by hand on the small chip: ratios, table width, CSV and JSON shape.
