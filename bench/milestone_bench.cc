@@ -1,9 +1,10 @@
 // `ahbm milestone`'s runs as benchmarks: one per panel x variant of milestone::BuildJobs, named
 // Milestone/<panel>/<variant> (e.g. Milestone/single_user_decode/opt3), each one whole
 // launch::RunWorkload per iteration on topology/chip_4sip.textproto (timing mode, no op log,
-// one_group: one CUBE Group simulated where the groups are interchangeable, DESIGN §3). The
-// counters are the simulated kernel's figures, so compare.py compares two commits' kernels as
-// well as their speed (bench/README.md "milestone_bench"):
+// one_group: one CUBE Group simulated where the groups are interchangeable, DESIGN §3).
+// The benchmark's Time is the SIMULATED latency (manual time), its CPU the simulator's CPU
+// time, so compare.py's Time column compares two commits' kernels and its CPU column their
+// speed (bench/README.md "milestone_bench"). Counters, the figures of the kernel:
 //   latency_us      simulated latency of the batch
 //   roofline_ratio  latency / the report's roofline bound
 //   util_<kind>     mean utilisation over the units of the kind (hbm = the HBM channels, gemm,
@@ -55,6 +56,7 @@ void RunJob(benchmark::State& state, const pb::Workload& workload) {
       return;
     }
     report = result->report;
+    state.SetIterationTime(static_cast<double>(report.latency_ps()) * 1e-12);
   }
   std::map<std::string, double> sum, units;
   for (const pb::UnitStats& u : report.units()) {
@@ -96,8 +98,8 @@ int main(int argc, char** argv) {
     const std::string name = "Milestone/" + job.panel + "/" +
                              absl::AsciiStrToLower(ahbm::pb::Variant_Name(job.workload.variant()));
     benchmark::RegisterBenchmark(name.c_str(), ahbm::bench::RunJob, job.workload)
-        ->Unit(benchmark::kMillisecond)
-        ->UseRealTime()
+        ->Unit(benchmark::kNanosecond)
+        ->UseManualTime()
         ->Iterations(1);
   }
   benchmark::Initialize(&argc, argv);
