@@ -9,10 +9,10 @@
 //   roofline_ratio  latency / the report's roofline bound
 //   util_<kind>     mean utilisation over the units of the kind (hbm = the HBM channels, gemm,
 //                   math, dma, ipcq, noc)
-//   events          simulated events of the run
-// Shapes: milestone --quick (decode S 4096, prefill S 512, 2 users; ~1 min for all) unless
+//   events          simulated events of the run (of the one group simulated, with one_group)
+// Shapes: milestone --quick (decode S 4096, prefill S 512, 2 users; ~3.5 s CPU for all) unless
 // --milestone_full is given (the milestone's defaults: decode S 131072, prefill S 8192, 4 users,
-// baseline_fanout_group in single_user_decode; minutes). Loading the topology is not timed.
+// baseline_fanout_group in single_user_decode; ~41 s CPU). Loading the topology is not timed.
 //   bazel run -c opt //bench:milestone_bench -- --benchmark_out_format=json
 //       --benchmark_out=$PWD/milestone.json
 #include <cstdio>
