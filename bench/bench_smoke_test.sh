@@ -26,6 +26,8 @@ run decode bench/decode_bench '^Decode/opt2/zero/s:1024/' \
   events events_per_s sim_ns_per_s latency_ns
 run prefill bench/prefill_bench '^Prefill/ring/s:512/' \
   events events_per_s latency_ns composites
+run milestone bench/milestone_bench '^Milestone/single_user_decode/opt2/' \
+  latency_us roofline_ratio util_hbm util_gemm util_math util_dma util_ipcq util_noc events
 run replay bench/replay_bench '^(Run|Replay)/decode_opt3_s1024/' events latency_ns
 run hbm bench/hbm_bench '^kv_same_bank/per_bank' pct_of_peak lat_mean_ns lat_max_ns
 run hbm_memo bench/hbm_bench '^DecodeCalls/memo:on/refresh:all_bank' pct_of_peak hit_pct bursts_per_s

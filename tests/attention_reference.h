@@ -21,6 +21,11 @@ namespace ahbm::testing {
                                                                      const host::NpyArray& k,
                                                                      const host::NpyArray& v);
 
+// The tolerance of a kernel's output against ReferenceAttention, in units of max(1, max |V|):
+// bf16 P before P·V and a bf16 O are ~2^-8 of max |V| each; the margin leaves room for fp32
+// sums (tests/random_diff.h, milestone/numerics.h).
+inline constexpr double kAttentionTolerance = 2e-2;
+
 // How far `got` is from `want`: the largest |got - want| and where. A NaN or Inf in `got`, or a
 // size mismatch, is reported as an infinite error.
 struct Deviation {

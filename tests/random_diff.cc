@@ -23,8 +23,7 @@
 namespace ahbm::testing {
 namespace {
 
-// bf16 P before P·V and a bf16 O: ~2^-8 of max |V| each; the margin leaves room for fp32 sums.
-constexpr double kTolerance = 2e-2;
+constexpr double kTolerance = kAttentionTolerance;
 
 // A capacity refusal says what does not fit: TCM ("at most N request(s) fit", prefill's "N
 // instance(s) per PE leave each B"), HBM ("its region holds"), the data-mode host bound ("would
