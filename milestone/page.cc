@@ -22,12 +22,13 @@ code { font-family: monospace; font-size: 14px; background: #f2f2f2; padding: 1p
 table.data { border-collapse: collapse; font-size: 14px; margin: 6px 0; }
 table.data th { background: #e8eef5; text-align: left; padding: 3px 8px; }
 table.data td { border-top: 1px solid #ddd; padding: 3px 8px; }
-table.data td.num { text-align: right; font-variant-numeric: tabular-nums; }
+table.data td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 .pick { font-size: 14px; color: #333; margin: 4px 0; }
 .study { border: 1px solid #ccc; border-radius: 4px; padding: 8px 12px; margin: 12px 0; }
 .answer { font-size: 16px; font-weight: bold; color: #174a7c; margin: 6px 0; }
 .plots { display: flex; flex-wrap: wrap; gap: 12px; }
-.plots img { width: 680px; max-width: 100%; border: 1px solid #eee; }
+.plots a { width: calc(50% - 8px); }
+.plots img { width: 100%; border: 1px solid #eee; }
 .wide img { width: 100%; max-width: 1400px; border: 1px solid #eee; }
 .bad { color: #b00020; font-weight: bold; }
 .none { color: #777; font-style: italic; }
@@ -61,9 +62,9 @@ void AppendPanel(const PagePanel& panel, std::string* html) {
                   " tokens</div>\n");
   absl::StrAppend(html,
                   "<table class=\"data\">\n<tr><th>variant</th><th>latency (&micro;s)</th>"
-                  "<th>&times; best baseline</th><th>&times; roofline</th><th>&times; ideal</th>"
+                  "<th>&times; best base</th><th>&times; roof</th><th>&times; ideal</th>"
                   "<th>binding</th>",
-                  requests ? "<th>request min / median / max (&micro;s)</th>" : "", "</tr>\n");
+                  requests ? "<th>requests min / med / max (&micro;s)</th>" : "", "</tr>\n");
   for (const PageRow& row : panel.rows) {
     absl::StrAppend(html, "<tr><td>", HtmlEscape(row.variant), "</td><td class=\"num\">",
                     Us(row.latency_us), "</td><td class=\"num\">", Ratio(row.x_base),
@@ -175,8 +176,8 @@ std::string IndexHtml(const PageInput& in) {
     AppendNone("No panel was run.", &html);
   } else {
     absl::StrAppend(&html,
-                    "<p class=\"pick\">&times; best baseline: latency / the panel's fastest "
-                    "baseline_* row; &times; roofline: latency / the row's own roofline bound; "
+                    "<p class=\"pick\">&times; best base: latency / the panel's fastest "
+                    "baseline_* row; &times; roof: latency / the row's own roofline bound; "
                     "&times; ideal: latency / the ADR kernel's minimal K/V bytes and FLOPs on "
                     "the chip's peaks (a wasteful baseline is not flattered).</p>\n"
                     "<div class=\"grid\">\n");

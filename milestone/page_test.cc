@@ -96,8 +96,8 @@ TEST(IndexHtml, RowsAnswersPlotsChecksDigests) {
        "<td class=\"num\">1.18</td><td class=\"num\">1.60</td><td>HBM</td>");
   // Per-request latencies in the multi-user panels only.
   Find(html, "<td class=\"num\">12.50 / 25.25 / 50.00</td>");
-  EXPECT_EQ(Find(html, "request min / median / max"),
-            html.find("request min / median / max", Find(html, "multi_user_decode")));
+  EXPECT_EQ(Find(html, "requests min / med / max"),
+            html.find("requests min / med / max", Find(html, "multi_user_decode")));
   Find(html, "AUTO picks opt3: S &gt;= 8192 and C = 8");
   Find(html, "S = 131072, 65536, 32768, 16384 tokens");
   Find(html, "§9.2 &mdash; Which C for decode?");

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Captures a report page (ahbm milestone's index.html) as a PNG with Debian's headless chromium,
+# installed through apt when missing (root or sudo, like tools/setup.sh).
+#
+#   tools/screenshot.sh report/index.html [out.png] [--height=N]
+#
+# The window is 1400 px wide (the width the page is laid out for) and, unless --height is
+# given, tall enough for the whole page: an estimate from the page's rows, headings and plots
+# (milestone/page.h's layout). Prints the PNG's path (default: index.png beside the page).
+set -euo pipefail
+
+usage() { echo "usage: tools/screenshot.sh <page.html> [out.png] [--height=N]" >&2; exit 2; }
+
+page=""
+out=""
+height=""
+for arg in "$@"; do
+  case "$arg" in
+    --height=*) height="${arg#--height=}"
+                [[ "$height" =~ ^[1-9][0-9]*$ ]] || { echo "--height: must be a positive number of pixels (got '$height')" >&2; exit 2; } ;;
+    -*) echo "$arg: unknown option" >&2; usage ;;
+    *) if [[ -z "$page" ]]; then page="$arg"; elif [[ -z "$out" ]]; then out="$arg"; else usage; fi ;;
+  esac
+done
+[[ -n "$page" ]] || usage
+[[ -f "$page" ]] || { echo "$page: no such file" >&2; exit 2; }
+page_abs=$(realpath "$page")
+[[ -n "$out" ]] || out="$(dirname "$page_abs")/index.png"
+out_dir=$(dirname "$out")
+[[ -d "$out_dir" && -w "$out_dir" ]] || { echo "$out: cannot write (no such directory, or not writable)" >&2; exit 2; }
+out_abs="$(realpath "$out_dir")/$(basename "$out")"
+
+chromium_bin=$(command -v chromium || command -v chromium-browser || true)
+if [[ -z "$chromium_bin" ]]; then
+  sudo=()
+  if [[ $(id -u) -ne 0 ]]; then
+    command -v sudo >/dev/null || { echo "screenshot: need root (or sudo) to install chromium" >&2; exit 1; }
+    sudo=(sudo)
+  fi
+  echo "screenshot: installing chromium" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo[@]}" apt-get update -q >/dev/null
+  "${sudo[@]}" apt-get install -y -q --no-install-recommends chromium >/dev/null
+  chromium_bin=$(command -v chromium)
+fi
+
+if [[ -z "$height" ]]; then
+  # One line per table row, heading and plot in the page (milestone/page.cc writes them so):
+  # panel tables stand two side by side, study plots two per row (~440 px each at 1400 px),
+  # the timeline one full-width plot.
+  height=$(awk '
+    /<h2 id=/ { section = $0; h += 70 }
+    /<h3>/ { h += (section ~ /"panels"/) ? 45 : 70 }
+    /<tr>/ { h += (section ~ /"panels"/) ? 15 : 30 }
+    /class="answer"/ { h += 30 }
+    /class="plots"/ { n = 0; inplots = 1 }
+    inplots && /<img / { n++ }
+    inplots && /^<\/div>/ { h += int((n + 1) / 2) * 450; inplots = 0 }
+    /class="wide"/ { h += 720 }
+    /<p / { h += 40 }
+    END { print int(h + 250) }' "$page_abs")
+fi
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+rm -f "$out_abs"
+if ! "$chromium_bin" --headless --no-sandbox --disable-gpu --hide-scrollbars \
+    --run-all-compositor-stages-before-draw --virtual-time-budget=5000 \
+    --screenshot="$out_abs" --window-size="1400,$height" "file://$page_abs" >"$log" 2>&1 \
+    || [[ ! -s "$out_abs" ]]; then
+  echo "screenshot: chromium wrote no $out_abs:" >&2
+  tail -n 5 "$log" >&2
+  exit 1
+fi
+echo "$out_abs"
