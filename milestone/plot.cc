@@ -221,6 +221,11 @@ std::optional<std::string> FindOnPath(const std::string& name) {
 
 }  // namespace
 
+std::string PlotFileName(const std::string& study, size_t i) {
+  return i == 0 ? absl::StrCat("sweep_", study, ".svg")
+                : absl::StrCat("sweep_", study, "_", i + 1, ".svg");
+}
+
 std::string GnuplotString(const std::string& text) {
   std::string quoted = "\"";
   for (char c : text) {

@@ -29,6 +29,7 @@
 #ifndef AHBMSIM_MILESTONE_PLOT_H_
 #define AHBMSIM_MILESTONE_PLOT_H_
 
+#include <cstddef>
 #include <string>
 
 #include "absl/status/status.h"
@@ -38,6 +39,10 @@ namespace ahbm::milestone {
 
 [[nodiscard]] absl::Status PlotSvg(const PlotSpec& spec, const std::string& csv_path,
                                    const std::string& svg_path);
+
+// A study's i-th plot's file name (i from 0), as study.h names them: "sweep_<study>.svg",
+// then "sweep_<study>_2.svg", "sweep_<study>_3.svg", ...
+std::string PlotFileName(const std::string& study, size_t i);
 
 // Runs `gnuplot <script>` with the script's directory as the working directory (no shell);
 // OK when gnuplot exits 0 and `svg_path` is then a non-empty file. Errors as PlotSvg's.

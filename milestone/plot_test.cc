@@ -56,6 +56,12 @@ PlotSpec LatencyBySpec() {
   return spec;
 }
 
+TEST(PlotFileName, AsStudyHNamesThem) {
+  EXPECT_EQ(PlotFileName("decode_c", 0), "sweep_decode_c.svg");
+  EXPECT_EQ(PlotFileName("decode_c", 1), "sweep_decode_c_2.svg");
+  EXPECT_EQ(PlotFileName("decode_c", 2), "sweep_decode_c_3.svg");
+}
+
 TEST(PlotSvg, DrawsLabelsLegendAndSeries) {
   const std::string dir = TestDir("latency");
   Write(dir + "/sweep_decode_c.csv", kDecodeCsv);
