@@ -226,6 +226,19 @@ std::string PlotFileName(const std::string& study, size_t i) {
                 : absl::StrCat("sweep_", study, "_", i + 1, ".svg");
 }
 
+absl::StatusOr<std::vector<std::string>> PlotStudy(const Study& study, const std::string& dir) {
+  const std::string csv = (fs::path(dir) / absl::StrCat("sweep_", study.name, ".csv")).string();
+  std::vector<std::string> svgs;
+  for (size_t i = 0; i < study.plots.size(); ++i) {
+    const std::string svg = PlotFileName(study.name, i);
+    if (absl::Status s = PlotSvg(study.plots[i], csv, (fs::path(dir) / svg).string()); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("study ", study.name, ": ", s.message()));
+    }
+    svgs.push_back(svg);
+  }
+  return svgs;
+}
+
 std::string GnuplotString(const std::string& text) {
   std::string quoted = "\"";
   for (char c : text) {

@@ -31,8 +31,10 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "milestone/study.h"
 
 namespace ahbm::milestone {
@@ -43,6 +45,11 @@ namespace ahbm::milestone {
 // A study's i-th plot's file name (i from 0), as study.h names them: "sweep_<study>.svg",
 // then "sweep_<study>_2.svg", "sweep_<study>_3.svg", ...
 std::string PlotFileName(const std::string& study, size_t i);
+
+// Every plot of `study` from <dir>/sweep_<name>.csv into <dir>/PlotFileName(name, i), in
+// order; the SVG file names written (for the page). The first error stops it, its message
+// prefixed "study <name>: ".
+absl::StatusOr<std::vector<std::string>> PlotStudy(const Study& study, const std::string& dir);
 
 // Runs `gnuplot <script>` with the script's directory as the working directory (no shell);
 // OK when gnuplot exits 0 and `svg_path` is then a non-empty file. Errors as PlotSvg's.

@@ -62,6 +62,24 @@ TEST(PlotFileName, AsStudyHNamesThem) {
   EXPECT_EQ(PlotFileName("decode_c", 2), "sweep_decode_c_3.svg");
 }
 
+TEST(PlotStudy, EveryPlotBesideTheCsv) {
+  const std::string dir = TestDir("study");
+  Write(dir + "/sweep_decode_c.csv", kDecodeCsv);
+  Study study;
+  study.name = "decode_c";
+  study.plots = {LatencyBySpec(), LatencyBySpec()};
+  study.plots[1].argmin_series = true;
+  absl::StatusOr<std::vector<std::string>> svgs = PlotStudy(study, dir);
+  ASSERT_TRUE(svgs.ok()) << svgs.status();
+  EXPECT_EQ(*svgs, (std::vector<std::string>{"sweep_decode_c.svg", "sweep_decode_c_2.svg"}));
+  EXPECT_FALSE(Read(dir + "/sweep_decode_c_2.svg").empty());
+  EXPECT_EQ(Read(dir + "/sweep_decode_c_2.dat"), "# best c\n4096 4\n8192 4\n16384 8\n");
+
+  study.plots[1].series = {"tile"};
+  EXPECT_EQ(PlotStudy(study, dir).status().message(),
+            "study decode_c: " + dir + "/sweep_decode_c.csv: no column \"tile\"");
+}
+
 TEST(PlotSvg, DrawsLabelsLegendAndSeries) {
   const std::string dir = TestDir("latency");
   Write(dir + "/sweep_decode_c.csv", kDecodeCsv);
