@@ -9,7 +9,8 @@
 # (milestone/page.h's layout). Prints the PNG's path (default: index.png beside the page).
 set -euo pipefail
 
-usage() { echo "usage: tools/screenshot.sh <page.html> [out.png] [--height=N]" >&2; exit 2; }
+readonly usage="usage: tools/screenshot.sh <page.html> [out.png] [--height=N]"
+usage() { echo "$usage" >&2; exit 2; }
 
 page=""
 out=""
@@ -18,7 +19,7 @@ for arg in "$@"; do
   case "$arg" in
     --height=*) height="${arg#--height=}"
                 [[ "$height" =~ ^[1-9][0-9]*$ ]] || { echo "--height: must be a positive number of pixels (got '$height')" >&2; exit 2; } ;;
-    -*) echo "$arg: unknown option" >&2; usage ;;
+    -*) echo "$arg: unknown option ($usage)" >&2; exit 2 ;;
     *) if [[ -z "$page" ]]; then page="$arg"; elif [[ -z "$out" ]]; then out="$arg"; else usage; fi ;;
   esac
 done
