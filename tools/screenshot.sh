@@ -52,14 +52,14 @@ if [[ -z "$height" ]]; then
   height=$(awk '
     /<h2 id=/ { section = $0; h += 70 }
     /<h3>/ { h += (section ~ /"panels"/) ? 45 : 70 }
-    /<tr>/ { h += (section ~ /"panels"/) ? 15 : 30 }
+    /<tr>/ { h += (section ~ /"panels"/) ? 20 : 30 }
     /class="answer"/ { h += 30 }
     /class="plots"/ { n = 0; inplots = 1 }
     inplots && /<img / { n++ }
     inplots && /^<\/div>/ { h += int((n + 1) / 2) * 450; inplots = 0 }
-    /class="wide"/ { h += 720 }
+    /class="wide"/ { h += 520 }
     /<p / { h += 40 }
-    END { print int(h + 250) }' "$page_abs")
+    END { print int(h + 150) }' "$page_abs")
 fi
 
 log=$(mktemp)
