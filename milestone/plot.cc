@@ -309,9 +309,11 @@ absl::Status RunGnuplot(const std::string& script_path, const std::string& svg_p
   std::vector<absl::string_view> lines = absl::StrSplit(stderr_text, '\n', absl::SkipWhitespace());
   const std::string complaint = absl::StrJoin(lines, " | ");
   if (!WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0) {
-    return absl::InternalError(absl::StrCat(
-        "gnuplot ", script_path, ": ",
-        complaint.empty() ? absl::StrCat("exit status ", WEXITSTATUS(wait_status)) : complaint));
+    const std::string how = WIFSIGNALED(wait_status)
+                                ? absl::StrCat("killed by signal ", WTERMSIG(wait_status))
+                                : absl::StrCat("exit status ", WEXITSTATUS(wait_status));
+    return absl::InternalError(
+        absl::StrCat("gnuplot ", script_path, ": ", complaint.empty() ? how : complaint));
   }
   struct stat svg_stat;
   if (stat(svg_path.c_str(), &svg_stat) != 0 || svg_stat.st_size == 0) {

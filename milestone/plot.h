@@ -24,8 +24,9 @@
 //   that does not parse; "<csv>: argmin_series needs exactly one series column";
 //   FailedPrecondition "<csv>: no row with status ok to plot"; NotFound "gnuplot not found:
 //   tools/setup.sh installs gnuplot-nox" when no gnuplot is on PATH; Internal "gnuplot <gp>:
-//   <its stderr, first line>" when gnuplot fails or the SVG is missing or empty; a file that
-//   cannot be read or written: "<path>: cannot read" / "<path>: cannot write".
+//   <its stderr's lines joined by " | ">" when gnuplot fails or the SVG is missing or empty; a
+//   file that cannot be read or written: "<path>: cannot read" / "<path>: cannot write"; a
+//   malformed CSV: "<csv> line <n>: <reason>" (ParseCsv).
 #ifndef AHBMSIM_MILESTONE_PLOT_H_
 #define AHBMSIM_MILESTONE_PLOT_H_
 
