@@ -7,11 +7,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -165,6 +167,49 @@ std::string DataText(const PlotData& data) {
   return text;
 }
 
+// A log y axis over the data with 5 % of its span (in log terms, at least 5 %) as margin, and
+// tics at 1-2-5 times a power of ten inside it — or finer mantissas over a narrow range — so
+// even a range within one decade has labelled tics. False (gnuplot's own range) without positive
+// data.
+bool AppendLogYAxis(const PlotData& data, std::string* s) {
+  double lo = 0;
+  double hi = 0;
+  for (const Series& series : data.series) {
+    for (const Point& p : series.points) {
+      if (p.y <= 0) continue;
+      lo = lo == 0 ? p.y : std::min(lo, p.y);
+      hi = std::max(hi, p.y);
+    }
+  }
+  if (lo == 0) return false;
+  const double margin = std::max(1.05, std::pow(hi / lo, 0.05));
+  lo /= margin;
+  hi *= margin;
+  // Mantissa sets from coarse to fine; the first that puts 3 tics inside the range.
+  std::vector<std::vector<double>> sets = {{1, 2, 5}, {1, 1.5, 2, 3, 4, 5, 6, 7, 8, 9}};
+  for (double step : {0.5, 0.2, 0.1}) {
+    std::vector<double>& mantissas = sets.emplace_back();
+    for (int i = 0; i * step < 9 - 1e-9; ++i) mantissas.push_back(1 + i * step);
+  }
+  std::vector<double> ticks;
+  for (const std::vector<double>& mantissas : sets) {
+    ticks.clear();
+    for (int e = static_cast<int>(std::floor(std::log10(lo))); e <= std::ceil(std::log10(hi));
+         ++e) {
+      for (double m : mantissas) {
+        const double tick = m * std::pow(10.0, e);
+        if (tick >= lo && tick <= hi) ticks.push_back(tick);
+      }
+    }
+    if (ticks.size() >= 3) break;
+  }
+  absl::StrAppendFormat(s, "set yrange [%.6g:%.6g]\n", lo, hi);
+  std::vector<std::string> labels;
+  for (double tick : ticks) labels.push_back(absl::StrFormat("%.6g", tick));
+  if (!labels.empty()) absl::StrAppend(s, "set ytics (", absl::StrJoin(labels, ", "), ")\n");
+  return true;
+}
+
 std::string ScriptText(const PlotSpec& spec, const PlotData& data, const std::string& stem,
                        const std::string& svg_name) {
   std::string s;
@@ -183,7 +228,15 @@ std::string ScriptText(const PlotSpec& spec, const PlotData& data, const std::st
       spec.argmin_series ? std::string() : absl::StrJoin(spec.series, ", ");
   if (!key_title.empty()) absl::StrAppend(&s, "set key title ", GnuplotString(key_title), "\n");
   if (spec.log_x && !spec.x_categorical) s += "set logscale x 2\n";
-  if (spec.log_y && !spec.argmin_series) s += "set logscale y 10\n";
+  // Ranges end at the data (plus a margin), not at the next tic: a log axis rounded out to
+  // whole decades would flatten a 20 % difference into a straight line.
+  s += "set autoscale noextend\n";
+  bool y_range_set = false;
+  if (spec.log_y && !spec.argmin_series) {
+    s += "set logscale y 10\n";
+    y_range_set = AppendLogYAxis(data, &s);
+  }
+  const std::string y_offsets = y_range_set ? "0, 0" : "graph 0.05, graph 0.05";
   if (spec.x_categorical) {
     std::vector<std::string> ticks;
     bool long_label = false;
@@ -194,9 +247,20 @@ std::string ScriptText(const PlotSpec& spec, const PlotData& data, const std::st
     absl::StrAppend(&s, "set xtics (", absl::StrJoin(ticks, ", "), ")",
                     long_label ? " rotate by -30" : "", "\n");
     absl::StrAppendFormat(&s, "set xrange [-0.5:%g]\n", data.x_ticks.size() - 0.5);
+    absl::StrAppend(&s, "set offsets 0, 0, ", y_offsets, "\n");
   } else {
+    // A few distinct x values (contexts, depths, sizes): a tic at each, nothing between.
+    std::set<double> xs;
+    for (const Series& series : data.series) {
+      for (const Point& p : series.points) xs.insert(p.x);
+    }
+    if (xs.size() <= 12) {
+      std::vector<std::string> ticks;
+      for (double x : xs) ticks.push_back(absl::StrFormat("%.10g", x));
+      absl::StrAppend(&s, "set xtics (", absl::StrJoin(ticks, ", "), ")\n");
+    }
     // Room so the first and last points are not drawn on the frame.
-    s += "set offsets graph 0.02, graph 0.02, graph 0.05, graph 0.05\n";
+    absl::StrAppend(&s, "set offsets graph 0.03, graph 0.03, ", y_offsets, "\n");
   }
   std::vector<std::string> plots;
   for (size_t i = 0; i < data.series.size(); ++i) {

@@ -122,6 +122,26 @@ TEST(PlotSvg, ArgminSeriesPlotsTheBestValuePerX) {
   EXPECT_TRUE(absl::StrContains(Read(dir + "/sweep_decode_c_2.svg"), "best C"));
 }
 
+// A log y axis ends at the data, not at whole decades, and has labelled tics even inside one
+// decade; a few distinct x values get a tic each.
+TEST(PlotSvg, LogYAxisFitsTheData) {
+  const std::string dir = TestDir("log_y");
+  Write(dir + "/s.csv",
+        "s,c,latency_ps,status\n"
+        "1024,4,2000000,ok\n"
+        "8192,4,2300000,ok\n");
+  PlotSpec spec = LatencyBySpec();
+  spec.log_y = true;
+  ASSERT_TRUE(PlotSvg(spec, dir + "/s.csv", dir + "/s.svg").ok());
+  const std::string script = Read(dir + "/s.gp");
+  // 2 .. 2.3 us with a 5 % margin each side: [1.90476, 2.415]; 1-2-5 and 1..9 give fewer than
+  // three tics inside, steps of 0.2 give 2, 2.2, 2.4.
+  EXPECT_TRUE(absl::StrContains(script, "set yrange [1.90476:2.415]\nset ytics (2, 2.2, 2.4)\n"))
+      << script;
+  EXPECT_TRUE(absl::StrContains(script, "set xtics (1024, 8192)\n")) << script;
+  EXPECT_TRUE(absl::StrContains(script, "set autoscale noextend\n"));
+}
+
 TEST(PlotSvg, CategoricalXBecomesNamedTicks) {
   const std::string dir = TestDir("categorical");
   Write(dir + "/r.csv",
