@@ -24,10 +24,10 @@ table.data th { background: #e8eef5; text-align: left; padding: 3px 8px; }
 table.data td { border-top: 1px solid #ddd; padding: 3px 8px; }
 table.data td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 .pick { font-size: 14px; color: #333; margin: 4px 0; }
-.study { border: 1px solid #ccc; border-radius: 4px; padding: 8px 12px; margin: 12px 0; }
+.study { border: 1px solid #ccc; border-radius: 4px; padding: 8px 12px; }
 .answer { font-size: 16px; font-weight: bold; color: #174a7c; margin: 6px 0; }
-.plots { display: flex; flex-wrap: wrap; gap: 12px; }
-.plots a { width: calc(50% - 8px); }
+.plots { display: flex; flex-direction: column; gap: 12px; }
+.plots a { width: 100%; }
 .plots img { width: 100%; border: 1px solid #eee; }
 .wide img { width: 100%; max-width: 1400px; border: 1px solid #eee; }
 .bad { color: #b00020; font-weight: bold; }
@@ -188,8 +188,13 @@ std::string IndexHtml(const PageInput& in) {
   absl::StrAppend(&html,
                   "<h2 id=\"answers\">Answers to the ADR's open items (&sect;9, &sect;B)"
                   "</h2>\n");
-  if (in.studies.empty()) AppendNone("No study was run.", &html);
-  for (const PageStudy& study : in.studies) AppendStudy(study, &html);
+  if (in.studies.empty()) {
+    AppendNone("No study was run.", &html);
+  } else {
+    absl::StrAppend(&html, "<div class=\"grid\">\n");
+    for (const PageStudy& study : in.studies) AppendStudy(study, &html);
+    absl::StrAppend(&html, "</div>\n");
+  }
 
   absl::StrAppend(&html,
                   "<h2 id=\"timeline\">Engine timeline (ADR &sect;5.6): the opt1 bubble, "

@@ -14,7 +14,8 @@
 //   the input is HTML-escaped (& < > " ').
 // - Deterministic: the same input gives the same bytes (no clock, no environment); numbers are
 //   printed with fixed formats (latency "%.2f" us, ratios "%.2f", errors "%.2e").
-// - Laid out for a 1400 px wide window: panels two per row, plots two per row.
+// - Laid out for a 1400 px wide window: panels two per row, studies two per row (each with its
+//   plots one under the other).
 #ifndef AHBMSIM_MILESTONE_PAGE_H_
 #define AHBMSIM_MILESTONE_PAGE_H_
 

@@ -47,19 +47,28 @@ fi
 
 if [[ -z "$height" ]]; then
   # One line per table row, heading and plot in the page (milestone/page.cc writes them so):
-  # panel tables stand two side by side, study plots two per row (~440 px each at 1400 px),
-  # the timeline one full-width plot.
+  # panel tables and study cards stand two side by side (a pair as tall as its taller card;
+  # a plot ~430 px at 1400 px, an answer a line per ~60 characters), the timeline is one
+  # full-width plot.
   height=$(awk '
-    /<h2 id=/ { section = $0; h += 70 }
-    /<h3>/ { h += (section ~ /"panels"/) ? 45 : 70 }
-    /<tr>/ { h += (section ~ /"panels"/) ? 20 : 30 }
-    /class="answer"/ { h += 30 }
-    /class="plots"/ { n = 0; inplots = 1 }
-    inplots && /<img / { n++ }
-    inplots && /^<\/div>/ { h += int((n + 1) / 2) * 450; inplots = 0 }
+    function flush_studies(  i, a, b) {
+      for (i = 0; i < n; i += 2) { a = card[i]; b = (i + 1 < n) ? card[i + 1] : 0; h += (a > b ? a : b) + 16 }
+      n = 0
+    }
+    /<h2 id=/ { flush_studies(); section = $0; h += 70 }
+    /<div class="study"/ { card[n++] = 40 }
+    section ~ /"answers"/ && n > 0 {
+      if (/<h3>/) card[n - 1] += 26 * (1 + int(length($0) / 80))
+      if (/class="answer"/) card[n - 1] += 26 * (1 + int(length($0) / 60))
+      if (/class="pick"/) card[n - 1] += 24
+      if (/<img /) card[n - 1] += 430
+      next
+    }
+    /<h3>/ { h += 45 }
+    /<tr>/ { h += (section ~ /"panels"/) ? 14 : 30 }
     /class="wide"/ { h += 520 }
     /<p / { h += 40 }
-    END { print int(h + 150) }' "$page_abs")
+    END { flush_studies(); print int(h + 150) }' "$page_abs")
 fi
 
 log=$(mktemp)
