@@ -57,9 +57,11 @@ void AppendPanel(const PagePanel& panel, std::string* html) {
   std::vector<std::string> s;
   for (uint64_t tokens : panel.s) s.push_back(absl::StrCat(tokens));
   absl::StrAppend(html, "<div class=\"panel\" id=\"panel-", HtmlEscape(panel.name), "\">\n<h3>",
-                  HtmlEscape(panel.name),
-                  "</h3>\n<div class=\"pick\">S = ", HtmlEscape(absl::StrJoin(s, ", ")),
-                  " tokens</div>\n");
+                  HtmlEscape(panel.name), "</h3>\n");
+  if (!s.empty()) {
+    absl::StrAppend(html, "<div class=\"pick\">S = ", HtmlEscape(absl::StrJoin(s, ", ")),
+                    " tokens</div>\n");
+  }
   absl::StrAppend(html,
                   "<table class=\"data\">\n<tr><th>variant</th><th>latency (&micro;s)</th>"
                   "<th>&times; best base</th><th>&times; roof</th><th>&times; ideal</th>"

@@ -134,6 +134,7 @@ TEST(IndexHtml, SelfContained) {
 
 TEST(IndexHtml, EmptySectionsSaySo) {
   PageInput in = Input();
+  in.panels[0].s.clear();  // no S line rather than "S =  tokens"
   in.studies.clear();
   in.timeline_svg.clear();
   in.checks.clear();
@@ -142,6 +143,8 @@ TEST(IndexHtml, EmptySectionsSaySo) {
   Find(html, "No timeline was drawn.");
   Find(html, "No numerical check was run.");
   EXPECT_FALSE(absl::StrContains(html, "<img src=\"timeline.svg\""));
+  EXPECT_FALSE(absl::StrContains(html, "S =  tokens"));
+  Find(html, "S = 131072, 65536, 32768, 16384 tokens");
 }
 
 TEST(IndexHtml, Deterministic) {

@@ -216,7 +216,7 @@ std::string ScriptText(const PlotSpec& spec, const PlotData& data, const std::st
   absl::StrAppend(&s, "# Drawn by ahbm milestone (milestone/plot.h); re-plot: gnuplot ", stem,
                   ".gp\n");
   absl::StrAppend(&s,
-                  "set terminal svg size 720,480 noenhanced font 'sans,12' background "
+                  "set terminal svg size 720,480 noenhanced font 'sans,13' background "
                   "'#ffffff'\n");
   absl::StrAppend(&s, "set output ", GnuplotString(svg_name), "\n");
   absl::StrAppend(&s, "set title ", GnuplotString(spec.title), "\n");

@@ -57,7 +57,7 @@ std::string Script(const std::vector<TimelineRun>& runs, uint64_t window_ps,
   absl::StrAppend(&s, "# Drawn by ahbm milestone (milestone/timeline.h); re-plot: gnuplot ", stem,
                   ".gp\n");
   absl::StrAppendFormat(&s,
-                        "set terminal svg size 1200,%d noenhanced font 'sans,12' background "
+                        "set terminal svg size 1200,%d noenhanced font 'sans,13' background "
                         "'#ffffff'\n",
                         140 + 26 * rows);
   absl::StrAppend(&s, "set output ", GnuplotString(svg_name), "\n");
