@@ -295,7 +295,9 @@ absl::StatusOr<std::vector<std::string>> PlotStudy(const Study& study, const std
   std::vector<std::string> svgs;
   for (size_t i = 0; i < study.plots.size(); ++i) {
     const std::string svg = PlotFileName(study.name, i);
-    if (absl::Status s = PlotSvg(study.plots[i], csv, (fs::path(dir) / svg).string()); !s.ok()) {
+    const absl::Status s = PlotSvg(study.plots[i], csv, (fs::path(dir) / svg).string());
+    if (absl::IsFailedPrecondition(s)) continue;  // no row ran: nothing to draw
+    if (!s.ok()) {
       return absl::Status(s.code(), absl::StrCat("study ", study.name, ": ", s.message()));
     }
     svgs.push_back(svg);

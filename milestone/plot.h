@@ -48,8 +48,9 @@ namespace ahbm::milestone {
 std::string PlotFileName(const std::string& study, size_t i);
 
 // Every plot of `study` from <dir>/sweep_<name>.csv into <dir>/PlotFileName(name, i), in
-// order; the SVG file names written (for the page). The first error stops it, its message
-// prefixed "study <name>: ".
+// order; the SVG file names written (for the page). A CSV without an "ok" row draws nothing
+// (every point refused or failed: the page then shows the answer's reason alone); any other
+// error stops it, its message prefixed "study <name>: ".
 absl::StatusOr<std::vector<std::string>> PlotStudy(const Study& study, const std::string& dir);
 
 // Runs `gnuplot <script>` with the script's directory as the working directory (no shell);

@@ -75,6 +75,14 @@ TEST(PlotStudy, EveryPlotBesideTheCsv) {
   EXPECT_FALSE(Read(dir + "/sweep_decode_c_2.svg").empty());
   EXPECT_EQ(Read(dir + "/sweep_decode_c_2.dat"), "# best c\n4096 4\n8192 4\n16384 8\n");
 
+  Write(dir + "/sweep_refused.csv", "s,c,latency_ps,status\n4096,16,,refused\n");
+  Study refused = study;
+  refused.name = "refused";
+  absl::StatusOr<std::vector<std::string>> none = PlotStudy(refused, dir);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(none->empty());
+  EXPECT_FALSE(fs::exists(dir + "/sweep_refused.svg"));
+
   study.plots[1].series = {"tile"};
   EXPECT_EQ(PlotStudy(study, dir).status().message(),
             "study decode_c: " + dir + "/sweep_decode_c.csv: no column \"tile\"");
