@@ -15,7 +15,8 @@
 //                 <stem>.dat and <stem>.svg, so both files are the same bytes wherever the
 //                 report is written;
 //   then runs `gnuplot <stem>.gp` in that directory (fork/exec, no shell) and checks that the
-//   SVG exists and is not empty.
+//   SVG exists and is not empty. The SVG holds no date: one gnuplot version draws the same
+//   bytes.
 // - argmin_series: one series column (numeric); per x, in first-seen order, the series value
 //   whose y is least (ties: the first row in CSV order); y is that value (no y_scale). The
 //   data file then has one block, titled "best <series column>".

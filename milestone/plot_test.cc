@@ -182,6 +182,7 @@ TEST(PlotSvg, SameInputsSameFiles) {
   ASSERT_TRUE(PlotSvg(LatencyBySpec(), b + "/s.csv", b + "/s.svg").ok());
   EXPECT_EQ(Read(a + "/s.gp"), Read(b + "/s.gp"));
   EXPECT_EQ(Read(a + "/s.dat"), Read(b + "/s.dat"));
+  EXPECT_EQ(Read(a + "/s.svg"), Read(b + "/s.svg")) << "gnuplot's SVG holds no date";
 }
 
 TEST(PlotSvg, MissingColumnIsNamed) {

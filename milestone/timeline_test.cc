@@ -140,7 +140,7 @@ TEST_F(TimelineTest, SameRunsSameFiles) {
   const std::string b = TestDir("same_b");
   ASSERT_TRUE(TimelineSvg(*runs_, a + "/t.csv", a + "/t.svg").ok());
   ASSERT_TRUE(TimelineSvg(*runs_, b + "/t.csv", b + "/t.svg").ok());
-  for (const char* file : {"/t.csv", "/t.dat", "/t.gp"}) {
+  for (const char* file : {"/t.csv", "/t.dat", "/t.gp", "/t.svg"}) {
     EXPECT_EQ(Read(a + file), Read(b + file)) << file;
   }
 }
