@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/check.h"
 #include "base/text_escape.h"
 #include "milestone/plot.h"
 
@@ -119,6 +120,24 @@ std::vector<TimelineJob> TimelineJobs(const pb::Chip& chip) {
     jobs.push_back(std::move(job));
   }
   return jobs;
+}
+
+absl::StatusOr<std::vector<TimelineRun>> TimelineRunsFrom(
+    const std::vector<TimelineJob>& jobs, const std::vector<pb::JobResult>& results) {
+  AHBM_CHECK(jobs.size() == results.size())
+      << jobs.size() << " jobs, " << results.size() << " results";
+  std::vector<TimelineRun> runs;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (absl::Status s = sweep::JobStatus(results[i]); !s.ok()) {
+      return absl::Status(s.code(),
+                          absl::StrCat("timeline run ", jobs[i].label, ": ", s.message()));
+    }
+    runs.push_back(
+        {jobs[i].label,
+         std::vector<pb::TraceRecord>(results[i].op_log().begin(), results[i].op_log().end()),
+         jobs[i].pe_name, jobs[i].pe});
+  }
+  return runs;
 }
 
 absl::Status TimelineSvg(const std::vector<TimelineRun>& runs, const std::string& csv_path,

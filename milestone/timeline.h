@@ -27,6 +27,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "proto/job.pb.h"
 #include "proto/topology.pb.h"
 #include "proto/trace.pb.h"
 #include "sweep/job_pool.h"
@@ -49,6 +51,11 @@ struct TimelineJob {
 
 // The decode runs the report's timeline draws, on `chip` (see above).
 std::vector<TimelineJob> TimelineJobs(const pb::Chip& chip);
+
+// The runs to draw from the job pool's results for TimelineJobs (results[i] is jobs[i]'s): the
+// first job that was refused or failed is an error "timeline run <label>: <its status>".
+absl::StatusOr<std::vector<TimelineRun>> TimelineRunsFrom(
+    const std::vector<TimelineJob>& jobs, const std::vector<pb::JobResult>& results);
 
 [[nodiscard]] absl::Status TimelineSvg(const std::vector<TimelineRun>& runs,
                                        const std::string& csv_path, const std::string& svg_path);

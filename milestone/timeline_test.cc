@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "kernels/launch/launch.h"
 #include "milestone/study.h"
+#include "sweep/job_pool.h"
 #include "topology/loader.h"
 
 namespace ahbm::milestone {
@@ -143,6 +144,30 @@ TEST_F(TimelineTest, SameRunsSameFiles) {
   for (const char* file : {"/t.csv", "/t.dat", "/t.gp", "/t.svg"}) {
     EXPECT_EQ(Read(a + file), Read(b + file)) << file;
   }
+}
+
+// The job pool's path: the same op logs come back through pb::JobResult.
+TEST_F(TimelineTest, RunsFromTheJobPool) {
+  absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile("topology/small.textproto");
+  ASSERT_TRUE(chip.ok());
+  const std::vector<TimelineJob> jobs = TimelineJobs(*chip);
+  std::vector<sweep::Job> pool_jobs;
+  for (const TimelineJob& job : jobs) pool_jobs.push_back(job.job);
+  std::vector<pb::JobResult> results = sweep::JobPool(/*workers=*/1).Run(pool_jobs);
+  absl::StatusOr<std::vector<TimelineRun>> runs = TimelineRunsFrom(jobs, results);
+  ASSERT_TRUE(runs.ok()) << runs.status();
+  ASSERT_EQ(runs->size(), runs_->size());
+  for (size_t i = 0; i < runs->size(); ++i) {
+    EXPECT_EQ((*runs)[i].label, (*runs_)[i].label);
+    ASSERT_EQ((*runs)[i].op_log.size(), (*runs_)[i].op_log.size());
+    for (size_t r = 0; r < (*runs)[i].op_log.size(); ++r) {
+      ASSERT_EQ((*runs)[i].op_log[r].SerializeAsString(), (*runs_)[i].op_log[r].SerializeAsString())
+          << (*runs)[i].label << " record " << r;
+    }
+  }
+  results[1].set_status_code(static_cast<int>(absl::StatusCode::kInvalidArgument));
+  results[1].set_status_message("s: too long");
+  EXPECT_EQ(TimelineRunsFrom(jobs, results).status().message(), "timeline run opt3: s: too long");
 }
 
 TEST_F(TimelineTest, RunWithoutThePesOpsIsRefused) {
