@@ -110,9 +110,12 @@ void AppendChecks(const std::vector<PageCheck>& checks, std::string* html) {
   for (const PageCheck& check : checks) {
     absl::StrAppend(html, "<tr><td>", HtmlEscape(check.kernel), "</td><td>",
                     HtmlEscape(check.variant), "</td><td>", HtmlEscape(check.shape),
-                    "</td><td class=\"num\">", absl::StrFormat("%.2e", check.max_error),
+                    "</td><td class=\"num\">", absl::StrFormat("%.2e", check.max_abs_error),
                     "</td><td class=\"num\">", absl::StrFormat("%.2e", check.tolerance), "</td><td",
-                    check.ok ? ">ok" : " class=\"bad\">FAIL", "</td></tr>\n");
+                    check.ok ? std::string(">ok")
+                             : absl::StrCat(" class=\"bad\">FAIL", check.note.empty() ? "" : ": ",
+                                            HtmlEscape(check.note)),
+                    "</td></tr>\n");
   }
   absl::StrAppend(html, "</table>\n");
 }

@@ -62,13 +62,15 @@ struct PageStudy {
   std::vector<std::string> svgs;
 };
 
+// A numerical check (milestone/numerics.h NumericCheck).
 struct PageCheck {
   std::string kernel;
   std::string variant;
-  std::string shape;  // "h_q 8, h_kv 2, d 64, s 1024"
-  double max_error = 0;
+  std::string shape;  // "H_q 64, H_kv 8, d 128, S 2048"
+  double max_abs_error = 0;
   double tolerance = 0;
   bool ok = false;
+  std::string note;  // why not ok, when the error does not say it (shown after FAIL)
 };
 
 struct PageFile {

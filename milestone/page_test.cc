@@ -53,8 +53,9 @@ PageInput Input() {
        {"sweep_tile.svg"}},
   };
   in.timeline_svg = "timeline.svg";
-  in.checks = {{"decode", "opt3", "h_q 8, h_kv 2, d 64, s 1024", 3.1e-3, 1e-2, true},
-               {"prefill", "ring", "h_q 8, h_kv 2, d 64, s 256", 2.5e-2, 1e-2, false}};
+  in.checks = {{"decode", "opt3", "H_q 64, H_kv 8, d 128, S 2048", 3.1e-3, 1e-2, true, ""},
+               {"prefill", "ring", "H_q 64, H_kv 8, d 128, S 128", 2.5e-2, 1e-2, false,
+                "o1 has NaN & <no> value"}};
   in.files = {{"milestone.json", "a1b2"}, {"milestone.csv", ""}};
   return in;
 }
@@ -107,7 +108,7 @@ TEST(IndexHtml, RowsAnswersPlotsChecksDigests) {
   Find(html, "<img src=\"timeline.svg\"");
   Find(html,
        "<td class=\"num\">2.50e-02</td><td class=\"num\">1.00e-02</td>"
-       "<td class=\"bad\">FAIL</td>");
+       "<td class=\"bad\">FAIL: o1 has NaN &amp; &lt;no&gt; value</td>");
   Find(html, "<code>a1b2</code>");
   Find(html, "<code>-</code>");  // milestone.csv: no digest given
   Find(html, "<code>9f2c1a</code>");
