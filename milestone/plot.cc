@@ -159,7 +159,10 @@ std::string DataText(const PlotData& data) {
   std::string text;
   for (size_t i = 0; i < data.series.size(); ++i) {
     if (i > 0) text += "\n\n";
-    absl::StrAppend(&text, "# ", data.series[i].title, "\n");
+    std::string title = data.series[i].title;  // one comment line, whatever the CSV held
+    std::replace_if(
+        title.begin(), title.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
+    absl::StrAppend(&text, "# ", title, "\n");
     for (const Point& p : data.series[i].points) {
       absl::StrAppendFormat(&text, "%.10g %.10g\n", p.x, p.y);
     }
