@@ -74,7 +74,8 @@ fi
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 rm -f "$out_abs"
-if ! "$chromium_bin" --headless --no-sandbox --disable-gpu --hide-scrollbars \
+# A stuck browser must not hang the caller: two minutes is ~30 times a report's render.
+if ! timeout 120 "$chromium_bin" --headless --no-sandbox --disable-gpu --hide-scrollbars \
     --run-all-compositor-stages-before-draw --virtual-time-budget=5000 \
     --screenshot="$out_abs" --window-size="1400,$height" "file://$page_abs" >"$log" 2>&1 \
     || [[ ! -s "$out_abs" ]]; then
