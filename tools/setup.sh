@@ -14,6 +14,7 @@ packages=(
   libgmock-dev
   libbenchmark-dev    # Google Benchmark 1.7
   libjemalloc-dev     # jemalloc 5.3, the allocator of ahbm and the benchmarks
+  gnuplot-nox         # gnuplot 5.4: the report's SVG plots (ahbm milestone)
 )
 
 missing=()
