@@ -296,11 +296,12 @@ void PeCpu::Complete(uint64_t handle, SimTime end) {
   HandleState* slot = Slot(handle);
   slot->done = true;
   slot->end = end;
+  const CpuInstance* owner = slot->owner;
   if (slot->owner != nullptr) {
     --slot->owner->outstanding_;
     slot->owner = nullptr;
   }
-  if (runtime_ != nullptr) runtime_->OnDone(*this, handle, end);
+  if (runtime_ != nullptr) runtime_->OnDone(*this, handle, owner, end);
   for (CpuInstance* inst : instances_) {
     if (inst->state_ != CpuInstance::State::kWaiting) continue;
     if ((handle != 0 && inst->waiting_on_ == handle) ||

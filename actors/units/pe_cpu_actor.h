@@ -111,8 +111,9 @@ class CpuInstance {
 class CpuRuntime {
  public:
   virtual ~CpuRuntime() = default;
-  // `handle` completed at `end`; called before waiting instances are woken.
-  virtual void OnDone(PeCpu& cpu, uint64_t handle, SimTime end) = 0;
+  // `handle` completed at `end`; called before waiting instances are woken. `owner`: the
+  // instance it was outstanding for (null: none, e.g. a handle the program picked itself).
+  virtual void OnDone(PeCpu& cpu, uint64_t handle, const CpuInstance* owner, SimTime end) = 0;
   virtual void OnIpcqAccepted(PeCpu& cpu, const pb::IpcqAccepted& accepted) = 0;
   virtual void OnIpcqArrival(PeCpu& cpu, const pb::IpcqArrival& arrival) = 0;
   virtual void OnNocDelivered(PeCpu& cpu, const pb::NocDelivered& delivered) = 0;

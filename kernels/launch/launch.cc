@@ -198,6 +198,11 @@ absl::Status CheckDispatchFields(const pb::Workload& w) {
   return absl::OkStatus();
 }
 
+uint32_t RequestsOf(const pb::Workload& w) {
+  if (w.request_lengths_size() > 0) return static_cast<uint32_t>(w.request_lengths_size());
+  return w.has_users() ? w.users() : 1;
+}
+
 std::string RequestStem(uint32_t users, const std::string& name, uint32_t u) {
   return users == 1 ? name : absl::StrCat(name, u);
 }
@@ -364,6 +369,9 @@ absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& given_chip, const pb::W
   }
   result.runtime_status = runtime.Run();
   result.report = sim->BuildReport(CommCriticalPathPs(chip, comm_hops));
+  for (uint64_t ps : runtime.RequestLatencyPs(RequestsOf(w))) {
+    result.report.add_request_latency_ps(ps);
+  }
   result.hbm_call_memo = sim->hbm_call_memo_stats();
   if (sim_options.record_calls) sim->context().op_log->AddReport(result.report);
   if (trace) {

@@ -139,6 +139,9 @@ const KernelLauncher* FindLauncher(pb::Kernel kernel);
 // Every registered launcher, in pb::Kernel order.
 std::vector<const KernelLauncher*> Launchers();
 
+// The requests of a workload (DESIGN §6): request_lengths' count, else users, else 1.
+uint32_t RequestsOf(const pb::Workload& w);
+
 // Helpers for the .npy conventions of DESIGN §6.
 // Request u's stem: `name` for one request, `name<u>` for several ("q", "q3").
 std::string RequestStem(uint32_t users, const std::string& name, uint32_t u);

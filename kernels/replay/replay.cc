@@ -295,6 +295,10 @@ absl::StatusOr<launch::LaunchResult> Replay(const RecordedTrace& trace,
     // The roofline's communication critical path, priced on the replay's chip (a what-if's own).
     result.report = sim->BuildReport(launch::CommCriticalPathPs(
         chip, {trace.launch.comm_hops().begin(), trace.launch.comm_hops().end()}));
+    const uint32_t requests = launch::RequestsOf(trace.header.workload());
+    for (uint64_t ps : runtime.RequestLatencyPs(requests)) {
+      result.report.add_request_latency_ps(ps);
+    }
     if (sim_options.record_calls) sim->context().op_log->AddReport(result.report);
   }
   if (!bad.ok()) return bad;

@@ -1,0 +1,121 @@
+// Per-request latency (Report.request_latency_ps): for every decode and prefill
+// variant on a mixed batch (in both orders: longest request first, and last),
+// one entry per request, and the latest of them is the kernel's latency (a
+// request's O store is the run's last act). What else holds, measured on
+// topology/small.textproto and checked here:
+// - decode kernels whose every rank PE hosts an instance of every request
+// (opt1, opt3, opt2,
+//   opt2_lookahead, baseline_dot, baseline_fanout, baseline_fanout_group): the
+//   requests finish in request-id order whatever their lengths — each PE CPU
+//   runs its lowest request id first (actors/units/pe_cpu_actor.h), so a short
+//   request queues behind a long one;
+// - the others (baseline_rev1_tree and short_context place requests apart;
+// every prefill
+//   variant): the longest request finishes last, at the kernel's latency.
+// One request: one entry, the latency.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "gtest/gtest.h"
+#include "kernels/launch/launch.h"
+#include "proto/workload.pb.h"
+#include "topology/loader.h"
+
+namespace ahbm::launch {
+namespace {
+
+pb::Chip SmallChip() {
+  absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile("topology/small.textproto");
+  EXPECT_TRUE(chip.ok()) << chip.status();
+  return *chip;
+}
+
+pb::Workload Batch(pb::Kernel kernel, pb::Variant variant, const std::vector<uint64_t>& lengths) {
+  pb::Workload w;
+  w.set_kernel(kernel);
+  w.set_variant(variant);
+  w.set_h_q(8);
+  w.set_h_kv(2);
+  w.set_d(64);
+  if (lengths.size() == 1) {
+    w.set_s(lengths[0]);
+  } else {
+    for (uint64_t len : lengths) w.add_request_lengths(len);
+  }
+  return w;
+}
+
+LaunchResult RunSmall(const pb::Workload& w) {
+  LaunchOptions options;
+  options.keep_op_log = false;
+  absl::StatusOr<LaunchResult> r = RunWorkload(SmallChip(), w, options);
+  EXPECT_TRUE(r.ok()) << r.status();
+  if (!r.ok()) return {};
+  EXPECT_TRUE(r->runtime_status.ok()) << r->runtime_status;
+  return *std::move(r);
+}
+
+const std::vector<pb::Variant> kDecode = {pb::OPT1,
+                                          pb::OPT3,
+                                          pb::OPT2,
+                                          pb::OPT2_LOOKAHEAD,
+                                          pb::BASELINE_DOT,
+                                          pb::BASELINE_FANOUT,
+                                          pb::BASELINE_FANOUT_GROUP,
+                                          pb::BASELINE_REV1_TREE,
+                                          pb::SHORT_CONTEXT,
+                                          pb::AUTO};
+const std::vector<pb::Variant> kPrefill = {
+    pb::FLASH, pb::RING, pb::SHORT_CONTEXT, pb::BASELINE_DOT, pb::BASELINE_FANOUT, pb::AUTO};
+
+// Decode variants whose PEs host every request (AUTO picks opt3 at these
+// lengths).
+bool SharedPes(pb::Variant v) { return v != pb::BASELINE_REV1_TREE && v != pb::SHORT_CONTEXT; }
+
+TEST(RequestLatency, MixedBatchEveryVariant) {
+  for (pb::Kernel kernel : {pb::DECODE, pb::PREFILL}) {
+    for (bool longest_first : {true, false}) {
+      std::vector<uint64_t> lengths = kernel == pb::DECODE
+                                          ? std::vector<uint64_t>{4096, 2048, 1024, 1024}
+                                          : std::vector<uint64_t>{512, 256, 128, 128};
+      if (!longest_first) std::reverse(lengths.begin(), lengths.end());
+      const size_t longest = longest_first ? 0 : lengths.size() - 1;
+      for (pb::Variant v : kernel == pb::DECODE ? kDecode : kPrefill) {
+        const std::string name = absl::StrCat(pb::Kernel_Name(kernel), " ", pb::Variant_Name(v),
+                                              " lengths ", absl::StrJoin(lengths, ","));
+        const LaunchResult r = RunSmall(Batch(kernel, v, lengths));
+        const std::vector<uint64_t> req(r.report.request_latency_ps().begin(),
+                                        r.report.request_latency_ps().end());
+        ASSERT_EQ(req.size(), lengths.size()) << name;
+        SCOPED_TRACE(absl::StrCat(name, ": latency ", r.report.latency_ps(), ", requests ",
+                                  absl::StrJoin(req, ",")));
+        EXPECT_GT(req[0], 0u);
+        EXPECT_EQ(*std::max_element(req.begin(), req.end()), r.report.latency_ps());
+        if (kernel == pb::DECODE && SharedPes(v)) {
+          EXPECT_TRUE(std::is_sorted(req.begin(), req.end()));
+          // Not by length: with the longest request first, it finishes first.
+          if (longest_first) EXPECT_LT(req[longest], req.back());
+        } else {
+          EXPECT_EQ(req[longest], r.report.latency_ps());
+        }
+      }
+    }
+  }
+}
+
+TEST(RequestLatency, OneRequestIsTheLatency) {
+  for (const pb::Workload& w :
+       {Batch(pb::DECODE, pb::OPT3, {2048}), Batch(pb::DECODE, pb::BASELINE_FANOUT_GROUP, {1024}),
+        Batch(pb::PREFILL, pb::RING, {256})}) {
+    const LaunchResult r = RunSmall(w);
+    ASSERT_EQ(r.report.request_latency_ps_size(), 1) << w.ShortDebugString();
+    EXPECT_EQ(r.report.request_latency_ps(0), r.report.latency_ps()) << w.ShortDebugString();
+  }
+}
+
+}  // namespace
+}  // namespace ahbm::launch
