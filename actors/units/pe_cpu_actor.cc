@@ -274,6 +274,7 @@ void PeCpu::WaitEvent(CpuInstance& inst, SimTime from) { Wait(inst, /*handle=*/0
 void PeCpu::Wake(CpuInstance& inst, SimTime end) {
   const bool real = end > inst.wait_from_;
   if (real && inst.logged_) {
+    stats_->set_stall_ps(stats_->stall_ps() + (end - inst.wait_from_).value());
     if (observe::OpLog* log = ctx_.op_log) {
       pb::StallRecord rec;
       rec.set_pe(pe_);

@@ -27,7 +27,7 @@
 //   `end`: if end > from the wait was real — a StallRecord (from, end; unless the wait is not
 //   logged) and, when it resumes, cpu = edge(max(cpu, end, now)) + resume_after_wait_cycles;
 //   otherwise (the CPU had run ahead past the completion) it continues with no stall and no
-//   cost, at cpu = max(cpu, from).
+//   cost, at cpu = max(cpu, from). The CPU unit's stall_ps sums the real logged waits' spans.
 // - Switching: one instance runs at a time; when it waits, the CPU picks the next ready (or
 //   new) instance in request-id order (ties: creation order). A wait that began ahead of the
 //   event clock holds the CPU for its instance until the clock reaches it (a check event), so

@@ -351,6 +351,9 @@ absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& given_chip, const pb::W
     result.inputs = std::move(*seen);
   }
   result.reduce_rounds = plan.ReduceRounds();
+  result.level2_rounds = plan.Level2Rounds();
+  result.level1_rounds = plan.Level1Rounds();
+  result.ring_rotations = plan.RingRotations();
   result.islands = sim->engine().islands();
   result.composites = plan.Composites();
   result.grid_composites = plan.GridComposites();

@@ -1,3 +1,5 @@
+// The report's figures beside the latency, checked against another figure or by hand.
+//
 // Per-request latency (Report.request_latency_ps): for every decode and prefill
 // variant on a mixed batch (in both orders: longest request first, and last),
 // one entry per request, and the latest of them is the kernel's latency (a
@@ -13,7 +15,12 @@
 // every prefill
 //   variant): the longest request finishes last, at the kernel's latency.
 // One request: one entry, the latency.
+//
+// CPU stall (UnitStats.stall_ps of pe_cpu units) = the op log's StallRecords' spans, per PE.
+// Reduce rounds per level (LaunchResult level2_rounds / level1_rounds) and ring rotations, by
+// hand.
 #include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -22,6 +29,7 @@
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "kernels/launch/launch.h"
+#include "proto/trace.pb.h"
 #include "proto/workload.pb.h"
 #include "topology/loader.h"
 
@@ -49,9 +57,9 @@ pb::Workload Batch(pb::Kernel kernel, pb::Variant variant, const std::vector<uin
   return w;
 }
 
-LaunchResult RunSmall(const pb::Workload& w) {
+LaunchResult RunSmall(const pb::Workload& w, bool keep_op_log = false) {
   LaunchOptions options;
-  options.keep_op_log = false;
+  options.keep_op_log = keep_op_log;
   absl::StatusOr<LaunchResult> r = RunWorkload(SmallChip(), w, options);
   EXPECT_TRUE(r.ok()) << r.status();
   if (!r.ok()) return {};
@@ -98,7 +106,7 @@ TEST(RequestLatency, MixedBatchEveryVariant) {
         if (kernel == pb::DECODE && SharedPes(v)) {
           EXPECT_TRUE(std::is_sorted(req.begin(), req.end()));
           // Not by length: with the longest request first, it finishes first.
-          if (longest_first) EXPECT_LT(req[longest], req.back());
+          EXPECT_TRUE(!longest_first || req[longest] < req.back());
         } else {
           EXPECT_EQ(req[longest], r.report.latency_ps());
         }
@@ -115,6 +123,61 @@ TEST(RequestLatency, OneRequestIsTheLatency) {
     ASSERT_EQ(r.report.request_latency_ps_size(), 1) << w.ShortDebugString();
     EXPECT_EQ(r.report.request_latency_ps(0), r.report.latency_ps()) << w.ShortDebugString();
   }
+}
+
+// Each PE CPU's stall_ps is the sum of its StallRecords' spans (decode: reduce waits; prefill
+// ring: rotation waits), and some PE did stall.
+TEST(CpuStall, EqualsTheStallRecords) {
+  for (const pb::Workload& w :
+       {Batch(pb::DECODE, pb::OPT3, {2048, 700}), Batch(pb::PREFILL, pb::RING, {256})}) {
+    const LaunchResult r = RunSmall(w, /*keep_op_log=*/true);
+    std::map<std::string, uint64_t> from_log;  // by CPU unit name
+    for (const pb::TraceRecord& rec : r.op_log) {
+      if (!rec.has_stall()) continue;
+      from_log[absl::StrCat("pe", rec.stall().pe())] += rec.stall().to_ps() - rec.stall().from_ps();
+    }
+    std::map<std::string, uint64_t> from_stats;
+    uint64_t total = 0;
+    for (const pb::UnitStats& u : r.report.units()) {
+      if (u.kind() != "pe_cpu" || u.stall_ps() == 0) continue;
+      from_stats[u.unit_name()] = u.stall_ps();
+      total += u.stall_ps();
+    }
+    EXPECT_GT(total, 0u) << w.ShortDebugString();
+    uint64_t log_total = 0;
+    for (const auto& [pe, ps] : from_log) log_total += ps;
+    EXPECT_EQ(total, log_total) << w.ShortDebugString();
+    std::vector<uint64_t> a, b;
+    for (const auto& [name, ps] : from_stats) a.push_back(ps);
+    for (const auto& [pe, ps] : from_log) b.push_back(ps);
+    std::sort(a.begin(), a.end());
+    std::sort(b.begin(), b.end());
+    EXPECT_EQ(a, b) << w.ShortDebugString();
+  }
+}
+
+// The chunked ring at both levels: 2 (R - 1) rounds for R nodes (reduce_tree.h) — small's
+// CUBE has P = 4 PEs; h_kv 2 on its 8 CUBEs gives C = 4.
+TEST(ReduceRounds, PerLevelByHand) {
+  pb::Workload w = Batch(pb::DECODE, pb::OPT3, {2048});
+  w.set_level2_reduce(pb::RING_REDUCE);
+  w.set_level1_reduce(pb::RING_REDUCE);
+  const LaunchResult r = RunSmall(w);
+  EXPECT_EQ(r.level2_rounds, 2u * (4 - 1));
+  EXPECT_EQ(r.level1_rounds, 2u * (4 - 1));
+  EXPECT_EQ(r.reduce_rounds, r.level2_rounds + r.level1_rounds);
+  // Prefill reduces nothing across levels.
+  const LaunchResult p = RunSmall(Batch(pb::PREFILL, pb::RING, {256}));
+  EXPECT_EQ(p.level2_rounds + p.level1_rounds, 0u);
+}
+
+// Ring prefill: C - 1 rotations per query chunk, C = G = 4 (h_q 8, h_kv 2), one chunk at this
+// prompt; flash rotates nothing.
+TEST(RingRotations, ByHand) {
+  EXPECT_EQ(RunSmall(Batch(pb::PREFILL, pb::RING, {256})).ring_rotations, 3u);
+  EXPECT_EQ(RunSmall(Batch(pb::PREFILL, pb::BASELINE_DOT, {256})).ring_rotations, 3u);
+  EXPECT_EQ(RunSmall(Batch(pb::PREFILL, pb::FLASH, {256})).ring_rotations, 0u);
+  EXPECT_EQ(RunSmall(Batch(pb::DECODE, pb::OPT3, {2048})).ring_rotations, 0u);
 }
 
 }  // namespace
