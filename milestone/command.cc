@@ -81,6 +81,7 @@ absl::Status RunMilestoneCommand(const cli::ParsedFlags& flags, const pb::Chip& 
   if (const std::optional<std::string> panels = flags.Get("panels")) {
     options.panels = absl::StrSplit(*panels, ',');
   }
+  options.issue_cost_profiles = IssueCostProfiles(chip);  // decode under each (§9.6)
   absl::StatusOr<std::vector<Job>> jobs = BuildJobs(options);
   if (!jobs.ok()) return jobs.status();
 
