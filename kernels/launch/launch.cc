@@ -363,6 +363,9 @@ absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& given_chip, const pb::W
     launch.set_workload_summary(sim_options.workload_summary);
     launch.mutable_comm_hops()->Assign(comm_hops.begin(), comm_hops.end());
     launch.set_reduce_rounds(result.reduce_rounds);
+    launch.set_level2_rounds(result.level2_rounds);
+    launch.set_level1_rounds(result.level1_rounds);
+    launch.set_ring_rotations(result.ring_rotations);
     launch.set_composites(result.composites);
     launch.set_grid_composites(result.grid_composites);
     for (const std::vector<uint32_t>& set : plan.CubeSets()) {

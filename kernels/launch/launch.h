@@ -81,7 +81,7 @@ struct LaunchResult {
   // decode_run.h).
   uint32_t reduce_rounds = 0;
   // KernelPlan::Level2Rounds / Level1Rounds (DECODE; their sum is reduce_rounds) and
-  // RingRotations (PREFILL ring, baseline_dot). Not carried by a trace: 0 after a replay.
+  // RingRotations (PREFILL ring, baseline_dot); a trace's LaunchRecord carries them.
   uint32_t level2_rounds = 0;
   uint32_t level1_rounds = 0;
   uint32_t ring_rotations = 0;

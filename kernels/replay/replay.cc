@@ -288,6 +288,9 @@ absl::StatusOr<launch::LaunchResult> Replay(const RecordedTrace& trace,
     }
     if (sim_options.record_calls) sim->context().op_log->AddLaunch(trace.launch);
     result.reduce_rounds = trace.launch.reduce_rounds();
+    result.level2_rounds = trace.launch.level2_rounds();
+    result.level1_rounds = trace.launch.level1_rounds();
+    result.ring_rotations = trace.launch.ring_rotations();
     result.composites = trace.launch.composites();
     result.grid_composites = trace.launch.grid_composites();
     result.islands = sim->engine().islands();
