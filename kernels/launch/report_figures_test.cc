@@ -1,19 +1,17 @@
 // The report's figures beside the latency, checked against another figure or by hand.
 //
-// Per-request latency (Report.request_latency_ps): for every decode and prefill
-// variant on a mixed batch (in both orders: longest request first, and last),
-// one entry per request, and the latest of them is the kernel's latency (a
-// request's O store is the run's last act). What else holds, measured on
-// topology/small.textproto and checked here:
-// - decode kernels whose every rank PE hosts an instance of every request
-// (opt1, opt3, opt2,
-//   opt2_lookahead, baseline_dot, baseline_fanout, baseline_fanout_group): the
-//   requests finish in request-id order whatever their lengths — each PE CPU
-//   runs its lowest request id first (actors/units/pe_cpu_actor.h), so a short
-//   request queues behind a long one;
-// - the others (baseline_rev1_tree and short_context place requests apart;
-// every prefill
-//   variant): the longest request finishes last, at the kernel's latency.
+// Per-request latency (Report.request_latency_ps): for every decode and prefill variant on a
+// mixed batch (in both orders: longest request first, and last), one entry per request, and
+// the latest of them is the kernel's latency (a request's O store is the run's last act).
+// Which request ends first is not a law; measured at this shape (small chip, H_q 8, H_kv 2,
+// so C = 4 CUBEs per KV head) and checked here:
+// - decode kernels whose every rank PE hosts an instance of every request (opt1, opt3, opt2,
+//   opt2_lookahead, baseline_dot, baseline_fanout, baseline_fanout_group): the requests end
+//   in request-id order whatever their lengths — each PE CPU runs its lowest request id first
+//   (actors/units/pe_cpu_actor.h), so a short request queues behind a long one (at H_q 64,
+//   H_kv 8 only opt2 and opt2_lookahead keep that order: milestone/milestone_test);
+// - the others (baseline_rev1_tree and short_context place requests apart; every prefill
+//   variant): the longest request ends last, at the kernel's latency.
 // One request: one entry, the latency.
 //
 // CPU stall (UnitStats.stall_ps of pe_cpu units) = the op log's StallRecords' spans, per PE.
