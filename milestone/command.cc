@@ -88,6 +88,7 @@ absl::Status RunMilestoneCommand(const cli::ParsedFlags& flags, const pb::Chip& 
   if (const std::optional<std::string> variants = flags.Get("variants")) {
     options.variants = absl::StrSplit(*variants, ',');
   }
+  options.issue_cost_profiles = IssueCostProfiles(chip);  // decode under each (§9.6)
   absl::StatusOr<std::vector<Job>> jobs = BuildJobs(options);
   if (!jobs.ok()) return jobs.status();
 
@@ -112,8 +113,10 @@ absl::Status RunMilestoneCommand(const cli::ParsedFlags& flags, const pb::Chip& 
     const std::string eta = absl::StrFormat("%.0f s", elapsed / done * (n - done));
     const std::string rate = elapsed <= 0 ? "-" : absl::StrFormat("%.3g", events / elapsed);
     const std::string line = absl::StrFormat(
-        "milestone: %s %s done, run %d of %d, %s simulated events/s, ETA %s", job.panel,
-        absl::AsciiStrToLower(pb::Variant_Name(job.workload.variant())), done, n, rate, eta);
+        "milestone: %s %s%s done, run %d of %d, %s simulated events/s, ETA %s", job.panel,
+        absl::AsciiStrToLower(pb::Variant_Name(job.workload.variant())),
+        job.workload.has_issue_cost_profile() ? " " + job.workload.issue_cost_profile() : "", done,
+        n, rate, eta);
     if (tty) {
       std::fprintf(stderr, "\r%-*s", static_cast<int>(std::max(last, line.size())), line.c_str());
     } else {

@@ -120,8 +120,46 @@ uint64_t KindBytesRead(const pb::Report& report, const std::string& kind) {
   return bytes;
 }
 
-// The numbers every row carries, in column order (name, value as JSON/CSV number text).
-std::vector<std::pair<std::string, std::string>> Figures(const Row& r) {
+uint64_t KindBytesWritten(const pb::Report& report, const std::string& kind) {
+  uint64_t bytes = 0;
+  for (const pb::UnitStats& u : report.units()) {
+    if (u.kind() == kind) bytes += u.bytes_written();
+  }
+  return bytes;
+}
+
+// Sum and max over the PE CPUs of a counter.
+std::pair<uint64_t, uint64_t> CpuSumMax(const pb::Report& report,
+                                        uint64_t (pb::UnitStats::*counter)() const) {
+  uint64_t sum = 0, max = 0;
+  for (const pb::UnitStats& u : report.units()) {
+    if (u.kind() != "pe_cpu") continue;
+    sum += (u.*counter)();
+    max = std::max(max, (u.*counter)());
+  }
+  return {sum, max};
+}
+
+}  // namespace
+
+RequestSpread Spread(const pb::Report& report) {
+  std::vector<uint64_t> ps(report.request_latency_ps().begin(), report.request_latency_ps().end());
+  if (ps.empty()) return {};
+  std::sort(ps.begin(), ps.end());
+  return {ps.front(), ps[(ps.size() - 1) / 2], ps.back()};
+}
+
+namespace {
+
+// The numbers every row carries, in column order (name, value as JSON/CSV number text; a list
+// as a JSON array, in CSV joined by ';').
+std::vector<std::pair<std::string, std::string>> Figures(const Row& r, bool json) {
+  const RequestSpread req = Spread(r.report);
+  const std::string requests = absl::StrJoin(r.report.request_latency_ps(), json ? "," : ";");
+  const auto [cpu_ops_sum, cpu_ops_max] = CpuSumMax(r.report, &pb::UnitStats::ops);
+  const auto [stall_sum, stall_max] = CpuSumMax(r.report, &pb::UnitStats::stall_ps);
+  const uint64_t ipcq_bytes = KindBytesWritten(r.report, "ipcq");
+  const uint64_t noc_bytes = KindBytesRead(r.report, "noc");
   std::vector<std::pair<std::string, std::string>> f = {
       {"latency_ps", absl::StrCat(r.report.latency_ps())},
       {"roofline_ps", absl::StrCat(r.report.roofline().bound_ps())},
@@ -132,10 +170,23 @@ std::vector<std::pair<std::string, std::string>> Figures(const Row& r) {
       {"ideal_pes", absl::StrCat(r.ideal_pes)},
       {"kv_min_bytes", absl::StrCat(r.kv_min_bytes)},
       {"min_flops", absl::StrCat(r.min_flops)},
+      {"request_latency_min_ps", absl::StrCat(req.min)},
+      {"request_latency_median_ps", absl::StrCat(req.median)},
+      {"request_latency_max_ps", absl::StrCat(req.max)},
+      {"request_latency_ps", json ? absl::StrCat("[", requests, "]") : requests},
       {"dma_bytes_read", absl::StrCat(KindBytesRead(r.report, "dma"))},
-      {"noc_bytes", absl::StrCat(KindBytesRead(r.report, "noc"))},
+      {"ipcq_bytes", absl::StrCat(ipcq_bytes)},
+      {"noc_bytes", absl::StrCat(noc_bytes)},
+      {"cross_rank_bytes", absl::StrCat(ipcq_bytes + noc_bytes)},
       {"comm_critical_path_ps", absl::StrCat(r.report.roofline().comm_critical_path_ps())},
       {"reduce_rounds", absl::StrCat(r.reduce_rounds)},
+      {"reduce_rounds_level2", absl::StrCat(r.level2_rounds)},
+      {"reduce_rounds_level1", absl::StrCat(r.level1_rounds)},
+      {"ring_rotations", absl::StrCat(r.ring_rotations)},
+      {"cpu_ops_sum", absl::StrCat(cpu_ops_sum)},
+      {"cpu_ops_max", absl::StrCat(cpu_ops_max)},
+      {"cpu_stall_ps_sum", absl::StrCat(stall_sum)},
+      {"cpu_stall_ps_max", absl::StrCat(stall_max)},
       {"composites", absl::StrCat(r.composites)},
       {"events", absl::StrCat(r.report.events())},
       {"group_scale", absl::StrCat(r.group_scale)}};
@@ -179,6 +230,15 @@ std::string Wrap(const std::string& text) {
 const std::vector<std::string>& PanelNames() {
   static const std::vector<std::string> names = {"single_user_decode", "multi_user_decode",
                                                  "single_user_prefill", "multi_user_prefill"};
+  return names;
+}
+
+std::vector<std::string> IssueCostProfiles(const pb::Chip& chip) {
+  const pb::Pe& pe = chip.sip().cube().pe();
+  std::vector<std::string> names = {pe.default_issue_cost_profile()};
+  for (const pb::IssueCostProfile& p : pe.issue_cost_profiles()) {
+    if (p.name() != names.front()) names.push_back(p.name());
+  }
   return names;
 }
 
@@ -227,22 +287,27 @@ absl::StatusOr<std::vector<Job>> BuildJobs(const Options& options) {
     }
     const bool decode = panel.ends_with("decode");
     const bool multi = panel.starts_with("multi");
-    for (pb::Variant v : decode ? DecodeVariants() : PrefillVariants()) {
-      if (v == pb::BASELINE_FANOUT_GROUP && (multi || options.quick)) continue;
-      if (!wanted(v)) continue;
-      pb::Workload w;
-      w.set_kernel(decode ? pb::DECODE : pb::PREFILL);
-      w.set_variant(v);
-      w.set_h_q(kHq);
-      w.set_h_kv(kHkv);
-      w.set_d(kD);
-      const uint64_t s = decode ? decode_s : prefill_s;
-      if (multi) {
-        for (uint64_t len : Mix(s, users, decode ? 1024 : 128)) w.add_request_lengths(len);
-      } else {
-        w.set_s(s);
+    // §9.6: decode runs under each profile (the first: unset, the topology's default).
+    const size_t profiles = decode ? std::max<size_t>(1, options.issue_cost_profiles.size()) : 1;
+    for (size_t profile = 0; profile < profiles; ++profile) {
+      for (pb::Variant v : decode ? DecodeVariants() : PrefillVariants()) {
+        if (v == pb::BASELINE_FANOUT_GROUP && (multi || options.quick)) continue;
+        if (!wanted(v)) continue;
+        pb::Workload w;
+        if (profile > 0) w.set_issue_cost_profile(options.issue_cost_profiles[profile]);
+        w.set_kernel(decode ? pb::DECODE : pb::PREFILL);
+        w.set_variant(v);
+        w.set_h_q(kHq);
+        w.set_h_kv(kHkv);
+        w.set_d(kD);
+        const uint64_t s = decode ? decode_s : prefill_s;
+        if (multi) {
+          for (uint64_t len : Mix(s, users, decode ? 1024 : 128)) w.add_request_lengths(len);
+        } else {
+          w.set_s(s);
+        }
+        jobs.push_back({panel, std::move(w)});
       }
-      jobs.push_back({panel, std::move(w)});
     }
   }
   if (jobs.empty()) {
@@ -293,6 +358,9 @@ absl::StatusOr<std::vector<Row>> RunJobs(const pb::Chip& chip, const std::vector
     row.workload = job.workload;
     row.report = result.report();
     row.reduce_rounds = result.reduce_rounds();
+    row.level2_rounds = result.level2_rounds();
+    row.level1_rounds = result.level1_rounds();
+    row.ring_rotations = result.ring_rotations();
     row.composites = result.composites();
     row.group_scale = std::max<uint32_t>(1, result.group_scale());
     MinimalWork(job.workload, &row.kv_min_bytes, &row.min_flops);
@@ -319,7 +387,10 @@ absl::StatusOr<std::vector<Row>> RunJobs(const pb::Chip& chip, const std::vector
   for (Row& row : rows) {
     uint64_t best = 0;
     for (const Row& other : rows) {
-      if (other.panel != row.panel || !other.variant.starts_with("baseline")) continue;
+      if (other.panel != row.panel || !other.variant.starts_with("baseline") ||
+          other.report.issue_cost_profile() != row.report.issue_cost_profile()) {
+        continue;
+      }
       const uint64_t l = other.report.latency_ps();
       best = best == 0 ? l : std::min(best, l);
     }
@@ -338,24 +409,51 @@ absl::StatusOr<std::vector<Row>> RunJobs(const pb::Chip& chip, const std::vector
 
 std::string FormatTables(const std::vector<Row>& rows) {
   std::string out;
+  size_t begin = 0;  // the panel's first row
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
-    if (i == 0 || rows[i - 1].panel != r.panel) {
+    const bool first = i == 0 || rows[i - 1].panel != r.panel;
+    if (first) begin = i;
+    // The panel's first profile fills the table; its next profile (if any) gives a column.
+    const std::string& profile = rows[begin].report.issue_cost_profile();
+    if (r.report.issue_cost_profile() != profile) continue;
+    std::string other;
+    const Row* twin = nullptr;
+    for (size_t j = begin; j < rows.size() && rows[j].panel == r.panel; ++j) {
+      const std::string& p = rows[j].report.issue_cost_profile();
+      if (p == profile) continue;
+      if (other.empty()) other = p;
+      if (p == other && rows[j].variant == r.variant) twin = &rows[j];
+    }
+    if (first) {
       const std::vector<uint64_t> lengths = Lengths(r.workload);
       absl::StrAppend(&out, i == 0 ? "" : "\n", r.panel, ": S ", absl::StrJoin(lengths, ", "),
-                      "\n");
-      absl::StrAppend(&out, absl::StrFormat("%-21s %11s %8s %7s %8s  %s\n", "variant", "latency_us",
-                                            "x_base", "x_roof", "x_ideal", "binding"));
+                      ", issue cost ", profile, "\n");
+      absl::StrAppend(&out, absl::StrFormat("%-21s %11s %8s %7s %8s", "variant", "latency_us",
+                                            "x_base", "x_roof", "x_ideal"));
+      if (!other.empty()) absl::StrAppend(&out, absl::StrFormat(" %12s", other + "_us"));
+      absl::StrAppend(&out, "  binding\n");
     }
     const std::string x_base =
         r.best_baseline_ratio == 0 ? "-" : absl::StrFormat("%.3f", r.best_baseline_ratio);
     const std::string x_ideal = r.ideal_ratio == 0 ? "-" : absl::StrFormat("%.3f", r.ideal_ratio);
-    absl::StrAppend(&out,
-                    absl::StrFormat("%-21s %11.3f %8s %7.3f %8s  %s\n", r.variant,
-                                    r.report.latency_ps() / 1e6, x_base, r.report.roofline_ratio(),
-                                    x_ideal, r.report.roofline().binding_resource()));
-    if (r.variant == "auto")
+    absl::StrAppend(&out, absl::StrFormat("%-21s %11.3f %8s %7.3f %8s", r.variant,
+                                          r.report.latency_ps() / 1e6, x_base,
+                                          r.report.roofline_ratio(), x_ideal));
+    if (!other.empty()) {
+      absl::StrAppend(&out, twin == nullptr
+                                ? absl::StrFormat(" %12s", "-")
+                                : absl::StrFormat(" %12.3f", twin->report.latency_ps() / 1e6));
+    }
+    absl::StrAppend(&out, "  ", r.report.roofline().binding_resource(), "\n");
+    if (r.report.request_latency_ps_size() > 1) {
+      const RequestSpread req = Spread(r.report);
+      absl::StrAppend(&out, absl::StrFormat("  requests min / median / max us: %.3f / %.3f / %.3f\n",
+                                            req.min / 1e6, req.median / 1e6, req.max / 1e6));
+    }
+    if (r.variant == "auto") {
       absl::StrAppend(&out, Wrap(absl::StrCat("pick: ", AutoPick(r.report))));
+    }
   }
   return out;
 }
@@ -373,7 +471,7 @@ std::vector<std::pair<std::string, std::string>> Columns(const pb::Chip& chip, c
       {"workload_summary", str(r.report.workload_summary())},
       {"issue_cost_profile", str(r.report.issue_cost_profile())},
       {"hbm_model", str(r.report.hbm_model())}};
-  for (auto& f : Figures(r)) c.push_back(std::move(f));
+  for (auto& f : Figures(r, json)) c.push_back(std::move(f));
   const google::protobuf::Descriptor* d = pb::Workload::descriptor();
   for (int i = 0; i < d->field_count(); ++i) {
     c.push_back(

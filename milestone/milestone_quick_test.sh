@@ -13,7 +13,7 @@ done
 cmp <(grep -v '^wrote ' "$tmp/a.txt") <(grep -v '^wrote ' "$tmp/b.txt") ||
   { echo "FAIL: the tables differ between two runs"; exit 1; }
 # Not a terminal: one progress line per run.
-[[ $(grep -c '^milestone: .* done, run [0-9]* of 28, ' "$tmp/a.err") -eq 28 ]] ||
+[[ $(grep -c '^milestone: .* done, run [0-9]* of 44, ' "$tmp/a.err") -eq 44 ]] ||
   { echo "FAIL: progress lines:"; cat "$tmp/a.err"; exit 1; }
 lines_over=$(grep -v "^wrote " "$tmp/a.txt" | awk "length(\$0) > 100" | wc -l)
 [[ $lines_over -eq 0 ]] ||
@@ -23,9 +23,10 @@ import csv, json, sys
 d = sys.argv[1]
 rows = json.load(open(f"{d}/milestone.json"))["rows"]
 table = list(csv.DictReader(open(f"{d}/milestone.csv")))
-assert len(rows) == 28 and len(table) == 28, (len(rows), len(table))
+assert len(rows) == 44 and len(table) == 44, (len(rows), len(table))
 panels = [r["panel"] for r in rows]
-for p, n in [("single_user_decode", 8), ("multi_user_decode", 8),
+# Decode under both issue-cost profiles (the topology's default first).
+for p, n in [("single_user_decode", 16), ("multi_user_decode", 16),
              ("single_user_prefill", 6), ("multi_user_prefill", 6)]:
     assert panels.count(p) == n, (p, panels.count(p))
 for r, c in zip(rows, table):
@@ -35,6 +36,15 @@ for r, c in zip(rows, table):
     assert r["latency_ps"] > 0 and r["ideal_ratio"] >= 1, r
     assert r["w_h_q"] == 64 and r["w_h_kv"] == 8 and r["w_d"] == 128
     assert len(r["topology_digest"]) == 16 and len(r["workload_digest"]) == 16
+    req = r["request_latency_ps"]
+    assert len(req) == (2 if r["panel"].startswith("multi") else 1), req
+    assert max(req) == r["latency_ps"] == r["request_latency_max_ps"], r
+    assert r["request_latency_min_ps"] == min(req), r
+    assert r["cross_rank_bytes"] == r["ipcq_bytes"] + r["noc_bytes"], r
+    assert r["cpu_ops_sum"] >= r["cpu_ops_max"] > 0, r
+    assert r["reduce_rounds"] == r["reduce_rounds_level2"] + r["reduce_rounds_level1"] or \
+        r["panel"].endswith("prefill"), r
+    assert r["issue_cost_profile"] in ("zero", "realistic"), r
     if r["panel"].startswith("multi"):
         assert len(r["w_request_lengths"]) == 2, r["w_request_lengths"]
 print("ok")

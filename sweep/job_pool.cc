@@ -123,6 +123,9 @@ std::vector<pb::JobResult> JobPool::Run(const std::vector<Job>& jobs, const Done
     if (result.ok()) {
       *out.mutable_report() = std::move(result->report);
       out.set_reduce_rounds(result->reduce_rounds);
+      out.set_level2_rounds(result->level2_rounds);
+      out.set_level1_rounds(result->level1_rounds);
+      out.set_ring_rotations(result->ring_rotations);
       out.set_composites(result->composites);
       out.set_grid_composites(result->grid_composites);
       out.set_islands(result->islands);

@@ -91,7 +91,12 @@ absl::StatusOr<Outcome> Launch(const pb::Chip& chip, const pb::Workload& w) {
   out.records = std::move(r->op_log);
   out.report = std::move(r->report);
   out.extra = absl::StrCat("runtime_status=", r->runtime_status.ToString(), "\n",
-                           "reduce_rounds=", r->reduce_rounds, "\n");
+                           "reduce_rounds=", r->reduce_rounds, "\n",
+                           "reduce_rounds_level2=", r->level2_rounds, "\n",
+                           "reduce_rounds_level1=", r->level1_rounds, "\n",
+                           "ring_rotations=", r->ring_rotations, "\n",
+                           "request_latency_ps=", absl::StrJoin(out.report.request_latency_ps(), ","),
+                           "\n");
   // Data mode: every input and output by name, shape and a digest of its float bits.
   for (const auto* arrays : {&r->inputs, &r->outputs}) {
     for (const auto& [name, a] : *arrays) {

@@ -274,6 +274,7 @@ void PeCpu::WaitEvent(CpuInstance& inst, SimTime from) { Wait(inst, /*handle=*/0
 void PeCpu::Wake(CpuInstance& inst, SimTime end) {
   const bool real = end > inst.wait_from_;
   if (real && inst.logged_) {
+    stats_->set_stall_ps(stats_->stall_ps() + (end - inst.wait_from_).value());
     if (observe::OpLog* log = ctx_.op_log) {
       pb::StallRecord rec;
       rec.set_pe(pe_);
@@ -296,11 +297,12 @@ void PeCpu::Complete(uint64_t handle, SimTime end) {
   HandleState* slot = Slot(handle);
   slot->done = true;
   slot->end = end;
+  const CpuInstance* owner = slot->owner;
   if (slot->owner != nullptr) {
     --slot->owner->outstanding_;
     slot->owner = nullptr;
   }
-  if (runtime_ != nullptr) runtime_->OnDone(*this, handle, end);
+  if (runtime_ != nullptr) runtime_->OnDone(*this, handle, owner, end);
   for (CpuInstance* inst : instances_) {
     if (inst->state_ != CpuInstance::State::kWaiting) continue;
     if ((handle != 0 && inst->waiting_on_ == handle) ||

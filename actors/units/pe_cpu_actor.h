@@ -27,7 +27,7 @@
 //   `end`: if end > from the wait was real — a StallRecord (from, end; unless the wait is not
 //   logged) and, when it resumes, cpu = edge(max(cpu, end, now)) + resume_after_wait_cycles;
 //   otherwise (the CPU had run ahead past the completion) it continues with no stall and no
-//   cost, at cpu = max(cpu, from).
+//   cost, at cpu = max(cpu, from). The CPU unit's stall_ps sums the real logged waits' spans.
 // - Switching: one instance runs at a time; when it waits, the CPU picks the next ready (or
 //   new) instance in request-id order (ties: creation order). A wait that began ahead of the
 //   event clock holds the CPU for its instance until the clock reaches it (a check event), so
@@ -111,8 +111,9 @@ class CpuInstance {
 class CpuRuntime {
  public:
   virtual ~CpuRuntime() = default;
-  // `handle` completed at `end`; called before waiting instances are woken.
-  virtual void OnDone(PeCpu& cpu, uint64_t handle, SimTime end) = 0;
+  // `handle` completed at `end`; called before waiting instances are woken. `owner`: the
+  // instance it was outstanding for (null: none, e.g. a handle the program picked itself).
+  virtual void OnDone(PeCpu& cpu, uint64_t handle, const CpuInstance* owner, SimTime end) = 0;
   virtual void OnIpcqAccepted(PeCpu& cpu, const pb::IpcqAccepted& accepted) = 0;
   virtual void OnIpcqArrival(PeCpu& cpu, const pb::IpcqArrival& arrival) = 0;
   virtual void OnNocDelivered(PeCpu& cpu, const pb::NocDelivered& delivered) = 0;

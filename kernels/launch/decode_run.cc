@@ -583,6 +583,8 @@ class DecodePlan final : public QkvPlan {
   uint32_t ReduceRounds() const override {
     return launch_.level2_rounds + launch_.level1_rounds;  // baselines too
   }
+  uint32_t Level2Rounds() const override { return launch_.level2_rounds; }
+  uint32_t Level1Rounds() const override { return launch_.level1_rounds; }
 
  private:
   const pb::Chip& chip_;

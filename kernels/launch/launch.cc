@@ -198,6 +198,11 @@ absl::Status CheckDispatchFields(const pb::Workload& w) {
   return absl::OkStatus();
 }
 
+uint32_t RequestsOf(const pb::Workload& w) {
+  if (w.request_lengths_size() > 0) return static_cast<uint32_t>(w.request_lengths_size());
+  return w.has_users() ? w.users() : 1;
+}
+
 std::string RequestStem(uint32_t users, const std::string& name, uint32_t u) {
   return users == 1 ? name : absl::StrCat(name, u);
 }
@@ -346,6 +351,9 @@ absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& given_chip, const pb::W
     result.inputs = std::move(*seen);
   }
   result.reduce_rounds = plan.ReduceRounds();
+  result.level2_rounds = plan.Level2Rounds();
+  result.level1_rounds = plan.Level1Rounds();
+  result.ring_rotations = plan.RingRotations();
   result.islands = sim->engine().islands();
   result.composites = plan.Composites();
   result.grid_composites = plan.GridComposites();
@@ -355,6 +363,9 @@ absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& given_chip, const pb::W
     launch.set_workload_summary(sim_options.workload_summary);
     launch.mutable_comm_hops()->Assign(comm_hops.begin(), comm_hops.end());
     launch.set_reduce_rounds(result.reduce_rounds);
+    launch.set_level2_rounds(result.level2_rounds);
+    launch.set_level1_rounds(result.level1_rounds);
+    launch.set_ring_rotations(result.ring_rotations);
     launch.set_composites(result.composites);
     launch.set_grid_composites(result.grid_composites);
     for (const std::vector<uint32_t>& set : plan.CubeSets()) {
@@ -364,6 +375,9 @@ absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& given_chip, const pb::W
   }
   result.runtime_status = runtime.Run();
   result.report = sim->BuildReport(CommCriticalPathPs(chip, comm_hops));
+  for (uint64_t ps : runtime.RequestLatencyPs(RequestsOf(w))) {
+    result.report.add_request_latency_ps(ps);
+  }
   result.hbm_call_memo = sim->hbm_call_memo_stats();
   if (sim_options.record_calls) sim->context().op_log->AddReport(result.report);
   if (trace) {

@@ -80,6 +80,11 @@ struct LaunchResult {
   // KernelPlan::ReduceRounds (DECODE: sequential reduce rounds of the static schedule,
   // decode_run.h).
   uint32_t reduce_rounds = 0;
+  // KernelPlan::Level2Rounds / Level1Rounds (DECODE; their sum is reduce_rounds) and
+  // RingRotations (PREFILL ring, baseline_dot); a trace's LaunchRecord carries them.
+  uint32_t level2_rounds = 0;
+  uint32_t level1_rounds = 0;
+  uint32_t ring_rotations = 0;
   sim::HbmCallMemo::Stats hbm_call_memo;  // calls and hits of the BANK channels' call memo
   // PREFILL: GEMM composites the kernels issue (causal skip) and the full grid's count.
   uint64_t composites = 0;

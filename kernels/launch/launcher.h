@@ -72,6 +72,12 @@ class KernelPlan {
   // (CommCriticalPathPs prices them on a chip) and LaunchResult::reduce_rounds.
   virtual std::vector<pb::CommHop> CommHops() const { return {}; }
   virtual uint32_t ReduceRounds() const { return 0; }
+  // DECODE: ReduceRounds' two levels apart (Level-2 inside a CUBE, Level-1 across the group).
+  virtual uint32_t Level2Rounds() const { return 0; }
+  virtual uint32_t Level1Rounds() const { return 0; }
+  // PREFILL ring (and baseline_dot, its placement): the sequential K/V rotations of a rank —
+  // C - 1 per query chunk; the causal skip drops compute, not rotations.
+  virtual uint32_t RingRotations() const { return 0; }
   // LaunchResult::composites / grid_composites (prefill's causal skip), after Launch.
   virtual uint64_t Composites() const { return 0; }
   virtual uint64_t GridComposites() const { return 0; }
@@ -138,6 +144,9 @@ std::unique_ptr<KernelLauncher> ReplaceLauncherForTest(std::unique_ptr<KernelLau
 const KernelLauncher* FindLauncher(pb::Kernel kernel);
 // Every registered launcher, in pb::Kernel order.
 std::vector<const KernelLauncher*> Launchers();
+
+// The requests of a workload (DESIGN §6): request_lengths' count, else users, else 1.
+uint32_t RequestsOf(const pb::Workload& w);
 
 // Helpers for the .npy conventions of DESIGN §6.
 // Request u's stem: `name` for one request, `name<u>` for several ("q", "q3").

@@ -43,15 +43,15 @@ LaunchResult RunOn(const std::string& topology, const std::string& workload, boo
   return r.ok() ? *std::move(r) : LaunchResult{};
 }
 
-// Per unit kind, the sums of every counter (busy, work, bytes, FLOPs, ops).
+// Per unit kind, the sums of every counter (busy, work, bytes, FLOPs, ops, CPU stall).
 std::map<std::string, std::vector<uint64_t>> PerKind(const pb::Report& report) {
   std::map<std::string, std::vector<uint64_t>> out;
   for (const pb::UnitStats& u : report.units()) {
     std::vector<uint64_t>& sums = out[u.kind()];
-    sums.resize(8);
+    sums.resize(9);
     uint32_t i = 0;
     for (uint64_t v : {u.busy_ps(), u.work_ps(), u.bytes_read(), u.bytes_written(), u.flops(),
-                       u.ops(), u.hbm_useful_bytes(), u.hbm_charged_bytes()}) {
+                       u.ops(), u.hbm_useful_bytes(), u.hbm_charged_bytes(), u.stall_ps()}) {
       sums[i++] += v;
     }
   }
@@ -73,7 +73,7 @@ TEST_P(OneGroupTest, SameReportAsTheFullChipForFewerEvents) {
   EXPECT_LT(one.report.events() * (c.sets / 2), full.report.events());
   EXPECT_EQ(PerKind(one.report), PerKind(full.report));
   EXPECT_EQ(one.report.units_size(), full.report.units_size());
-  // Latency, roofline (every PE's), summary: the rest of the report.
+  // Latency, each request's latency, roofline (every PE's), summary: the rest of the report.
   pb::Report a = full.report, b = one.report;
   for (pb::Report* r : {&a, &b}) {
     r->clear_events();
@@ -82,6 +82,9 @@ TEST_P(OneGroupTest, SameReportAsTheFullChipForFewerEvents) {
   EXPECT_GT(a.latency_ps(), 0u);
   EXPECT_EQ(b.DebugString(), a.DebugString());
   EXPECT_EQ(one.reduce_rounds, full.reduce_rounds);
+  EXPECT_EQ(one.level2_rounds, full.level2_rounds);
+  EXPECT_EQ(one.level1_rounds, full.level1_rounds);
+  EXPECT_EQ(one.ring_rotations, full.ring_rotations);
   EXPECT_EQ(one.composites, full.composites);
 }
 

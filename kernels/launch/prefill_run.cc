@@ -326,6 +326,9 @@ class PrefillPlan final : public QkvPlan {
   }
 
   uint32_t ReduceRounds() const override { return launch_.fanout_rounds; }
+  uint32_t RingRotations() const override {
+    return cfg_.Ring() ? (cfg_.C() - 1) * std::max<uint32_t>(1, launch_.chunks) : 0;
+  }
   uint64_t Composites() const override { return launch_.composites; }
   uint64_t GridComposites() const override { return launch_.grid_composites; }
 

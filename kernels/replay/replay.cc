@@ -288,6 +288,9 @@ absl::StatusOr<launch::LaunchResult> Replay(const RecordedTrace& trace,
     }
     if (sim_options.record_calls) sim->context().op_log->AddLaunch(trace.launch);
     result.reduce_rounds = trace.launch.reduce_rounds();
+    result.level2_rounds = trace.launch.level2_rounds();
+    result.level1_rounds = trace.launch.level1_rounds();
+    result.ring_rotations = trace.launch.ring_rotations();
     result.composites = trace.launch.composites();
     result.grid_composites = trace.launch.grid_composites();
     result.islands = sim->engine().islands();
@@ -295,6 +298,10 @@ absl::StatusOr<launch::LaunchResult> Replay(const RecordedTrace& trace,
     // The roofline's communication critical path, priced on the replay's chip (a what-if's own).
     result.report = sim->BuildReport(launch::CommCriticalPathPs(
         chip, {trace.launch.comm_hops().begin(), trace.launch.comm_hops().end()}));
+    const uint32_t requests = launch::RequestsOf(trace.header.workload());
+    for (uint64_t ps : runtime.RequestLatencyPs(requests)) {
+      result.report.add_request_latency_ps(ps);
+    }
     if (sim_options.record_calls) sim->context().op_log->AddReport(result.report);
   }
   if (!bad.ok()) return bad;

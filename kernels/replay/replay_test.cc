@@ -78,6 +78,10 @@ TEST_P(ReplayTest, SameTopologyGivesTheRecordedTraceAndReport) {
     want.set_events(replayed->report.events());
   }
   EXPECT_EQ(replayed->report.DebugString(), want.DebugString());
+  EXPECT_EQ(replayed->reduce_rounds, run->reduce_rounds);
+  EXPECT_EQ(replayed->level2_rounds, run->level2_rounds);
+  EXPECT_EQ(replayed->level1_rounds, run->level1_rounds);
+  EXPECT_EQ(replayed->ring_rotations, run->ring_rotations);
   const std::string recorded = FileBytes(options.trace_path);
   const std::string again = FileBytes(replay_options.trace_out);
   EXPECT_GT(recorded.size(), 500u);

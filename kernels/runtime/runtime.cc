@@ -89,6 +89,7 @@ SimTime KernelRuntime::Now() const { return sim_->context().engine->now(); }
 absl::Status KernelRuntime::AddKernel(uint32_t pe, uint32_t request_id, uint32_t stream,
                                       KernelFn fn) {
   if (ran_) return absl::FailedPreconditionError("AddKernel after Run");
+  if (request_done_.size() <= request_id) request_done_.resize(request_id + 1);
   if (!kept_cubes_.empty() && !kept_cubes_.contains(pe / index().pes_per_cube())) {
     return absl::OkStatus();
   }
@@ -451,9 +452,25 @@ void KernelRuntime::ReleaseHeld(Cpu& cpu) {
   }
 }
 
+std::vector<uint64_t> KernelRuntime::RequestLatencyPs(uint32_t requests) const {
+  AHBM_CHECK(requests > 0 && request_done_.size() % requests == 0)
+      << request_done_.size() << " request ids do not split into " << requests << " requests";
+  const size_t per = request_done_.size() / requests;
+  std::vector<uint64_t> out(requests, 0);
+  for (size_t id = 0; id < request_done_.size(); ++id) {
+    out[id / per] = std::max(out[id / per], request_done_[id].value());
+  }
+  return out;
+}
+
 // ---- sim::CpuRuntime ----
 
-void KernelRuntime::OnDone(sim::PeCpu& core, uint64_t handle, SimTime end) {
+void KernelRuntime::OnDone(sim::PeCpu& core, uint64_t handle, const sim::CpuInstance* owner,
+                           SimTime end) {
+  if (owner != nullptr) {
+    SimTime& done = request_done_[owner->request_id()];
+    done = std::max(done, end);
+  }
   Cpu& cpu = CpuOf(core.pe());
   EraseWrite(cpu.writes, handle);
   if (cpu.IsReceive(handle) && !cpu.held.empty()) {

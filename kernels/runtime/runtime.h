@@ -128,6 +128,14 @@ class KernelRuntime : public sim::CpuRuntime {
   // Runs the simulation to the end; see the contract for errors.
   absl::Status Run();
 
+  // After Run(), per request of the workload: when it finished — the latest completion of a
+  // command, send or receive any of its instances issued, i.e. its output written (each
+  // kernel's last act is storing its O); the report's request_latency_ps (proto/report.proto).
+  // The instances' request ids (0 .. the largest AddKernel gave) fall into `requests`
+  // contiguous blocks of equal size, one per request (BASELINE_FANOUT_GROUP: request u's query
+  // rows are u * G + g; every other kernel: one id per request).
+  std::vector<uint64_t> RequestLatencyPs(uint32_t requests) const;
+
   sim::ChipSim& sim() { return *sim_; }
   const topology::ChipIndex& index() const { return sim_->context().index; }
   MemoryStore* store() { return store_; }
@@ -163,7 +171,8 @@ class KernelRuntime : public sim::CpuRuntime {
   std::string DescribePeer(uint32_t pe, const Peer& peer) const;
 
   // ---- sim::CpuRuntime ----
-  void OnDone(sim::PeCpu& cpu, uint64_t handle, SimTime end) override;
+  void OnDone(sim::PeCpu& cpu, uint64_t handle, const sim::CpuInstance* owner,
+              SimTime end) override;
   void OnIpcqAccepted(sim::PeCpu& cpu, const pb::IpcqAccepted& accepted) override;
   void OnIpcqArrival(sim::PeCpu& cpu, const pb::IpcqArrival& arrival) override;
   void OnNocDelivered(sim::PeCpu& cpu, const pb::NocDelivered& delivered) override;
@@ -265,6 +274,7 @@ class KernelRuntime : public sim::CpuRuntime {
   std::map<uint64_t, std::shared_ptr<const pb::NocSend>> noc_held_;
   uint64_t next_message_ = 1;
   std::vector<uint32_t> ring_;
+  std::vector<SimTime> request_done_;  // by request id: its latest completion (OnDone)
   bool ran_ = false;
 };
 
