@@ -383,12 +383,12 @@ Study Pipeline(const pb::Chip& chip, const StudyOptions& o) {
         }
       }
       parts.push_back(absl::StrCat("S ", s, ": in-flight ", smallest->keys[1], ", lookahead ",
-                                   smallest->keys[2], " within 1% of the best (",
-                                   best->keys[1], ", ", best->keys[2], ": ",
+                                   smallest->keys[2], " within 1% of the best (in-flight ",
+                                   best->keys[1], ", lookahead ", best->keys[2], ": ",
                                    Us(best->latency_ps), ")"));
     }
     const size_t refused = NotRun(csv, {}).size();
-    std::string tail = refused ? absl::StrCat(" (", refused, " refused)") : "";
+    std::string tail = refused ? absl::StrCat("; ", refused, " refused") : "";
     return absl::StrCat(absl::StrJoin(parts, "; "), tail);
   };
   return st;
@@ -633,7 +633,8 @@ Study ShortLong(const pb::Chip& chip, const StudyOptions& o) {
     for (const auto& [k, n] : wins) {
       if (n > most) best = k, most = n;
     }
-    absl::StrAppend(&out, "; best kv_per_cube ", best, " (at ", most, " of ", compared, " S)");
+    absl::StrAppend(&out, "; best kv_per_cube ", best, " (the fastest short_context at ", most,
+                    " of ", compared, " S)");
     return out;
   };
   return st;
