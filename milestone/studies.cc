@@ -426,9 +426,20 @@ Study ReduceTopology(const pb::Chip& chip, const StudyOptions& o) {
       }
       if (tree == nullptr) {
         absl::StrAppend(&part, " (tree/tree did not run)");
-      } else {
+      } else if (tree != best) {
         absl::StrAppend(&part, absl::StrFormat(", %.1f%% under tree/tree",
                                                100 * (1 - best->latency_ps / tree->latency_ps)));
+      } else {
+        // The default is best: by how much the runner-up is slower.
+        const Sample* next = nullptr;
+        for (const Sample& x : *samples) {
+          if (x.keys[0] != s || &x == best) continue;
+          if (next == nullptr || x.latency_ps < next->latency_ps) next = &x;
+        }
+        if (next != nullptr) {
+          absl::StrAppend(&part, ", next ", next->keys[1], "/", next->keys[2], " ",
+                          Times(next->latency_ps / best->latency_ps));
+        }
       }
       parts.push_back(part);
     }
@@ -446,37 +457,41 @@ Study Ring(const pb::Chip& chip, const StudyOptions& o) {
   std::vector<std::string> bytes = o.quick ? Values({16384}) : Values({4096, 16384, 65536});
   const uint64_t queue = chip.sip().noc().endpoint_queue_bytes();
   if (!o.quick && queue > 65536) bytes.push_back(absl::StrCat(queue));
-  st.params = {{"ring_depth", o.quick ? Values({1, 2}) : Values({1, 2, 3, 4})},
+  st.params = {{"s", o.quick ? Values({2048}) : Values({2048, 8192})},
+               {"ring_depth", o.quick ? Values({1, 2}) : Values({1, 2, 3, 4})},
                {"ring_message_bytes", bytes}};
-  pb::Workload base = Llama(pb::PREFILL, pb::RING);
-  base.set_s(2048);
-  st.points = Grid(chip, base, st.params);
-  st.plots = {{.title = "prefill ring (S 2048): latency vs message size per depth",
+  st.points = Grid(chip, Llama(pb::PREFILL, pb::RING), st.params);
+  st.plots = {{.title = "prefill ring: latency vs message size per depth",
                .x = "ring_message_bytes",
                .x_label = "ring message (bytes)",
                .log_x = true,
-               .series = {"ring_depth"}}};
+               .log_y = true,
+               .series = {"s", "ring_depth"}}};
   st.answer = [](const CsvTable& csv) -> absl::StatusOr<std::string> {
     absl::StatusOr<std::vector<Sample>> samples =
-        Samples(csv, {"ring_depth", "ring_message_bytes"});
+        Samples(csv, {"s", "ring_depth", "ring_message_bytes"});
     if (!samples.ok()) return samples.status();
-    const Sample* best = &samples->front();
-    const Sample* worst = &samples->front();
-    const Sample* fallback = nullptr;  // the kernel's defaults: depth 2, 16 KiB
-    for (const Sample& x : *samples) {
-      if (x.latency_ps < best->latency_ps) best = &x;
-      if (x.latency_ps > worst->latency_ps) worst = &x;
-      if (x.keys[0] == "2" && x.keys[1] == "16384") fallback = &x;
+    std::vector<std::string> parts;
+    for (const auto& [s, best] : BestPerGroup(*samples, 0)) {
+      const Sample* worst = best;
+      const Sample* fallback = nullptr;  // the kernel's defaults: depth 2, 16 KiB
+      for (const Sample& x : *samples) {
+        if (x.keys[0] != s) continue;
+        if (x.latency_ps > worst->latency_ps) worst = &x;
+        if (x.keys[1] == "2" && x.keys[2] == "16384") fallback = &x;
+      }
+      std::string part = absl::StrCat("S ", s, ": best depth ", best->keys[1], ", ",
+                                      best->keys[2], " B ", Us(best->latency_ps));
+      if (fallback != nullptr) {
+        absl::StrAppend(&part,
+                        absl::StrFormat(", %.1f%% under the default (2, 16384 B)",
+                                        100 * (1 - best->latency_ps / fallback->latency_ps)));
+      }
+      absl::StrAppend(&part, ", worst/best ", Times(worst->latency_ps / best->latency_ps),
+                      " (depth ", worst->keys[1], ", ", worst->keys[2], " B)");
+      parts.push_back(part);
     }
-    std::string out = absl::StrCat("best depth ", best->keys[0], ", ", best->keys[1], " B ",
-                                   Us(best->latency_ps));
-    if (fallback != nullptr) {
-      absl::StrAppend(&out, absl::StrFormat(", %.1f%% under the default (2, 16384 B)",
-                                            100 * (1 - best->latency_ps / fallback->latency_ps)));
-    }
-    absl::StrAppend(&out, "; spread worst/best ", Times(worst->latency_ps / best->latency_ps),
-                    " (depth ", worst->keys[0], ", ", worst->keys[1], " B)");
-    return out;
+    return absl::StrJoin(parts, "; ");
   };
   return st;
 }
@@ -534,16 +549,19 @@ Study RingVsReduce(const pb::Chip& chip, const StudyOptions& o) {
       }
       std::optional<uint64_t> crossover;
       uint64_t compared = 0;
+      double ring_over_reduce = 0;  // at the largest T_q both ran
       for (const auto& [tq, pair] : by_tq) {
         if (pair.first == nullptr || pair.second == nullptr) continue;
         compared = tq;
+        ring_over_reduce = pair.second->latency_ps / pair.first->latency_ps;
         if (!crossover && pair.second->latency_ps < pair.first->latency_ps) crossover = tq;
       }
       std::string part = absl::StrCat("S ", s_text, ": ");
       if (crossover) {
         absl::StrAppend(&part, "ring from T_q ", *crossover);
       } else if (compared > 0) {
-        absl::StrAppend(&part, "reduce up to T_q ", compared, " (the largest both ran)");
+        absl::StrAppend(&part, "reduce up to T_q ", compared, " (the largest both ran; ring ",
+                        Times(ring_over_reduce), ")");
       } else {
         absl::StrAppend(&part, "no T_q ran on both");
       }

@@ -176,17 +176,19 @@ TEST(Answer, ReduceTopology) {
                         {"131072", "tree", "tree", "8000000", "ok"},
                         {"131072", "tree", "chain", "8000000", "ok"}})),
             "best Level-1/Level-2: S 1024: chain/tree 1.800 us, 10.0% under tree/tree; S 131072: "
-            "tree/tree 8.000 us, 0.0% under tree/tree");
+            "tree/tree 8.000 us, next tree/chain 1.00x");
 }
 
 TEST(Answer, Ring) {
-  EXPECT_EQ(Answer("ring", Csv({"ring_depth", "ring_message_bytes"},
-                               {{"1", "16384", "3000000", "ok"},
-                                {"2", "16384", "2000000", "ok"},
-                                {"2", "65536", "1900000", "ok"},
-                                {"3", "262144", "", "ring_message_bytes: too big"}})),
-            "best depth 2, 65536 B 1.900 us, 5.0% under the default (2, 16384 B); spread "
-            "worst/best 1.58x (depth 1, 16384 B)");
+  EXPECT_EQ(Answer("ring", Csv({"s", "ring_depth", "ring_message_bytes"},
+                               {{"2048", "1", "16384", "3000000", "ok"},
+                                {"2048", "2", "16384", "2000000", "ok"},
+                                {"2048", "2", "65536", "1900000", "ok"},
+                                {"2048", "3", "262144", "", "ring_message_bytes: too big"},
+                                {"8192", "1", "4096", "5000000", "ok"}})),
+            "S 2048: best depth 2, 65536 B 1.900 us, 5.0% under the default (2, 16384 B), "
+            "worst/best 1.58x (depth 1, 16384 B); S 8192: best depth 1, 4096 B 5.000 us, "
+            "worst/best 1.00x (depth 1, 4096 B)");
 }
 
 TEST(Answer, RingVsReduce) {
@@ -204,7 +206,7 @@ TEST(Answer, RingVsReduce) {
                               "kernel=decode h_q=64 h_kv=8 d=128 c=8 p=8");
   EXPECT_EQ(Answer("ring_vs_reduce", csv),
             "S 512: ring from T_q 16, ADR formula T_q > 21.3; S 4096: reduce up to T_q 16 (the "
-            "largest both ran), ADR formula T_q > 170.7");
+            "largest both ran; ring 2.00x), ADR formula T_q > 170.7");
   // Without C and P in the workload column the formula cannot be computed.
   absl::StatusOr<CsvTable> table =
       ParseCsv(Csv({"s", "t_q", "kernel"}, {{"512", "1", "decode", "1000000", "ok"}},
