@@ -472,14 +472,16 @@ Study Ring(const pb::Chip& chip, const StudyOptions& o) {
         Samples(csv, {"s", "ring_depth", "ring_message_bytes"});
     if (!samples.ok()) return samples.status();
     std::vector<std::string> parts;
-    for (const auto& [s, best] : BestPerGroup(*samples, 0)) {
-      const Sample* worst = best;
+    for (auto [s, best] : BestPerGroup(*samples, 0)) {
+      const Sample* worst = nullptr;
       const Sample* fallback = nullptr;  // the kernel's defaults: depth 2, 16 KiB
       for (const Sample& x : *samples) {
         if (x.keys[0] != s) continue;
-        if (x.latency_ps > worst->latency_ps) worst = &x;
+        if (worst == nullptr || x.latency_ps > worst->latency_ps) worst = &x;
         if (x.keys[1] == "2" && x.keys[2] == "16384") fallback = &x;
       }
+      // A tie with the default goes to the default.
+      if (fallback != nullptr && fallback->latency_ps <= best->latency_ps) best = fallback;
       std::string part = absl::StrCat("S ", s, ": best depth ", best->keys[1], ", ",
                                       best->keys[2], " B ", Us(best->latency_ps));
       if (fallback != nullptr) {
@@ -668,6 +670,8 @@ Study IssueCost(const pb::Chip& chip, const StudyOptions& o) {
   for (const pb::IssueCostProfile& p : chip.sip().cube().pe().issue_cost_profiles()) {
     profiles.push_back(p.name());
   }
+  // A chip without profiles: the shipped names, whose runs then fail as rows.
+  if (profiles.empty()) profiles = {"zero", "realistic"};
   st.params = {{"s", o.quick ? Values({8192}) : Values({8192, 131072})},
                {"issue_cost_profile", profiles},
                {"variant", o.quick ? std::vector<std::string>{"opt3", "opt2"}

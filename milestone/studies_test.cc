@@ -185,10 +185,11 @@ TEST(Answer, Ring) {
                                 {"2048", "2", "16384", "2000000", "ok"},
                                 {"2048", "2", "65536", "1900000", "ok"},
                                 {"2048", "3", "262144", "", "ring_message_bytes: too big"},
-                                {"8192", "1", "4096", "5000000", "ok"}})),
+                                {"8192", "1", "4096", "5000000", "ok"},
+                                {"8192", "2", "16384", "5000000", "ok"}})),
             "S 2048: best depth 2, 65536 B 1.900 us, 5.0% under the default (2, 16384 B), "
-            "worst/best 1.58x (depth 1, 16384 B); S 8192: best depth 1, 4096 B 5.000 us, "
-            "worst/best 1.00x (depth 1, 4096 B)");
+            "worst/best 1.58x (depth 1, 16384 B); S 8192: best depth 2, 16384 B 5.000 us, 0.0% "
+            "under the default (2, 16384 B), worst/best 1.00x (depth 1, 4096 B)");
 }
 
 TEST(Answer, RingVsReduce) {
@@ -349,6 +350,17 @@ TEST(BuildStudies, EveryStudyOnTheMilestoneChip) {
     quick_points += q.points.size();
   }
   EXPECT_LT(quick_points * 4, full_points);
+}
+
+TEST(BuildStudies, AnyChipGivesEveryStudy) {
+  // The small chip cannot hold Llama3-70B and defines no issue-cost profiles: the studies are
+  // still built, their points refused rows.
+  absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile("topology/small.textproto");
+  ASSERT_TRUE(chip.ok());
+  absl::StatusOr<std::vector<Study>> studies = BuildStudies(*chip, StudyOptions{});
+  ASSERT_TRUE(studies.ok());
+  EXPECT_EQ(studies->size(), Studies().size());
+  for (const Study& st : *studies) EXPECT_FALSE(st.points.empty()) << st.name;
 }
 
 TEST(SelectStudies, NamesAllNoneAndUnknown) {
