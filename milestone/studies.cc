@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <tuple>
 #include <string_view>
 #include <utility>
 
@@ -550,20 +551,32 @@ Study RingVsReduce(const pb::Chip& chip, const StudyOptions& o) {
         }
       }
       std::optional<uint64_t> crossover;
-      uint64_t compared = 0;
-      double ring_over_reduce = 0;  // at the largest T_q both ran
+      // The two largest T_q both ran: (T_q, reduce, ring).
+      std::vector<std::tuple<uint64_t, double, double>> compared;
       for (const auto& [tq, pair] : by_tq) {
         if (pair.first == nullptr || pair.second == nullptr) continue;
-        compared = tq;
-        ring_over_reduce = pair.second->latency_ps / pair.first->latency_ps;
+        compared.emplace_back(tq, pair.first->latency_ps, pair.second->latency_ps);
         if (!crossover && pair.second->latency_ps < pair.first->latency_ps) crossover = tq;
       }
       std::string part = absl::StrCat("S ", s_text, ": ");
       if (crossover) {
         absl::StrAppend(&part, "ring from T_q ", *crossover);
-      } else if (compared > 0) {
-        absl::StrAppend(&part, "reduce up to T_q ", compared, " (the largest both ran; ring ",
-                        Times(ring_over_reduce), ")");
+      } else if (!compared.empty()) {
+        const auto [t2, reduce2, ring2] = compared.back();
+        absl::StrAppend(&part, "reduce up to T_q ", t2, " (the largest both ran; ring ",
+                        Times(ring2 / reduce2));
+        // Beyond it (the reduce kernel refuses larger T_q): the reduce's line through the last
+        // two points against the ring at the last.
+        if (compared.size() >= 2) {
+          const auto [t1, reduce1, ring1] = compared[compared.size() - 2];
+          const double slope = (reduce2 - reduce1) / static_cast<double>(t2 - t1);
+          if (slope > 0) {
+            absl::StrAppend(&part, absl::StrFormat("; the reduce's line through T_q %d, %d "
+                                                   "meets the ring near T_q %.0f",
+                                                   t1, t2, t2 + (ring2 - reduce2) / slope));
+          }
+        }
+        absl::StrAppend(&part, ")");
       } else {
         absl::StrAppend(&part, "no T_q ran on both");
       }

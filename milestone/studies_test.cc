@@ -203,11 +203,19 @@ TEST(Answer, RingVsReduce) {
                                {"512", "32", "decode", "", "t_q: too many"},
                                {"512", "32", "prefill", "5100000", "ok"},
                                {"4096", "16", "decode", "1000000", "ok"},
-                               {"4096", "16", "prefill", "2000000", "ok"}},
+                               {"4096", "16", "prefill", "2000000", "ok"},
+                               {"32768", "8", "decode", "1000000", "ok"},
+                               {"32768", "8", "prefill", "3000000", "ok"},
+                               {"32768", "16", "decode", "2000000", "ok"},
+                               {"32768", "16", "prefill", "4000000", "ok"}},
                               "kernel=decode h_q=64 h_kv=8 d=128 c=8 p=8");
+  // S 32768: the reduce grows 125000 ps per token from T_q 8 to 16; it reaches the ring's
+  // 4000000 ps at 16 + 2000000 / 125000 = 32. ADR: 65536 / 48 = 1365.3.
   EXPECT_EQ(Answer("ring_vs_reduce", csv),
             "S 512: ring from T_q 16, ADR formula T_q > 21.3; S 4096: reduce up to T_q 16 (the "
-            "largest both ran; ring 2.00x), ADR formula T_q > 170.7");
+            "largest both ran; ring 2.00x), ADR formula T_q > 170.7; S 32768: reduce up to T_q "
+            "16 (the largest both ran; ring 2.00x; the reduce's line through T_q 8, 16 meets the "
+            "ring near T_q 32), ADR formula T_q > 1365.3");
   // Without C and P in the workload column the formula cannot be computed.
   absl::StatusOr<CsvTable> table =
       ParseCsv(Csv({"s", "t_q", "kernel"}, {{"512", "1", "decode", "1000000", "ok"}},
