@@ -1,6 +1,7 @@
 // The studies: one function per ADR question (§9, §B), each with its grid and its answer
-// function. Every answer reads only the study's CSV (study.h); ties between equal latencies go
-// to the row met first in the CSV (point order).
+// function (what each answers: milestone/README.md "Studies"). Every answer reads only the
+// study's CSV (study.h); ties between equal latencies go to the row met first in the CSV
+// (point order) unless the answer says otherwise.
 #include "milestone/studies.h"
 
 #include <algorithm>
@@ -8,8 +9,8 @@
 #include <fstream>
 #include <map>
 #include <set>
-#include <tuple>
 #include <string_view>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -225,6 +226,7 @@ Study DecodeC(const pb::Chip& chip, const StudyOptions& o) {
                .x_label = "context S (tokens)",
                .log_x = true,
                .y_label = "best C (CUBEs per group)",
+               .y_scale = 1,
                .series = {"c"},
                .argmin_series = true}};
   st.answer = [](const CsvTable& csv) -> absl::StatusOr<std::string> {
