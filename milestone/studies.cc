@@ -385,10 +385,15 @@ Study Pipeline(const pb::Chip& chip, const StudyOptions& o) {
           smallest_key = {*inflight, *ahead};
         }
       }
-      parts.push_back(absl::StrCat("S ", s, ": in-flight ", smallest->keys[1], ", lookahead ",
-                                   smallest->keys[2], " within 1% of the best (in-flight ",
-                                   best->keys[1], ", lookahead ", best->keys[2], ": ",
-                                   Us(best->latency_ps), ")"));
+      std::string part = absl::StrCat("S ", s, ": in-flight ", smallest->keys[1],
+                                      ", lookahead ", smallest->keys[2]);
+      if (smallest->latency_ps == best->latency_ps) {
+        absl::StrAppend(&part, " as fast as any (", Us(best->latency_ps), ")");
+      } else {
+        absl::StrAppend(&part, " within 1% of the best (in-flight ", best->keys[1],
+                        ", lookahead ", best->keys[2], ": ", Us(best->latency_ps), ")");
+      }
+      parts.push_back(part);
     }
     const size_t refused = NotRun(csv, {}).size();
     std::string tail = refused ? absl::StrCat("; ", refused, " refused") : "";

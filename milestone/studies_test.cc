@@ -162,9 +162,12 @@ TEST(Answer, Pipeline) {
                                     {"8192", "1", "2", "", "lookahead: refused"},
                                     {"8192", "2", "1", "1010000", "ok"},
                                     {"8192", "2", "2", "1000000", "ok"},
-                                    {"8192", "4", "1", "1005000", "ok"}})),
+                                    {"8192", "4", "1", "1005000", "ok"},
+                                    {"131072", "2", "1", "8000000", "ok"},
+                                    {"131072", "4", "1", "8000000", "ok"},
+                                    {"131072", "4", "2", "8100000", "ok"}})),
             "S 8192: in-flight 2, lookahead 1 within 1% of the best (in-flight 2, lookahead 2: "
-            "1.000 us); 1 refused");
+            "1.000 us); S 131072: in-flight 2, lookahead 1 as fast as any (8.000 us); 1 refused");
 }
 
 TEST(Answer, ReduceTopology) {
