@@ -608,74 +608,108 @@ Study RingVsReduce(const pb::Chip& chip, const StudyOptions& o) {
 }
 
 // §B "long/short context split", items 1-2: the short-context kernel (whole KV heads per CUBE)
-// against opt3 by S, and its kv_per_cube.
+// against the long kernel (decode opt3, prefill ring) by S, and its kv_per_cube (decode; prefill
+// at kv_per_cube 1 only, the one-group run, to keep its cost small).
 Study ShortLong(const pb::Chip& chip, const StudyOptions& o) {
   Study st;
   st.name = "short_long";
   st.adr = "§B";
   st.question = "Up to which S does the short-context kernel win, with which kv_per_cube?";
-  const std::vector<std::string> contexts =
+  const std::vector<std::string> decode_s =
       o.quick ? Values({1024, 8192})
               : Values({512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072});
+  const std::vector<std::string> prefill_s = o.quick ? Values({512}) : Values({512, 2048, 8192});
   const std::vector<std::string> per_cube = o.quick ? Values({1}) : Values({1, 2, 4, 8});
-  // kv_per_cube is empty on opt3's rows (opt3 refuses the field).
-  st.params = {{"s", contexts}, {"variant", {"short_context", "opt3"}}, {"kv_per_cube", per_cube}};
-  for (const std::string& s : contexts) {
-    for (Point& p : Grid(chip, Llama(pb::DECODE, pb::SHORT_CONTEXT),
-                         {{"s", {s}}, {"kv_per_cube", per_cube}})) {
-      p.values = {s, "short_context", p.values[1]};
-      st.points.push_back(std::move(p));
-    }
-    for (Point& p : Grid(chip, Llama(pb::DECODE, pb::OPT3), {{"s", {s}}})) {
-      p.values = {s, "opt3", ""};
-      st.points.push_back(std::move(p));
-    }
+  // kv_per_cube is empty on the long kernel's rows (they refuse the field).
+  std::vector<std::string> all_s = decode_s;
+  for (const std::string& s : prefill_s) {
+    if (std::find(all_s.begin(), all_s.end(), s) == all_s.end()) all_s.push_back(s);
   }
-  st.plots = {{.title = "decode: short-context kernel vs opt3",
+  st.params = {{"kernel", {"decode", "prefill"}},
+               {"s", all_s},
+               {"variant", {"short_context", "opt3", "ring"}},
+               {"kv_per_cube", per_cube}};
+  const auto add = [&](pb::Kernel kernel, const std::string& kernel_name,
+                       const std::vector<std::string>& contexts,
+                       const std::vector<std::string>& kv, pb::Variant long_variant,
+                       const std::string& long_name) {
+    for (const std::string& s : contexts) {
+      for (Point& p :
+           Grid(chip, Llama(kernel, pb::SHORT_CONTEXT), {{"s", {s}}, {"kv_per_cube", kv}})) {
+        p.values = {kernel_name, s, "short_context", p.values[1]};
+        st.points.push_back(std::move(p));
+      }
+      for (Point& p : Grid(chip, Llama(kernel, long_variant), {{"s", {s}}})) {
+        p.values = {kernel_name, s, long_name, ""};
+        st.points.push_back(std::move(p));
+      }
+    }
+  };
+  add(pb::DECODE, "decode", decode_s, per_cube, pb::OPT3, "opt3");
+  add(pb::PREFILL, "prefill", prefill_s, Values({1}), pb::RING, "ring");
+  st.plots = {{.title = "short-context kernel vs the long kernel (decode opt3, prefill ring)",
                .x = "s",
                .x_label = "context S (tokens)",
                .log_x = true,
                .log_y = true,
-               .series = {"variant", "kv_per_cube"}}};
+               .series = {"kernel", "variant", "kv_per_cube"}}};
   st.answer = [](const CsvTable& csv) -> absl::StatusOr<std::string> {
-    absl::StatusOr<std::vector<Sample>> samples = Samples(csv, {"s", "variant", "kv_per_cube"});
+    absl::StatusOr<std::vector<Sample>> samples =
+        Samples(csv, {"kernel", "s", "variant", "kv_per_cube"});
     if (!samples.ok()) return samples.status();
-    std::map<uint64_t, std::pair<const Sample*, const Sample*>> by_s;  // best short, opt3
-    for (const Sample& x : *samples) {
-      absl::StatusOr<uint64_t> s = Uint("s", x.keys[0]);
-      if (!s.ok()) return s.status();
-      auto& [short_best, opt3] = by_s[*s];
-      if (x.keys[1] == "opt3") {
-        opt3 = &x;
-      } else if (short_best == nullptr || x.latency_ps < short_best->latency_ps) {
-        short_best = &x;
+    std::vector<std::string> parts;
+    for (const auto& [kernel, unused] : BestPerGroup(*samples, 0)) {
+      // Per S: the best short_context row and the long kernel's row.
+      std::map<uint64_t, std::pair<const Sample*, const Sample*>> by_s;
+      std::string long_name;
+      std::set<std::string> kv_tried;  // the kv_per_cube values that ran
+      for (const Sample& x : *samples) {
+        if (x.keys[0] != kernel) continue;
+        absl::StatusOr<uint64_t> s = Uint("s", x.keys[1]);
+        if (!s.ok()) return s.status();
+        auto& [short_best, long_row] = by_s[*s];
+        if (x.keys[2] != "short_context") {
+          long_row = &x;
+          long_name = x.keys[2];
+        } else {
+          kv_tried.insert(x.keys[3]);
+          if (short_best == nullptr || x.latency_ps < short_best->latency_ps) short_best = &x;
+        }
       }
+      std::optional<uint64_t> threshold;
+      std::map<std::string, int> wins;  // kv_per_cube: contexts where it is the best short one
+      uint64_t lo = 0, hi = 0;
+      int compared = 0;
+      for (const auto& [s, pair] : by_s) {
+        if (pair.first == nullptr || pair.second == nullptr) continue;
+        ++compared;
+        if (lo == 0) lo = s;
+        hi = s;
+        ++wins[pair.first->keys[3]];
+        if (pair.first->latency_ps < pair.second->latency_ps) threshold = s;
+      }
+      std::string part = absl::StrCat(kernel, ": ");
+      if (compared == 0) {
+        absl::StrAppend(&part, "no S ran both kernels");
+      } else {
+        absl::StrAppend(&part, threshold
+                                   ? absl::StrCat("short_context wins up to S ", *threshold)
+                                   : absl::StrCat(long_name, " wins at every S (", lo, "..", hi,
+                                                  ")"));
+        if (kernel == "decode") absl::StrAppend(&part, " (ADR §B: 262144)");
+        std::string best;
+        int most = 0;
+        for (const auto& [k, n] : wins) {
+          if (n > most) best = k, most = n;
+        }
+        if (kv_tried.size() > 1) {
+          absl::StrAppend(&part, ", best kv_per_cube ", best, " (the fastest short_context at ",
+                          most, " of ", compared, " S)");
+        }
+      }
+      parts.push_back(part);
     }
-    std::optional<uint64_t> threshold;
-    std::map<std::string, int> wins;  // kv_per_cube: contexts where it is the best short one
-    uint64_t lo = 0, hi = 0;
-    int compared = 0;
-    for (const auto& [s, pair] : by_s) {
-      if (pair.first == nullptr || pair.second == nullptr) continue;
-      ++compared;
-      if (lo == 0) lo = s;
-      hi = s;
-      ++wins[pair.first->keys[2]];
-      if (pair.first->latency_ps < pair.second->latency_ps) threshold = s;
-    }
-    if (hi == 0) return absl::InvalidArgumentError("status: no S ran both kernels");
-    std::string out =
-        threshold ? absl::StrCat("short_context wins up to S ", *threshold)
-                  : absl::StrCat("opt3 wins at every S (", lo, "..", hi, ")");
-    absl::StrAppend(&out, " (ADR §B: 262144)");
-    std::string best;
-    int most = 0;
-    for (const auto& [k, n] : wins) {
-      if (n > most) best = k, most = n;
-    }
-    absl::StrAppend(&out, "; best kv_per_cube ", best, " (the fastest short_context at ", most,
-                    " of ", compared, " S)");
-    return out;
+    return absl::StrJoin(parts, "; ");
   };
   return st;
 }

@@ -230,22 +230,24 @@ TEST(Answer, RingVsReduce) {
 }
 
 TEST(Answer, ShortLong) {
-  EXPECT_EQ(Answer("short_long", Csv({"s", "variant", "kv_per_cube"},
-                                     {{"1024", "short_context", "1", "1000000", "ok"},
-                                      {"1024", "short_context", "2", "900000", "ok"},
-                                      {"1024", "opt3", "", "2000000", "ok"},
-                                      {"4096", "short_context", "1", "2500000", "ok"},
-                                      {"4096", "short_context", "2", "2400000", "ok"},
-                                      {"4096", "opt3", "", "2000000", "ok"},
-                                      {"8192", "short_context", "1", "", "s: refused"},
-                                      {"8192", "opt3", "", "3000000", "ok"}})),
-            "short_context wins up to S 1024 (ADR §B: 262144); best kv_per_cube 2 (the fastest "
-            "short_context at 2 of 2 S)");
-  EXPECT_EQ(Answer("short_long", Csv({"s", "variant", "kv_per_cube"},
-                                     {{"1024", "short_context", "1", "3000000", "ok"},
-                                      {"1024", "opt3", "", "2000000", "ok"}})),
-            "opt3 wins at every S (1024..1024) (ADR §B: 262144); best kv_per_cube 1 (the fastest "
-            "short_context at 1 of 1 S)");
+  EXPECT_EQ(Answer("short_long", Csv({"kernel", "s", "variant", "kv_per_cube"},
+                                     {{"decode", "1024", "short_context", "1", "1000000", "ok"},
+                                      {"decode", "1024", "short_context", "2", "900000", "ok"},
+                                      {"decode", "1024", "opt3", "", "2000000", "ok"},
+                                      {"decode", "4096", "short_context", "1", "2500000", "ok"},
+                                      {"decode", "4096", "short_context", "2", "2400000", "ok"},
+                                      {"decode", "4096", "opt3", "", "2000000", "ok"},
+                                      {"decode", "8192", "short_context", "1", "", "s: refused"},
+                                      {"decode", "8192", "opt3", "", "3000000", "ok"},
+                                      {"prefill", "512", "short_context", "1", "3000000", "ok"},
+                                      {"prefill", "512", "ring", "", "2000000", "ok"}})),
+            "decode: short_context wins up to S 1024 (ADR §B: 262144), best kv_per_cube 2 (the "
+            "fastest short_context at 2 of 2 S); prefill: ring wins at every S (512..512)");
+  EXPECT_EQ(Answer("short_long", Csv({"kernel", "s", "variant", "kv_per_cube"},
+                                     {{"decode", "1024", "short_context", "1", "3000000", "ok"},
+                                      {"decode", "1024", "opt3", "", "2000000", "ok"},
+                                      {"prefill", "512", "short_context", "1", "", "refused"}})),
+            "decode: opt3 wins at every S (1024..1024) (ADR §B: 262144)");
 }
 
 TEST(Answer, IssueCost) {
