@@ -603,6 +603,8 @@ expect_one_line_error '^ahbm milestone: --users: the multi-user panels run 2 to 
   milestone --users=17 --out_dir="$tmp/ms"
 expect_one_line_error '^ahbm milestone: --jobs: must be > 0 \(got 0\)$' \
   milestone --jobs=0 --out_dir="$tmp/ms"
+expect_one_line_error "^ahbm milestone: --studies: unknown study 'nope' \(one of decode_c, " \
+  milestone --studies=decode_c,nope --out_dir="$tmp/ms"
 touch "$tmp/not_a_dir"
 expect_one_line_error '^ahbm milestone: --out_dir: cannot create' \
   milestone --quick --out_dir="$tmp/not_a_dir/report"

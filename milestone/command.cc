@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "milestone/studies.h"
 #include "sweep/job_pool.h"
 
 namespace ahbm::milestone {
@@ -62,6 +63,9 @@ std::vector<cli::FlagSpec> MilestoneFlags() {
       {"out_dir", "write milestone.json and milestone.csv here", "report"},
       {"quick", "a first look: decode S 4096, prefill S 512, users 2, no baseline_fanout_group",
        "false", /*boolean=*/true},
+      {"studies",
+       "the ADR §9 / §B studies to run (comma-separated names, all, none; milestone/README.md)",
+       "all"},
       {"jobs", "simulations at once, one process each (the output does not depend on it)",
        "the machine's cores"},
   };
@@ -91,6 +95,12 @@ absl::Status RunMilestoneCommand(const cli::ParsedFlags& flags, const pb::Chip& 
   options.issue_cost_profiles = IssueCostProfiles(chip);  // decode under each (§9.6)
   absl::StatusOr<std::vector<Job>> jobs = BuildJobs(options);
   if (!jobs.ok()) return jobs.status();
+  absl::StatusOr<std::vector<Study>> all_studies =
+      BuildStudies(chip, StudyOptions{.quick = options.quick});
+  if (!all_studies.ok()) return all_studies.status();
+  absl::StatusOr<std::vector<Study>> studies =
+      SelectStudies(*std::move(all_studies), flags.GetOr("studies", "all"));
+  if (!studies.ok()) return studies.status();
 
   // The report folder is checked before the runs (minutes) start.
   const std::filesystem::path out_dir = flags.GetOr("out_dir", "report");
@@ -137,8 +147,38 @@ absl::Status RunMilestoneCommand(const cli::ParsedFlags& flags, const pb::Chip& 
   if (absl::Status s = WriteFile(out_dir / "milestone.json", ToJson(chip, *rows, tool)); !s.ok()) {
     return s;
   }
-  std::printf("\nwrote %s and %s\n", (out_dir / "milestone.json").c_str(),
-              (out_dir / "milestone.csv").c_str());
+  if (studies->empty()) {
+    std::printf("\nwrote %s and %s\n", (out_dir / "milestone.json").c_str(),
+                (out_dir / "milestone.csv").c_str());
+    return absl::OkStatus();
+  }
+
+  // The studies (ADR §9, §B): all their runs in one pool, then each answer from its CSV.
+  const auto studies_start = std::chrono::steady_clock::now();
+  last = 0;
+  auto study_progress = [&](const std::string& study, size_t done, size_t n, uint64_t events) {
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - studies_start).count();
+    const std::string eta = absl::StrFormat("%.0f s", elapsed / done * (n - done));
+    const std::string rate = elapsed <= 0 ? "-" : absl::StrFormat("%.3g", events / elapsed);
+    const std::string line =
+        absl::StrFormat("studies: %s done, run %d of %d, %s simulated events/s, ETA %s", study,
+                        done, n, rate, eta);
+    if (tty) {
+      std::fprintf(stderr, "\r%-*s", static_cast<int>(std::max(last, line.size())), line.c_str());
+    } else {
+      std::fprintf(stderr, "%s\n", line.c_str());
+    }
+    last = line.size();
+    std::fflush(stderr);
+  };
+  absl::StatusOr<std::vector<StudyOutcome>> outcomes = RunStudies(
+      *studies, out_dir, static_cast<int>(std::min<uint64_t>(*workers, 256)), study_progress);
+  if (tty) std::fputs("\n", stderr);
+  if (!outcomes.ok()) return outcomes.status();
+  std::printf("\n%s", FormatAnswers(*outcomes).c_str());
+  std::printf("\nwrote %s, %s and %zu sweep_*.csv\n", (out_dir / "milestone.json").c_str(),
+              (out_dir / "milestone.csv").c_str(), outcomes->size());
   return absl::OkStatus();
 }
 

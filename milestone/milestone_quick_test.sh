@@ -1,21 +1,38 @@
 #!/usr/bin/env bash
-# `ahbm milestone --quick` end to end: the report files exist, parse, hold the expected rows,
-# and two runs — one process at a time, and two at once — write byte-identical files.
+# `ahbm milestone --quick` end to end: the report files (the panels' and each study's
+# sweep_<name>.csv) exist, parse, hold the expected rows, the answers block is printed, and two
+# runs — one process at a time, and two at once — write byte-identical files.
 set -euo pipefail
 ahbm=cli/ahbm
 tmp=${TEST_TMPDIR:-$(mktemp -d)}
 "$ahbm" milestone --quick --jobs=1 --out_dir="$tmp/a" >"$tmp/a.txt" 2>"$tmp/a.err"
 "$ahbm" milestone --quick --jobs=2 --out_dir="$tmp/b" >"$tmp/b.txt" 2>/dev/null
-for f in milestone.json milestone.csv; do
+studies="decode_c decode_variants tile pipeline reduce_topology ring ring_vs_reduce short_long
+issue_cost query_split k_layout"
+for f in milestone.json milestone.csv $(for s in $studies; do echo "sweep_$s.csv"; done); do
   cmp "$tmp/a/$f" "$tmp/b/$f" || { echo "FAIL: $f differs between two runs"; exit 1; }
 done
+# Each study's CSV: the sweep header (its parameters first), at least one row that ran.
+for s in $studies; do
+  head -1 "$tmp/a/sweep_$s.csv" | grep -q ',workload,latency_ps,roofline_bound_ps,roofline_ratio,binding,events,status$' ||
+    { echo "FAIL: sweep_$s.csv header: $(head -1 "$tmp/a/sweep_$s.csv")"; exit 1; }
+  grep -q ',ok$' "$tmp/a/sweep_$s.csv" || { echo "FAIL: sweep_$s.csv: no row ran"; exit 1; }
+done
+# The answers block: one line per study, each with an answer.
+grep -q '^answers (ADR §9, §B):$' "$tmp/a.txt" || { echo "FAIL: no answers block"; exit 1; }
+[[ $(sed -n '/^answers (ADR/,/^$/p' "$tmp/a.txt" | grep -c ' -> ') -eq 11 ]] ||
+  { echo "FAIL: answers:"; sed -n '/^answers (ADR/,$p' "$tmp/a.txt"; exit 1; }
+if sed -n '/^answers (ADR/,/^$/p' "$tmp/a.txt" | grep -q ' -> no answer: '; then
+  echo "FAIL: a study without an answer:"; sed -n '/^answers (ADR/,$p' "$tmp/a.txt"; exit 1
+fi
 # The tables (the last line names the run's own folder).
 cmp <(grep -v '^wrote ' "$tmp/a.txt") <(grep -v '^wrote ' "$tmp/b.txt") ||
   { echo "FAIL: the tables differ between two runs"; exit 1; }
 # Not a terminal: one progress line per run.
 [[ $(grep -c '^milestone: .* done, run [0-9]* of 44, ' "$tmp/a.err") -eq 44 ]] ||
   { echo "FAIL: progress lines:"; cat "$tmp/a.err"; exit 1; }
-lines_over=$(grep -v "^wrote " "$tmp/a.txt" | awk "length(\$0) > 100" | wc -l)
+# The tables (the answers after them are one line per study, however long).
+lines_over=$(sed '/^answers (ADR/,$d' "$tmp/a.txt" | awk "length(\$0) > 100" | wc -l)
 [[ $lines_over -eq 0 ]] ||
   { echo "FAIL: a table line is over 100 columns"; exit 1; }
 python3 - "$tmp/a" <<'PY'
