@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <optional>
 #include <string>
 
 #include "absl/strings/ascii.h"
@@ -13,7 +15,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "actors/observe/op_log.h"
+#include "milestone/numerics.h"
+#include "milestone/page.h"
+#include "milestone/plot.h"
 #include "milestone/studies.h"
+#include "milestone/timeline.h"
 #include "sweep/job_pool.h"
 
 namespace ahbm::milestone {
@@ -41,6 +48,104 @@ absl::Status WriteFile(const std::filesystem::path& path, const std::string& tex
     return absl::InvalidArgumentError(absl::StrCat("--out_dir: cannot write ", path.string()));
   }
   return absl::OkStatus();
+}
+
+// One line on stderr over every run of the milestone (panels, studies, timeline, numerical
+// checks): what finished, run i of n, simulated events/s, ETA; redrawn in place on a terminal,
+// one line per run otherwise. Wall-clock figures appear here only, never in the files.
+class ProgressLine {
+ public:
+  explicit ProgressLine(size_t total)
+      : total_(total), tty_(isatty(fileno(stderr)) != 0), start_(std::chrono::steady_clock::now()) {}
+
+  void Done(const std::string& what, uint64_t events) {
+    ++done_;
+    events_ += events;
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    const std::string eta =
+        absl::StrFormat("%.0f s", elapsed / done_ * (total_ - std::min(done_, total_)));
+    const std::string rate = elapsed <= 0 ? "-" : absl::StrFormat("%.3g", events_ / elapsed);
+    const std::string line =
+        absl::StrFormat("milestone: %s done, run %d of %d, %s simulated events/s, ETA %s", what,
+                        done_, total_, rate, eta);
+    if (tty_) {
+      std::fprintf(stderr, "\r%-*s", static_cast<int>(std::max(width_, line.size())), line.c_str());
+    } else {
+      std::fprintf(stderr, "%s\n", line.c_str());
+    }
+    width_ = line.size();
+    std::fflush(stderr);
+  }
+  uint64_t events() const { return events_; }
+  void Finish() {
+    if (tty_ && width_ > 0) std::fputs("\n", stderr);
+    width_ = 0;
+  }
+  absl::Status Fail(absl::Status status) {
+    Finish();
+    return status;
+  }
+
+ private:
+  size_t total_;
+  bool tty_;
+  std::chrono::steady_clock::time_point start_;
+  size_t done_ = 0;
+  uint64_t events_ = 0;
+  size_t width_ = 0;
+};
+
+// The page's view of the run: the panels as the terminal tables show them (each panel's first
+// issue-cost profile), the numerical checks, the run's identity.
+PageInput PageOf(const cli::ParsedFlags& flags, const pb::Chip& chip, const ToolInfo& tool,
+                 const std::vector<Row>& rows, const std::vector<NumericCheck>& checks) {
+  PageInput page;
+  page.title = "ahbm milestone: Llama3-70B GQA attention (ADR-0060)";
+  page.command = "ahbm milestone";
+  // Without --jobs and --out_dir: neither changes a figure, and the page stays the same bytes
+  // wherever and on however many cores it is made.
+  for (const auto& [name, value] : flags.values()) {
+    if (name != "jobs" && name != "out_dir") {
+      absl::StrAppend(&page.command, " --", name, "=", value);
+    }
+  }
+  page.version = tool.version;
+  page.commit = tool.commit;
+  page.topology_name = chip.name();
+  page.topology_digest = observe::MessageDigest(chip);
+  for (const Row& r : rows) {
+    if (page.panels.empty() || page.panels.back().name != r.panel) {
+      PagePanel panel;
+      panel.name = r.panel;
+      panel.s = r.workload.request_lengths_size() > 0
+                    ? std::vector<uint64_t>(r.workload.request_lengths().begin(),
+                                            r.workload.request_lengths().end())
+                    : std::vector<uint64_t>{r.workload.s()};
+      panel.profile = r.report.issue_cost_profile();
+      page.panels.push_back(std::move(panel));
+    }
+    PagePanel& panel = page.panels.back();
+    if (r.report.issue_cost_profile() != panel.profile) continue;
+    PageRow row{r.variant,
+                r.report.latency_ps() / 1e6,
+                r.best_baseline_ratio,
+                r.report.roofline_ratio(),
+                r.ideal_ratio,
+                r.report.roofline().binding_resource(),
+                std::nullopt};
+    if (r.report.request_latency_ps_size() > 1) {
+      const RequestSpread spread = Spread(r.report);
+      row.requests = RequestLatencyUs{spread.min / 1e6, spread.median / 1e6, spread.max / 1e6};
+    }
+    panel.rows.push_back(std::move(row));
+    if (r.variant == "auto") panel.auto_pick = AutoPick(r.report);
+  }
+  for (const NumericCheck& c : checks) {
+    page.checks.push_back(
+        {c.kernel, c.variant, c.shape, c.max_abs_error, c.tolerance, c.ok, c.note});
+  }
+  return page;
 }
 
 }  // namespace
@@ -114,71 +219,109 @@ absl::Status RunMilestoneCommand(const cli::ParsedFlags& flags, const pb::Chip& 
   if (absl::Status s = WriteFile(probe, ""); !s.ok()) return s;
   std::filesystem::remove(probe, error);
 
-  const bool tty = isatty(fileno(stderr)) != 0;
-  const auto start = std::chrono::steady_clock::now();
-  size_t last = 0;
-  auto progress = [&](const Job& job, size_t done, size_t n, uint64_t events) {
-    const double elapsed =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const std::string eta = absl::StrFormat("%.0f s", elapsed / done * (n - done));
-    const std::string rate = elapsed <= 0 ? "-" : absl::StrFormat("%.3g", events / elapsed);
-    const std::string line = absl::StrFormat(
-        "milestone: %s %s%s done, run %d of %d, %s simulated events/s, ETA %s", job.panel,
-        absl::AsciiStrToLower(pb::Variant_Name(job.workload.variant())),
-        job.workload.has_issue_cost_profile() ? " " + job.workload.issue_cost_profile() : "", done,
-        n, rate, eta);
-    if (tty) {
-      std::fprintf(stderr, "\r%-*s", static_cast<int>(std::max(last, line.size())), line.c_str());
-    } else {
-      std::fprintf(stderr, "%s\n", line.c_str());
-    }
-    last = line.size();
-    std::fflush(stderr);
-  };
-  absl::StatusOr<std::vector<Row>> rows =
-      RunJobs(chip, *jobs, progress, static_cast<int>(std::min<uint64_t>(*workers, 256)));
-  if (tty) std::fputs("\n", stderr);
-  if (!rows.ok()) return rows.status();
+  const int pool = static_cast<int>(std::min<uint64_t>(*workers, 256));
+  const std::vector<TimelineJob> timeline_jobs = TimelineJobs(chip);
+  size_t study_runs = 0;
+  for (const Study& study : *studies) {
+    for (const sweep::Point& point : study.points) study_runs += point.refused.ok() ? 1 : 0;
+  }
+  const size_t numeric_runs = NumericWorkloads({}).size();
+  ProgressLine line(jobs->size() + study_runs + timeline_jobs.size() + numeric_runs);
 
+  // The panels (ADR §A).
+  absl::StatusOr<std::vector<Row>> rows = RunJobs(
+      chip, *jobs,
+      [&](const Job& job, size_t, size_t, uint64_t events) {
+        line.Done(absl::StrCat(job.panel, " ", absl::AsciiStrToLower(pb::Variant_Name(
+                                                   job.workload.variant())),
+                               job.workload.has_issue_cost_profile()
+                                   ? " " + job.workload.issue_cost_profile()
+                                   : ""),
+                  events);
+      },
+      pool);
+  if (!rows.ok()) return line.Fail(rows.status());
   std::fputs(FormatTables(*rows).c_str(), stdout);
+  std::fflush(stdout);
   if (absl::Status s = WriteFile(out_dir / "milestone.csv", ToCsv(chip, *rows, tool)); !s.ok()) {
-    return s;
+    return line.Fail(s);
   }
   if (absl::Status s = WriteFile(out_dir / "milestone.json", ToJson(chip, *rows, tool)); !s.ok()) {
-    return s;
-  }
-  if (studies->empty()) {
-    std::printf("\nwrote %s and %s\n", (out_dir / "milestone.json").c_str(),
-                (out_dir / "milestone.csv").c_str());
-    return absl::OkStatus();
+    return line.Fail(s);
   }
 
   // The studies (ADR §9, §B): all their runs in one pool, then each answer from its CSV.
-  const auto studies_start = std::chrono::steady_clock::now();
-  last = 0;
-  auto study_progress = [&](const std::string& study, size_t done, size_t n, uint64_t events) {
-    const double elapsed =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - studies_start).count();
-    const std::string eta = absl::StrFormat("%.0f s", elapsed / done * (n - done));
-    const std::string rate = elapsed <= 0 ? "-" : absl::StrFormat("%.3g", events / elapsed);
-    const std::string line =
-        absl::StrFormat("studies: %s done, run %d of %d, %s simulated events/s, ETA %s", study,
-                        done, n, rate, eta);
-    if (tty) {
-      std::fprintf(stderr, "\r%-*s", static_cast<int>(std::max(last, line.size())), line.c_str());
-    } else {
-      std::fprintf(stderr, "%s\n", line.c_str());
-    }
-    last = line.size();
-    std::fflush(stderr);
-  };
+  uint64_t events_before = line.events();
   absl::StatusOr<std::vector<StudyOutcome>> outcomes = RunStudies(
-      *studies, out_dir, static_cast<int>(std::min<uint64_t>(*workers, 256)), study_progress);
-  if (tty) std::fputs("\n", stderr);
-  if (!outcomes.ok()) return outcomes.status();
-  std::printf("\n%s", FormatAnswers(*outcomes).c_str());
-  std::printf("\nwrote %s, %s and %zu sweep_*.csv\n", (out_dir / "milestone.json").c_str(),
-              (out_dir / "milestone.csv").c_str(), outcomes->size());
+      *studies, out_dir, pool, [&](const std::string& study, size_t, size_t, uint64_t events) {
+        line.Done(absl::StrCat("study ", study), events_before + events - line.events());
+      });
+  if (!outcomes.ok()) return line.Fail(outcomes.status());
+
+  // One PE's engines under opt1, opt3 and opt2 (ADR §5.6), from their op logs.
+  std::vector<sweep::Job> timeline_pool;
+  for (const TimelineJob& t : timeline_jobs) timeline_pool.push_back(t.job);
+  const std::vector<pb::JobResult> timeline_results = sweep::JobPool(pool).Run(
+      timeline_pool, [&](size_t i, const pb::JobResult& result) {
+        line.Done(absl::StrCat("timeline ", timeline_jobs[i].label), result.report().events());
+      });
+  absl::StatusOr<std::vector<TimelineRun>> timeline =
+      TimelineRunsFrom(timeline_jobs, timeline_results);
+  if (!timeline.ok()) return line.Fail(timeline.status());
+
+  // Each kernel once in data mode against the float64 reference.
+  size_t numerics_done = 0;
+  absl::StatusOr<std::vector<NumericCheck>> checks =
+      RunNumericChecks(chip, pool, {}, [&](size_t done, size_t) {
+        for (; numerics_done < done; ++numerics_done) line.Done("numerical check", 0);
+      });
+  if (!checks.ok()) return line.Fail(checks.status());
+  line.Finish();
+
+  if (!studies->empty()) std::printf("\n%s", FormatAnswers(*outcomes).c_str());
+  std::printf("\n%s", FormatNumericChecks(*checks).c_str());
+
+  // The report folder: plots, the timeline, the page.
+  std::vector<PageStudy> page_studies;
+  for (size_t i = 0; i < studies->size(); ++i) {
+    const Study& study = (*studies)[i];
+    const StudyOutcome& outcome = (*outcomes)[i];
+    absl::StatusOr<std::vector<std::string>> svgs = PlotStudy(study, out_dir.string());
+    if (!svgs.ok()) return svgs.status();
+    page_studies.push_back({study.name, study.adr, study.question,
+                            outcome.answer.ok()
+                                ? *outcome.answer
+                                : absl::StrCat("no answer: ", outcome.answer.status().message()),
+                            absl::StrCat("sweep_", study.name, ".csv"), *svgs});
+  }
+  if (absl::Status s = TimelineSvg(*timeline, (out_dir / "timeline.csv").string(),
+                                   (out_dir / "timeline.svg").string());
+      !s.ok()) {
+    return s;
+  }
+  PageInput page = PageOf(flags, chip, tool, *rows, *checks);
+  page.studies = std::move(page_studies);
+  page.timeline_svg = "timeline.svg";
+  std::vector<std::string> files = {"milestone.csv", "milestone.json", "timeline.csv"};
+  for (const Study& study : *studies) files.push_back(absl::StrCat("sweep_", study.name, ".csv"));
+  for (const std::string& name : files) {
+    std::ifstream in(out_dir / name, std::ios::binary);
+    const std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    page.files.push_back({name, observe::BytesDigest(bytes)});
+  }
+  if (absl::Status s = WriteFile(out_dir / "index.html", IndexHtml(page)); !s.ok()) return s;
+  std::printf("\nwrote %s: index.html (open it first), milestone.json, milestone.csv, %zu "
+              "sweep_*.csv with their plots, timeline.svg\n",
+              out_dir.c_str(), outcomes->size());
+
+  // A kernel that computes a wrong answer fails the run, after the report shows which.
+  for (const NumericCheck& c : *checks) {
+    if (!c.ok) {
+      return absl::InternalError(absl::StrCat(
+          "numerical check: ", c.kernel, " ", c.variant, " max error ", c.max_abs_error,
+          " above the tolerance ", c.tolerance, c.note.empty() ? "" : " (" + c.note + ")"));
+    }
+  }
   return absl::OkStatus();
 }
 

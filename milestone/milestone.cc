@@ -200,15 +200,6 @@ std::vector<std::pair<std::string, std::string>> Figures(const Row& r, bool json
   return f;
 }
 
-// The run's pick, for the panel line: "AUTO -> OPT3 (S 131072 >= threshold 2049)".
-std::string AutoPick(const pb::Report& report) {
-  const std::string& s = report.workload_summary();
-  const size_t at = s.find("AUTO");
-  const size_t colon = s.find("): ");
-  if (at == std::string::npos || colon == std::string::npos) return s;
-  return s.substr(at, colon + 1 - at);
-}
-
 // `text` as lines of at most 100 columns, each indented by two spaces.
 std::string Wrap(const std::string& text) {
   std::string out, line;
@@ -405,6 +396,14 @@ absl::StatusOr<std::vector<Row>> RunJobs(const pb::Chip& chip, const std::vector
     row.ideal_ratio = row.ideal_ps == 0 ? 0 : latency / row.ideal_ps;
   }
   return rows;
+}
+
+std::string AutoPick(const pb::Report& report) {
+  const std::string& s = report.workload_summary();
+  const size_t at = s.find("AUTO");
+  const size_t colon = s.find("): ");
+  if (at == std::string::npos || colon == std::string::npos) return s;
+  return s.substr(at, colon + 1 - at);
 }
 
 std::string FormatTables(const std::vector<Row>& rows) {

@@ -126,6 +126,9 @@ using Progress = std::function<void(const Job& job, size_t done, size_t n, uint6
 absl::StatusOr<std::vector<Row>> RunJobs(const pb::Chip& chip, const std::vector<Job>& jobs,
                                          const Progress& progress, int workers);
 
+// AUTO's pick as its report says it: "AUTO -> OPT3 (S 131072 >= threshold 2049)".
+std::string AutoPick(const pb::Report& report);
+
 // The terminal tables (<= 100 columns): per panel its rows under the panel's first profile,
 // with one column of the next profile's latency when the panel ran one ("realistic_us"), the
 // requests' latency min / median / max under each multi-user row, and AUTO's pick.

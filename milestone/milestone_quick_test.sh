@@ -28,9 +28,30 @@ fi
 # The tables (the last line names the run's own folder).
 cmp <(grep -v '^wrote ' "$tmp/a.txt") <(grep -v '^wrote ' "$tmp/b.txt") ||
   { echo "FAIL: the tables differ between two runs"; exit 1; }
-# Not a terminal: one progress line per run.
-[[ $(grep -c '^milestone: .* done, run [0-9]* of 44, ' "$tmp/a.err") -eq 44 ]] ||
+# Not a terminal: one progress line per run, over every run (panels, studies, timeline,
+# numerical checks), the last one "run n of n".
+total=$(tail -1 "$tmp/a.err" | sed -n 's/.* run \([0-9]*\) of \([0-9]*\), .*/\1 \2/p')
+read -r last n <<<"$total"
+[[ -n "$n" && "$last" == "$n" && $(grep -c '^milestone: .* done, run [0-9]* of '"$n"', .* simulated events/s, ETA ' "$tmp/a.err") -eq $n ]] ||
   { echo "FAIL: progress lines:"; cat "$tmp/a.err"; exit 1; }
+[[ $(grep -c '^milestone: single_user_decode ' "$tmp/a.err") -eq 16 ]] ||
+  { echo "FAIL: panel progress lines"; exit 1; }
+# The numerical check panel: every kernel ok.
+sed -n '/^numerical check:/,/^$/p' "$tmp/a.txt" >"$tmp/checks.txt"
+[[ $(grep -cE '^(decode|prefill) +[a-z_0-9]+ .* ok$' "$tmp/checks.txt") -eq 16 ]] ||
+  { echo "FAIL: numerical checks:"; cat "$tmp/checks.txt"; exit 1; }
+# The report folder: the page, every study's plot, the timeline; all byte-identical.
+for f in index.html timeline.csv timeline.svg $(for s in $studies; do echo "sweep_$s.svg"; done); do
+  [[ -s "$tmp/a/$f" ]] || { echo "FAIL: $f missing or empty"; exit 1; }
+  cmp "$tmp/a/$f" "$tmp/b/$f" || { echo "FAIL: $f differs between two runs"; exit 1; }
+done
+for s in $studies; do
+  grep -q "src=\"sweep_$s.svg\"" "$tmp/a/index.html" || { echo "FAIL: index.html lacks sweep_$s.svg"; exit 1; }
+done
+grep -q 'src="timeline.svg"' "$tmp/a/index.html" || { echo "FAIL: index.html lacks the timeline"; exit 1; }
+if grep -qE '(src|href)="(https?:)?//' "$tmp/a/index.html"; then
+  echo "FAIL: index.html loads something from the network"; exit 1
+fi
 # The tables (the answers after them are one line per study, however long).
 lines_over=$(sed '/^answers (ADR/,$d' "$tmp/a.txt" | awk "length(\$0) > 100" | wc -l)
 [[ $lines_over -eq 0 ]] ||

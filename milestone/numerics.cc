@@ -121,8 +121,9 @@ OutputError CompareWithReference(const std::map<std::string, host::NpyArray>& in
   return error;
 }
 
-absl::StatusOr<std::vector<NumericCheck>> RunNumericChecks(const pb::Chip& chip, int workers,
-                                                           const NumericShape& shape) {
+absl::StatusOr<std::vector<NumericCheck>> RunNumericChecks(
+    const pb::Chip& chip, int workers, const NumericShape& shape,
+    const std::function<void(size_t done, size_t n)>& on_done) {
   const std::vector<pb::Workload> workloads = NumericWorkloads(shape);
   for (const pb::Workload& w : workloads) {
     if (const absl::Status s = launch::ValidateWorkload(chip, w); !s.ok()) {
@@ -133,7 +134,10 @@ absl::StatusOr<std::vector<NumericCheck>> RunNumericChecks(const pb::Chip& chip,
   // Data-mode outputs stay in the child (sweep/job_pool.h): it compares and sends the figures.
   const std::vector<absl::StatusOr<std::string>> results = sweep::ForkEach(
       workloads.size(), workers,
-      [&](size_t i) { return Encode(RunAndCompare(chip, workloads[i])); });
+      [&](size_t i) { return Encode(RunAndCompare(chip, workloads[i])); },
+      [&, done = size_t{0}](size_t, const absl::StatusOr<std::string>&) mutable {
+        if (on_done) on_done(++done, workloads.size());
+      });
   std::vector<NumericCheck> checks;
   for (size_t i = 0; i < workloads.size(); ++i) {
     const pb::Workload& w = workloads[i];

@@ -23,6 +23,7 @@
 #define AHBMSIM_MILESTONE_NUMERICS_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -69,8 +70,10 @@ struct NumericCheck {
   std::string note;  // why not ok, when the error does not say it
 };
 
-absl::StatusOr<std::vector<NumericCheck>> RunNumericChecks(const pb::Chip& chip, int workers,
-                                                           const NumericShape& shape = {});
+// `on_done(done, n)` (optional) as each check's child is reaped, for a progress display.
+absl::StatusOr<std::vector<NumericCheck>> RunNumericChecks(
+    const pb::Chip& chip, int workers, const NumericShape& shape = {},
+    const std::function<void(size_t done, size_t n)>& on_done = nullptr);
 
 // The panel as a table of at most 100 columns, a failing row's note on the line below it.
 std::string FormatNumericChecks(const std::vector<NumericCheck>& checks);

@@ -19,6 +19,8 @@ nav a { margin-right: 16px; }
 code { font-family: monospace; font-size: 14px; background: #f2f2f2; padding: 1px 4px; }
 .grid { display: grid; grid-template-columns: repeat(2, minmax(0, 1fr)); gap: 16px 28px; }
 .panel { border: 1px solid #ccc; border-radius: 4px; padding: 8px 12px; }
+.panels { grid-auto-flow: row dense; }
+.wide { grid-column: 1 / -1; }
 table.data { border-collapse: collapse; font-size: 14px; margin: 6px 0; }
 table.data th { background: #e8eef5; text-align: left; padding: 3px 8px; }
 table.data td { border-top: 1px solid #ddd; padding: 3px 8px; }
@@ -56,11 +58,14 @@ void AppendPanel(const PagePanel& panel, std::string* html) {
   for (const PageRow& row : panel.rows) requests |= row.requests.has_value();
   std::vector<std::string> s;
   for (uint64_t tokens : panel.s) s.push_back(absl::StrCat(tokens));
-  absl::StrAppend(html, "<div class=\"panel\" id=\"panel-", HtmlEscape(panel.name), "\">\n<h3>",
+  absl::StrAppend(html, "<div class=\"panel", requests ? " wide" : "", "\" id=\"panel-",
+                  HtmlEscape(panel.name), "\">\n<h3>",
                   HtmlEscape(panel.name), "</h3>\n");
   if (!s.empty()) {
     absl::StrAppend(html, "<div class=\"pick\">S = ", HtmlEscape(absl::StrJoin(s, ", ")),
-                    " tokens</div>\n");
+                    " tokens",
+                    panel.profile.empty() ? "" : ", issue cost " + HtmlEscape(panel.profile),
+                    "</div>\n");
   }
   absl::StrAppend(html,
                   "<table class=\"data\">\n<tr><th>variant</th><th>latency (&micro;s)</th>"
@@ -184,8 +189,9 @@ std::string IndexHtml(const PageInput& in) {
                     "<p class=\"pick\">&times; best base: latency / the panel's fastest "
                     "baseline_* row; &times; roof: latency / the row's own roofline bound; "
                     "&times; ideal: latency / the ADR kernel's minimal K/V bytes and FLOPs on "
-                    "the chip's peaks (a wasteful baseline is not flattered).</p>\n"
-                    "<div class=\"grid\">\n");
+                    "the most PEs any row of the panel uses, at their HBM and GEMM peaks (a wasteful "
+                    "baseline is not flattered).</p>\n"
+                    "<div class=\"grid panels\">\n");
     for (const PagePanel& panel : in.panels) AppendPanel(panel, &html);
     absl::StrAppend(&html, "</div>\n");
   }

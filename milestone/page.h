@@ -49,6 +49,7 @@ struct PageRow {
 struct PagePanel {
   std::string name;         // "single_user_decode"
   std::vector<uint64_t> s;  // the request lengths (tokens)
+  std::string profile;      // the rows' issue-cost profile ("" not shown)
   std::vector<PageRow> rows;
   std::string auto_pick;  // "AUTO picks opt3: ..."
 };

@@ -132,7 +132,9 @@ absl::StatusOr<PlotData> Collect(const PlotSpec& spec, const CsvTable& table,
       continue;
     }
     std::vector<std::string> values;
-    for (size_t column : series_columns) values.push_back(row[column]);
+    for (size_t column : series_columns) {
+      if (!row[column].empty()) values.push_back(row[column]);  // a field the row leaves unset
+    }
     std::string title = absl::StrJoin(values, ", ");
     auto [it, inserted] = series_index.emplace(title, data.series.size());
     if (inserted) data.series.push_back({title, {}});

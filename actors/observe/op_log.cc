@@ -104,6 +104,10 @@ std::string MessageDigest(const google::protobuf::Message& message) {
     coded.SetSerializationDeterministic(true);
     message.SerializeToCodedStream(&coded);
   }
+  return BytesDigest(bytes);
+}
+
+std::string BytesDigest(std::string_view bytes) {
   uint64_t h = 14695981039346656037ull;
   for (const unsigned char c : bytes) {
     h ^= c;

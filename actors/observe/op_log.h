@@ -22,6 +22,7 @@
 #include <istream>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -94,6 +95,8 @@ inline constexpr uint32_t kTraceSchemaVersion = 3;
 // A message's digest (TraceHeader topology_digest / workload_digest): 16 hex digits of the
 // 64-bit FNV-1a hash of its deterministic serialization.
 std::string MessageDigest(const google::protobuf::Message& message);
+// 64-bit FNV-1a of `bytes`, as 16 lower-case hex digits (MessageDigest's hash).
+std::string BytesDigest(std::string_view bytes);
 
 // Checks the op log invariants above (no I/O); InvalidArgument naming the record index.
 [[nodiscard]] absl::Status ValidateOpLog(const std::vector<pb::TraceRecord>& records);
