@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "actors/observe/op_log.h"
+#include "kernels/launch/launch.h"
 #include "milestone/numerics.h"
 #include "milestone/page.h"
 #include "milestone/plot.h"
@@ -221,6 +222,22 @@ absl::Status RunMilestoneCommand(const cli::ParsedFlags& flags, const pb::Chip& 
 
   const int pool = static_cast<int>(std::min<uint64_t>(*workers, 256));
   const std::vector<TimelineJob> timeline_jobs = TimelineJobs(chip);
+  // Every run is validated before any runs (a study's refused point is a row), so a chip that
+  // cannot host one is refused before minutes of runs.
+  if (absl::Status s = ValidateJobs(chip, *jobs); !s.ok()) return s;
+  for (const TimelineJob& t : timeline_jobs) {
+    if (absl::Status s = launch::ValidateWorkload(chip, t.job.workload); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(s.message(), " (milestone timeline ", t.label, ")"));
+    }
+  }
+  for (const pb::Workload& w : NumericWorkloads({})) {
+    if (absl::Status s = launch::ValidateWorkload(chip, w); !s.ok()) {
+      return absl::Status(s.code(),
+                          absl::StrCat(s.message(), " (milestone numerical check ",
+                                       absl::AsciiStrToLower(pb::Kernel_Name(w.kernel())), " ",
+                                       absl::AsciiStrToLower(pb::Variant_Name(w.variant())), ")"));
+    }
+  }
   size_t study_runs = 0;
   for (const Study& study : *studies) {
     for (const sweep::Point& point : study.points) study_runs += point.refused.ok() ? 1 : 0;

@@ -1,12 +1,17 @@
-// The `ahbm milestone` command (cli/ahbm.cc registers it): flags, the run with a progress line
-// on stderr, the tables on stdout, milestone.json and milestone.csv in --out_dir.
+// The `ahbm milestone` command (cli/ahbm.cc registers it): the panels (milestone.h), the
+// studies (studies.h), the engine timeline's runs (timeline.h) and the numerical checks
+// (numerics.h), in that order, each on --jobs processes; then the tables, the answers and the
+// checks on stdout, and the report folder --out_dir: milestone.json / .csv, sweep_<study>.csv
+// with their plots (plot.h), timeline.csv / .svg, index.html (page.h) with the files' digests.
 //
 // Contract: a bad flag is InvalidArgument "--<flag>: <reason>" (exit 2), given before anything
 // runs: --decode_context / --prefill_context 0 or not a number, --users outside 2..16, an
-// unknown panel, an --out_dir that cannot be created or written. Progress: before each run one
-// line "milestone: <panel> <variant>, run i of n, <events/s> simulated events/s, ETA <s> s",
-// redrawn in place (\r) when stderr is a terminal, one line each otherwise (wall-clock: stderr
-// only, never in the files).
+// unknown panel, variant or study, an --out_dir that cannot be created or written. Progress:
+// after each run one line "milestone: <what> done, run i of n, <events/s> simulated events/s,
+// ETA <s> s" over all the runs, redrawn in place (\r) when stderr is a terminal, one line each
+// otherwise (wall-clock: stderr only, never in the files). The page's command line leaves out
+// --jobs and --out_dir, so it too is the same bytes for any core count. A numerical check that
+// fails is INTERNAL (exit 1) after everything is written.
 #ifndef AHBMSIM_MILESTONE_COMMAND_H_
 #define AHBMSIM_MILESTONE_COMMAND_H_
 

@@ -309,6 +309,17 @@ absl::StatusOr<std::vector<Job>> BuildJobs(const Options& options) {
   return jobs;
 }
 
+absl::Status ValidateJobs(const pb::Chip& chip, const std::vector<Job>& jobs) {
+  for (const Job& job : jobs) {
+    const absl::Status s = launch::ValidateWorkload(chip, job.workload);
+    if (!s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(s.message(), " (milestone panel ", job.panel,
+                                                 ", variant ", Lower(job.workload.variant()), ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<Row>> RunJobs(const pb::Chip& chip, const std::vector<Job>& jobs,
                                          const Progress& progress, int workers) {
   launch::LaunchOptions launch_options;
@@ -317,13 +328,7 @@ absl::StatusOr<std::vector<Row>> RunJobs(const pb::Chip& chip, const std::vector
   // latency, per-PE roofline and per-kind sums; kernels/launch/one_group_test).
   launch_options.one_group = true;
   // Every job is validated before any runs: a refusal comes at once, naming its row.
-  for (const Job& job : jobs) {
-    const absl::Status s = launch::ValidateWorkload(chip, job.workload);
-    if (!s.ok()) {
-      return absl::Status(s.code(), absl::StrCat(s.message(), " (milestone panel ", job.panel,
-                                                 ", variant ", Lower(job.workload.variant()), ")"));
-    }
-  }
+  if (absl::Status s = ValidateJobs(chip, jobs); !s.ok()) return s;
   // The runs are independent: on `workers` processes at once (sweep::JobPool), results in job
   // order, so the rows never depend on the core count.
   std::vector<sweep::Job> pool_jobs;

@@ -120,6 +120,10 @@ RequestSpread Spread(const pb::Report& report);
 // and the simulated events of the finished jobs.
 using Progress = std::function<void(const Job& job, size_t done, size_t n, uint64_t events)>;
 
+// launch::ValidateWorkload of every job; the first refusal, its message ending
+// "(milestone panel <panel>, variant <variant>)".
+absl::Status ValidateJobs(const pb::Chip& chip, const std::vector<Job>& jobs);
+
 // Runs the jobs on `workers` processes at once (sweep::JobPool; rows in job order whatever the
 // worker count; LaunchOptions one_group: a CUBE Group stands for the chip where the kernel
 // allows, the same figures) and fills the rows' ratios.
