@@ -172,6 +172,12 @@ absl::StatusOr<std::unique_ptr<ChipSim>> ChipSim::Create(const pb::Chip& chip,
   return sim;
 }
 
+std::map<UnitKind, uint32_t> ChipSim::ActorCounts() const {
+  std::map<UnitKind, uint32_t> counts;
+  for (UnitId id : engine_->RegisteredUnits()) ++counts[ctx_->index.KindOf(topology::UnitId(id))];
+  return counts;
+}
+
 ChipSim::~ChipSim() {
   if (engine_) engine_->Shutdown();
 }

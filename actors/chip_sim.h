@@ -107,6 +107,9 @@ class ChipSim {
   UnitContext& context() { return *ctx_; }
   HbmCallMemo::Stats hbm_call_memo_stats() const { return hbm_channels_->memo_stats(); }
   Engine& engine() { return *engine_; }
+  // The actors the engine has registered (spawned units: Create()'s, and the PE CPUs of
+  // SetProgram / a caller's own), counted by unit kind; kinds with none are absent.
+  std::map<topology::UnitKind, uint32_t> ActorCounts() const;
 
  private:
   ChipSim() = default;

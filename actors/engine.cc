@@ -47,6 +47,14 @@ void Engine::Register(UnitId id, caf::actor actor) {
   Register(id, std::string(), std::move(actor));
 }
 
+std::vector<UnitId> Engine::RegisteredUnits() const {
+  std::vector<UnitId> ids;
+  ids.reserve(units_.size());
+  for (const auto& [id, unit] : units_) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
 void Engine::Register(UnitId id, std::string name, caf::actor actor) {
   AHBM_CHECK(!shutting_down_) << "Register after Shutdown";
   const UnitName label{this, id, std::move(name)};

@@ -114,6 +114,8 @@ class Engine {
   void Register(UnitId id, std::string name, caf::actor actor);
   // The same, named by the engine's namer (which must exist).
   void Register(UnitId id, caf::actor actor);
+  // The ids of every unit registered so far (its actor), ascending.
+  std::vector<UnitId> RegisteredUnits() const;
 
   // Delivers the message made of `xs` to unit `dst` at now() + delay, keyed (time, src, next
   // sequence number of src). `src` is the sending unit's id (a driver outside any actor may use

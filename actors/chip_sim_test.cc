@@ -1,0 +1,106 @@
+// Which actors a ChipSim spawns (actors/README.md "Actors in a run"), counted from the engine's
+// registered units by kind and compared with the topology's own numbers. Issue 26 makes the HBM
+// channels and the GEMM / MATH engines actors in every run: the expectations for those kinds
+// below change then (these tests say what a run has before it).
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "actors/chip_sim.h"
+#include "gtest/gtest.h"
+#include "proto/topology.pb.h"
+#include "topology/ids.h"
+#include "topology/loader.h"
+
+namespace ahbm::sim {
+namespace {
+
+using topology::UnitKind;
+
+// The topology's counts, from the proto's fields (not from ChipIndex, which ChipSim uses).
+struct Expected {
+  uint32_t cubes, pes, ipcq_queues, sips, channels;
+};
+
+Expected FromChip(const pb::Chip& chip) {
+  const pb::Sip& sip = chip.sip();
+  const uint32_t cubes_per_sip = sip.cube_mesh().rows() * sip.cube_mesh().cols();
+  const uint32_t r = sip.cube().pe_mesh().rows(), c = sip.cube().pe_mesh().cols();
+  Expected e;
+  e.sips = chip.sips();
+  e.cubes = e.sips * cubes_per_sip;
+  e.pes = e.cubes * r * c;
+  // One outgoing queue per PE per existing mesh neighbour: 2 per undirected mesh edge.
+  e.ipcq_queues = e.cubes * 2 * (r * (c - 1) + c * (r - 1));
+  e.channels = e.pes * sip.cube().pe().hbm_channels();
+  return e;
+}
+
+std::map<UnitKind, uint32_t> Counts(const pb::Chip& chip, bool op_log, bool programs) {
+  ChipSimOptions options;
+  options.keep_op_log = op_log;
+  absl::StatusOr<std::unique_ptr<ChipSim>> sim = ChipSim::Create(chip, options);
+  EXPECT_TRUE(sim.ok()) << sim.status();
+  if (!sim.ok()) return {};
+  if (programs) {
+    const uint32_t pes = FromChip(chip).pes;
+    for (uint32_t pe = 0; pe < pes; ++pe) EXPECT_TRUE((*sim)->SetProgram(pe, {}).ok()) << pe;
+  }
+  return (*sim)->ActorCounts();
+}
+
+std::map<UnitKind, uint32_t> Today(const Expected& e, bool op_log, bool programs) {
+  std::map<UnitKind, uint32_t> want = {
+      {UnitKind::kPeScheduler, e.pes}, {UnitKind::kDma, e.pes},
+      {UnitKind::kIpcq, e.ipcq_queues}, {UnitKind::kNocRouter, e.cubes},
+      {UnitKind::kUcie, e.sips}};
+  if (programs) want[UnitKind::kPeCpu] = e.pes;
+  // GEMM and MATH units only receive the EngineWork sent with an op log; no HBM channel actor
+  // (the DMAs call HbmChannelServer objects).
+  if (op_log) want[UnitKind::kGemm] = want[UnitKind::kMath] = e.pes;
+  return want;
+}
+
+TEST(ChipSimActors, SmallChipCountsEqualTheTopology) {
+  absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile("topology/small.textproto");
+  ASSERT_TRUE(chip.ok()) << chip.status();
+  const Expected e = FromChip(*chip);
+  // small.textproto: 1 SIP of 2x4 CUBEs of 2x2 PEs, 8 channels per PE.
+  ASSERT_EQ(e.pes, 32u);
+  ASSERT_EQ(e.ipcq_queues, 64u);
+  ASSERT_EQ(e.channels, 256u);
+  for (bool op_log : {false, true}) {
+    for (bool programs : {false, true}) {
+      SCOPED_TRACE(testing::Message() << "op_log " << op_log << ", programs " << programs);
+      const std::map<UnitKind, uint32_t> got = Counts(*chip, op_log, programs);
+      EXPECT_EQ(got, Today(e, op_log, programs));
+      EXPECT_FALSE(got.contains(UnitKind::kHbmChannel));
+    }
+  }
+  // The total of a default run's shape (no op log, every PE programmed).
+  uint32_t total = 0;
+  for (const auto& [kind, n] : Counts(*chip, false, true)) total += n;
+  EXPECT_EQ(total, 3 * 32u + 64u + 8u + 1u);
+}
+
+TEST(ChipSimActors, FourSipChipCountsEqualTheTopology) {
+  absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile("topology/chip_4sip.textproto");
+  ASSERT_TRUE(chip.ok()) << chip.status();
+  const Expected e = FromChip(*chip);
+  ASSERT_EQ(e.pes, 512u);
+  ASSERT_EQ(e.ipcq_queues, 1280u);
+  ASSERT_EQ(e.channels, 4096u);
+  for (bool op_log : {false, true}) {
+    SCOPED_TRACE(testing::Message() << "op_log " << op_log);
+    const std::map<UnitKind, uint32_t> got = Counts(*chip, op_log, /*programs=*/true);
+    EXPECT_EQ(got, Today(e, op_log, true));
+    uint32_t total = 0;
+    for (const auto& [kind, n] : got) total += n;
+    EXPECT_EQ(total, op_log ? 3908u : 2884u);
+  }
+}
+
+}  // namespace
+}  // namespace ahbm::sim
