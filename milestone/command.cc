@@ -57,7 +57,9 @@ absl::Status WriteFile(const std::filesystem::path& path, const std::string& tex
 class ProgressLine {
  public:
   explicit ProgressLine(size_t total)
-      : total_(total), tty_(isatty(fileno(stderr)) != 0), start_(std::chrono::steady_clock::now()) {}
+      : total_(total),
+        tty_(isatty(fileno(stderr)) != 0),
+        start_(std::chrono::steady_clock::now()) {}
 
   void Done(const std::string& what, uint64_t events) {
     ++done_;
@@ -227,7 +229,8 @@ absl::Status RunMilestoneCommand(const cli::ParsedFlags& flags, const pb::Chip& 
   if (absl::Status s = ValidateJobs(chip, *jobs); !s.ok()) return s;
   for (const TimelineJob& t : timeline_jobs) {
     if (absl::Status s = launch::ValidateWorkload(chip, t.job.workload); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat(s.message(), " (milestone timeline ", t.label, ")"));
+      return absl::Status(s.code(),
+                          absl::StrCat(s.message(), " (milestone timeline ", t.label, ")"));
     }
   }
   for (const pb::Workload& w : NumericWorkloads({})) {

@@ -452,8 +452,9 @@ std::string FormatTables(const std::vector<Row>& rows) {
     absl::StrAppend(&out, "  ", r.report.roofline().binding_resource(), "\n");
     if (r.report.request_latency_ps_size() > 1) {
       const RequestSpread req = Spread(r.report);
-      absl::StrAppend(&out, absl::StrFormat("  requests min / median / max us: %.3f / %.3f / %.3f\n",
-                                            req.min / 1e6, req.median / 1e6, req.max / 1e6));
+      absl::StrAppend(&out,
+                      absl::StrFormat("  requests min / median / max us: %.3f / %.3f / %.3f\n",
+                                      req.min / 1e6, req.median / 1e6, req.max / 1e6));
     }
     if (r.variant == "auto") {
       absl::StrAppend(&out, Wrap(absl::StrCat("pick: ", AutoPick(r.report))));

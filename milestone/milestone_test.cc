@@ -198,7 +198,8 @@ TEST(RunJobs, MultiUserFiguresAndProfiles) {
   EXPECT_FALSE((*jobs)[0].workload.has_issue_cost_profile());
   EXPECT_EQ((*jobs)[8].workload.issue_cost_profile(), "realistic");
   // The small chip hosts not every baseline at H_q 64 (baseline_fanout needs a CUBE per head).
-  std::erase_if(*jobs, [&](const Job& j) { return !launch::ValidateWorkload(*chip, j.workload).ok(); });
+  std::erase_if(*jobs,
+                [&](const Job& j) { return !launch::ValidateWorkload(*chip, j.workload).ok(); });
   ASSERT_GE(jobs->size(), 2u * 6 + 4);
   absl::StatusOr<std::vector<Row>> rows = RunJobs(*chip, *jobs, nullptr, /*workers=*/2);
   ASSERT_TRUE(rows.ok()) << rows.status();
@@ -278,7 +279,8 @@ TEST(RunJobs, MultiUserFiguresAndProfiles) {
   const RequestSpread s0 = Spread(r0.report);
   EXPECT_EQ(first[column("request_latency_min_ps")], absl::StrCat(s0.min));
   EXPECT_EQ(first[column("request_latency_median_ps")], absl::StrCat(s0.median));
-  EXPECT_EQ(first[column("request_latency_ps")], absl::StrJoin(r0.report.request_latency_ps(), ";"));
+  EXPECT_EQ(first[column("request_latency_ps")],
+            absl::StrJoin(r0.report.request_latency_ps(), ";"));
   EXPECT_EQ(first[column("cross_rank_bytes")],
             absl::StrCat(std::stoull(first[column("ipcq_bytes")]) +
                          std::stoull(first[column("noc_bytes")])));

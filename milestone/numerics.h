@@ -12,8 +12,9 @@
 //   kernel's default — except baseline_fanout_group, which runs C 2, P 4 (its all-to-all over
 //   the full chip's C*P = 64 ranks takes ~60 s CPU; 8 ranks test the same code).
 // - The error is the random differential test's (tests/random_diff.h): the largest
-//   |O - O_ref| over every output element, against testing::kAttentionTolerance x max(1, max |V|). A NaN or Inf
-//   in an output, a missing output or a size mismatch is an infinite error (not ok).
+//   |O - O_ref| over every output element, against testing::kAttentionTolerance x
+//   max(1, max |V|). A NaN or Inf in an output, a missing output or a size mismatch is an
+//   infinite error (not ok).
 // - RunNumericChecks validates every workload first (a refusal is returned, one line naming
 //   the variant); then runs each in a forked child (sweep::ForkEach, `workers` at once) that
 //   computes its error itself and sends back the figures only: results in workload order,
@@ -50,7 +51,8 @@ std::vector<pb::Workload> NumericWorkloads(const NumericShape& shape);
 // One data-mode output set against the reference.
 struct OutputError {
   double max_abs_error = 0;  // infinite: NaN / Inf, missing output, size mismatch
-  double tolerance = 0;      // kAttentionTolerance x max(1, max |V|) (the largest over the requests)
+  // kAttentionTolerance x max(1, max |V|) (the largest over the requests)
+  double tolerance = 0;
   std::string note;          // what was wrong besides the size of the error ("" if nothing)
   bool ok() const;
 };

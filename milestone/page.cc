@@ -185,13 +185,14 @@ std::string IndexHtml(const PageInput& in) {
   if (in.panels.empty()) {
     AppendNone("No panel was run.", &html);
   } else {
-    absl::StrAppend(&html,
-                    "<p class=\"pick\">&times; best base: latency / the panel's fastest "
-                    "baseline_* row; &times; roof: latency / the row's own roofline bound; "
-                    "&times; ideal: latency / the ADR kernel's minimal K/V bytes and FLOPs on "
-                    "the most PEs any row of the panel uses, at their HBM and GEMM peaks (a wasteful "
-                    "baseline is not flattered).</p>\n"
-                    "<div class=\"grid panels\">\n");
+    absl::StrAppend(
+        &html,
+        "<p class=\"pick\">&times; best base: latency / the panel's fastest "
+        "baseline_* row; &times; roof: latency / the row's own roofline bound; "
+        "&times; ideal: latency / the ADR kernel's minimal K/V bytes and FLOPs on "
+        "the most PEs any row of the panel uses, at their HBM and GEMM peaks (a wasteful "
+        "baseline is not flattered).</p>\n"
+        "<div class=\"grid panels\">\n");
     for (const PagePanel& panel : in.panels) AppendPanel(panel, &html);
     absl::StrAppend(&html, "</div>\n");
   }

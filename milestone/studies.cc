@@ -274,7 +274,8 @@ Study DecodeVariants(const pb::Chip& chip, const StudyOptions& o) {
       if (s.keys[0] != top->keys[0] || &s == top) continue;
       if (second == nullptr || s.latency_ps < second->latency_ps) second = &s;
     }
-    std::string margin = absl::StrCat("; at S ", top_s, " ", top->keys[1], " ", Us(top->latency_ps));
+    std::string margin =
+        absl::StrCat("; at S ", top_s, " ", top->keys[1], " ", Us(top->latency_ps));
     if (second != nullptr) {
       absl::StrAppend(&margin, ", next ", second->keys[1], " ",
                       Times(second->latency_ps / top->latency_ps));
@@ -935,9 +936,9 @@ absl::StatusOr<std::vector<StudyOutcome>> RunStudies(const std::vector<Study>& s
 std::string FormatAnswers(const std::vector<StudyOutcome>& outcomes) {
   std::string out = "answers (ADR §9, §B):\n";
   for (const StudyOutcome& o : outcomes) {
-    absl::StrAppend(&out, o.adr, " ", o.question, " -> ",
-                    o.answer.ok() ? *o.answer : absl::StrCat("no answer: ", o.answer.status().message()),
-                    "\n");
+    absl::StrAppend(
+        &out, o.adr, " ", o.question, " -> ",
+        o.answer.ok() ? *o.answer : absl::StrCat("no answer: ", o.answer.status().message()), "\n");
   }
   return out;
 }

@@ -78,8 +78,8 @@ absl::StatusOr<CsvTable> ParseCsv(std::string_view text) {
   table.header = std::move(records.front());
   for (size_t r = 1; r < records.size(); ++r) {
     if (records[r].size() != table.header.size()) {
-      return absl::InvalidArgumentError(absl::StrCat("line ", record_lines[r], ": ", records[r].size(),
-                                                     " fields, the header has ",
+      return absl::InvalidArgumentError(absl::StrCat("line ", record_lines[r], ": ",
+                                                     records[r].size(), " fields, the header has ",
                                                      table.header.size()));
     }
     table.rows.push_back(std::move(records[r]));
