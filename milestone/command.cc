@@ -261,8 +261,6 @@ absl::Status RunMilestoneCommand(const cli::ParsedFlags& flags, const pb::Chip& 
       },
       pool);
   if (!rows.ok()) return line.Fail(rows.status());
-  std::fputs(FormatTables(*rows).c_str(), stdout);
-  std::fflush(stdout);
   if (absl::Status s = WriteFile(out_dir / "milestone.csv", ToCsv(chip, *rows, tool)); !s.ok()) {
     return line.Fail(s);
   }
@@ -271,7 +269,7 @@ absl::Status RunMilestoneCommand(const cli::ParsedFlags& flags, const pb::Chip& 
   }
 
   // The studies (ADR §9, §B): all their runs in one pool, then each answer from its CSV.
-  uint64_t events_before = line.events();
+  const uint64_t events_before = line.events();
   absl::StatusOr<std::vector<StudyOutcome>> outcomes = RunStudies(
       *studies, out_dir, pool, [&](const std::string& study, size_t, size_t, uint64_t events) {
         line.Done(absl::StrCat("study ", study), events_before + events - line.events());
@@ -298,6 +296,8 @@ absl::Status RunMilestoneCommand(const cli::ParsedFlags& flags, const pb::Chip& 
   if (!checks.ok()) return line.Fail(checks.status());
   line.Finish();
 
+  // stdout after the progress line is done (on a terminal it shares the screen).
+  std::fputs(FormatTables(*rows).c_str(), stdout);
   if (!studies->empty()) std::printf("\n%s", FormatAnswers(*outcomes).c_str());
   std::printf("\n%s", FormatNumericChecks(*checks).c_str());
 
