@@ -233,7 +233,8 @@ absl::Status RunMilestoneCommand(const cli::ParsedFlags& flags, const pb::Chip& 
                           absl::StrCat(s.message(), " (milestone timeline ", t.label, ")"));
     }
   }
-  for (const pb::Workload& w : NumericWorkloads({})) {
+  const std::vector<pb::Workload> numeric_workloads = NumericWorkloads({});
+  for (const pb::Workload& w : numeric_workloads) {
     if (absl::Status s = launch::ValidateWorkload(chip, w); !s.ok()) {
       return absl::Status(s.code(),
                           absl::StrCat(s.message(), " (milestone numerical check ",
@@ -245,8 +246,7 @@ absl::Status RunMilestoneCommand(const cli::ParsedFlags& flags, const pb::Chip& 
   for (const Study& study : *studies) {
     for (const sweep::Point& point : study.points) study_runs += point.refused.ok() ? 1 : 0;
   }
-  const size_t numeric_runs = NumericWorkloads({}).size();
-  ProgressLine line(jobs->size() + study_runs + timeline_jobs.size() + numeric_runs);
+  ProgressLine line(jobs->size() + study_runs + timeline_jobs.size() + numeric_workloads.size());
 
   // The panels (ADR §A).
   absl::StatusOr<std::vector<Row>> rows = RunJobs(

@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "milestone/test_files.h"
 #include "milestone/study.h"
 #include "topology/loader.h"
 
@@ -392,12 +393,6 @@ TEST(SelectStudies, NamesAllNoneAndUnknown) {
 
 // ---- RunStudies on the small chip ----
 
-std::string ReadFile(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 TEST(RunStudies, WritesTheCsvAndAnswersFromIt) {
   absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile("topology/small.textproto");
@@ -443,8 +438,8 @@ TEST(RunStudies, WritesTheCsvAndAnswersFromIt) {
   const StudyOutcome& o = one->front();
   ASSERT_TRUE(o.answer.ok()) << o.answer.status();
   EXPECT_EQ(*o.answer, "2 of 4 ran");
-  EXPECT_EQ(ReadFile(dir / "a" / "sweep_tiny.csv"), o.csv);
-  EXPECT_EQ(ReadFile(dir / "b" / "sweep_tiny.csv"), o.csv);  // 1 and 2 workers, same bytes
+  EXPECT_EQ(Read(dir / "a" / "sweep_tiny.csv"), o.csv);
+  EXPECT_EQ(Read(dir / "b" / "sweep_tiny.csv"), o.csv);  // 1 and 2 workers, same bytes
   EXPECT_THAT(o.csv, ::testing::StartsWith("s,tile,workload,latency_ps,"));
   EXPECT_EQ(FormatAnswers(*one), "answers (ADR §9, §B):\n§0 Which S is slowest? -> 2 of 4 ran\n");
 
