@@ -136,25 +136,26 @@ void Engine::SetTimerHandler(UnitId id, TimerHandler* handler) {
 }
 
 void Engine::SetTimer(UnitId unit, SimTime delay, uint64_t arg) {
-  Event& event = PushEvent(unit, delay, unit);
+  Event& event = PushEvent(NextStamp(unit, delay), unit);
   event.is_timer = true;
   event.timer_arg = arg;
 }
 
-Engine::EventKey Engine::Push(UnitId src, SimTime delay, UnitId dst,
-                              caf::mailbox_element* element) {
-  Event& event = PushEvent(src, delay, dst);
-  event.message = element;
-  return event.key;
-}
-
-Engine::Event& Engine::PushEvent(UnitId src, SimTime delay, UnitId dst) {
-  static_assert(std::is_trivially_copyable_v<Event> && sizeof(Event) == 32);
-  AHBM_CHECK(!shutting_down_) << "Send after Shutdown (unit " << src << " -> " << dst << ")";
+Stamp Engine::NextStamp(UnitId src, SimTime delay) {
+  AHBM_CHECK(!shutting_down_) << "Send after Shutdown (unit " << src << ")";
   uint64_t& seq = src < dense_seq_.size() ? dense_seq_[src] : NextSeq(src);
   AHBM_CHECK(seq <= UINT32_MAX) << "unit " << src << " sent 2^32 events";
-  const Key key = (Key{(now_ + delay).value()} << 64) | (Key{src} << 32) | seq++;
-  std::vector<Event>& heap = heaps_.size() == 1 ? heaps_.front() : IslandHeap(src, dst);
+  return Stamp{now_ + delay, src, static_cast<uint32_t>(seq++)};
+}
+
+void Engine::PushMessage(const Stamp& stamp, UnitId dst, caf::mailbox_element* element) {
+  PushEvent(stamp, dst).message = element;
+}
+
+Engine::Event& Engine::PushEvent(const Stamp& stamp, UnitId dst) {
+  static_assert(std::is_trivially_copyable_v<Event> && sizeof(Event) == 32);
+  const Key key = stamp.key();
+  std::vector<Event>& heap = heaps_.size() == 1 ? heaps_.front() : IslandHeap(stamp.src, dst);
   // Binary min-heap on key, sift-up with a hole (keys are unique, so the delivery order is
   // the key order whatever the heap's shape).
   size_t hole = heap.size();

@@ -40,9 +40,10 @@
 // is the latest event's time over all islands. An event between two islands, or to a unit in
 // no island, fails a CHECK naming both units (the islands were declared wrong).
 //
-// Messages: any copyable C++ type CAF 0.17 accepts in a message, i.e. one with an `inspect`
-// overload found by ADL or whitelisted by CAF_ALLOW_UNSAFE_MESSAGE_TYPE. Protobuf commands
-// travel as std::shared_ptr<const T>; include "actors/pb_message.h" for that.
+// Messages: every event that is not a wake-up is one Msg<T> (msg.h): its stamp — the event's
+// key (time, src, seq) — and its body. The units of a chip send protobuf commands
+// (std::shared_ptr<const T>, received as `const Msg<T>&`); engine tests and benchmarks may send
+// any copyable type. A handler reads the time and the sender from the stamp.
 //
 // Handlers never answer (simulated replies are Sends). Send builds its mailbox element from the
 // engine's free lists (engine_element.h) with a message id already marked answered, so CAF
@@ -51,7 +52,8 @@
 //
 // Actors reach the engine explicitly: the spawning code passes `Engine*` and the unit's id as
 // spawn arguments and the behavior captures them (or keeps them in a stateful_actor's state);
-// there is no global "current engine". Handlers read now() and current_src() from it.
+// there is no global "current engine". A handler's message carries its stamp; code below a
+// handler may read the same from the engine (now(), current_src(), current_key()).
 #ifndef AHBMSIM_ACTORS_ENGINE_H_
 #define AHBMSIM_ACTORS_ENGINE_H_
 
@@ -68,12 +70,12 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/node_hash_map.h"
 #include "actors/engine_element.h"
+#include "actors/msg.h"
 #include "actors/time.h"
 #include "caf/actor.hpp"
 #include "caf/actor_system.hpp"
 #include "caf/actor_system_config.hpp"
 #include "caf/delegated.hpp"
-#include "caf/atom.hpp"
 #include "caf/mailbox_element.hpp"
 #include "google/protobuf/message.h"
 #include "caf/message_id.hpp"
@@ -87,9 +89,6 @@ class test_coordinator;
 }  // namespace caf
 
 namespace ahbm::sim {
-
-// Stable id of a simulated unit (the ids of topology/ids.h).
-using UnitId = uint32_t;
 
 // What a hot handler returns (see the contract).
 using NoReply = caf::delegated<void>;
@@ -117,32 +116,30 @@ class Engine {
   // The ids of every unit registered so far (its actor), ascending.
   std::vector<UnitId> RegisteredUnits() const;
 
-  // Delivers the message made of `xs` to unit `dst` at now() + delay, keyed (time, src, next
-  // sequence number of src). `src` is the sending unit's id (a driver outside any actor may use
-  // an id of its own). `dst` is resolved at delivery time.
-  template <class... Ts>
-  void Send(UnitId src, SimTime delay, UnitId dst, Ts&&... xs) {
-    static_assert(sizeof...(Ts) > 0, "Send needs a message");
-    if (tracer_ == nullptr) {
-      Push(src, delay, dst, internal::MakePooledElement(pool_, kMessageId, std::forward<Ts>(xs)...));
-      return;
+  // Delivers `x` to unit `dst` at now() + delay as a Msg (msg.h) stamped (time, src, next
+  // sequence number of src): a std::shared_ptr<[const] T> of a protobuf T arrives as Msg<T>
+  // (the pointee shared), any other X as Msg<X>. `src` is the sending unit's id (a driver
+  // outside any actor may use an id of its own). `dst` is resolved at delivery time.
+  template <class X>
+  void Send(UnitId src, SimTime delay, UnitId dst, X&& x) {
+    using M = typename internal::MsgFor<std::decay_t<X>>::type;
+    const Stamp stamp = NextStamp(src, delay);
+    if (tracer_ != nullptr) [[unlikely]] {
+      const google::protobuf::Message* traced = nullptr;
+      if constexpr (requires { x.get(); }) traced = x.get();
+      tracer_->OnSend(stamp, dst, traced, traced == nullptr ? NameOf<M>() : std::string());
     }
-    // Traced: the message is looked at before the element takes it.
-    const google::protobuf::Message* traced = ProtoOf(xs...);
-    const std::string name = traced == nullptr ? NameOf(xs...) : std::string();
-    const EventKey key = Push(src, delay, dst,
-                              internal::MakePooledElement(pool_, kMessageId, std::forward<Ts>(xs)...));
-    tracer_->OnSend(key, dst, traced, name);
+    PushMessage(stamp, dst,
+                internal::MakePooledElement(pool_, kMessageId, M{stamp, std::forward<X>(x)}));
   }
 
   // Sees every message (not a wake-up) when it is sent and when it is delivered: a message
   // trace (observe/message_trace.h). Optional; one at a time.
   class MessageTracer {
    public:
-    // `message`: the protobuf message the event carries (a std::shared_ptr<const T> of a
-    // protobuf T), or null for another type, which `name` names ("atom cpustart", else the
-    // C++ type's name).
-    virtual void OnSend(unsigned __int128 key, UnitId dst, const google::protobuf::Message* message,
+    // `stamp`: the one its handler receives; `message`: the protobuf body (Msg<T> of a
+    // protobuf T), or null for another type, which `name` names (the C++ type's name).
+    virtual void OnSend(const Stamp& stamp, UnitId dst, const google::protobuf::Message* message,
                         const std::string& name) = 0;
     virtual void OnDeliver(unsigned __int128 key) = 0;
 
@@ -238,32 +235,18 @@ class Engine {
   static constexpr caf::message_id kMessageId{caf::make_message_id().integer_value() |
                                               caf::message_id::answered_flag_mask};
 
-  // Returns the event's key.
-  EventKey Push(UnitId src, SimTime delay, UnitId dst, caf::mailbox_element* element);
-  // A message's protobuf (the first element, a std::shared_ptr<const T> of a protobuf T), or
-  // null.
-  template <class T, class... Rest>
-  static const google::protobuf::Message* ProtoOf(const T& x, const Rest&...) {
-    if constexpr (requires { typename T::element_type; x.get(); }) {
-      if constexpr (std::is_base_of_v<google::protobuf::Message,
-                                      std::remove_cv_t<typename T::element_type>>) {
-        return x.get();
-      }
-    }
-    return nullptr;
+  template <class M>
+  static std::string NameOf() {
+    return typeid(M).name();
   }
-  template <class T, class... Rest>
-  static std::string NameOf(const T&, const Rest&...) {
-    if constexpr (requires { { T::value } -> std::convertible_to<caf::atom_value>; }) {
-      return "atom " + caf::to_string(T::value);
-    } else {
-      return typeid(T).name();
-    }
-  }
-  // Adds an event keyed (time, src, next src_seq) for dst to the heap and returns it for the
-  // caller to fill in (a message, or is_timer and timer_arg). Its fields are written in place:
+  // The stamp of src's next event, delivered at now() + delay (takes src's next sequence
+  // number).
+  Stamp NextStamp(UnitId src, SimTime delay);
+  void PushMessage(const Stamp& stamp, UnitId dst, caf::mailbox_element* element);
+  // Adds an event keyed `stamp` for dst to the heap and returns it for the caller to fill in
+  // (a message, or is_timer and timer_arg). Its fields are written in place:
   // an Event assembled on the stack and then copied whole stalled store forwarding.
-  Event& PushEvent(UnitId src, SimTime delay, UnitId dst);
+  Event& PushEvent(const Stamp& stamp, UnitId dst);
   // The heap an event from src to dst joins with islands (CHECKs that it may).
   std::vector<Event>& IslandHeap(UnitId src, UnitId dst);
   void DeliverNext(std::vector<Event>& heap);

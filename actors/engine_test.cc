@@ -48,17 +48,21 @@ constexpr UnitId kDriver = 0xFFFF'FFFF;  // the test body, sending from outside 
 
 // Logs every Token it receives.
 caf::behavior Recorder(caf::event_based_actor*, Engine* engine, UnitId self, Log* log) {
-  return {[=](const Token& t) {
-    log->push_back({engine->now().value(), self, engine->current_src(), t.value});
+  return {[=](const Msg<Token>& t) {
+    // The stamp is the event's key, as the engine reports it while the handler runs.
+    EXPECT_EQ(t.stamp.time, engine->now());
+    EXPECT_EQ(t.stamp.src, engine->current_src());
+    EXPECT_EQ(t.stamp.key(), engine->current_key());
+    log->push_back({engine->now().value(), self, engine->current_src(), t->value});
   }};
 }
 
 // Logs a Token and passes value + 1 to `peer` after `delay`, while value < limit.
 caf::behavior Relay(caf::event_based_actor*, Engine* engine, UnitId self, UnitId peer,
                     SimTime delay, uint64_t limit, Log* log) {
-  return {[=](const Token& t) {
-    log->push_back({engine->now().value(), self, engine->current_src(), t.value});
-    if (t.value < limit) engine->Send(self, delay, peer, Token{t.value + 1});
+  return {[=](const Msg<Token>& t) {
+    log->push_back({engine->now().value(), self, engine->current_src(), t->value});
+    if (t->value < limit) engine->Send(self, delay, peer, Token{t->value + 1});
   }};
 }
 
@@ -90,7 +94,7 @@ TEST(EngineTest, EqualTimeEventsAreOrderedBySrcIdThenSendOrder) {
 
 // Sends to the recorder, interleaving two delivery times; FIFO must hold per time.
 caf::behavior Burst(caf::event_based_actor*, Engine* engine, UnitId self, UnitId recorder) {
-  return {[=](const Token&) {
+  return {[=](const Msg<Token>&) {
     engine->Send(self, SimTime(5), recorder, Token{10});
     engine->Send(self, SimTime(0), recorder, Token{11});
     engine->Send(self, SimTime(5), recorder, Token{12});
@@ -150,7 +154,7 @@ class Waker : public Engine::TimerHandler {
 
 caf::behavior WakerBehavior(caf::event_based_actor*, Engine* engine, Waker* waker, UnitId self) {
   engine->SetTimerHandler(self, waker);
-  return {[waker](const Token& t) { waker->OnToken(t); }};
+  return {[waker](const Msg<Token>& t) { waker->OnToken(*t); }};
 }
 
 TEST(EngineTest, TimersAreEventsOfTheirUnitKeyedLikeASendToItself) {
@@ -252,9 +256,9 @@ std::vector<Out> MixerOutputs(UnitId self, uint64_t value, const std::vector<Uni
 
 caf::behavior Mixer(caf::event_based_actor*, Engine* engine, UnitId self,
                     const std::vector<UnitId>* ids, Log* log) {
-  return {[=](const Token& t) {
-    log->push_back({engine->now().value(), self, engine->current_src(), t.value});
-    for (const Out& o : MixerOutputs(self, t.value, *ids)) {
+  return {[=](const Msg<Token>& t) {
+    log->push_back({engine->now().value(), self, engine->current_src(), t->value});
+    for (const Out& o : MixerOutputs(self, t->value, *ids)) {
       engine->Send(self, o.delay, o.dst, Token{o.value});
     }
   }};
@@ -442,12 +446,12 @@ TEST(EngineIslandDeathTest, AnEventToAUnitInNoIslandFails) {
 // --- Failing loudly. ---
 
 caf::behavior Quitter(caf::event_based_actor* self) {
-  return {[=](const Token&) { self->quit(); }};
+  return {[=](const Msg<Token>&) { self->quit(); }};
 }
 
 caf::behavior Sleeper(caf::event_based_actor* self) {
-  return {[=](const Token& t) {
-    self->delayed_send(self, std::chrono::seconds(1), Token{t.value + 1});
+  return {[=](const Msg<Token>& t) {
+    self->delayed_send(self, std::chrono::seconds(1), Token{t->value + 1});
   }};
 }
 

@@ -6,7 +6,6 @@
 
 #include "actors/time.h"
 #include "caf/event_based_actor.hpp"
-#include "caf/meta/type_name.hpp"
 
 namespace ahbm::bench {
 namespace {
@@ -27,15 +26,6 @@ struct Report {
   UnitId worker;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, Ping& x) {
-  return f(caf::meta::type_name("Ping"), x.hops);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, Report& x) {
-  return f(caf::meta::type_name("Report"), x.worker);
-}
-
 // What a worker does with Ping{hops}: emit(delay, dst, message) for each message it sends.
 template <class Emit>
 void OnPing(UnitId self, uint32_t hops, Emit&& emit) {
@@ -54,23 +44,23 @@ void Fold(uint64_t& checksum, uint64_t time_ps, UnitId dst, UnitId src, uint64_t
 
 caf::behavior Worker(caf::event_based_actor*, sim::Engine* engine, UnitId self,
                      uint64_t* checksum) {
-  return {[=](const Ping& ping) {
-    Fold(*checksum, engine->now().value(), self, engine->current_src(), ping.hops);
-    OnPing(self, ping.hops,
+  return {[=](const sim::Msg<Ping>& ping) {
+    Fold(*checksum, ping.stamp.time.value(), self, ping.stamp.src, ping->hops);
+    OnPing(self, ping->hops,
            [&](SimTime delay, UnitId dst, auto msg) { engine->Send(self, delay, dst, msg); });
   }};
 }
 
-caf::behavior Hub(caf::event_based_actor*, sim::Engine* engine, uint64_t* checksum) {
-  return {[=](const Report& report) {
-    Fold(*checksum, engine->now().value(), kHub, engine->current_src(), report.worker);
+caf::behavior Hub(caf::event_based_actor*, uint64_t* checksum) {
+  return {[=](const sim::Msg<Report>& report) {
+    Fold(*checksum, report.stamp.time.value(), kHub, report.stamp.src, report->worker);
   }};
 }
 
 }  // namespace
 
 PingFanInOnEngine::PingFanInOnEngine(uint32_t hops) {
-  engine_.Register(kHub, "hub", engine_.system().spawn(Hub, &engine_, &checksum_));
+  engine_.Register(kHub, "hub", engine_.system().spawn(Hub, &checksum_));
   for (UnitId w = 1; w <= kWorkers; ++w) {
     engine_.Register(w, "worker", engine_.system().spawn(Worker, &engine_, w, &checksum_));
   }

@@ -10,12 +10,12 @@
 
 namespace ahbm::observe {
 
-void MessageTraceWriter::OnSend(unsigned __int128 key, sim::UnitId dst,
+void MessageTraceWriter::OnSend(const sim::Stamp& stamp, sim::UnitId dst,
                                 const google::protobuf::Message* message, const std::string& name) {
   pb::Envelope e;
-  e.set_time_ps(static_cast<uint64_t>(key >> 64));
-  e.set_src_unit(static_cast<uint32_t>(key >> 32));
-  e.set_src_seq(static_cast<uint32_t>(key));
+  e.set_time_ps(stamp.time.value());
+  e.set_src_unit(stamp.src);
+  e.set_src_seq(stamp.seq);
   e.set_dst_unit(dst);
   if (message == nullptr) e.set_type(name);
   if (message != nullptr) {
@@ -31,7 +31,7 @@ void MessageTraceWriter::OnSend(unsigned __int128 key, sim::UnitId dst,
       }
     }
   }
-  e.SerializeToString(&pending_[key]);
+  e.SerializeToString(&pending_[stamp.key()]);
 }
 
 void MessageTraceWriter::OnDeliver(unsigned __int128 key) {

@@ -1,12 +1,12 @@
 // Message trace (`--message_trace=F`, DESIGN §5/§6): every message the engine delivers, as a
-// pb::Envelope — the event's logical key (time, source unit, source sequence), its destination
-// and the protobuf command it carries — streamed length-delimited in delivery order, so the
-// actor conversation the simulator is built on can be read, filtered and counted.
+// pb::Envelope — the stamp its handler receives (msg.h: time, source unit, source sequence),
+// its destination and the protobuf command it carries — streamed length-delimited in delivery
+// order, so the actor conversation the simulator is built on can be read, filtered and counted.
 //
 // Contract: an Engine::MessageTracer. OnSend builds the envelope of a message when it is sent
 // (its body copied by reflection into the oneof field of its type; `type` is the message's full
-// name; a non-protobuf message — a PE CPU's own "atom cpustart" / "atom cpucheck" — has its
-// name and no body); OnDeliver writes it when the
+// name; a message that is not a protobuf — only engine tests send one — has its C++ type name
+// and no body); OnDeliver writes it when the
 // engine delivers it, so the file is in delivery order (the engine's key order, island by
 // island when there are islands — callers with a message trace keep one heap). Messages still
 // pending at shutdown are never delivered and never written. Wake-ups (timers) are not messages.
@@ -31,7 +31,7 @@ namespace ahbm::observe {
 class MessageTraceWriter final : public sim::Engine::MessageTracer {
  public:
   explicit MessageTraceWriter(std::ostream* out) : out_(out) {}
-  void OnSend(unsigned __int128 key, sim::UnitId dst, const google::protobuf::Message* message,
+  void OnSend(const sim::Stamp& stamp, sim::UnitId dst, const google::protobuf::Message* message,
               const std::string& name) override;
   void OnDeliver(unsigned __int128 key) override;
   uint64_t written() const { return written_; }

@@ -9,7 +9,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "actors/pb_message.h"
+#include "actors/msg.h"
 #include "base/check.h"
 #include "proto/commands.pb.h"
 
@@ -142,7 +142,7 @@ caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, const 
   self->state.channels = channels;
   self->state.cube_channels.assign(self->state.index->channels_per_cube(), nullptr);
   return {
-      [self, engine, self_id, ctx](const std::shared_ptr<const pb::DmaCmd>& cmd) {
+      [self, engine, self_id, ctx](const Msg<pb::DmaCmd>& cmd) {
         DmaActorState& st = self->state;
         const UnitId requester = engine->current_src();
         const uint64_t cmd_id = cmd->cmd_id();
@@ -170,7 +170,7 @@ caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, const 
         Record(ctx, st, self_id, *cmd, *plan, now, served.start, served.end);
         SendCompletion(engine, self_id, requester, cmd_id, served.start, served.end);
       },
-      [self, engine, self_id, ctx](const std::shared_ptr<const pb::DmaBatch>& batch) {
+      [self, engine, self_id, ctx](const Msg<pb::DmaBatch>& batch) {
         DmaActorState& st = self->state;
         const UnitId requester = engine->current_src();
         const SimTime now = engine->now();

@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "actors/engine.h"
-#include "actors/pb_message.h"
+#include "actors/msg.h"
 #include "actors/time.h"
 #include "actors/units/hbm_channel_actor.h"
 #include "caf/event_based_actor.hpp"
@@ -54,21 +54,21 @@ void PrintTo(const Reply& r, std::ostream* os) {
 
 caf::behavior Requester(caf::event_based_actor*, Engine* engine, std::vector<Reply>* log) {
   return {
-      [=](const std::shared_ptr<const pb::Completion>& c) {
+      [=](const Msg<pb::Completion>& c) {
         log->push_back({engine->now().value(), engine->current_src(), c->cmd_id(), c->unit(),
                         c->start_ps(), c->end_ps(), ""});
       },
-      [=](const std::shared_ptr<const pb::DmaBatchDone>& b) {
+      [=](const Msg<pb::DmaBatchDone>& b) {
         for (const pb::Completion& c : b->done()) {
           log->push_back({engine->now().value(), engine->current_src(), c.cmd_id(), c.unit(),
                           c.start_ps(), c.end_ps(), ""});
         }
       },
-      [=](const std::shared_ptr<const pb::HbmResponse>& r) {
+      [=](const Msg<pb::HbmResponse>& r) {
         log->push_back({engine->now().value(), engine->current_src(), r->request_id(),
                         r->channel(), r->start_ps(), r->done_ps(), ""});
       },
-      [=](const std::shared_ptr<const pb::DmaError>& e) {
+      [=](const Msg<pb::DmaError>& e) {
         log->push_back(
             {engine->now().value(), engine->current_src(), e->cmd_id(), 0, 0, 0, e->message()});
       },

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "actors/pb_message.h"
+#include "actors/msg.h"
 #include "base/check.h"
 #include "proto/commands.pb.h"
 #include "proto/trace.pb.h"
@@ -22,7 +22,7 @@ void RecordEngineStats(UnitContext& ctx, UnitId unit, const EngineStats& work) {
 
 caf::behavior EngineUnitBehavior(caf::event_based_actor*, UnitContext* ctx, UnitId self_id) {
   return {
-      [ctx, self_id](const std::shared_ptr<const pb::EngineWork>& work) {
+      [ctx, self_id](const Msg<pb::EngineWork>& work) {
         AHBM_CHECK(work->ops_size() > 0) << "empty EngineWork for cmd " << work->cmd_id();
         EngineStats sum;
         uint64_t start = UINT64_MAX, end = 0;

@@ -3,7 +3,7 @@
 #include <memory>
 #include <utility>
 
-#include "actors/pb_message.h"
+#include "actors/msg.h"
 #include "base/check.h"
 
 namespace ahbm::sim {
@@ -47,7 +47,7 @@ void HbmChannelTable::Missing(UnitId unit) {
 
 caf::behavior HbmChannelBehavior(caf::event_based_actor*, Engine* engine,
                                  HbmChannelServer* server) {
-  return {[engine, server](const std::shared_ptr<const pb::HbmRequest>& req) {
+  return {[engine, server](const Msg<pb::HbmRequest>& req) {
     const HbmOp op = req->write() ? HbmOp::kWrite : HbmOp::kRead;
     const SimTime now = engine->now();
     auto resp = std::make_shared<pb::HbmResponse>();

@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-#include "actors/pb_message.h"
+#include "actors/msg.h"
 #include "actors/time.h"
 #include "base/check.h"
 
@@ -63,7 +63,7 @@ caf::behavior IpcqBehavior(IpcqActor* self, Engine* engine, UnitId self_id, cons
   }
   const char* dir_name = topology::DirName(dir);
   return {
-      [self, engine, self_id, dir_name](const std::shared_ptr<const pb::IpcqSend>& send) {
+      [self, engine, self_id, dir_name](const Msg<pb::IpcqSend>& send) {
         IpcqActorState& st = self->state;
         const uint64_t id = send->message_id();
         AHBM_CHECK(send->src_pe() == st.pe)
@@ -107,7 +107,7 @@ caf::behavior IpcqBehavior(IpcqActor* self, Engine* engine, UnitId self_id, cons
         }
         Announce(st, engine, self_id, result.departed);
       },
-      [self, engine, self_id](const std::shared_ptr<const pb::IpcqPop>& pop) {
+      [self, engine, self_id](const Msg<pb::IpcqPop>& pop) {
         IpcqActorState& st = self->state;
         const uint64_t id = pop->message_id();
         AHBM_CHECK(!st.fifo.empty() && st.fifo.front() == id)

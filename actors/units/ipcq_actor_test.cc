@@ -8,7 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "actors/engine.h"
-#include "actors/pb_message.h"
+#include "actors/msg.h"
 #include "actors/time.h"
 #include "caf/event_based_actor.hpp"
 #include "gmock/gmock.h"
@@ -80,7 +80,7 @@ struct Log {
 caf::behavior CpuStandIn(caf::event_based_actor*, Engine* engine, UnitId self_id, Log* log,
                          bool pop_on_arrival) {
   return {
-      [=](const std::shared_ptr<const pb::IpcqArrival>& a) {
+      [=](const Msg<pb::IpcqArrival>& a) {
         log->arrivals.push_back({engine->now().value(), engine->current_src(), a->message_id(),
                                  a->src_pe(), a->dst_pe(), a->chunk_index(), a->chunk_count(),
                                  a->bytes(), a->message_bytes(), a->queue_unit()});
@@ -91,7 +91,7 @@ caf::behavior CpuStandIn(caf::event_based_actor*, Engine* engine, UnitId self_id
         engine->Send(self_id, SimTime(0), a->queue_unit(),
                      std::shared_ptr<const pb::IpcqPop>(std::move(pop)));
       },
-      [=](const std::shared_ptr<const pb::IpcqAccepted>& a) {
+      [=](const Msg<pb::IpcqAccepted>& a) {
         log->accepted.push_back(
             {engine->now().value(), engine->current_src(), a->message_id(), a->accepted_ps()});
       },

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "actors/engine.h"
-#include "actors/pb_message.h"
+#include "actors/msg.h"
 #include "actors/time.h"
 #include "proto/commands.pb.h"
 #include "topology/ids.h"

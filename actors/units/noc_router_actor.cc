@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-#include "actors/pb_message.h"
+#include "actors/msg.h"
 #include "actors/time.h"
 #include "base/check.h"
 #include "proto/commands.pb.h"
@@ -56,7 +56,7 @@ caf::behavior NocRouterBehavior(NocRouterActor* self, Engine* engine, UnitId sel
   init.cube = cube;
   init.unit_name = init.index->Name(topology::UnitId(self_id));
   return {
-      [self, engine, self_id](const std::shared_ptr<const pb::NocSend>& send) {
+      [self, engine, self_id](const Msg<pb::NocSend>& send) {
         NocRouterActorState& st = self->state;
         const topology::ChipIndex& index = *st.index;
         const uint64_t id = send->message_id();
@@ -88,7 +88,7 @@ caf::behavior NocRouterBehavior(NocRouterActor* self, Engine* engine, UnitId sel
         hop.set_delivered_ps(timing.delivered.value());
         SendHop(st, engine, self_id, hop, route, 0, timing.packets.front().injected - now);
       },
-      [self, engine, self_id](const std::shared_ptr<const pb::NocHop>& in) {
+      [self, engine, self_id](const Msg<pb::NocHop>& in) {
         NocRouterActorState& st = self->state;
         const pb::NocSend& m = in->message();
         const CubeId from = CubeOfPe(*st.index, m.src_pe());

@@ -12,7 +12,7 @@
 #include "actors/engine.h"
 #include "actors/units/link_test_util.h"
 #include "actors/models/link_network_model.h"
-#include "actors/pb_message.h"
+#include "actors/msg.h"
 #include "actors/time.h"
 #include "actors/units/ucie_actor.h"
 #include "caf/event_based_actor.hpp"
@@ -61,7 +61,7 @@ void PrintTo(const Delivered& d, std::ostream* os) {
 }
 
 caf::behavior CpuStandIn(caf::event_based_actor*, Engine* engine, std::vector<Delivered>* log) {
-  return {[=](const std::shared_ptr<const pb::NocDelivered>& d) {
+  return {[=](const Msg<pb::NocDelivered>& d) {
     log->push_back({engine->now().value(), engine->current_src(), d->message_id(), d->src_pe(),
                     d->dst_pe(), d->bytes(), d->sent_ps(), d->noc_hops(), d->ucie_hops()});
   }};

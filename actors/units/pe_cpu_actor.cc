@@ -4,17 +4,13 @@
 #include <utility>
 
 #include "actors/engine.h"
-#include "actors/pb_message.h"
+#include "actors/msg.h"
 #include "base/check.h"
-#include "caf/atom.hpp"
 #include "caf/event_based_actor.hpp"
 #include "proto/trace.pb.h"
 
 namespace ahbm::sim {
 namespace {
-
-using cpu_start_atom = caf::atom_constant<caf::atom("cpustart")>;
-using cpu_check_atom = caf::atom_constant<caf::atom("cpucheck")>;
 
 template <class... Fs>
 struct Overloaded : Fs... {
@@ -60,26 +56,24 @@ const pb::IssueCostProfile& ProfileOf(const UnitContext& ctx) {
 // The CPU actor: every handler forwards to its PeCpu.
 caf::behavior PeCpuBehavior(caf::event_based_actor*, PeCpu* cpu) {
   return {
-      [cpu](cpu_start_atom) { cpu->RunReady(); },
-      [cpu](cpu_check_atom) { cpu->OnCheck(); },
-      [cpu](const std::shared_ptr<const pb::Completion>& m) -> NoReply {
+      [cpu](const Msg<pb::Completion>& m) -> NoReply {
         cpu->Complete(m->cmd_id(), SimTime(m->end_ps()));
         return {};
       },
-      [cpu](const std::shared_ptr<const pb::CommandError>& m) { cpu->OnCommandError(*m); },
-      [cpu](const std::shared_ptr<const pb::IpcqAccepted>& m) {
+      [cpu](const Msg<pb::CommandError>& m) { cpu->OnCommandError(*m); },
+      [cpu](const Msg<pb::IpcqAccepted>& m) {
         AHBM_CHECK(cpu->runtime() != nullptr) << "IpcqAccepted on a stream CPU";
         cpu->runtime()->OnIpcqAccepted(*cpu, *m);
       },
-      [cpu](const std::shared_ptr<const pb::IpcqArrival>& m) {
+      [cpu](const Msg<pb::IpcqArrival>& m) {
         AHBM_CHECK(cpu->runtime() != nullptr) << "IpcqArrival on a stream CPU";
         cpu->runtime()->OnIpcqArrival(*cpu, *m);
       },
-      [cpu](const std::shared_ptr<const pb::NocDelivered>& m) {
+      [cpu](const Msg<pb::NocDelivered>& m) {
         AHBM_CHECK(cpu->runtime() != nullptr) << "NocDelivered on a stream CPU";
         cpu->runtime()->OnNocDelivered(*cpu, *m);
       },
-      [cpu](const std::shared_ptr<const pb::NocAccepted>& m) {
+      [cpu](const Msg<pb::NocAccepted>& m) {
         AHBM_CHECK(cpu->runtime() != nullptr) << "NocAccepted on a stream CPU";
         cpu->runtime()->OnNocAccepted(*cpu, *m);
       },
@@ -141,7 +135,17 @@ void PeCpu::Start() {
   engine.Register(unit_, engine.system().spawn(PeCpuBehavior, this));
   if (ctx_.cpus.size() <= pe_) ctx_.cpus.resize(pe_ + 1, nullptr);
   ctx_.cpus[pe_] = this;
-  engine.Send(unit_, SimTime(0), unit_, cpu_start_atom::value);
+  engine.SetTimerHandler(unit_, this);
+  engine.SetTimer(unit_, SimTime(0), kTimerStart);
+}
+
+void PeCpu::OnTimer(uint64_t what) {
+  AHBM_CHECK(what == kTimerStart || what == kTimerCheck) << "PE CPU wake-up " << what;
+  if (what == kTimerStart) {
+    RunReady();
+  } else {
+    OnCheck();
+  }
 }
 
 PeCpu::HandleState* PeCpu::Slot(uint64_t h) {
@@ -258,7 +262,7 @@ void PeCpu::Wait(CpuInstance& inst, uint64_t handle, SimTime from, bool logged) 
                            other->state_ == CpuInstance::State::kNew)) {
       hold_until_ = from;
       holder_ = &inst;
-      ctx_.engine->Send(unit_, from - t, unit_, cpu_check_atom::value);
+      ctx_.engine->SetTimer(unit_, from - t, kTimerCheck);
       return;
     }
   }

@@ -120,7 +120,7 @@ class CpuRuntime {
   virtual void OnNocAccepted(PeCpu& cpu, const pb::NocAccepted& accepted) = 0;
 };
 
-class PeCpu : public CpuProbe {
+class PeCpu : public CpuProbe, public Engine::TimerHandler {
  public:
   // The CPU of global PE `pe`; ctx.issue_cost_profile must name a profile of the chip.
   PeCpu(UnitContext& ctx, uint32_t pe, CpuRuntime* runtime);
@@ -176,7 +176,12 @@ class PeCpu : public CpuProbe {
   // Runs ready instances (switching rule) until none is ready.
   void RunReady();
 
-  // ---- events (the actor's handlers) ----
+  // ---- events (the actor's handlers and its own wake-ups) ----
+  // kTimerStart: the first RunReady (posted by Start); kTimerCheck: OnCheck (posted by Wait
+  // when it holds the CPU until the event clock reaches a wait's start).
+  static constexpr uint64_t kTimerStart = 0;
+  static constexpr uint64_t kTimerCheck = 1;
+  void OnTimer(uint64_t what) override;
   void OnCheck();
   void OnCommandError(const pb::CommandError& error);
   CpuRuntime* runtime() const { return runtime_; }

@@ -5,7 +5,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
-#include "actors/pb_message.h"
+#include "actors/msg.h"
 #include "actors/tensor_ref.h"
 #include "actors/units/engine_unit_actor.h"
 #include "base/check.h"
@@ -931,39 +931,39 @@ caf::behavior PeSchedulerBehavior(PeSchedulerActor* self, UnitContext* ctx, Unit
   // CAF tries the handlers in order: the most frequent messages first (MATH commands, then
   // composites and their DMA batches in decode).
   return {
-      [s](const std::shared_ptr<const pb::MathCmd>& cmd) -> NoReply {
-        s->OnMath(cmd);
+      [s](const Msg<pb::MathCmd>& cmd) -> NoReply {
+        s->OnMath(cmd.body);
         return {};
       },
-      [s](const std::shared_ptr<const pb::CompositeCmd>& cmd) -> NoReply {
-        s->OnComposite(cmd);
+      [s](const Msg<pb::CompositeCmd>& cmd) -> NoReply {
+        s->OnComposite(cmd.body);
         return {};
       },
-      [s](const std::shared_ptr<const pb::DmaBatchDone>& done) -> NoReply {
+      [s](const Msg<pb::DmaBatchDone>& done) -> NoReply {
         s->OnDmaBatchDone(*done);
         return {};
       },
-      [s](const std::shared_ptr<const pb::SoftmaxPvCmd>& cmd) -> NoReply {
-        s->OnSoftmaxPv(cmd);
+      [s](const Msg<pb::SoftmaxPvCmd>& cmd) -> NoReply {
+        s->OnSoftmaxPv(cmd.body);
         return {};
       },
-      [s](const std::shared_ptr<const pb::LseMergeCmd>& cmd) -> NoReply {
-        s->OnLseMerge(cmd);
+      [s](const Msg<pb::LseMergeCmd>& cmd) -> NoReply {
+        s->OnLseMerge(cmd.body);
         return {};
       },
-      [s](const std::shared_ptr<const pb::GemmCmd>& cmd) -> NoReply {
-        s->OnDot(cmd);
+      [s](const Msg<pb::GemmCmd>& cmd) -> NoReply {
+        s->OnDot(cmd.body);
         return {};
       },
-      [s](const std::shared_ptr<const pb::DmaCmd>& cmd) -> NoReply {
-        s->OnDma(cmd);
+      [s](const Msg<pb::DmaCmd>& cmd) -> NoReply {
+        s->OnDma(cmd.body);
         return {};
       },
-      [s](const std::shared_ptr<const pb::Completion>& done) -> NoReply {
+      [s](const Msg<pb::Completion>& done) -> NoReply {
         s->OnDmaDone(*done);
         return {};
       },
-      [s](const std::shared_ptr<const pb::DmaError>& error) -> NoReply {
+      [s](const Msg<pb::DmaError>& error) -> NoReply {
         s->OnDmaError(*error);
         return {};
       },

@@ -4,7 +4,7 @@
 #include <utility>
 #include <vector>
 
-#include "actors/pb_message.h"
+#include "actors/msg.h"
 #include "actors/time.h"
 #include "base/check.h"
 #include "proto/commands.pb.h"
@@ -20,7 +20,7 @@ caf::behavior UcieBehavior(UcieActor* self, Engine* engine, UnitId self_id,
   init.index.emplace(index);
   init.sip = sip;
   init.unit_name = init.index->Name(topology::UnitId(self_id));
-  return {[self, engine, self_id](const std::shared_ptr<const pb::NocHop>& in) {
+  return {[self, engine, self_id](const Msg<pb::NocHop>& in) {
     UcieActorState& st = self->state;
     const pb::NocSend& m = in->message();
     const topology::CubeId from = st.index->PeOf(m.src_pe()).cube_id();
@@ -37,7 +37,7 @@ caf::behavior UcieBehavior(UcieActor* self, Engine* engine, UnitId self_id,
     ++st.stats.forwarded_messages;
     st.stats.forwarded_bytes += m.bytes();
     engine->Send(self_id, st.net->UcieLink(st.sip, hop.dir).Latency(),
-                 st.index->NocRouterUnit(hop.to).value(), in);
+                 st.index->NocRouterUnit(hop.to).value(), in.body);
   }};
 }
 

@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "actors/pb_message.h"
+#include "actors/msg.h"
 #include "base/check.h"
 #include "kernels/runtime/runtime.h"
 #include "proto/trace.pb.h"
