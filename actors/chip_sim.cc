@@ -85,6 +85,7 @@ absl::StatusOr<std::unique_ptr<ChipSim>> ChipSim::Create(const pb::Chip& chip,
   ctx.op_log = options.keep_op_log || options.op_log_stream != nullptr ? sim->op_log_.get()
                                                                        : nullptr;
   ctx.per_tile_events = options.per_tile_events;
+  ctx.reply_ahead = options.reply_ahead;
   ctx.per_tile_detail = options.per_tile_detail;
   ctx.issue_cost_profile = profile;
 

@@ -53,6 +53,7 @@ struct ChipSimOptions {
   std::string issue_cost_profile;       // empty: the chip's default_issue_cost_profile
   bool per_tile_events = false;
   bool per_tile_detail = false;
+  bool reply_ahead = true;  // UnitContext::reply_ahead (false: tests of the declared shortcut)
   std::ostream* op_log_stream = nullptr;  // also stream the op log here (length-delimited)
   bool keep_op_log = true;              // false: op() records are only streamed, not kept
                                         // (neither kept nor streamed: none is built)

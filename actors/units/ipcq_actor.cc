@@ -47,6 +47,57 @@ void Announce(IpcqActorState& st, Engine* engine, UnitId self_id,
   }
 }
 
+// IpcqSend at now() (the contract in ipcq_actor.h), from engine->current_src().
+void OnSend(IpcqActorState& st, Engine* engine, UnitId self_id, const char* dir_name,
+            const pb::IpcqSend& send) {
+  const uint64_t id = send.message_id();
+  AHBM_CHECK(send.src_pe() == st.pe)
+      << "IPCQ queue " << st.unit_name() << ": IpcqSend " << id << " from pe " << send.src_pe()
+      << ": src_pe is not this queue's pe " << st.pe;
+  AHBM_CHECK(st.neighbour.has_value())
+      << "IPCQ queue " << st.unit_name() << ": IpcqSend " << id << " to pe " << send.dst_pe()
+      << ": pe " << st.pe << " has no " << dir_name << " neighbour in its CUBE";
+  AHBM_CHECK(send.dst_pe() == *st.neighbour)
+      << "IPCQ queue " << st.unit_name() << ": IpcqSend " << id << " to pe " << send.dst_pe()
+      << ": dst_pe is not the " << dir_name << " neighbour of pe " << st.pe << " (pe "
+      << *st.neighbour << ")";
+  AHBM_CHECK(send.bytes() > 0) << "IPCQ queue " << st.unit_name() << ": IpcqSend " << id
+                               << " has 0 bytes";
+  AHBM_CHECK(!st.messages.contains(id)) << "IPCQ queue " << st.unit_name() << ": IpcqSend " << id
+                                        << ": message_id is still pending on this queue";
+  const IpcqSendResult result = st.model->Send(engine->now(), id, Bytes(send.bytes()));
+  // The sender decided at its issue whether it waits for the IpcqAccepted (the kernel runtime's
+  // shadow of this queue's credit, a declared shortcut: actors/README.md); the queue's own
+  // decision must be the same.
+  AHBM_CHECK(send.sender_blocks() == (result.blocked_bytes.value() != 0))
+      << "IPCQ queue " << st.unit_name() << ": IpcqSend " << id << " of " << send.bytes()
+      << " B: the sender "
+      << (send.sender_blocks() ? "waits for credit, but every chunk has credit now"
+                               : "goes on, but a chunk has no credit now");
+  ++st.sent_messages;
+  IpcqActorState::Message& m = st.messages[id];
+  m.sender = engine->current_src();
+  m.src_pe = send.src_pe();
+  m.dst_pe = send.dst_pe();
+  m.bytes = send.bytes();
+  m.request_id = send.request_id();
+  m.stream = send.stream();
+  m.chunk_count = static_cast<uint32_t>((send.bytes() + st.chunk_bytes - 1) / st.chunk_bytes);
+  m.payload = send.payload();
+  st.fifo.push_back(id);
+  if (result.blocked_bytes.value() == 0) {
+    // Every chunk has credit: the sender may go on at once (DESIGN §4: `send` blocks only while
+    // the destination queue has no credit).
+    m.accepted_sent = true;
+    auto accepted = std::make_shared<pb::IpcqAccepted>();
+    accepted->set_message_id(id);
+    accepted->set_accepted_ps(engine->now().value());
+    engine->Send(self_id, SimTime(0), m.sender,
+                 std::shared_ptr<const pb::IpcqAccepted>(std::move(accepted)));
+  }
+  Announce(st, engine, self_id, result.departed);
+}
+
 }  // namespace
 
 caf::behavior IpcqBehavior(IpcqActor* self, Engine* engine, UnitId self_id, const pb::Ipcq& ipcq,
@@ -64,48 +115,7 @@ caf::behavior IpcqBehavior(IpcqActor* self, Engine* engine, UnitId self_id, cons
   const char* dir_name = topology::DirName(dir);
   return {
       [self, engine, self_id, dir_name](const Msg<pb::IpcqSend>& send) {
-        IpcqActorState& st = self->state;
-        const uint64_t id = send->message_id();
-        AHBM_CHECK(send->src_pe() == st.pe)
-            << "IPCQ queue " << st.unit_name() << ": IpcqSend " << id << " from pe "
-            << send->src_pe()
-            << ": src_pe is not this queue's pe " << st.pe;
-        AHBM_CHECK(st.neighbour.has_value())
-            << "IPCQ queue " << st.unit_name() << ": IpcqSend " << id << " to pe " << send->dst_pe()
-            << ": pe " << st.pe << " has no " << dir_name << " neighbour in its CUBE";
-        AHBM_CHECK(send->dst_pe() == *st.neighbour)
-            << "IPCQ queue " << st.unit_name() << ": IpcqSend " << id << " to pe " << send->dst_pe()
-            << ": dst_pe is not the " << dir_name << " neighbour of pe " << st.pe << " (pe "
-            << *st.neighbour << ")";
-        AHBM_CHECK(send->bytes() > 0)
-            << "IPCQ queue " << st.unit_name() << ": IpcqSend " << id << " has 0 bytes";
-        AHBM_CHECK(!st.messages.contains(id))
-            << "IPCQ queue " << st.unit_name() << ": IpcqSend " << id
-            << ": message_id is still pending on this queue";
-        const IpcqSendResult result = st.model->Send(engine->now(), id, Bytes(send->bytes()));
-        ++st.sent_messages;
-        IpcqActorState::Message& m = st.messages[id];
-        m.sender = engine->current_src();
-        m.src_pe = send->src_pe();
-        m.dst_pe = send->dst_pe();
-        m.bytes = send->bytes();
-        m.request_id = send->request_id();
-        m.stream = send->stream();
-        m.chunk_count =
-            static_cast<uint32_t>((send->bytes() + st.chunk_bytes - 1) / st.chunk_bytes);
-        m.payload = send->payload();
-        st.fifo.push_back(id);
-        if (result.blocked_bytes.value() == 0) {
-          // Every chunk has credit: the sender may go on at once (DESIGN §4: `send` blocks
-          // only while the destination queue has no credit).
-          m.accepted_sent = true;
-          auto accepted = std::make_shared<pb::IpcqAccepted>();
-          accepted->set_message_id(id);
-          accepted->set_accepted_ps(engine->now().value());
-          engine->Send(self_id, SimTime(0), m.sender,
-                       std::shared_ptr<const pb::IpcqAccepted>(std::move(accepted)));
-        }
-        Announce(st, engine, self_id, result.departed);
+        OnSend(self->state, engine, self_id, dir_name, *send);
       },
       [self, engine, self_id](const Msg<pb::IpcqPop>& pop) {
         IpcqActorState& st = self->state;

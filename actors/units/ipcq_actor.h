@@ -28,7 +28,9 @@
 // - Errors are kernel-runtime bugs (the tl API validates first) and fail an AHBM_CHECK naming the
 //   queue, the message and the reason: src_pe is not this queue's PE, dst_pe is not the
 //   neighbour in this queue's direction (or the PE has none), bytes == 0, message_id still pending
-//   on this queue, a pop of a message that is not the queue's head (oldest not fully popped).
+//   on this queue, a pop of a message that is not the queue's head (oldest not fully popped),
+//   an IpcqSend whose sender_blocks (the sender's decision to wait for the IpcqAccepted) is not
+//   the queue's (some chunk blocked at the send; actors/README.md, "Declared shortcuts").
 // - The actor keeps every message until it is fully popped (std::map by message_id, plus the
 //   FIFO of ids); nothing depends on pointer or hash order.
 // - Stats: IpcqActorState::stats() = IpcqModel::stats() (sent_bytes, link_busy, credit_stall).

@@ -1,6 +1,7 @@
 #include "actors/units/ipcq_actor.h"
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -113,6 +114,7 @@ class IpcqActorTest : public ::testing::Test {
     chunk_ = q.chunk_bytes();
     queue_ = q.queue_bytes();
     logs_.assign(index_.pes_per_cube(), Log{});
+    unpopped_.clear();
     for (uint32_t p = 0; p < index_.pes_per_cube(); ++p) {
       for (const Dir dir : topology::kAllDirs) {
         states_[p][static_cast<int>(dir)] = &IpcqStateOf(StartIpcqActor(engine, chip_, p, dir));
@@ -131,14 +133,19 @@ class IpcqActorTest : public ::testing::Test {
     return *states_[pe][static_cast<int>(dir)];
   }
 
-  // PE `src`'s CPU sends `bytes` to `dst` through its `dir` queue at absolute time `at`.
+  // PE `src`'s CPU sends `bytes` to `dst` through its `dir` queue at absolute time `at`. It
+  // decides whether it blocks as the kernel runtime does (bytes sent minus bytes popped over the
+  // queue's credit), so calls must come in time order (the stand-ins' own pops are not counted).
   void SendMsg(Engine& engine, SimTime at, uint64_t id, uint32_t src, Dir dir, uint32_t dst,
                uint64_t bytes) {
+    uint64_t& unpopped = unpopped_[Queue(src, dir)];
+    unpopped += bytes;
     auto send = std::make_shared<pb::IpcqSend>();
     send->set_message_id(id);
     send->set_src_pe(src);
     send->set_dst_pe(dst);
     send->set_bytes(bytes);
+    send->set_sender_blocks(unpopped > queue_);
     engine.Send(Cpu(src), at - engine.now(), Queue(src, dir),
                 std::shared_ptr<const pb::IpcqSend>(std::move(send)));
   }
@@ -147,6 +154,7 @@ class IpcqActorTest : public ::testing::Test {
   // time `at`.
   void PopMsg(Engine& engine, SimTime at, uint64_t id, uint64_t bytes, uint32_t receiver,
               uint32_t src, Dir dir) {
+    unpopped_[Queue(src, dir)] -= bytes;
     auto pop = std::make_shared<pb::IpcqPop>();
     pop->set_message_id(id);
     pop->set_bytes(bytes);
@@ -167,6 +175,7 @@ class IpcqActorTest : public ::testing::Test {
   uint64_t chunk_ = 0;
   uint64_t queue_ = 0;
   std::vector<Log> logs_;
+  std::map<UnitId, uint64_t> unpopped_;  // SendMsg's credit count, by queue
   // The queue actors' states, valid while the test's engine runs (the engine holds the actors).
   const IpcqActorState* states_[4][4] = {};
 };
@@ -456,6 +465,41 @@ TEST_F(IpcqActorTest, DuplicatePendingMessageIdDies) {
         engine.Run();
       },
       "queue sip0.cube0.pe0.ipcq.E: IpcqSend 5: message_id is still pending");
+}
+
+// The sender's decision (IpcqSend::sender_blocks, the kernel runtime's shadow credit) must be
+// the queue's: a wrong one either way is a bug.
+TEST_F(IpcqActorTest, SenderDecisionThatIsNotTheQueuesDies) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const auto send = [&](Engine& engine, uint64_t id, uint64_t bytes, bool blocks) {
+    auto m = std::make_shared<pb::IpcqSend>();
+    m->set_message_id(id);
+    m->set_src_pe(0);
+    m->set_dst_pe(1);
+    m->set_bytes(bytes);
+    m->set_sender_blocks(blocks);
+    engine.Send(Cpu(0), SimTime(0), Queue(0, Dir::kEast),
+                std::shared_ptr<const pb::IpcqSend>(std::move(m)));
+  };
+  EXPECT_DEATH(
+      {
+        Engine engine;
+        Build(engine);
+        send(engine, 5, 64, true);
+        engine.Run();
+      },
+      "queue sip0.cube0.pe0.ipcq.E: IpcqSend 5 of 64 B: the sender waits for credit, but every "
+      "chunk has credit now");
+  EXPECT_DEATH(
+      {
+        Engine engine;
+        Build(engine);
+        send(engine, 5, queue_, false);
+        send(engine, 6, 64, false);
+        engine.Run();
+      },
+      "queue sip0.cube0.pe0.ipcq.E: IpcqSend 6 of 64 B: the sender goes on, but a chunk has no "
+      "credit now");
 }
 
 TEST_F(IpcqActorTest, PopOfAMessageThatIsNotTheHeadDies) {

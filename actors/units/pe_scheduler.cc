@@ -645,11 +645,12 @@ void PeScheduler::Step() {
 // first EngineWork, which its unit writes where this step would have. The bookkeeping (planner
 // ops, command slot, admission count) waits for the next event of this scheduler (Enter),
 // which comes at or after the end. Not in data mode (values are applied at the end instant)
-// nor in per-tile stepping.
+// nor in per-tile stepping, nor with UnitContext::reply_ahead off (the message path it equals:
+// tests/reply_ahead_test).
 bool PeScheduler::ReplyAhead(Cmd& c) {
   if (!c.admitted || c.cmd_id == 0 || c.dmas_in_flight > 0 || !c.pending_writes.empty() ||
-      !waiting_.empty() || dma_replies_pending_ > 0 || ctx_->per_tile_events ||
-      ctx_->data != nullptr || c.requester != cpu_unit_) {
+      !waiting_.empty() || dma_replies_pending_ > 0 || !ctx_->reply_ahead ||
+      ctx_->per_tile_events || ctx_->data != nullptr || c.requester != cpu_unit_) {
     return false;
   }
   if (ctx_->op_log != nullptr && c.op_pos.empty()) return false;  // no EngineWork to carry it

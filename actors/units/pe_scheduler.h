@@ -45,7 +45,8 @@
 //   posted, at the earliest instant something must happen (a completion, a write-out issue);
 //   a stale wake-up is dropped. A command whose end is already final (ReplyAhead: it is the
 //   only live command and the PE's CPU can send nothing before its Completion) gets its
-//   EngineWork and Completion at once, delayed to its end, and no wake-up. With UnitContext::per_tile_events a wake-up is also posted at
+//   EngineWork and Completion at once, delayed to its end, and no wake-up (unless
+//   UnitContext::reply_ahead is off). With UnitContext::per_tile_events a wake-up is also posted at
 //   every planned op start and end (per-tile simulation); both give identical results.
 //   DMA replies for DMAs sent at one instant all arrive at that instant; the re-plan waits for
 //   the last of them (equivalent by Rule 3: nothing starting at `now` is committed at `now`).

@@ -110,6 +110,9 @@ struct UnitContext {
   DataPlane* data = nullptr;         // null: timing mode
   HbmChannelTable* hbm_channels = nullptr;  // the HBM channel servers (DMAs call them)
   bool per_tile_events = false;      // PE schedulers step tile by tile (tests: == closed form)
+  // PE schedulers answer a blocking command ahead when its end is final (PeScheduler::ReplyAhead,
+  // a declared shortcut: actors/README.md); false: always the plain wake-up at the end (tests).
+  bool reply_ahead = true;
   bool per_tile_detail = false;      // op log: one record per tile op, not only per command
   bool record_calls = false;         // op log: the kernel runtime's Instance / Call records
   std::string issue_cost_profile;    // the PE CPUs' ADR-0064 profile (a name in the chip)

@@ -299,6 +299,7 @@ absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& given_chip, const pb::W
   sim::ChipSimOptions sim_options;
   sim_options.issue_cost_profile = w.issue_cost_profile();
   sim_options.per_tile_detail = options.per_tile_detail;
+  sim_options.reply_ahead = options.reply_ahead;
   sim_options.keep_op_log = options.keep_op_log;
   sim_options.hbm_call_memo = options.hbm_call_memo;
   sim_options.cubes = plan.Cubes();

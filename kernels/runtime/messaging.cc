@@ -59,6 +59,7 @@ bool KernelRuntime::IssueSend(Instance& inst, Cpu& cpu, const Invocation& inv) {
     send->set_bytes(inv.payload.bytes());
     send->set_request_id(inst.request_id());
     send->set_stream(inst.stream);
+    send->set_sender_blocks(blocks);  // the queue checks it (actors/README.md, shortcuts)
     inv.payload.WriteTo(*send->mutable_payload());
     engine.Send(cpu.core.unit(), issue - now, queue, std::shared_ptr<const pb::IpcqSend>(send));
     RecordSend(inst, inv, "send_ipcq", id, dst, issue);

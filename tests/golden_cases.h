@@ -1,0 +1,49 @@
+// The golden cases (tests/golden_test.cc): the fixed list of runs whose op log and report are
+// kept in tests/golden/, as builders that other cross-unit tests run too (reply_ahead_test runs
+// them with the declared shortcuts off). A case runs with RunKnobs: the defaults are the goldens'.
+#ifndef AHBMSIM_TESTS_GOLDEN_CASES_H_
+#define AHBMSIM_TESTS_GOLDEN_CASES_H_
+
+#include <functional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/report.pb.h"
+#include "proto/topology.pb.h"
+#include "proto/trace.pb.h"
+
+namespace ahbm::golden {
+
+// What a case produces: the op log and the report (plus launch-only facts).
+struct Outcome {
+  std::vector<pb::TraceRecord> records;
+  pb::Report report;
+  std::string extra;  // lines before the report (status, reduce rounds)
+};
+
+// Switches of a run that must not change its results.
+struct RunKnobs {
+  bool reply_ahead = true;  // ChipSimOptions::reply_ahead
+};
+
+struct Case {
+  std::string name;
+  std::string topology;
+  bool digest_only = false;  // full-chip: keep a digest of the text, not the text
+  std::function<absl::StatusOr<Outcome>(const pb::Chip&, const RunKnobs&)> run;
+};
+
+// gtest prints a failing parameter by its name, not its bytes.
+void PrintTo(const Case& c, std::ostream* os);
+
+// The golden cases, in a fixed order (names unique: each is a file in tests/golden/).
+std::vector<Case> AllCases();
+
+// The text a case's golden holds in full (small cases): op log, extra lines, report.
+std::string RenderText(const Outcome& out);
+
+}  // namespace ahbm::golden
+
+#endif  // AHBMSIM_TESTS_GOLDEN_CASES_H_
