@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "actors/chip_sim.h"
 #include "actors/inject.h"
 #include "gmock/gmock.h"
@@ -599,6 +601,58 @@ TEST_F(SchedulerTest, WithoutOpLogTheSameEngineWorkAndStats) {
   pb::Report without = unlogged.sim->BuildReport();
   EXPECT_GT(with.units_size(), 0);
   EXPECT_EQ(with.SerializeAsString(), without.SerializeAsString());
+}
+
+// Data mode: the engine that computes a command applies it when its EngineWork is delivered,
+// at the command's completion instant (GEMM: composite; MATH: math); a data-plane error reaches
+// the run with the scheduler's text.
+class RecordingData : public DataPlane {
+ public:
+  explicit RecordingData(const Engine& engine) : engine_(engine) {}
+  absl::Status Apply(const pb::DmaCmd&) override { return absl::OkStatus(); }
+  absl::Status Apply(const pb::GemmCmd&) override { return absl::OkStatus(); }
+  absl::Status Apply(const pb::CompositeCmd& cmd) override {
+    applied[cmd.cmd_id()] = engine_.now().value();
+    return absl::OkStatus();
+  }
+  absl::Status Apply(const pb::MathCmd& cmd) override {
+    applied[cmd.cmd_id()] = engine_.now().value();
+    return absl::InternalError("no values");
+  }
+  absl::Status Apply(const pb::SoftmaxPvCmd&) override { return absl::OkStatus(); }
+  absl::Status Apply(const pb::LseMergeCmd&) override { return absl::OkStatus(); }
+  std::map<uint64_t, uint64_t> applied;  // cmd_id -> the instant it was applied
+
+ private:
+  const Engine& engine_;
+};
+
+TEST_F(SchedulerTest, DataModeEnginesComputeAtTheCompletion) {
+  ChipSimOptions options;
+  options.cubes = {0};
+  options.keep_op_log = true;
+  options.issue_cost_profile = "zero";
+  absl::StatusOr<std::unique_ptr<ChipSim>> created = ChipSim::Create(chip_, options);
+  ASSERT_TRUE(created.ok()) << created.status();
+  SimRun run;
+  run.sim = std::move(*created);
+  RecordingData data(run.sim->engine());
+  run.sim->context().data = &data;
+  ProgramBuilder p;
+  const uint64_t composite = p.Composite(
+      Tcm(0, 0, pb::BF16, {tile_m_, tile_k_}), Tcm(0, 1 << 20, pb::BF16, {tile_k_, tile_n_}),
+      Tcm(0, 2 << 20, pb::FP32, {tile_m_, tile_n_}), {pb::SCALE});
+  const uint64_t math = p.Math(pb::EXP, {Tcm(0, 3 << 20, pb::FP32, {8, 256})},
+                               Tcm(0, (3 << 20) + 65536, pb::FP32, {8, 256}));
+  ASSERT_TRUE(run.sim->SetProgram(0, p.Build()).ok());
+  run.status = run.sim->Run();
+  EXPECT_THAT(std::string(run.status.message()),
+              testing::HasSubstr(
+                  absl::StrCat("pe 0 (sip0.cube0.pe0): math_EXP cmd ", math, ": data: no values")));
+  const std::map<uint64_t, Span> spans = run.Commands();
+  ASSERT_TRUE(spans.contains(composite) && spans.contains(math));
+  EXPECT_EQ(data.applied, (std::map<uint64_t, uint64_t>{{composite, spans.at(composite).end},
+                                                        {math, spans.at(math).end}}));
 }
 
 }  // namespace
