@@ -28,7 +28,7 @@ caf::behavior EngineUnitBehavior(EngineUnitActor* self, UnitContext* ctx, topolo
 }  // namespace
 
 EngineUnit::EngineUnit(UnitContext* ctx, topology::UnitKind kind, UnitId self, uint32_t pe)
-    : ctx_(ctx), kind_(kind), self_(self), pe_name_(PeName(ctx->index, pe)) {}
+    : ctx_(ctx), kind_(kind), self_(self), pe_(pe) {}
 
 void EngineUnit::OnWork(const pb::EngineWork& work) {
   if (work.tile_ops() > 0) {
@@ -108,7 +108,7 @@ void EngineUnit::Compute(const pb::EngineWork& work) {
       return;
   }
   if (!status.ok()) {
-    ctx_->AddError(absl::StrCat(pe_name_, ": ", work.op(), " cmd ", work.cmd_id(),
+    ctx_->AddError(absl::StrCat(PeName(ctx_->index, pe_), ": ", work.op(), " cmd ", work.cmd_id(),
                                 ": data: ", status.message()));
   }
 }

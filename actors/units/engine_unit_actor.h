@@ -30,7 +30,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <string>
 
 #include "actors/units/unit_context.h"
 #include "caf/behavior.hpp"
@@ -61,7 +60,7 @@ class EngineUnit {
   UnitContext* ctx_;
   topology::UnitKind kind_;
   UnitId self_;
-  std::string pe_name_;  // for data-plane errors
+  uint32_t pe_;  // global PE, named only in data-plane errors
 };
 
 struct EngineUnitActorState {
