@@ -135,12 +135,8 @@ absl::StatusOr<std::unique_ptr<ChipSim>> ChipSim::Create(const pb::Chip& chip,
       const uint32_t pe = cube * pes + p;
       StartPeSchedulerActor(ctx, pe);
       StartDmaActor(ctx, pe);
-      // The engine units' only input is the EngineWork sent with an op log (without one the
-      // scheduler adds their stats itself), so they exist only then.
-      if (ctx.op_log != nullptr) {
-        StartEngineUnitActor(ctx, UnitKind::kGemm, pe);
-        StartEngineUnitActor(ctx, UnitKind::kMath, pe);
-      }
+      StartEngineUnitActor(ctx, UnitKind::kGemm, pe);
+      StartEngineUnitActor(ctx, UnitKind::kMath, pe);
     }
     for (uint32_t ch = 0; ch < ctx.index.channels_per_cube(); ++ch) {
       AddHbmChannel(ctx, cube, ch);

@@ -5,8 +5,7 @@
 //
 // Contract:
 // - Create() spawns, for every CUBE of `options.cubes` (all CUBEs when empty): each PE's
-//   scheduler, DMA, GEMM and MATH units (these two only with an op log: their only input is
-//   the EngineWork sent then), its IPCQ queues towards existing mesh neighbours,
+//   scheduler, DMA, GEMM and MATH units, its IPCQ queues towards existing mesh neighbours,
 //   every HBM channel of the CUBE (a server the DMAs call, no actor: nothing messages a
 //   channel here); and the NOC router of every CUBE and the UCIe unit of every
 //   SIP of the chip (messages between built CUBEs cross the others). The NOC routers and UCIe

@@ -60,15 +60,15 @@ std::map<UnitKind, uint32_t> Counts(const pb::Chip& chip, bool op_log, bool prog
   return (*sim)->ActorCounts();
 }
 
-std::map<UnitKind, uint32_t> Today(const Expected& e, bool op_log, bool programs) {
+std::map<UnitKind, uint32_t> Today(const Expected& e, bool programs) {
   std::map<UnitKind, uint32_t> want = {
       {UnitKind::kPeScheduler, e.pes}, {UnitKind::kDma, e.pes},
       {UnitKind::kIpcq, e.ipcq_queues}, {UnitKind::kNocRouter, e.cubes},
       {UnitKind::kUcie, e.sips}};
   if (programs) want[UnitKind::kPeCpu] = e.pes;
-  // GEMM and MATH units only receive the EngineWork sent with an op log; no HBM channel actor
-  // (the DMAs call HbmChannelServer objects).
-  if (op_log) want[UnitKind::kGemm] = want[UnitKind::kMath] = e.pes;
+  // A GEMM and a MATH unit per PE in every run (the scheduler sends them EngineWork with or
+  // without an op log); no HBM channel actor (the DMAs call HbmChannelServer objects).
+  want[UnitKind::kGemm] = want[UnitKind::kMath] = e.pes;
   return want;
 }
 
@@ -82,7 +82,7 @@ std::pair<uint32_t, uint32_t> ExpectCountsEqualTheTopology(const pb::Chip& chip,
     for (bool programs : programs_choices) {
       SCOPED_TRACE(testing::Message() << "op_log " << op_log << ", programs " << programs);
       const std::map<UnitKind, uint32_t> got = Counts(chip, op_log, programs);
-      EXPECT_EQ(Named(got), Named(Today(e, op_log, programs)));
+      EXPECT_EQ(Named(got), Named(Today(e, programs)));
       EXPECT_FALSE(got.contains(UnitKind::kHbmChannel));
       if (!programs) continue;
       uint32_t total = 0;
@@ -102,8 +102,8 @@ TEST(ChipSimActors, SmallChipCountsEqualTheTopology) {
   ASSERT_EQ(e.ipcq_queues, 64u);
   ASSERT_EQ(e.channels, 256u);
   const auto [total, with_op_log] = ExpectCountsEqualTheTopology(*chip, e, {false, true});
-  EXPECT_EQ(total, 3 * 32u + 64u + 8u + 1u);  // a default run's shape (no op log)
-  EXPECT_EQ(with_op_log, total + 2 * 32u);
+  EXPECT_EQ(total, 5 * 32u + 64u + 8u + 1u);  // a default run's shape (no op log)
+  EXPECT_EQ(with_op_log, total);
 }
 
 TEST(ChipSimActors, FourSipChipCountsEqualTheTopology) {
@@ -114,7 +114,7 @@ TEST(ChipSimActors, FourSipChipCountsEqualTheTopology) {
   ASSERT_EQ(e.ipcq_queues, 1280u);
   ASSERT_EQ(e.channels, 4096u);
   const auto [total, with_op_log] = ExpectCountsEqualTheTopology(*chip, e, {true});
-  EXPECT_EQ(total, 2884u);
+  EXPECT_EQ(total, 3908u);
   EXPECT_EQ(with_op_log, 3908u);
 }
 

@@ -87,9 +87,9 @@ CommandChecker::CommandChecker(const pb::Chip& chip, uint32_t global_pe)
   pe_name_ = PeName(pe_);
 }
 
-std::string CommandChecker::PeName(uint32_t global_pe) const {
-  if (global_pe >= index_.num_pes()) return absl::StrCat("pe ", global_pe);
-  const topology::PeId id = index_.PeOf(global_pe);
+std::string PeName(const topology::ChipIndex& index, uint32_t global_pe) {
+  if (global_pe >= index.num_pes()) return absl::StrCat("pe ", global_pe);
+  const topology::PeId id = index.PeOf(global_pe);
   return absl::StrCat("pe ", global_pe, " (sip", id.sip, ".cube", id.cube, ".pe", id.pe, ")");
 }
 

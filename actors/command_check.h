@@ -81,6 +81,9 @@ struct CheckRole {
   std::string_view suffix;
 };
 
+// "pe 9 (sip0.cube2.pe1)", or "pe 99" for a PE the chip does not have: how errors name a PE.
+std::string PeName(const topology::ChipIndex& index, uint32_t global_pe);
+
 class CommandChecker {
  public:
   // Checks commands issued by global PE `global_pe` (< the chip's PE count) of a validated chip.
@@ -113,8 +116,7 @@ class CommandChecker {
   absl::Status SoftmaxPv(const pb::SoftmaxPvCmd& cmd) const;
   absl::Status LseMerge(const pb::LseMergeCmd& cmd) const;
   absl::Status Dma(const pb::DmaCmd& cmd) const;
-  // "pe 9 (sip0.cube2.pe1)", or "pe 99" for a PE the chip does not have.
-  std::string PeName(uint32_t global_pe) const;
+  std::string PeName(uint32_t global_pe) const { return sim::PeName(index_, global_pe); }
   absl::Status InCommand(const char* kind, uint64_t cmd_id, const absl::Status& status) const;
 
   topology::ChipIndex index_;

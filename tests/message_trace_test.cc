@@ -34,11 +34,11 @@ struct Traced {
   std::string bytes;
 };
 
-Traced RunTraced(const std::string& workload, const std::string& name) {
+Traced RunTraced(const std::string& workload, const std::string& name, bool op_log = true) {
   pb::Workload w;
   EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(workload, &w));
   launch::LaunchOptions options;
-  options.keep_op_log = true;  // the op log's issue records are the count to check against
+  options.keep_op_log = op_log;  // the op log's issue records are the count to check against
   options.message_trace_path = absl::StrCat(::testing::TempDir(), "/", name, ".messages");
   absl::StatusOr<launch::LaunchResult> r = launch::RunWorkload(Small(), w, options);
   EXPECT_TRUE(r.ok()) << r.status();
@@ -106,6 +106,81 @@ TEST(MessageTrace, EveryMessageOnceInDeliveryOrderWithItsCommand) {
     EXPECT_GT(by_type["ahbm.pb.HbmRequest"] + by_type["ahbm.pb.DmaBatch"], 0u) << name;
     EXPECT_GT(by_type["ahbm.pb.NocSend"], 0u) << name;
   }
+}
+
+// The GEMM and MATH engines are actors in a default run (no op log): each command the
+// scheduler ran gets its EngineWork from the PE's scheduler to that PE's engine units, stamped,
+// in delivery order, summed (no per-tile ops, no op names without an op log), and delivered
+// before the command's Completion (same instant, same source, a later sequence).
+TEST(MessageTrace, EngineWorkReachesTheEnginesBeforeTheCompletion) {
+  const Traced t = RunTraced(kDecode, "decode_engines", /*op_log=*/false);
+  ASSERT_TRUE(t.result.runtime_status.ok()) << t.result.runtime_status;
+  const topology::ChipIndex index(Small());
+  using topology::UnitKind;
+  const auto kind = [&](uint32_t unit) { return index.KindOf(topology::UnitId(unit)); };
+  const auto pe = [&](uint32_t unit) { return index.GlobalPeOfUnit(topology::UnitId(unit)); };
+  // (scheduler, cmd_id) -> the stamp (time, sequence) of its last EngineWork.
+  std::map<std::pair<uint32_t, uint64_t>, std::pair<uint64_t, uint64_t>> work;
+  std::map<uint32_t, std::pair<uint64_t, uint64_t>> last_by_source;
+  std::set<std::pair<uint32_t, uint64_t>> commands;  // (scheduler, cmd_id) of engine commands
+  uint64_t to_gemm = 0, to_math = 0, completed = 0;
+  for (const pb::Envelope& e : t.envelopes) {
+    switch (e.body_case()) {
+      case pb::Envelope::kComposite:
+        commands.insert({e.dst_unit(), e.composite().cmd_id()});
+        break;
+      case pb::Envelope::kGemm:
+        commands.insert({e.dst_unit(), e.gemm().cmd_id()});
+        break;
+      case pb::Envelope::kMath:
+        commands.insert({e.dst_unit(), e.math().cmd_id()});
+        break;
+      case pb::Envelope::kSoftmaxPv:
+        commands.insert({e.dst_unit(), e.softmax_pv().cmd_id()});
+        break;
+      case pb::Envelope::kLseMerge:
+        commands.insert({e.dst_unit(), e.lse_merge().cmd_id()});
+        break;
+      default:
+        break;
+    }
+    if (e.body_case() == pb::Envelope::kEngineWork) {
+      const pb::EngineWork& w = e.engine_work();
+      ASSERT_EQ(e.type(), "ahbm.pb.EngineWork");
+      ASSERT_EQ(kind(e.src_unit()), UnitKind::kPeScheduler) << e.ShortDebugString();
+      ASSERT_TRUE(kind(e.dst_unit()) == UnitKind::kGemm || kind(e.dst_unit()) == UnitKind::kMath)
+          << e.ShortDebugString();
+      ASSERT_EQ(pe(e.dst_unit()), pe(e.src_unit())) << e.ShortDebugString();
+      (kind(e.dst_unit()) == UnitKind::kGemm ? to_gemm : to_math)++;
+      // One source's messages are delivered in its key order (time, then sequence).
+      const std::pair<uint64_t, uint64_t> key{e.time_ps(), e.src_seq()};
+      const auto last = last_by_source.find(e.src_unit());
+      if (last != last_by_source.end()) ASSERT_LT(last->second, key) << e.ShortDebugString();
+      last_by_source[e.src_unit()] = key;
+      // The summary a default run carries: ops that ended by the delivery instant.
+      EXPECT_GT(w.tile_ops(), 0u) << e.ShortDebugString();
+      EXPECT_LT(w.start_ps(), w.end_ps());
+      EXPECT_LE(w.end_ps(), e.time_ps());
+      EXPECT_GE(w.busy_ps(), w.work_ps());
+      EXPECT_EQ(w.ops_size(), 0);
+      EXPECT_TRUE(w.op().empty());
+      EXPECT_EQ(w.command_case(), pb::EngineWork::COMMAND_NOT_SET);
+      work[{e.src_unit(), w.cmd_id()}] = key;
+    } else if (e.body_case() == pb::Envelope::kCompletion &&
+               kind(e.src_unit()) == UnitKind::kPeScheduler) {
+      const auto w = work.find({e.src_unit(), e.completion().cmd_id()});
+      if (w == work.end()) continue;  // a DMA command: no engine ran it
+      ++completed;
+      EXPECT_EQ(w->second.first, e.time_ps()) << e.ShortDebugString();
+      EXPECT_LT(w->second.second, e.src_seq()) << e.ShortDebugString();
+    }
+  }
+  EXPECT_GT(to_gemm, 0u);
+  EXPECT_GT(to_math, 0u);
+  // Every engine command got its work, and its Completion came after it.
+  ASSERT_FALSE(commands.empty());
+  for (const auto& c : commands) EXPECT_TRUE(work.contains(c)) << c.first << " " << c.second;
+  EXPECT_EQ(completed, work.size());
 }
 
 TEST(MessageTrace, TheSameRunGivesTheSameBytes) {

@@ -1,10 +1,12 @@
 #include "actors/units/engine_unit_actor.h"
 
-#include <algorithm>
 #include <memory>
 #include <string>
+#include <utility>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "actors/command_check.h"
 #include "actors/msg.h"
 #include "base/check.h"
 #include "proto/commands.pb.h"
@@ -12,72 +14,110 @@
 
 namespace ahbm::sim {
 
-void RecordEngineStats(UnitContext& ctx, UnitId unit, const EngineStats& work) {
-  pb::UnitStats& stats = ctx.stats.At(unit);
-  stats.set_work_ps(stats.work_ps() + work.work_ps);
-  stats.set_ops(stats.ops() + work.ops);
-  stats.set_busy_ps(stats.busy_ps() + work.busy_ps);
-  stats.set_flops(stats.flops() + work.flops);
+namespace {
+
+caf::behavior EngineUnitBehavior(EngineUnitActor* self, UnitContext* ctx, topology::UnitKind kind,
+                                 UnitId self_id, uint32_t pe) {
+  self->state.unit = std::make_unique<EngineUnit>(ctx, kind, self_id, pe);
+  EngineUnit* unit = self->state.unit.get();
+  return {
+      [unit](const Msg<pb::EngineWork>& work) { unit->OnWork(*work); },
+  };
 }
 
-caf::behavior EngineUnitBehavior(caf::event_based_actor*, UnitContext* ctx, UnitId self_id) {
-  return {
-      [ctx, self_id](const Msg<pb::EngineWork>& work) {
-        AHBM_CHECK(work->ops_size() > 0) << "empty EngineWork for cmd " << work->cmd_id();
-        EngineStats sum;
-        uint64_t start = UINT64_MAX, end = 0;
-        for (const pb::EngineOp& op : work->ops()) {
-          start = std::min(start, op.start_ps());
-          end = std::max(end, op.end_ps());
-          ++sum.ops;
-          sum.flops += op.flops();
-          sum.busy_ps += op.end_ps() - op.start_ps();
-          sum.work_ps += op.work_ps();
-        }
-        RecordEngineStats(*ctx, self_id, sum);
-        AHBM_CHECK(ctx->op_log != nullptr) << "EngineWork for cmd " << work->cmd_id()
-                                           << " without an op log";
-        if (!work->scheduler_record().empty()) {
-          pb::OpRecord scheduler;
-          AHBM_CHECK(scheduler.ParseFromString(work->scheduler_record()))
-              << "EngineWork for cmd " << work->cmd_id() << ": bad scheduler record";
-          ctx->op_log->AddOp(std::move(scheduler));
-        }
-        const std::string name = ctx->Name(self_id);
-        pb::OpRecord rec;
-        rec.set_unit(self_id);
-        rec.set_unit_name(name);
-        rec.set_op(work->op());
-        rec.set_cmd_id(work->cmd_id());
-        rec.set_issue_ps(work->issue_ps());
-        rec.set_start_ps(start);
-        rec.set_end_ps(end);
-        rec.set_flops(sum.flops);
-        rec.set_label(work->label().empty() ? absl::StrCat(work->ops_size(), " tiles")
-                                            : work->label());
-        ctx->op_log->AddOp(rec);
-        if (!ctx->per_tile_detail) return;
-        for (const pb::EngineOp& op : work->ops()) {
-          pb::OpRecord tile;
-          tile.set_unit(self_id);
-          tile.set_unit_name(name);
-          tile.set_op(absl::StrCat(work->op(), ":", op.what()));
-          tile.set_cmd_id(work->cmd_id());
-          tile.set_issue_ps(work->issue_ps());
-          tile.set_start_ps(op.start_ps());
-          tile.set_end_ps(op.end_ps());
-          tile.set_flops(op.flops());
-          ctx->op_log->AddOp(std::move(tile));
-        }
-      },
-  };
+}  // namespace
+
+EngineUnit::EngineUnit(UnitContext* ctx, topology::UnitKind kind, UnitId self, uint32_t pe)
+    : ctx_(ctx), kind_(kind), self_(self), pe_(pe) {}
+
+void EngineUnit::OnWork(const pb::EngineWork& work) {
+  if (work.tile_ops() > 0) {
+    pb::UnitStats& stats = ctx_->stats.At(self_);
+    stats.set_ops(stats.ops() + work.tile_ops());
+    stats.set_busy_ps(stats.busy_ps() + work.busy_ps());
+    stats.set_work_ps(stats.work_ps() + work.work_ps());
+    stats.set_flops(stats.flops() + work.flops());
+    if (ctx_->op_log != nullptr) Record(work);
+  } else {
+    AHBM_CHECK(work.command_case() != pb::EngineWork::COMMAND_NOT_SET)
+        << "EngineWork for cmd " << work.cmd_id() << " with neither tile ops nor a command";
+  }
+  if (work.command_case() != pb::EngineWork::COMMAND_NOT_SET) Compute(work);
+}
+
+void EngineUnit::Record(const pb::EngineWork& work) {
+  if (!work.scheduler_record().empty()) {
+    pb::OpRecord scheduler;
+    AHBM_CHECK(scheduler.ParseFromString(work.scheduler_record()))
+        << "EngineWork for cmd " << work.cmd_id() << ": bad scheduler record";
+    ctx_->op_log->AddOp(std::move(scheduler));
+  }
+  const std::string name = ctx_->Name(self_);
+  pb::OpRecord rec;
+  rec.set_unit(self_);
+  rec.set_unit_name(name);
+  rec.set_op(work.op());
+  rec.set_cmd_id(work.cmd_id());
+  rec.set_issue_ps(work.issue_ps());
+  rec.set_start_ps(work.start_ps());
+  rec.set_end_ps(work.end_ps());
+  rec.set_flops(work.flops());
+  rec.set_label(work.label().empty() ? absl::StrCat(work.tile_ops(), " tiles") : work.label());
+  ctx_->op_log->AddOp(std::move(rec));
+  if (!ctx_->per_tile_detail) return;
+  AHBM_CHECK(work.ops_size() == static_cast<int>(work.tile_ops()))
+      << "EngineWork for cmd " << work.cmd_id() << ": " << work.ops_size() << " tile ops of "
+      << work.tile_ops() << " with per-tile detail";
+  for (const pb::EngineOp& op : work.ops()) {
+    pb::OpRecord tile;
+    tile.set_unit(self_);
+    tile.set_unit_name(name);
+    tile.set_op(absl::StrCat(work.op(), ":", op.what()));
+    tile.set_cmd_id(work.cmd_id());
+    tile.set_issue_ps(work.issue_ps());
+    tile.set_start_ps(op.start_ps());
+    tile.set_end_ps(op.end_ps());
+    tile.set_flops(op.flops());
+    ctx_->op_log->AddOp(std::move(tile));
+  }
+}
+
+void EngineUnit::Compute(const pb::EngineWork& work) {
+  AHBM_CHECK(ctx_->data != nullptr)
+      << "EngineWork for cmd " << work.cmd_id() << " carries its command in timing mode";
+  AHBM_CHECK(DataEngineOf(work.command_case()) == kind_)
+      << "cmd " << work.cmd_id() << " computed on a " << topology::UnitKindName(kind_) << " engine";
+  absl::Status status;
+  switch (work.command_case()) {
+    case pb::EngineWork::kComposite:
+      status = ctx_->data->Apply(work.composite());
+      break;
+    case pb::EngineWork::kDot:
+      status = ctx_->data->Apply(work.dot());
+      break;
+    case pb::EngineWork::kMath:
+      status = ctx_->data->Apply(work.math());
+      break;
+    case pb::EngineWork::kSoftmaxPv:
+      status = ctx_->data->Apply(work.softmax_pv());
+      break;
+    case pb::EngineWork::kLseMerge:
+      status = ctx_->data->Apply(work.lse_merge());
+      break;
+    case pb::EngineWork::COMMAND_NOT_SET:
+      return;
+  }
+  if (!status.ok()) {
+    ctx_->AddError(absl::StrCat(PeName(ctx_->index, pe_), ": ", work.op(), " cmd ", work.cmd_id(),
+                                ": data: ", status.message()));
+  }
 }
 
 void StartEngineUnitActor(UnitContext& ctx, topology::UnitKind kind, uint32_t pe) {
   AHBM_CHECK(kind == topology::UnitKind::kGemm || kind == topology::UnitKind::kMath)
       << "not an engine unit: " << topology::UnitKindName(kind);
   const UnitId id = ctx.index.PeUnit(kind, ctx.index.PeOf(pe)).value();
-  ctx.engine->Register(id, ctx.engine->system().spawn(EngineUnitBehavior, &ctx, id));
+  ctx.engine->Register(id, ctx.engine->system().spawn(EngineUnitBehavior, &ctx, kind, id, pe));
 }
 
 }  // namespace ahbm::sim

@@ -93,6 +93,24 @@ std::string PeScheduler::OpName(const Cmd& c) {
   return "?";
 }
 
+pb::EngineWork::CommandCase PeScheduler::CommandCaseOf(Kind kind) {
+  switch (kind) {
+    case Kind::kComposite:
+      return pb::EngineWork::kComposite;
+    case Kind::kSoftmaxPv:
+      return pb::EngineWork::kSoftmaxPv;
+    case Kind::kDot:
+      return pb::EngineWork::kDot;
+    case Kind::kMath:
+      return pb::EngineWork::kMath;
+    case Kind::kLseMerge:
+      return pb::EngineWork::kLseMerge;
+    case Kind::kDma:
+      break;
+  }
+  return pb::EngineWork::COMMAND_NOT_SET;
+}
+
 void PeScheduler::Cmd::Reset(std::vector<std::vector<TileOp>>& free_plans) {
   // Field by field (a fresh Cmd moved in costs more): the buffers keep their capacity.
   if (plan.capacity() > 0 && free_plans.size() < kMaxFreePlans) {
@@ -757,31 +775,10 @@ bool PeScheduler::TryComplete(Cmd& c) {
 }
 
 void PeScheduler::ApplyData(const Cmd& c) {
-  if (ctx_->data == nullptr) return;
-  absl::Status status;
-  switch (c.kind) {
-    case Kind::kComposite:
-      status = ctx_->data->Apply(c.composite());
-      break;
-    case Kind::kSoftmaxPv:
-      status = ctx_->data->Apply(c.softmax_pv());
-      break;
-    case Kind::kDot:
-      status = ctx_->data->Apply(c.dot());
-      break;
-    case Kind::kMath:
-      status = ctx_->data->Apply(c.math());
-      break;
-    case Kind::kDma:
-      status = ctx_->data->Apply(c.dma());
-      break;
-    case Kind::kLseMerge:
-      status = ctx_->data->Apply(c.lse_merge());
-      break;
-  }
-  if (!status.ok()) {
+  if (ctx_->data == nullptr || c.kind != Kind::kDma) return;
+  if (const absl::Status status = ctx_->data->Apply(c.dma()); !status.ok()) {
     ctx_->AddError(absl::StrCat(checker_.pe_name(), ": ", OpName(c), " cmd ", c.cmd_id,
-                                        ": data: ", std::string(status.message())));
+                                ": data: ", status.message()));
   }
 }
 
@@ -821,57 +818,95 @@ void PeScheduler::PostWake() {
 // ---- outputs ----
 
 void PeScheduler::ReportEngineWork(const Cmd& c, SimTime delay, std::string* record) {
-  if (ctx_->op_log == nullptr) {
-    // No records to write: the engine units' stats, without a message.
-    EngineStats gemm, math;
-    for (uint32_t pos : c.op_pos) {
-      const TileOp& op = c.plan[pos];
-      const std::optional<OpTiming> t = planner_.timing(*c.planner_op[op.index]);
-      AHBM_CHECK(t.has_value()) << "completed op without timing";
-      EngineStats& s = op.kind == TileOpKind::kGemm ? gemm : math;
-      ++s.ops;
-      s.busy_ps += (t->end - t->start).value();
-      s.work_ps += clock_.ToTime(op.cycles).value();
-      s.flops += op.flops;
-    }
-    if (gemm.ops > 0) RecordEngineStats(*ctx_, gemm_unit_, gemm);
-    if (math.ops > 0) RecordEngineStats(*ctx_, math_unit_, math);
-    return;
-  }
-  pb::EngineWork gemm, math;
-  const std::string op_name = OpName(c);
-  for (pb::EngineWork* w : {&gemm, &math}) {
-    w->set_cmd_id(c.cmd_id);
-    w->set_op(op_name);
-    w->set_issue_ps(c.issue.value());
-  }
-  const bool want_what = ctx_->per_tile_detail;
+  // By engine: [0] GEMM, [1] MATH. A message is made for an engine that ran ops of `c` or
+  // computes its values (data mode).
+  struct Sum {
+    uint32_t ops = 0;
+    uint64_t start = UINT64_MAX, end = 0, busy = 0, work = 0, flops = 0;
+  };
+  Sum sum[2];
+  std::shared_ptr<pb::EngineWork> work[2];
+  const auto message = [&work](int e) -> pb::EngineWork& {
+    if (work[e] == nullptr) work[e] = MessagePool<pb::EngineWork>::Make();
+    return *work[e];
+  };
+  const bool detail = ctx_->op_log != nullptr && ctx_->per_tile_detail;
+  const bool data = ctx_->data != nullptr && c.kind != Kind::kDma;
+  // Names cost a string: only for op records and data-plane errors.
+  const std::string op_name = ctx_->op_log != nullptr || data ? OpName(c) : std::string();
   // The planner ops in plan order (op_pos ascends), not a walk over every tile op.
   for (uint32_t pos : c.op_pos) {
     const TileOp& op = c.plan[pos];
     const std::optional<OpTiming> t = planner_.timing(*c.planner_op[op.index]);
     AHBM_CHECK(t.has_value()) << "completed op without timing";
-    const bool is_gemm = op.kind == TileOpKind::kGemm;
-    pb::EngineOp* e = (is_gemm ? gemm : math).add_ops();
-    e->set_tile_index(op.index);
-    // Read only by the engine unit's per-tile op-log records.
-    if (want_what) e->set_what(c.kind == Kind::kMath ? op_name : TileWhat(op));
-    e->set_start_ps(t->start.value());
-    e->set_end_ps(t->end.value());
-    e->set_flops(op.flops);
-    e->set_work_ps(clock_.ToTime(op.cycles).value());
+    const int e = op.kind == TileOpKind::kGemm ? 0 : 1;
+    Sum& s = sum[e];
+    const uint64_t work_ps = clock_.ToTime(op.cycles).value();
+    ++s.ops;
+    s.start = std::min(s.start, t->start.value());
+    s.end = std::max(s.end, t->end.value());
+    s.busy += (t->end - t->start).value();
+    s.work += work_ps;
+    s.flops += op.flops;
+    if (!detail) continue;
+    pb::EngineOp* d = message(e).add_ops();
+    d->set_tile_index(op.index);
+    d->set_what(c.kind == Kind::kMath ? op_name : TileWhat(op));
+    d->set_start_ps(t->start.value());
+    d->set_end_ps(t->end.value());
+    d->set_flops(op.flops);
+    d->set_work_ps(work_ps);
     uint64_t elements = 0;
-    for (const MathOpShape& s : op.math_stages) elements += s.elements;
-    e->set_elements(elements);
+    for (const MathOpShape& m : op.math_stages) elements += m.elements;
+    d->set_elements(elements);
   }
-  if (record != nullptr) (gemm.ops_size() > 0 ? gemm : math).set_scheduler_record(std::move(*record));
-  if (gemm.ops_size() > 0) {
+  if (data) {
+    const pb::EngineWork::CommandCase command = CommandCaseOf(c.kind);
+    pb::EngineWork& w = message(DataEngineOf(command) == topology::UnitKind::kGemm ? 0 : 1);
+    switch (command) {
+      case pb::EngineWork::kComposite:
+        *w.mutable_composite() = c.composite();
+        break;
+      case pb::EngineWork::kDot:
+        *w.mutable_dot() = c.dot();
+        break;
+      case pb::EngineWork::kMath:
+        *w.mutable_math() = c.math();
+        break;
+      case pb::EngineWork::kSoftmaxPv:
+        *w.mutable_softmax_pv() = c.softmax_pv();
+        break;
+      case pb::EngineWork::kLseMerge:
+        *w.mutable_lse_merge() = c.lse_merge();
+        break;
+      case pb::EngineWork::COMMAND_NOT_SET:
+        AHBM_CHECK(false) << "no engine computes a " << op_name;
+    }
+  }
+  for (int e : {0, 1}) {
+    if (sum[e].ops == 0 && work[e] == nullptr) continue;
+    pb::EngineWork& w = message(e);
+    w.set_cmd_id(c.cmd_id);
+    if (!op_name.empty()) w.set_op(op_name);
+    w.set_issue_ps(c.issue.value());
+    w.set_tile_ops(sum[e].ops);
+    if (sum[e].ops > 0) {
+      w.set_start_ps(sum[e].start);
+      w.set_end_ps(sum[e].end);
+    }
+    w.set_busy_ps(sum[e].busy);
+    w.set_work_ps(sum[e].work);
+    w.set_flops(sum[e].flops);
+  }
+  // The scheduler's record rides on the first work with ops (the one whose unit writes records).
+  if (record != nullptr) message(sum[0].ops > 0 ? 0 : 1).set_scheduler_record(std::move(*record));
+  if (work[0] != nullptr) {
     engine_->Send(self_, delay, gemm_unit_,
-                  std::shared_ptr<const pb::EngineWork>(std::make_shared<pb::EngineWork>(std::move(gemm))));
+                  std::shared_ptr<const pb::EngineWork>(std::move(work[0])));
   }
-  if (math.ops_size() > 0) {
+  if (work[1] != nullptr) {
     engine_->Send(self_, delay, math_unit_,
-                  std::shared_ptr<const pb::EngineWork>(std::make_shared<pb::EngineWork>(std::move(math))));
+                  std::shared_ptr<const pb::EngineWork>(std::move(work[1])));
   }
 }
 

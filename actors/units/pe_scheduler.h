@@ -13,10 +13,12 @@
 //       or CommandError{cmd_id, message} at once when the command is invalid (CommandChecker) —
 //       nothing of an invalid command runs.
 // - out DmaCmd to the PE's DMA unit; in Completion / DmaError from it (same instant).
-// - out EngineWork to the PE's GEMM and MATH units when a command completes (what ran there),
-//       only with an op log: the units write its records in event order. Without one the
-//       scheduler adds the units' stats itself (RecordEngineStats) and sends nothing.
-//       EngineOp.what only with per-tile detail (its only reader is the per-tile record).
+// - out EngineWork to the PE's GEMM and MATH units when a command's timing is final (at its
+//       completion, or ahead of it: ReplyAhead), in every run: per engine that ran ops of it,
+//       their count, span, busy and work time and FLOPs (the units own their stats and op
+//       records); per-tile EngineOps only with an op log and per-tile detail; op names only
+//       with an op log or in data mode; in data mode the command itself to the engine that
+//       computes its values (engine_unit_actor.h), sent even when no op of it ran there.
 // - self: a versioned wake-up (Engine::SetTimer with the version; OnTimer).
 //
 // Contract:
@@ -40,7 +42,8 @@
 // - HBM write-outs are issued when their producing op has ended (a wake-up at that instant).
 // - A command completes when all its planner ops and DMAs have ended; the Completion goes out
 //   at that instant, with start = the earliest op/DMA start. In data mode the command's values
-//   are applied (UnitContext::data) at that instant, before the Completion is sent.
+//   exist before the Completion is delivered: the engine's EngineWork goes out first (same
+//   instant, same source), a DMA command's values are applied (UnitContext::data) at once.
 // - Event budget (closed form): after every input the planner re-plans and ONE wake-up is
 //   posted, at the earliest instant something must happen (a completion, a write-out issue);
 //   a stale wake-up is dropped. A command whose end is already final (ReplyAhead: it is the
@@ -163,6 +166,8 @@ class PeScheduler : public Engine::TimerHandler {
   void ReleaseCmd(Cmd& c);
   // "composite_gemm", "math_EXP", "dma_load", ...: for op-log records and error texts only.
   static std::string OpName(const Cmd& c);
+  // The EngineWork.command field that carries a command of `kind` (none for DMA commands).
+  static pb::EngineWork::CommandCase CommandCaseOf(Kind kind);
   void Admit(Cmd& c);
   void AdmitOrWait(Cmd& c);  // a composite / softmax_pv on arrival
   void AddPlannerOps(Cmd& c, const std::vector<OpId>& extra_deps, int extra_external,
@@ -196,12 +201,13 @@ class PeScheduler : public Engine::TimerHandler {
     Enter();
     if (engine_->current_src() == cpu_unit_) ++commands_received_;
   }
-  // What ran on the GEMM and MATH engines for `c`: EngineWork to their units with an op log,
-  // else their stats directly.
+  // What ran on the GEMM and MATH engines for `c`: one EngineWork to each engine that ran ops
+  // of it and, in data mode, to the engine that computes its values (engine_unit_actor.h).
   // `delay`: sent that far ahead of the events' instant (ReplyAhead), the scheduler's op record
   // `record` (serialized) riding on the first EngineWork.
   void ReportEngineWork(const Cmd& c, SimTime delay = SimTime(), std::string* record = nullptr);
-  void ApplyData(const Cmd& c);  // data mode: the command's values, at its completion
+  // Data mode: a DMA command's values, at its completion (the engines compute the others').
+  void ApplyData(const Cmd& c);
   // The Completion, for `end` (>= now; sent now).
   void Reply(const Cmd& c, SimTime start, SimTime end);
   // The scheduler's stats and op record of a finished command; the record is written now, or

@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "actors/chip_sim.h"
 #include "actors/inject.h"
 #include "gmock/gmock.h"
@@ -578,9 +580,9 @@ TEST_F(SchedulerTest, UncontendedDecodeCompositeCostsAtMostTenEvents) {
   EXPECT_LE(run.sim->events(), 10u);
 }
 
-// Without an op log the scheduler keeps the engine units' stats itself: no EngineWork events,
-// the same report otherwise.
-TEST_F(SchedulerTest, WithoutOpLogNoEngineWorkSameStats) {
+// The engine units own their stats: with or without an op log the scheduler sends them the
+// same EngineWork, so the runs deliver the same events and report the same stats.
+TEST_F(SchedulerTest, WithoutOpLogTheSameEngineWorkAndStats) {
   const uint64_t m = 4 * tile_m_, k = 8 * tile_k_, n = 4 * tile_n_;
   const auto program = [&] {
     ProgramBuilder p;
@@ -592,14 +594,65 @@ TEST_F(SchedulerTest, WithoutOpLogNoEngineWorkSameStats) {
   SimRun unlogged = RunOn(chip_, program(), /*per_tile_events=*/false, "zero", /*op_log=*/false);
   ASSERT_TRUE(logged.status.ok()) << logged.status;
   ASSERT_TRUE(unlogged.status.ok()) << unlogged.status;
+  // cpu start, composite, wake-up, EngineWork to GEMM and MATH, Completion.
   EXPECT_EQ(logged.sim->events(), 6u);
-  EXPECT_EQ(unlogged.sim->events(), 4u);  // cpu start, composite, wake-up, Completion
+  EXPECT_EQ(unlogged.sim->events(), 6u);
   pb::Report with = logged.sim->BuildReport();
   pb::Report without = unlogged.sim->BuildReport();
   EXPECT_GT(with.units_size(), 0);
-  with.set_events(0);
-  without.set_events(0);
   EXPECT_EQ(with.SerializeAsString(), without.SerializeAsString());
+}
+
+// Data mode: the engine that computes a command applies it when its EngineWork is delivered,
+// at the command's completion instant (GEMM: composite; MATH: math); a data-plane error reaches
+// the run with the scheduler's text.
+class RecordingData : public DataPlane {
+ public:
+  explicit RecordingData(const Engine& engine) : engine_(engine) {}
+  absl::Status Apply(const pb::DmaCmd&) override { return absl::OkStatus(); }
+  absl::Status Apply(const pb::GemmCmd&) override { return absl::OkStatus(); }
+  absl::Status Apply(const pb::CompositeCmd& cmd) override {
+    applied[cmd.cmd_id()] = engine_.now().value();
+    return absl::OkStatus();
+  }
+  absl::Status Apply(const pb::MathCmd& cmd) override {
+    applied[cmd.cmd_id()] = engine_.now().value();
+    return absl::InternalError("no values");
+  }
+  absl::Status Apply(const pb::SoftmaxPvCmd&) override { return absl::OkStatus(); }
+  absl::Status Apply(const pb::LseMergeCmd&) override { return absl::OkStatus(); }
+  std::map<uint64_t, uint64_t> applied;  // cmd_id -> the instant it was applied
+
+ private:
+  const Engine& engine_;
+};
+
+TEST_F(SchedulerTest, DataModeEnginesComputeAtTheCompletion) {
+  ChipSimOptions options;
+  options.cubes = {0};
+  options.keep_op_log = true;
+  options.issue_cost_profile = "zero";
+  absl::StatusOr<std::unique_ptr<ChipSim>> created = ChipSim::Create(chip_, options);
+  ASSERT_TRUE(created.ok()) << created.status();
+  SimRun run;
+  run.sim = std::move(*created);
+  RecordingData data(run.sim->engine());
+  run.sim->context().data = &data;
+  ProgramBuilder p;
+  const uint64_t composite = p.Composite(
+      Tcm(0, 0, pb::BF16, {tile_m_, tile_k_}), Tcm(0, 1 << 20, pb::BF16, {tile_k_, tile_n_}),
+      Tcm(0, 2 << 20, pb::FP32, {tile_m_, tile_n_}), {pb::SCALE});
+  const uint64_t math = p.Math(pb::EXP, {Tcm(0, 3 << 20, pb::FP32, {8, 256})},
+                               Tcm(0, (3 << 20) + 65536, pb::FP32, {8, 256}));
+  ASSERT_TRUE(run.sim->SetProgram(0, p.Build()).ok());
+  run.status = run.sim->Run();
+  EXPECT_THAT(std::string(run.status.message()),
+              testing::HasSubstr(
+                  absl::StrCat("pe 0 (sip0.cube0.pe0): math_EXP cmd ", math, ": data: no values")));
+  const std::map<uint64_t, Span> spans = run.Commands();
+  ASSERT_TRUE(spans.contains(composite) && spans.contains(math));
+  EXPECT_EQ(data.applied, (std::map<uint64_t, uint64_t>{{composite, spans.at(composite).end},
+                                                        {math, spans.at(math).end}}));
 }
 
 }  // namespace

@@ -70,10 +70,12 @@ class StatsBoard {
   std::vector<pb::UnitStats> units_;
 };
 
-// Data mode (DESIGN §4): what a command computes, applied by the PE scheduler at the instant
-// the command completes (so later commands, which depend on it, see its values). Implemented by
-// the kernel runtime's memory store; null in timing mode, where no values exist and the timing
-// is the same. An error stops the run (it goes to UnitContext::errors).
+// Data mode (DESIGN §4): what a command computes, applied at the instant the command completes
+// (so later commands, which depend on it, see its values) by the unit that computes it: the
+// GEMM or MATH engine at the delivery of its EngineWork (engine_unit_actor.h), the PE
+// scheduler for a DMA command. Implemented by the kernel runtime's memory store; null in timing
+// mode, where no values exist and the timing is the same. An error stops the run (it goes to
+// UnitContext::errors).
 class DataPlane {
  public:
   virtual ~DataPlane() = default;

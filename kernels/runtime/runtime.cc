@@ -19,7 +19,8 @@ constexpr uint64_t kAlign = 64;  // TCM allocations are 64-byte aligned
 
 uint64_t AlignUp(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
-// Data mode: commands applied to the memory store at completion (sim::DataPlane).
+// Data mode: commands applied to the memory store at completion, by the engine unit (or, for a
+// DMA command, the scheduler) that computes them (sim::DataPlane).
 class StoreDataPlane : public sim::DataPlane {
  public:
   explicit StoreDataPlane(DataExecutor* executor) : executor_(executor) {}
