@@ -26,7 +26,7 @@
 
 namespace ahbm::sim {
 
-class HbmChannelTable;  // actors/units/hbm_channel_actor.h
+class HbmModelContext;  // actors/models/hbm_timing_model.h
 
 // Per-unit counters, indexed by the dense unit ids of topology::ChipIndex.
 class StatsBoard {
@@ -108,7 +108,7 @@ struct UnitContext {
   StatsBoard stats;
   observe::OpLog* op_log = nullptr;  // null: no op log
   DataPlane* data = nullptr;         // null: timing mode
-  HbmChannelTable* hbm_channels = nullptr;  // the HBM channel servers (DMAs call them)
+  HbmModelContext* hbm_models = nullptr;  // what the HBM channels' models share (call memos)
   bool per_tile_events = false;      // PE schedulers step tile by tile (tests: == closed form)
   bool per_tile_detail = false;      // op log: one record per tile op, not only per command
   bool record_calls = false;         // op log: the kernel runtime's Instance / Call records
