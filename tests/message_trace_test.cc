@@ -125,8 +125,7 @@ TEST(MessageTrace, EveryHbmChannelRequestIsAnsweredOnceAtItsInstant) {
     const pb::Envelope& e = t.envelopes[i];
     if (e.has_hbm_request()) {
       ASSERT_EQ(index.KindOf(topology::UnitId(e.src_unit())), topology::UnitKind::kDma) << i;
-      ASSERT_EQ(index.KindOf(topology::UnitId(e.dst_unit())), topology::UnitKind::kHbmChannel)
-          << i;
+      ASSERT_EQ(index.KindOf(topology::UnitId(e.dst_unit())), topology::UnitKind::kHbmChannel) << i;
       ASSERT_EQ(e.hbm_request().channel(), e.dst_unit()) << i;
       ASSERT_GT(e.hbm_request().parts_size(), 0) << i;
       requests_to[e.dst_unit()].push_back(i);

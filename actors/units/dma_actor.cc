@@ -1,10 +1,10 @@
 #include "actors/units/dma_actor.h"
 
 #include <algorithm>
-#include <vector>
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
@@ -82,8 +82,7 @@ void Record(UnitContext* ctx, DmaActorState& st, UnitId self_id, const DmaCallCm
 using RequestPool = MessagePool<pb::HbmRequest>;
 
 // A new call of `requester` issued now; returns its slot (the requests' request_id).
-uint32_t OpenCall(DmaActorState& st, UnitId requester, SimTime now, bool batch,
-                  uint64_t batch_id) {
+uint32_t OpenCall(DmaActorState& st, UnitId requester, SimTime now, bool batch, uint64_t batch_id) {
   uint32_t slot;
   if (st.free_calls.empty()) {
     slot = static_cast<uint32_t>(st.calls.size());
@@ -133,8 +132,7 @@ void AddToCall(DmaActorState& st, uint32_t slot, const pb::DmaCmd& cmd, const Dm
 }
 
 // Sends call `slot`'s requests, ascending channel, and reserves its commands' op records.
-void SendCall(DmaActorState& st, Engine* engine, UnitId self_id, UnitContext* ctx,
-              uint32_t slot) {
+void SendCall(DmaActorState& st, Engine* engine, UnitId self_id, UnitContext* ctx, uint32_t slot) {
   DmaCall& call = st.calls[slot];
   if (ctx != nullptr && ctx->op_log != nullptr) {
     call.first_op_seq = ctx->op_log->ReserveOp();
@@ -201,13 +199,11 @@ void OnBatch(DmaActorState& st, Engine* engine, UnitId self_id, UnitContext* ctx
   const SimTime now = engine->now();
   AHBM_CHECK(batch.cmds_size() > 0)
       << "DMA unit " << self_id << ": empty batch " << batch.batch_id();
-  const uint32_t slot =
-      OpenCall(st, engine->current_src(), now, /*batch=*/true, batch.batch_id());
+  const uint32_t slot = OpenCall(st, engine->current_src(), now, /*batch=*/true, batch.batch_id());
   for (const pb::DmaCmd& cmd : batch.cmds()) {
     const uint64_t cmd_id = cmd.cmd_id();
     absl::StatusOr<DmaPlan> plan = st.model->Plan(cmd);
-    AHBM_CHECK(plan.ok()) << "DMA unit " << self_id << ": batch command refused: "
-                          << plan.status();
+    AHBM_CHECK(plan.ok()) << "DMA unit " << self_id << ": batch command refused: " << plan.status();
     AHBM_CHECK(plan->kind == DmaKind::kHbmRead && !InFlight(st, cmd_id, now))
         << "DMA unit " << self_id << ": batch cmd " << cmd_id << " is not a new HBM read";
     AddToCall(st, slot, cmd, *plan);
@@ -237,10 +233,9 @@ void Finish(DmaActorState& st, Engine* engine, UnitId self_id, UnitContext* ctx,
       done->set_end_ps(c.end.value());
     }
     if (ctx != nullptr) {
-      std::stable_sort(call.cmds.begin(), call.cmds.end(),
-                       [](const DmaCallCmd& a, const DmaCallCmd& b) {
-                         return a.last_channel < b.last_channel;
-                       });
+      std::stable_sort(
+          call.cmds.begin(), call.cmds.end(),
+          [](const DmaCallCmd& a, const DmaCallCmd& b) { return a.last_channel < b.last_channel; });
       for (size_t i = 0; i < call.cmds.size(); ++i) {
         Record(ctx, st, self_id, call.cmds[i], call.issue,
                call.first_op_seq == kNoOpSeq ? kNoOpSeq : call.first_op_seq + i);
@@ -255,8 +250,7 @@ void Finish(DmaActorState& st, Engine* engine, UnitId self_id, UnitContext* ctx,
 void OnAnswer(DmaActorState& st, Engine* engine, UnitId self_id, UnitContext* ctx,
               const pb::HbmResponse& resp) {
   AHBM_CHECK(resp.request_id() < st.calls.size() && st.calls[resp.request_id()].pending > 0)
-      << "DMA unit " << self_id << ": an answer to no call in flight (" << resp.request_id()
-      << ")";
+      << "DMA unit " << self_id << ": an answer to no call in flight (" << resp.request_id() << ")";
   const uint32_t slot = static_cast<uint32_t>(resp.request_id());
   DmaCall& call = st.calls[slot];
   for (const pb::HbmPartGrant& g : resp.parts()) {
@@ -299,8 +293,7 @@ caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, const 
                           uint32_t pe, UnitContext* ctx) {
   self->state.model.emplace(*chip, pe);
   const topology::ChipIndex index(*chip);
-  self->state.first_channel =
-      index.HbmChannelUnit(index.PeOf(pe).cube_id(), /*channel=*/0).value();
+  self->state.first_channel = index.HbmChannelUnit(index.PeOf(pe).cube_id(), /*channel=*/0).value();
   self->state.outgoing.resize(index.channels_per_cube());
   return {
       [self, engine, self_id, ctx](const std::shared_ptr<const pb::DmaCmd>& cmd) {
@@ -315,8 +308,7 @@ caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, const 
   };
 }
 
-void StartDmaActor(Engine& engine, UnitId id, std::string name, const pb::Chip& chip,
-                   uint32_t pe) {
+void StartDmaActor(Engine& engine, UnitId id, std::string name, const pb::Chip& chip, uint32_t pe) {
   engine.Register(id, std::move(name),
                   engine.system().spawn(DmaBehavior, &engine, id, &chip, pe,
                                         static_cast<UnitContext*>(nullptr)));

@@ -58,13 +58,13 @@
 #include "actors/engine.h"
 #include "actors/models/dma_model.h"
 #include "actors/time.h"
+#include "actors/units/unit_context.h"
 #include "caf/behavior.hpp"
 #include "caf/event_based_actor.hpp"
 #include "caf/stateful_actor.hpp"
 #include "proto/commands.pb.h"
 #include "proto/topology.pb.h"
 #include "topology/ids.h"
-#include "actors/units/unit_context.h"
 
 namespace ahbm::sim {
 
@@ -90,10 +90,10 @@ struct DmaCallCmd {
   DmaKind kind = DmaKind::kHbmRead;
   Bytes useful_bytes;
   Bytes charged_bytes;
-  SimTime extra;                      // DmaModel::ExtraLatency of its plan
-  SimTime start = SimTime::Max();     // min over its grants of start
-  SimTime end;                        // max over its grants of (done + extra)
-  UnitId last_channel = 0;            // the highest channel unit id that answered for it
+  SimTime extra;                   // DmaModel::ExtraLatency of its plan
+  SimTime start = SimTime::Max();  // min over its grants of start
+  SimTime end;                     // max over its grants of (done + extra)
+  UnitId last_channel = 0;         // the highest channel unit id that answered for it
 };
 
 // A DmaCmd or DmaBatch waiting for its channels' answers.
@@ -102,11 +102,11 @@ struct DmaCall {
   SimTime issue;
   bool batch = false;
   uint64_t batch_id = 0;
-  uint32_t pending = 0;              // answers still to come
+  uint32_t pending = 0;  // answers still to come
   // The op log places reserved for its commands' records at issue (consecutive), or
   // UINT64_MAX: none (no op log).
   uint64_t first_op_seq = UINT64_MAX;
-  std::vector<DmaCallCmd> cmds;      // in command (batch) order
+  std::vector<DmaCallCmd> cmds;  // in command (batch) order
 };
 
 struct DmaActorState {
@@ -133,8 +133,7 @@ caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, const 
 
 // Spawns the DMA actor of global PE `pe` and registers it as unit `id` named `name` (`chip`
 // lives until the next Run).
-void StartDmaActor(Engine& engine, UnitId id, std::string name, const pb::Chip& chip,
-                   uint32_t pe);
+void StartDmaActor(Engine& engine, UnitId id, std::string name, const pb::Chip& chip, uint32_t pe);
 // The DMA of global PE `pe` of ctx's chip, with stats and op log.
 void StartDmaActor(UnitContext& ctx, uint32_t pe);
 

@@ -383,10 +383,11 @@ TEST_F(DmaActorTest, AnotherRequesterSharesAChannelsFifoWithTheDma) {
               std::shared_ptr<const pb::HbmRequest>(std::move(req)));
   engine.Run();
   const uint64_t occupancy = kBytes / (channels_per_pe_ * bytes_per_cycle_);
-  EXPECT_THAT(log, ElementsAre(Reply{issue, channel0, 5, channel0, issue,
-                                     issue + Ch(4 + latency_cycles_), ""},
-                               Reply{issue, Dma(0), 1, Dma(0), issue,
-                                     issue + Ch(4 + occupancy + latency_cycles_), ""}));
+  EXPECT_THAT(
+      log,
+      ElementsAre(
+          Reply{issue, channel0, 5, channel0, issue, issue + Ch(4 + latency_cycles_), ""},
+          Reply{issue, Dma(0), 1, Dma(0), issue, issue + Ch(4 + occupancy + latency_cycles_), ""}));
 }
 
 TEST(SpanUnionTest, CountsEachInstantOnce) {
