@@ -77,8 +77,8 @@ absl::StatusOr<std::unique_ptr<ChipSim>> ChipSim::Create(const pb::Chip& chip,
   sim->op_log_ = std::make_unique<observe::OpLog>(options.op_log_stream, options.keep_op_log);
   sim->ctx_ = std::make_unique<UnitContext>(sim->engine_.get(), chip);
   UnitContext& ctx = *sim->ctx_;
-  sim->hbm_channels_ = std::make_unique<HbmChannelTable>(options.hbm_call_memo);
-  ctx.hbm_channels = sim->hbm_channels_.get();
+  sim->hbm_models_ = std::make_unique<HbmModelContext>(options.hbm_call_memo);
+  ctx.hbm_models = sim->hbm_models_.get();
   // No record is built when none is kept or streamed: every emitter skips a null op log, and
   // the records (and the unit-name strings they carry) were ~1 M allocations per full-chip run.
   // op_log() still holds the header.
@@ -139,7 +139,7 @@ absl::StatusOr<std::unique_ptr<ChipSim>> ChipSim::Create(const pb::Chip& chip,
       StartEngineUnitActor(ctx, UnitKind::kMath, pe);
     }
     for (uint32_t ch = 0; ch < ctx.index.channels_per_cube(); ++ch) {
-      AddHbmChannel(ctx, cube, ch);
+      StartHbmChannelActor(ctx, cube, ch);
     }
   }
   // PE-to-PE queues towards existing neighbours, NOC routers, UCIe units.

@@ -6,9 +6,9 @@
 // Contract:
 // - Create() spawns, for every CUBE of `options.cubes` (all CUBEs when empty): each PE's
 //   scheduler, DMA, GEMM and MATH units, its IPCQ queues towards existing mesh neighbours,
-//   every HBM channel of the CUBE (a server the DMAs call, no actor: nothing messages a
-//   channel here); and the NOC router of every CUBE and the UCIe unit of every
-//   SIP of the chip (messages between built CUBEs cross the others). The NOC routers and UCIe
+//   every HBM pseudo-channel of the CUBE (an actor the DMAs message); and the NOC router of
+//   every CUBE and the UCIe unit of every SIP of the chip (messages between built CUBEs cross
+//   the others). The NOC routers and UCIe
 //   units share one LinkNetworkModel owned here. PE CPUs are spawned by
 //   SetProgram (one program per PE, before Run).
 // - The op log starts with a TraceHeader (schema 1, topology name and digest, issue-cost
@@ -105,7 +105,7 @@ class ChipSim {
   // engine's Shutdown() (it reads the link units' counters).
   pb::Report BuildReport(uint64_t comm_critical_path_ps = 0) const;
   UnitContext& context() { return *ctx_; }
-  HbmCallMemo::Stats hbm_call_memo_stats() const { return hbm_channels_->memo_stats(); }
+  HbmCallMemo::Stats hbm_call_memo_stats() const { return hbm_models_->memo_stats(); }
   Engine& engine() { return *engine_; }
   // The actors the engine has registered (spawned units: Create()'s, and the PE CPUs of
   // SetProgram / a caller's own), counted by unit kind; kinds with none are absent.
@@ -122,7 +122,7 @@ class ChipSim {
   std::unique_ptr<observe::OpLog> op_log_;
   std::unique_ptr<observe::MessageTraceWriter> message_trace_;
   std::unique_ptr<UnitContext> ctx_;
-  std::unique_ptr<HbmChannelTable> hbm_channels_;
+  std::unique_ptr<HbmModelContext> hbm_models_;  // the HBM channels' call memos
   std::unique_ptr<LinkNetworkModel> network_;
   // Link units by id, for their stats: weak handles, so that Engine::Shutdown() can drop the
   // last strong one (a unit nobody holds needs no exit message).

@@ -183,6 +183,50 @@ TEST(MessageTrace, EngineWorkReachesTheEnginesBeforeTheCompletion) {
   EXPECT_EQ(completed, work.size());
 }
 
+// A DMA call's share for an HBM channel is one HbmRequest from the DMA to the channel actor,
+// answered once by one HbmResponse from that channel to that DMA at the same instant: the
+// channel's k-th message (its src_seq k) answers the k-th request delivered to it, with the
+// request's id and one grant per part, in the parts' order, final at arrival (the DMA's
+// Completion follows at that instant too).
+TEST(MessageTrace, EveryHbmChannelRequestIsAnsweredOnceAtItsInstant) {
+  const Traced t = RunTraced(kDecode, "decode_channels");
+  ASSERT_TRUE(t.result.runtime_status.ok()) << t.result.runtime_status;
+  const topology::ChipIndex index(Small());
+  std::map<uint32_t, std::vector<size_t>> requests_to;  // channel -> its requests, in order
+  size_t answers = 0;
+  for (size_t i = 0; i < t.envelopes.size(); ++i) {
+    const pb::Envelope& e = t.envelopes[i];
+    if (e.has_hbm_request()) {
+      ASSERT_EQ(index.KindOf(topology::UnitId(e.src_unit())), topology::UnitKind::kDma) << i;
+      ASSERT_EQ(index.KindOf(topology::UnitId(e.dst_unit())), topology::UnitKind::kHbmChannel) << i;
+      ASSERT_EQ(e.hbm_request().channel(), e.dst_unit()) << i;
+      ASSERT_GT(e.hbm_request().parts_size(), 0) << i;
+      requests_to[e.dst_unit()].push_back(i);
+      continue;
+    }
+    if (!e.has_hbm_response()) continue;
+    ++answers;
+    const std::vector<size_t>& asked = requests_to[e.src_unit()];
+    ASSERT_LT(e.src_seq(), asked.size()) << "an answer before its request, envelope " << i;
+    const pb::Envelope& req = t.envelopes[asked[e.src_seq()]];
+    EXPECT_EQ(e.dst_unit(), req.src_unit()) << i;
+    EXPECT_EQ(e.time_ps(), req.time_ps()) << i;
+    EXPECT_EQ(e.hbm_response().channel(), e.src_unit()) << i;
+    EXPECT_EQ(e.hbm_response().request_id(), req.hbm_request().request_id()) << i;
+    ASSERT_EQ(e.hbm_response().parts_size(), req.hbm_request().parts_size()) << i;
+    for (int p = 0; p < req.hbm_request().parts_size(); ++p) {
+      const pb::HbmPartGrant& g = e.hbm_response().parts(p);
+      EXPECT_EQ(g.request_id(), req.hbm_request().parts(p).request_id()) << i;
+      EXPECT_LE(req.time_ps(), g.start_ps()) << i;
+      EXPECT_LT(g.start_ps(), g.done_ps()) << i;
+    }
+  }
+  size_t requests = 0;
+  for (const auto& [channel, asked] : requests_to) requests += asked.size();
+  EXPECT_GT(requests, 100u);
+  EXPECT_EQ(answers, requests);
+}
+
 TEST(MessageTrace, TheSameRunGivesTheSameBytes) {
   const Traced a = RunTraced(kRing, "ring_a");
   const Traced b = RunTraced(kRing, "ring_b");

@@ -85,6 +85,34 @@ uint64_t OpLog::AddOp(pb::OpRecord op) {
   return seq;
 }
 
+uint64_t OpLog::ReserveOp() {
+  const uint64_t seq = next_seq_++;
+  AHBM_CHECK(appended_ > 0) << "OpLog: an op record was reserved before SetHeader";
+  held_.emplace_back();
+  held_seq_.push_back(seq);
+  return seq;
+}
+
+void OpLog::FillOp(uint64_t seq, pb::OpRecord op) {
+  size_t i = 0;
+  while (i < held_seq_.size() && held_seq_[i] != seq) ++i;
+  AHBM_CHECK(i < held_seq_.size() && !held_[i].has_op())
+      << "OpLog: op " << seq << " was not reserved or is filled twice";
+  op.set_seq(seq);
+  *held_[i].mutable_op() = std::move(op);
+  while (!held_.empty() && (held_seq_.front() == UINT64_MAX || held_.front().has_op())) {
+    pb::TraceRecord record = std::move(held_.front());
+    held_.pop_front();
+    held_seq_.pop_front();
+    Write(std::move(record));
+  }
+}
+
+void OpLog::CheckNoneHeld() const {
+  AHBM_CHECK(held_.empty()) << "OpLog: " << held_.size()
+                            << " records wait behind an unfilled op reservation";
+}
+
 void OpLog::AddIssue(pb::IssueRecord issue) { Add(std::move(issue), &pb::TraceRecord::mutable_issue); }
 
 void OpLog::AddStall(pb::StallRecord stall) { Add(std::move(stall), &pb::TraceRecord::mutable_stall); }
@@ -125,6 +153,15 @@ void OpLog::Append(pb::TraceRecord record) {
   AHBM_CHECK(appended_ > 0 || record.has_header())
       << "OpLog: a '" << RecordKindName(record.record_case())
       << "' record was added before SetHeader; the header must be first";
+  if (!held_.empty()) {
+    held_.push_back(std::move(record));
+    held_seq_.push_back(UINT64_MAX);
+    return;
+  }
+  Write(std::move(record));
+}
+
+void OpLog::Write(pb::TraceRecord record) {
   if (stream_ != nullptr && stream_status_.ok() &&
       !google::protobuf::util::SerializeDelimitedToOstream(record, stream_)) {
     stream_status_ = absl::DataLossError(
@@ -135,6 +172,7 @@ void OpLog::Append(pb::TraceRecord record) {
 }
 
 absl::Status OpLog::Flush() {
+  CheckNoneHeld();
   if (stream_ != nullptr && stream_status_.ok() && !stream_->flush()) {
     stream_status_ = absl::DataLossError("flushing the op log stream failed");
   }

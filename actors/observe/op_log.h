@@ -6,6 +6,12 @@
 //   before it, or a second SetHeader, fail an AHBM_CHECK (our bug, not the user's).
 // - AddOp overwrites OpRecord.seq with 0, 1, 2, ... in AddOp call order and returns it; issue
 //   and stall records do not consume seq numbers.
+// - ReserveOp takes the next seq and the next place in the log for an op record whose content
+//   is known only later (a DMA command's: its channels answer after its issue, at the same
+//   instant); FillOp(seq, op) puts the record there, with that seq. Records added while a
+//   reservation is unfilled wait behind it (neither kept nor streamed yet); once it is
+//   filled they follow in their order. records(), TakeRecords() and Flush() CHECK that every
+//   reservation is filled.
 // - records() holds exactly what was appended, in append order; with a stream, the stream gets
 //   the same records in the same order, each written by SerializeDelimitedToOstream as it is
 //   appended (a varint size, then the serialized TraceRecord). Flush() flushes the stream and
@@ -19,6 +25,7 @@
 #define AHBMSIM_ACTORS_OBSERVE_OP_LOG_H_
 
 #include <cstdint>
+#include <deque>
 #include <istream>
 #include <ostream>
 #include <string>
@@ -49,6 +56,9 @@ class OpLog {
   void SetHeader(pb::TraceHeader header);
   // Returns the seq assigned to `op`.
   uint64_t AddOp(pb::OpRecord op);
+  // See the contract: the seq of the reserved record, and the record put there.
+  uint64_t ReserveOp();
+  void FillOp(uint64_t seq, pb::OpRecord op);
   void AddIssue(pb::IssueRecord issue);
   void AddStall(pb::StallRecord stall);
   // A recorded trace's instances and calls (kernels/runtime: ChipSimOptions::record_calls).
@@ -58,9 +68,15 @@ class OpLog {
   // A recorded trace's last record.
   void AddReport(pb::Report report);
 
-  const std::vector<pb::TraceRecord>& records() const { return records_; }
+  const std::vector<pb::TraceRecord>& records() const {
+    CheckNoneHeld();
+    return records_;
+  }
   // Moves the records out (the log is empty afterwards; streaming is unaffected).
-  std::vector<pb::TraceRecord> TakeRecords() { return std::move(records_); }
+  std::vector<pb::TraceRecord> TakeRecords() {
+    CheckNoneHeld();
+    return std::move(records_);
+  }
   uint64_t num_ops() const { return next_seq_; }
   // The header's per_tile_detail; CHECK-fails before SetHeader.
   bool per_tile_detail() const;
@@ -70,6 +86,9 @@ class OpLog {
 
  private:
   void Append(pb::TraceRecord record);
+  // Keeps and streams `record` (Append's work once nothing holds it back).
+  void Write(pb::TraceRecord record);
+  void CheckNoneHeld() const;
   // Appends `r` as the TraceRecord field `field` returns.
   template <class R>
   void Add(R r, R* (pb::TraceRecord::*field)()) {
@@ -83,6 +102,10 @@ class OpLog {
   uint64_t appended_ = 0;  // records appended (kept or not)
   std::vector<pb::TraceRecord> records_;
   uint64_t next_seq_ = 0;
+  // Records from the first unfilled reservation on, in order (a reservation: an op record
+  // without `op` set yet), and the seq of each reservation's place.
+  std::deque<pb::TraceRecord> held_;
+  std::deque<uint64_t> held_seq_;  // parallel to held_: the op seq, or UINT64_MAX
   absl::Status stream_status_;
 };
 

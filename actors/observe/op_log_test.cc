@@ -121,6 +121,43 @@ TEST(OpLogTest, AssignsSeqInAppendOrderAndKeepsRecordOrder) {
   EXPECT_EQ(records[5].op().unit_name(), "b");
 }
 
+// A reserved op keeps its place and seq; what comes after it waits (also on the stream) until
+// it is filled, and two reservations may be filled in either order.
+TEST(OpLogTest, AReservedOpKeepsItsPlaceAndHoldsBackWhatFollows) {
+  std::ostringstream stream;
+  OpLog log(&stream);
+  log.SetHeader(Header(/*per_tile_detail=*/false));
+  const size_t header_bytes = stream.str().size();
+  EXPECT_EQ(log.AddOp(Op(10, "a", 0, 1)), 0u);
+  const uint64_t first = log.ReserveOp();
+  const uint64_t second = log.ReserveOp();
+  EXPECT_EQ(first, 1u);
+  EXPECT_EQ(second, 2u);
+  EXPECT_EQ(log.AddOp(Op(11, "b", 1, 2)), 3u);
+  log.AddIssue(Issue());
+  const size_t before_fill = stream.str().size();
+  EXPECT_GT(before_fill, header_bytes);  // op 0 was streamed
+  log.FillOp(second, Op(12, "d", 0, 5));
+  EXPECT_EQ(stream.str().size(), before_fill);  // op 1 is still missing: nothing more written
+  log.FillOp(first, Op(12, "c", 0, 4));
+
+  const std::vector<pb::TraceRecord>& records = log.records();
+  ASSERT_EQ(records.size(), 6u);
+  EXPECT_EQ(records[1].op().seq(), 0u);
+  EXPECT_EQ(records[2].op().seq(), 1u);
+  EXPECT_EQ(records[2].op().unit_name(), "c");
+  EXPECT_EQ(records[3].op().seq(), 2u);
+  EXPECT_EQ(records[3].op().unit_name(), "d");
+  EXPECT_EQ(records[4].op().seq(), 3u);
+  EXPECT_EQ(records[4].op().unit_name(), "b");
+  EXPECT_TRUE(records[5].has_issue());
+  ASSERT_TRUE(log.Flush().ok());
+  std::istringstream in(stream.str());
+  absl::StatusOr<std::vector<pb::TraceRecord>> read = ReadOpLog(in);
+  ASSERT_TRUE(read.ok()) << read.status();
+  ExpectSameRecords(*read, records);
+}
+
 TEST(OpLogTest, PerTileDetailComesFromTheHeader) {
   OpLog log;
   log.SetHeader(Header(/*per_tile_detail=*/true));

@@ -1,14 +1,15 @@
 #include "actors/units/dma_actor.h"
 
 #include <algorithm>
-#include <vector>
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "actors/message_pool.h"
 #include "actors/msg.h"
 #include "base/check.h"
 #include "proto/commands.pb.h"
@@ -35,18 +36,20 @@ void SendCompletion(Engine* engine, UnitId self_id, UnitId dst, uint64_t cmd_id,
 
 // Stats and op log of one finished command (ctx may be null).
 // Commands overlap: busy_ps counts the union of their [start, end) spans.
-void Record(UnitContext* ctx, DmaActorState& st, UnitId self_id, const pb::DmaCmd& cmd,
-            const DmaPlan& plan, SimTime issue, SimTime start, SimTime end) {
+// `op_seq`: the op log place reserved for its record at issue, or kNoOpSeq (append now).
+constexpr uint64_t kNoOpSeq = UINT64_MAX;
+void Record(UnitContext* ctx, DmaActorState& st, UnitId self_id, const DmaCallCmd& cmd,
+            SimTime issue, uint64_t op_seq) {
   if (ctx == nullptr) return;
-  const DmaKind kind = plan.kind;
-  const uint64_t bytes = plan.useful_bytes.value();
+  const DmaKind kind = cmd.kind;
+  const uint64_t bytes = cmd.useful_bytes.value();
   pb::UnitStats& s = ctx->stats.At(self_id);
   s.set_ops(s.ops() + 1);
   if (kind != DmaKind::kTcmCopy) {
     s.set_hbm_useful_bytes(s.hbm_useful_bytes() + bytes);
-    s.set_hbm_charged_bytes(s.hbm_charged_bytes() + plan.charged_bytes.value());
+    s.set_hbm_charged_bytes(s.hbm_charged_bytes() + cmd.charged_bytes.value());
   }
-  s.set_busy_ps(s.busy_ps() + st.busy.Add(start.value(), end.value()));
+  s.set_busy_ps(s.busy_ps() + st.busy.Add(cmd.start.value(), cmd.end.value()));
   const bool write = kind == DmaKind::kHbmWrite;
   if (write) {
     s.set_bytes_written(s.bytes_written() + bytes);
@@ -58,44 +61,92 @@ void Record(UnitContext* ctx, DmaActorState& st, UnitId self_id, const pb::DmaCm
   rec.set_unit(self_id);
   rec.set_unit_name(ctx->Name(self_id));
   rec.set_op(kind == DmaKind::kHbmRead ? "dma_read" : write ? "dma_write" : "dma_copy");
-  rec.set_cmd_id(cmd.cmd_id());
-  rec.set_parent_cmd_id(cmd.parent_cmd_id());
+  rec.set_cmd_id(cmd.cmd_id);
+  rec.set_parent_cmd_id(cmd.parent_cmd_id);
   rec.set_issue_ps(issue.value());
-  rec.set_start_ps(start.value());
-  rec.set_end_ps(end.value());
+  rec.set_start_ps(cmd.start.value());
+  rec.set_end_ps(cmd.end.value());
   if (write) {
     rec.set_bytes_written(bytes);
   } else {
     rec.set_bytes_read(bytes);
   }
-  ctx->op_log->AddOp(std::move(rec));
+  if (op_seq == kNoOpSeq) {
+    ctx->op_log->AddOp(std::move(rec));
+  } else {
+    ctx->op_log->FillOp(op_seq, std::move(rec));
+  }
 }
 
-// What the channels granted one HBM command.
-struct Served {
-  SimTime start = SimTime::Max();
-  SimTime end;
-  UnitId last_channel = 0;  // the highest channel unit id that served it
-};
+// The channel requests are pooled: their parts and address lists keep their capacity.
+using RequestPool = MessagePool<pb::HbmRequest>;
 
-// Serves every channel share of `plan` at `now`, in ascending channel order (folded requests).
-Served ServeShares(DmaActorState& st, const DmaPlan& plan, SimTime now) {
-  const HbmOp op = plan.kind == DmaKind::kHbmWrite ? HbmOp::kWrite : HbmOp::kRead;
-  const SimTime extra = st.model->ExtraLatency(plan);
-  Served served;
-  served.end = now;
-  for (const DmaChannelShare& share : plan.channels) {
-    HbmChannelServer*& server = st.cube_channels[share.channel];
-    if (server == nullptr) {
-      server = &st.channels->At(st.index->HbmChannelUnit(plan.cube, share.channel).value());
-    }
-    const HbmGrant grant = server->Serve(
-        {now, share.bytes, op, share.chunk_addrs, Bytes(share.bytes.value() / share.chunks)});
-    served.start = std::min(served.start, grant.start);
-    served.end = std::max(served.end, grant.done + extra);
-    served.last_channel = std::max(served.last_channel, server->unit());
+// A new call of `requester` issued now; returns its slot (the requests' request_id).
+uint32_t OpenCall(DmaActorState& st, UnitId requester, SimTime now, bool batch, uint64_t batch_id) {
+  uint32_t slot;
+  if (st.free_calls.empty()) {
+    slot = static_cast<uint32_t>(st.calls.size());
+    st.calls.emplace_back();
+  } else {
+    slot = st.free_calls.back();
+    st.free_calls.pop_back();
   }
-  return served;
+  DmaCall& call = st.calls[slot];
+  call.requester = requester;
+  call.issue = now;
+  call.batch = batch;
+  call.batch_id = batch_id;
+  call.pending = 0;
+  call.first_op_seq = kNoOpSeq;
+  call.cmds.clear();
+  return slot;
+}
+
+// Adds command `cmd` planned as `plan` to call `slot`: its shares join the call's requests.
+void AddToCall(DmaActorState& st, uint32_t slot, const pb::DmaCmd& cmd, const DmaPlan& plan) {
+  DmaCall& call = st.calls[slot];
+  const uint64_t index = call.cmds.size();
+  DmaCallCmd& c = call.cmds.emplace_back();
+  c.cmd_id = cmd.cmd_id();
+  c.parent_cmd_id = cmd.parent_cmd_id();
+  c.kind = plan.kind;
+  c.useful_bytes = plan.useful_bytes;
+  c.charged_bytes = plan.charged_bytes;
+  c.extra = st.model->ExtraLatency(plan);
+  c.end = call.issue;
+  for (const DmaChannelShare& share : plan.channels) {
+    std::shared_ptr<pb::HbmRequest>& req = st.outgoing[share.channel];
+    if (req == nullptr) {
+      req = RequestPool::Make();
+      req->set_request_id(slot);
+      req->set_channel(st.first_channel + share.channel);
+      req->set_write(plan.kind == DmaKind::kHbmWrite);
+    }
+    req->set_bytes(req->bytes() + share.bytes.value());
+    pb::HbmPart* part = req->add_parts();
+    part->set_request_id(index);
+    part->set_bytes(share.bytes.value());
+    part->set_chunk_bytes(share.bytes.value() / share.chunks);
+    part->mutable_chunk_addrs()->Add(share.chunk_addrs.begin(), share.chunk_addrs.end());
+  }
+}
+
+// Sends call `slot`'s requests, ascending channel, and reserves its commands' op records.
+void SendCall(DmaActorState& st, Engine* engine, UnitId self_id, UnitContext* ctx, uint32_t slot) {
+  DmaCall& call = st.calls[slot];
+  if (ctx != nullptr && ctx->op_log != nullptr) {
+    call.first_op_seq = ctx->op_log->ReserveOp();
+    for (size_t i = 1; i < call.cmds.size(); ++i) ctx->op_log->ReserveOp();
+  }
+  for (std::shared_ptr<pb::HbmRequest>& req : st.outgoing) {
+    if (req == nullptr) continue;
+    ++call.pending;
+    const UnitId channel = req->channel();
+    engine->Send(self_id, SimTime(0), channel,
+                 std::shared_ptr<const pb::HbmRequest>(std::move(req)));
+    req = nullptr;
+  }
+  AHBM_CHECK(call.pending > 0) << "DMA unit " << self_id << ": a call without HBM channels";
 }
 
 // True while an earlier command with this id ends after `now`; prunes ended ones now and then.
@@ -105,6 +156,110 @@ bool InFlight(DmaActorState& st, uint64_t cmd_id, SimTime now) {
   }
   auto it = st.in_flight.find(cmd_id);
   return it != st.in_flight.end() && it->second > now;
+}
+
+void OnCmd(DmaActorState& st, Engine* engine, UnitId self_id, UnitContext* ctx,
+           const pb::DmaCmd& cmd) {
+  const UnitId requester = engine->current_src();
+  const uint64_t cmd_id = cmd.cmd_id();
+  const SimTime now = engine->now();
+  if (InFlight(st, cmd_id, now)) {
+    SendError(engine, self_id, requester, cmd_id,
+              absl::StrCat("DMA of pe ", st.model->pe(), ": cmd ", cmd_id,
+                           " is already in flight on this DMA"));
+    return;
+  }
+  absl::StatusOr<DmaPlan> plan = st.model->Plan(cmd);
+  if (!plan.ok()) {
+    SendError(engine, self_id, requester, cmd_id, std::string(plan.status().message()));
+    return;
+  }
+  if (plan->kind == DmaKind::kTcmCopy) {
+    const DmaTiming timing = st.model->Execute(*plan, now, {});
+    SendCompletion(engine, self_id, requester, cmd_id, timing.start, timing.done);
+    DmaCallCmd copy{.cmd_id = cmd_id,
+                    .parent_cmd_id = cmd.parent_cmd_id(),
+                    .kind = plan->kind,
+                    .useful_bytes = plan->useful_bytes,
+                    .charged_bytes = plan->charged_bytes,
+                    .start = timing.start,
+                    .end = timing.done};
+    Record(ctx, st, self_id, copy, now, kNoOpSeq);
+    return;
+  }
+  AHBM_CHECK(!plan->channels.empty()) << "HBM plan without channels, cmd " << cmd_id;
+  const uint32_t slot = OpenCall(st, requester, now, /*batch=*/false, /*batch_id=*/0);
+  AddToCall(st, slot, cmd, *plan);
+  st.in_flight[cmd_id] = SimTime::Max();
+  SendCall(st, engine, self_id, ctx, slot);
+}
+
+void OnBatch(DmaActorState& st, Engine* engine, UnitId self_id, UnitContext* ctx,
+             const pb::DmaBatch& batch) {
+  const SimTime now = engine->now();
+  AHBM_CHECK(batch.cmds_size() > 0)
+      << "DMA unit " << self_id << ": empty batch " << batch.batch_id();
+  const uint32_t slot = OpenCall(st, engine->current_src(), now, /*batch=*/true, batch.batch_id());
+  for (const pb::DmaCmd& cmd : batch.cmds()) {
+    const uint64_t cmd_id = cmd.cmd_id();
+    absl::StatusOr<DmaPlan> plan = st.model->Plan(cmd);
+    AHBM_CHECK(plan.ok()) << "DMA unit " << self_id << ": batch command refused: " << plan.status();
+    AHBM_CHECK(plan->kind == DmaKind::kHbmRead && !InFlight(st, cmd_id, now))
+        << "DMA unit " << self_id << ": batch cmd " << cmd_id << " is not a new HBM read";
+    AddToCall(st, slot, cmd, *plan);
+    st.in_flight[cmd_id] = SimTime::Max();
+  }
+  SendCall(st, engine, self_id, ctx, slot);
+}
+
+// The last answer of call `slot` has arrived: the requester's Completion or DmaBatchDone, the
+// records and stats.
+void Finish(DmaActorState& st, Engine* engine, UnitId self_id, UnitContext* ctx, uint32_t slot) {
+  DmaCall& call = st.calls[slot];
+  for (const DmaCallCmd& c : call.cmds) st.in_flight[c.cmd_id] = c.end;
+  if (!call.batch) {
+    const DmaCallCmd& c = call.cmds.front();
+    Record(ctx, st, self_id, c, call.issue, call.first_op_seq);
+    SendCompletion(engine, self_id, call.requester, c.cmd_id, c.start, c.end);
+  } else {
+    auto msg = std::make_shared<pb::DmaBatchDone>();
+    msg->set_batch_id(call.batch_id);
+    msg->mutable_done()->Reserve(static_cast<int>(call.cmds.size()));
+    for (const DmaCallCmd& c : call.cmds) {
+      pb::Completion* done = msg->add_done();
+      done->set_cmd_id(c.cmd_id);
+      done->set_unit(self_id);
+      done->set_start_ps(c.start.value());
+      done->set_end_ps(c.end.value());
+    }
+    if (ctx != nullptr) {
+      std::stable_sort(
+          call.cmds.begin(), call.cmds.end(),
+          [](const DmaCallCmd& a, const DmaCallCmd& b) { return a.last_channel < b.last_channel; });
+      for (size_t i = 0; i < call.cmds.size(); ++i) {
+        Record(ctx, st, self_id, call.cmds[i], call.issue,
+               call.first_op_seq == kNoOpSeq ? kNoOpSeq : call.first_op_seq + i);
+      }
+    }
+    engine->Send(self_id, SimTime(0), call.requester,
+                 std::shared_ptr<const pb::DmaBatchDone>(std::move(msg)));
+  }
+  st.free_calls.push_back(slot);
+}
+
+void OnAnswer(DmaActorState& st, Engine* engine, UnitId self_id, UnitContext* ctx,
+              const pb::HbmResponse& resp) {
+  AHBM_CHECK(resp.request_id() < st.calls.size() && st.calls[resp.request_id()].pending > 0)
+      << "DMA unit " << self_id << ": an answer to no call in flight (" << resp.request_id() << ")";
+  const uint32_t slot = static_cast<uint32_t>(resp.request_id());
+  DmaCall& call = st.calls[slot];
+  for (const pb::HbmPartGrant& g : resp.parts()) {
+    DmaCallCmd& c = call.cmds[g.request_id()];
+    c.start = std::min(c.start, SimTime(g.start_ps()));
+    c.end = std::max(c.end, SimTime(g.done_ps()) + c.extra);
+    c.last_channel = std::max(c.last_channel, resp.channel());
+  }
+  if (--call.pending == 0) Finish(st, engine, self_id, ctx, slot);
 }
 
 }  // namespace
@@ -135,102 +290,34 @@ uint64_t SpanUnion::Add(uint64_t start, uint64_t end) {
 }
 
 caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, const pb::Chip* chip,
-                          uint32_t pe, HbmChannelTable* channels, UnitContext* ctx) {
-  AHBM_CHECK(channels != nullptr) << "DMA unit " << self_id << " without HBM channels";
+                          uint32_t pe, UnitContext* ctx) {
   self->state.model.emplace(*chip, pe);
-  self->state.index.emplace(*chip);
-  self->state.channels = channels;
-  self->state.cube_channels.assign(self->state.index->channels_per_cube(), nullptr);
+  const topology::ChipIndex index(*chip);
+  self->state.first_channel = index.HbmChannelUnit(index.PeOf(pe).cube_id(), /*channel=*/0).value();
+  self->state.outgoing.resize(index.channels_per_cube());
   return {
       [self, engine, self_id, ctx](const Msg<pb::DmaCmd>& cmd) {
-        DmaActorState& st = self->state;
-        const UnitId requester = engine->current_src();
-        const uint64_t cmd_id = cmd->cmd_id();
-        const SimTime now = engine->now();
-        if (InFlight(st, cmd_id, now)) {
-          SendError(engine, self_id, requester, cmd_id,
-                    absl::StrCat("DMA of pe ", st.model->pe(), ": cmd ", cmd_id,
-                                 " is already in flight on this DMA"));
-          return;
-        }
-        absl::StatusOr<DmaPlan> plan = st.model->Plan(*cmd);
-        if (!plan.ok()) {
-          SendError(engine, self_id, requester, cmd_id, std::string(plan.status().message()));
-          return;
-        }
-        if (plan->kind == DmaKind::kTcmCopy) {
-          const DmaTiming timing = st.model->Execute(*plan, now, {});
-          SendCompletion(engine, self_id, requester, cmd_id, timing.start, timing.done);
-          Record(ctx, st, self_id, *cmd, *plan, now, timing.start, timing.done);
-          return;
-        }
-        AHBM_CHECK(!plan->channels.empty()) << "HBM plan without channels, cmd " << cmd_id;
-        const Served served = ServeShares(st, *plan, now);
-        st.in_flight[cmd_id] = served.end;
-        Record(ctx, st, self_id, *cmd, *plan, now, served.start, served.end);
-        SendCompletion(engine, self_id, requester, cmd_id, served.start, served.end);
+        OnCmd(self->state, engine, self_id, ctx, *cmd);
       },
       [self, engine, self_id, ctx](const Msg<pb::DmaBatch>& batch) {
-        DmaActorState& st = self->state;
-        const UnitId requester = engine->current_src();
-        const SimTime now = engine->now();
-        AHBM_CHECK(batch->cmds_size() > 0)
-            << "DMA unit " << self_id << ": empty batch " << batch->batch_id();
-        struct Done {
-          const pb::DmaCmd* cmd;
-          uint64_t cmd_id;
-          DmaPlan plan;
-          Served served;
-        };
-        std::vector<Done> done;
-        done.reserve(batch->cmds_size());
-        for (const pb::DmaCmd& cmd : batch->cmds()) {
-          const uint64_t cmd_id = cmd.cmd_id();
-          absl::StatusOr<DmaPlan> plan = st.model->Plan(cmd);
-          AHBM_CHECK(plan.ok()) << "DMA unit " << self_id << ": batch command refused: "
-                                << plan.status();
-          AHBM_CHECK(plan->kind == DmaKind::kHbmRead && !InFlight(st, cmd_id, now))
-              << "DMA unit " << self_id << ": batch cmd " << cmd_id
-              << " is not a new HBM read";
-          const Served served = ServeShares(st, *plan, now);
-          done.push_back({&cmd, cmd_id, *std::move(plan), served});
-          st.in_flight[cmd_id] = done.back().served.end;
-        }
-        auto msg = std::make_shared<pb::DmaBatchDone>();
-        msg->set_batch_id(batch->batch_id());
-        msg->mutable_done()->Reserve(batch->cmds_size());
-        for (const Done& d : done) {
-          pb::Completion* c = msg->add_done();
-          c->set_cmd_id(d.cmd_id);
-          c->set_unit(self_id);
-          c->set_start_ps(d.served.start.value());
-          c->set_end_ps(d.served.end.value());
-        }
-        if (ctx != nullptr) {
-          std::stable_sort(done.begin(), done.end(), [](const Done& a, const Done& b) {
-            return a.served.last_channel < b.served.last_channel;
-          });
-          for (const Done& d : done) {
-            Record(ctx, st, self_id, *d.cmd, d.plan, now, d.served.start, d.served.end);
-          }
-        }
-        engine->Send(self_id, SimTime(0), requester,
-                     std::shared_ptr<const pb::DmaBatchDone>(std::move(msg)));
+        OnBatch(self->state, engine, self_id, ctx, *batch);
+      },
+      [self, engine, self_id, ctx](const Msg<pb::HbmResponse>& resp) {
+        OnAnswer(self->state, engine, self_id, ctx, *resp);
       },
   };
 }
 
-void StartDmaActor(Engine& engine, UnitId id, std::string name, const pb::Chip& chip,
-                   uint32_t pe, HbmChannelTable& channels) {
+void StartDmaActor(Engine& engine, UnitId id, std::string name, const pb::Chip& chip, uint32_t pe) {
   engine.Register(id, std::move(name),
-                  engine.system().spawn(DmaBehavior, &engine, id, &chip, pe, &channels,
+                  engine.system().spawn(DmaBehavior, &engine, id, &chip, pe,
                                         static_cast<UnitContext*>(nullptr)));
 }
 
 void StartDmaActor(UnitContext& ctx, uint32_t pe) {
   const UnitId id = ctx.index.PeUnit(topology::UnitKind::kDma, ctx.index.PeOf(pe)).value();
-  ctx.engine->Register(id, ctx.engine->system().spawn(DmaBehavior, ctx.engine, id, &ctx.chip, pe,
-                                                      ctx.hbm_channels, &ctx));
+  ctx.engine->Register(
+      id, ctx.engine->system().spawn(DmaBehavior, ctx.engine, id, &ctx.chip, pe, &ctx));
 }
 
 }  // namespace ahbm::sim

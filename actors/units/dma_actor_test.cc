@@ -65,8 +65,10 @@ caf::behavior Requester(caf::event_based_actor*, Engine* engine, std::vector<Rep
         }
       },
       [=](const Msg<pb::HbmResponse>& r) {
-        log->push_back({engine->now().value(), engine->current_src(), r->request_id(),
-                        r->channel(), r->start_ps(), r->done_ps(), ""});
+        for (const pb::HbmPartGrant& g : r->parts()) {
+          log->push_back({engine->now().value(), engine->current_src(), g.request_id(),
+                          r->channel(), g.start_ps(), g.done_ps(), ""});
+        }
       },
       [=](const Msg<pb::DmaError>& e) {
         log->push_back(
@@ -94,17 +96,16 @@ class DmaActorTest : public ::testing::Test {
 
   // Builds the units of CUBE 0 in `engine`; replies are logged into `log`.
   void Build(Engine& engine, std::vector<Reply>* log) {
-    channels_ = HbmChannelTable();
+    models_ = std::make_unique<HbmModelContext>();
     const topology::CubeId cube0{0, 0};
     for (uint32_t c = 0; c < index_.channels_per_cube(); ++c) {
       const UnitId id = index_.HbmChannelUnit(cube0, c).value();
-      StartHbmChannelActor(engine, channels_, id, index_.Name(topology::UnitId(id)),
+      StartHbmChannelActor(engine, *models_, id, index_.Name(topology::UnitId(id)),
                            chip_.sip().cube().hbm_channel());
     }
     for (uint32_t p = 0; p < index_.pes_per_cube(); ++p) {
       const uint32_t pe = index_.GlobalPe(topology::PeId{0, 0, p});
-      StartDmaActor(engine, Dma(pe), index_.Name(topology::UnitId(Dma(pe))), chip_, pe,
-                    channels_);
+      StartDmaActor(engine, Dma(pe), index_.Name(topology::UnitId(Dma(pe))), chip_, pe);
     }
     engine.Register(requester_, "requester", engine.system().spawn(Requester, &engine, log));
   }
@@ -152,7 +153,7 @@ class DmaActorTest : public ::testing::Test {
 
   pb::Chip chip_;
   topology::ChipIndex index_;
-  HbmChannelTable channels_;
+  std::unique_ptr<HbmModelContext> models_;  // the channels' call memos (Build's)
   uint64_t channel_period_ps_ = 0;
   uint64_t pe_period_ps_ = 0;
   uint64_t bytes_per_cycle_ = 0;
@@ -174,8 +175,9 @@ TEST_F(DmaActorTest, ContiguousReadStreamsOverAllOfThePesChannels) {
   const uint64_t occupancy = kBytes / (channels_per_pe_ * bytes_per_cycle_);
   EXPECT_THAT(log, ElementsAre(Reply{issue, Dma(0), 1, Dma(0), issue,
                                      issue + Ch(latency_cycles_ + occupancy), ""}));
-  // One DmaCmd and one Completion, both at issue: the channel requests are folded calls.
-  EXPECT_EQ(engine.events_processed(), 2u);
+  // The DmaCmd, a request to and an answer from each of the 8 channels, the Completion: all at
+  // issue (the grants are final at arrival).
+  EXPECT_EQ(engine.events_processed(), 2u + 2 * channels_per_pe_);
   EXPECT_EQ(engine.now(), SimTime(issue));
 }
 
@@ -199,8 +201,9 @@ TEST_F(DmaActorTest, StridedReadOnOneChannelIsEightTimesSlower) {
                                      issue + Ch(latency_cycles_ + one_channel), ""},
                                Reply{later, Dma(0), 3, Dma(0), later,
                                      later + Ch(latency_cycles_ + all_channels), ""}));
-  // Each command is its DmaCmd and its Completion, however many channels or rows it touches.
-  EXPECT_EQ(engine.events_processed(), 4u);
+  // Each command is its DmaCmd, its Completion and a request and an answer per channel it
+  // touches (one for the strided rows, however many there are; 8 for the dense one).
+  EXPECT_EQ(engine.events_processed(), (2u + 2) + (2u + 2 * channels_per_pe_));
 }
 
 TEST_F(DmaActorTest, TwoPesOnOnePesChannelsSerialiseAndTheRemoteOnePaysTheHop) {
@@ -349,32 +352,42 @@ TEST_F(DmaActorTest, BatchTimesLikeSeparateCommandsWithFewerEvents) {
     EXPECT_EQ(batched[i].start_ps, separate[i].start_ps) << i;
     EXPECT_EQ(batched[i].end_ps, separate[i].end_ps) << i;
   }
-  // Separate: 3 commands + 3 completions; batched: one command, one reply.
-  EXPECT_EQ(separate_events, 6u);
-  EXPECT_EQ(batched_events, 2u);
+  // Separate: 3 commands, 3 completions and a request and an answer per channel share (8 for
+  // each dense read, 4 for the strided one: its 256 B rows every 512 B skip every other
+  // channel); batched: one command, one reply and a request and an answer per channel (8).
+  EXPECT_EQ(separate_events, 6u + 2 * (8 + 4 + 8));
+  EXPECT_EQ(batched_events, 2u + 2 * 8);
   EXPECT_LT(batched_events, separate_events);
 }
 
-// The channel actor's message port and the DMAs' folded calls share one FIFO per channel.
-TEST_F(DmaActorTest, ChannelMessagePortAndFoldedCallsShareTheFifo) {
+// A channel serves whoever messages it in delivery order: a request sent to channel 0 at the
+// DMA command's instant by the same requester (its next send, so delivered right after the
+// command and before the DMA's own requests, which come from the DMA's larger unit id) is
+// first on channel 0, and the DMA's share there waits behind it.
+TEST_F(DmaActorTest, AnotherRequesterSharesAChannelsFifoWithTheDma) {
   std::vector<Reply> log;
   Engine engine;
   Build(engine, &log);
   const uint64_t issue = Ch(10);
-  Issue(engine, SimTime(issue), 0, Read(1, 0, 0, 0, {kBf16Elements}));  // delivered first
+  Issue(engine, SimTime(issue), 0, Read(1, 0, 0, 0, {kBf16Elements}));
   const UnitId channel0 = index_.HbmChannelUnit(topology::CubeId{0, 0}, 0).value();
   auto req = std::make_shared<pb::HbmRequest>();
   req->set_request_id(77);
   req->set_channel(channel0);
   req->set_bytes(bytes_per_cycle_ * 4);
+  pb::HbmPart* part = req->add_parts();
+  part->set_request_id(5);
+  part->set_bytes(bytes_per_cycle_ * 4);
+  part->set_chunk_bytes(bytes_per_cycle_ * 4);
   engine.Send(requester_, SimTime(issue), channel0,
               std::shared_ptr<const pb::HbmRequest>(std::move(req)));
   engine.Run();
   const uint64_t occupancy = kBytes / (channels_per_pe_ * bytes_per_cycle_);
-  EXPECT_THAT(log, ElementsAre(Reply{issue, Dma(0), 1, Dma(0), issue,
-                                     issue + Ch(latency_cycles_ + occupancy), ""},
-                               Reply{issue, channel0, 77, channel0, issue + Ch(occupancy),
-                                     issue + Ch(occupancy + latency_cycles_ + 4), ""}));
+  EXPECT_THAT(
+      log,
+      ElementsAre(
+          Reply{issue, channel0, 5, channel0, issue, issue + Ch(4 + latency_cycles_), ""},
+          Reply{issue, Dma(0), 1, Dma(0), issue, issue + Ch(4 + occupancy + latency_cycles_), ""}));
 }
 
 TEST(SpanUnionTest, CountsEachInstantOnce) {

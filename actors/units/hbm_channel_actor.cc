@@ -1,8 +1,10 @@
 #include "actors/units/hbm_channel_actor.h"
 
 #include <memory>
+#include <span>
 #include <utility>
 
+#include "actors/message_pool.h"
 #include "actors/msg.h"
 #include "base/check.h"
 
@@ -32,56 +34,58 @@ HbmGrant HbmChannelServer::Serve(const HbmAccess& access) {
   return s.grant;
 }
 
-HbmChannelServer& HbmChannelTable::Add(UnitId unit, const pb::HbmChannel& config,
-                                       StatsBoard* stats) {
-  if (by_unit_.size() <= unit) by_unit_.resize(unit + 1);
-  AHBM_CHECK(by_unit_[unit] == nullptr) << "HBM channel unit " << unit << " added twice";
-  by_unit_[unit] = std::make_unique<HbmChannelServer>(unit, config, stats, context_);
-  return *by_unit_[unit];
+namespace {
+
+// The answer pool keeps each message's parts (and their capacity) across reuse.
+using ResponsePool = MessagePool<pb::HbmResponse>;
+
+void ServeRequest(HbmChannelState& st, Engine* engine, const pb::HbmRequest& req) {
+  HbmChannelServer& server = *st.server;
+  const HbmOp op = req.write() ? HbmOp::kWrite : HbmOp::kRead;
+  const SimTime now = engine->now();
+  std::shared_ptr<pb::HbmResponse> resp = ResponsePool::Make();
+  resp->set_request_id(req.request_id());
+  resp->set_bytes(req.bytes());
+  resp->set_channel(server.unit());
+  for (const pb::HbmPart& part : req.parts()) {
+    const HbmGrant grant =
+        server.Serve({now, Bytes(part.bytes()), op,
+                      std::span<const uint64_t>(part.chunk_addrs().data(),
+                                                static_cast<size_t>(part.chunk_addrs_size())),
+                      Bytes(part.chunk_bytes())});
+    pb::HbmPartGrant* g = resp->add_parts();
+    g->set_request_id(part.request_id());
+    g->set_start_ps(grant.start.value());
+    g->set_done_ps(grant.done.value());
+  }
+  engine->Send(server.unit(), SimTime(0), engine->current_src(),
+               std::shared_ptr<const pb::HbmResponse>(std::move(resp)));
 }
 
-void HbmChannelTable::Missing(UnitId unit) {
-  AHBM_CHECK(false) << "unit " << unit << " is not a simulated HBM channel";
-  __builtin_unreachable();
-}
+}  // namespace
 
-caf::behavior HbmChannelBehavior(caf::event_based_actor*, Engine* engine,
-                                 HbmChannelServer* server) {
-  return {[engine, server](const Msg<pb::HbmRequest>& req) {
-    const HbmOp op = req->write() ? HbmOp::kWrite : HbmOp::kRead;
-    const SimTime now = engine->now();
-    auto resp = std::make_shared<pb::HbmResponse>();
-    resp->set_request_id(req->request_id());
-    resp->set_bytes(req->bytes());
-    resp->set_channel(server->unit());
-    if (req->parts_size() == 0) {
-      const HbmGrant grant = server->Serve(now, Bytes(req->bytes()), op);
-      resp->set_start_ps(grant.start.value());
-      resp->set_done_ps(grant.done.value());
-    } else {
-      for (const pb::HbmPart& part : req->parts()) {
-        const HbmGrant grant = server->Serve(now, Bytes(part.bytes()), op);
-        pb::HbmPartGrant* g = resp->add_parts();
-        g->set_request_id(part.request_id());
-        g->set_start_ps(grant.start.value());
-        g->set_done_ps(grant.done.value());
-      }
-    }
-    engine->Send(server->unit(), SimTime(0), engine->current_src(),
-                 std::shared_ptr<const pb::HbmResponse>(std::move(resp)));
+caf::behavior HbmChannelBehavior(HbmChannelActor* self, Engine* engine, UnitId id,
+                                 const pb::HbmChannel* config, StatsBoard* stats,
+                                 HbmModelContext* context) {
+  self->state.server.emplace(id, *config, stats, *context);
+  return {[self, engine](const Msg<pb::HbmRequest>& req) {
+    ServeRequest(self->state, engine, *req);
   }};
 }
 
-void StartHbmChannelActor(Engine& engine, HbmChannelTable& table, UnitId id, std::string name,
+void StartHbmChannelActor(Engine& engine, HbmModelContext& context, UnitId id, std::string name,
                           const pb::HbmChannel& config) {
-  HbmChannelServer* server = &table.Add(id, config, /*stats=*/nullptr);
-  engine.Register(id, std::move(name), engine.system().spawn(HbmChannelBehavior, &engine, server));
+  engine.Register(id, std::move(name),
+                  engine.system().spawn(HbmChannelBehavior, &engine, id, &config,
+                                        static_cast<StatsBoard*>(nullptr), &context));
 }
 
-void AddHbmChannel(UnitContext& ctx, uint32_t cube, uint32_t channel) {
-  AHBM_CHECK(ctx.hbm_channels != nullptr) << "UnitContext without an HBM channel table";
+void StartHbmChannelActor(UnitContext& ctx, uint32_t cube, uint32_t channel) {
+  AHBM_CHECK(ctx.hbm_models != nullptr) << "UnitContext without an HBM model context";
   const UnitId id = ctx.index.HbmChannelUnit(ctx.index.CubeOf(cube), channel).value();
-  ctx.hbm_channels->Add(id, ctx.chip.sip().cube().hbm_channel(), &ctx.stats);
+  ctx.engine->Register(id, ctx.engine->system().spawn(HbmChannelBehavior, ctx.engine, id,
+                                                      &ctx.chip.sip().cube().hbm_channel(),
+                                                      &ctx.stats, ctx.hbm_models));
 }
 
 }  // namespace ahbm::sim

@@ -1,15 +1,14 @@
-// One HBM pseudo-channel unit (DESIGN §2-§3): its timing state (HbmChannelServer, a plain class
-// over the channel's HbmTimingModel, models/hbm_timing_model.h) and the thin CAF actor that is
-// its message port (STYLE 4).
+// One HBM pseudo-channel unit (DESIGN §2-§3): a CAF actor in every run, holding the channel's
+// timing state (HbmChannelServer, a plain class over the channel's HbmTimingModel,
+// models/hbm_timing_model.h, tested without CAF: STYLE 4).
 //
-// Folded requests: a DMA's per-channel request and the channel's reply carry no timing of their
-// own — the DMA asks at now(), the channel answers at once with a grant, a future time that
-// later requests cannot change (every registered model keeps that contract). So the DMA actors
-// of a CUBE call their channels' servers directly, inside their own handler (HbmChannelTable),
-// instead of sending one event per channel and getting one back. The engine runs one handler
-// at a time, so this is a plain, deterministic call. Tie-break rule: requests reaching one
-// channel at the same instant are served in the order the requesting handlers run (engine
-// delivery order of the DMA commands), and one command's parts in its own order.
+// A DMA call's share for this channel arrives as one HbmRequest and is answered with one
+// HbmResponse, both at zero delay: the channel serves the request at arrival and its grants are
+// future times that later requests cannot change (every registered model keeps that contract;
+// a BANK channel runs the request's bursts to the end), so the exchange costs two events per
+// channel share and moves no time. Tie-break rule: requests reaching one channel at the same
+// instant are served in engine delivery order (time, source, source sequence), one request's
+// parts in their own order.
 //
 // HbmChannelServer contract:
 // - Serve(access) = the timing model's Serve, calls in non-decreasing `now` (the engine's
@@ -17,19 +16,18 @@
 //   bytes_read / bytes_written += bytes.
 // - A zero-byte request is a bug of the caller (the model's AHBM_CHECK).
 //
-// Channel actor (ports; models that need no addresses):
-// - in  std::shared_ptr<const pb::HbmRequest> from any unit.
-// - out std::shared_ptr<const pb::HbmResponse> to that unit (engine->current_src()), at once,
-//   with the grant: request_id and bytes copied from the request, start_ps = grant.start,
-//   done_ps = grant.done, channel = this unit's id. A request with `parts` is served part by
-//   part in order, exactly like separate requests at the same instant; the response lists one
-//   grant per part (`parts`) instead of start_ps / done_ps.
-// The actor and the folded calls share the one server, so both kinds of requester see one
-// channel.
+// Channel actor ports:
+// - in  std::shared_ptr<const pb::HbmRequest> from any unit (a DMA).
+// - out std::shared_ptr<const pb::HbmResponse> to that unit (engine->current_src()), at once:
+//   request_id and bytes copied from the request, channel = this unit's id, and one grant per
+//   part, in order (HbmPartGrant: the part's request_id, start_ps = grant.start, done_ps =
+//   grant.done), each part served by Serve({now, bytes, op, chunk_addrs, chunk_bytes}) in turn,
+//   exactly like separate requests at the same instant.
 #ifndef AHBMSIM_ACTORS_UNITS_HBM_CHANNEL_ACTOR_H_
 #define AHBMSIM_ACTORS_UNITS_HBM_CHANNEL_ACTOR_H_
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -42,6 +40,7 @@
 #include "actors/units/unit_context.h"
 #include "caf/behavior.hpp"
 #include "caf/event_based_actor.hpp"
+#include "caf/stateful_actor.hpp"
 #include "proto/commands.pb.h"
 #include "proto/topology.pb.h"
 
@@ -69,42 +68,26 @@ class HbmChannelServer {
   pb::UnitStats* stats_ = nullptr;  // stats_board_->At(unit_), looked up at the first request
 };
 
-// The channel servers of one simulation, by channel unit id, and what their models share
-// (HbmModelContext: the BANK channels' call memos, in `memo_mode`). Outlives every unit that
-// uses it.
-class HbmChannelTable {
- public:
-  explicit HbmChannelTable(HbmCallMemo::Mode memo_mode = HbmCallMemo::Mode::kOn)
-      : context_(memo_mode) {}
-  // Each unit once.
-  HbmChannelServer& Add(UnitId unit, const pb::HbmChannel& config, StatsBoard* stats);
-  // The server of channel unit `unit`; AHBM_CHECK that it was added.
-  HbmChannelServer& At(UnitId unit) {
-    HbmChannelServer* s = unit < by_unit_.size() ? by_unit_[unit].get() : nullptr;
-    if (s == nullptr) [[unlikely]] Missing(unit);
-    return *s;
-  }
-  // The calls and hits of every call memo.
-  HbmCallMemo::Stats memo_stats() const { return context_.memo_stats(); }
-
- private:
-  [[noreturn]] static void Missing(UnitId unit);
-  HbmModelContext context_;
-  std::vector<std::unique_ptr<HbmChannelServer>> by_unit_;
+// The state of a channel actor: its server, by value (set when the actor starts).
+struct HbmChannelState {
+  std::optional<HbmChannelServer> server;
 };
+using HbmChannelActor = caf::stateful_actor<HbmChannelState>;
 
-// The behavior of the channel actor serving `server`; spawn with
-// `engine.system().spawn(HbmChannelBehavior, &engine, server)`.
-caf::behavior HbmChannelBehavior(caf::event_based_actor* self, Engine* engine,
-                                 HbmChannelServer* server);
+// The behavior of HBM channel unit `id` configured as `config` (which lives until the actor has
+// initialized, the next Run); spawn with `engine.system().spawn(HbmChannelBehavior, &engine,
+// id, &config, stats, &context)`. `stats` may be null; `context` (the call memos shared by the
+// simulation's channels) outlives the actor.
+caf::behavior HbmChannelBehavior(HbmChannelActor* self, Engine* engine, UnitId id,
+                                 const pb::HbmChannel* config, StatsBoard* stats,
+                                 HbmModelContext* context);
 
-// Adds channel unit `id` to `table` and spawns and registers its actor named `name` (no stats).
-void StartHbmChannelActor(Engine& engine, HbmChannelTable& table, UnitId id, std::string name,
+// Spawns and registers channel unit `id` named `name` (no stats).
+void StartHbmChannelActor(Engine& engine, HbmModelContext& context, UnitId id, std::string name,
                           const pb::HbmChannel& config);
-// Adds channel `channel` (CUBE-local index) of global CUBE `cube` of ctx's chip to
-// ctx.hbm_channels, with stats on ctx.stats, without an actor: in a ChipSim every request is a
-// folded call from a DMA, and 4,096 idle channel actors were ~5 MB of a full-chip run.
-void AddHbmChannel(UnitContext& ctx, uint32_t cube, uint32_t channel);
+// Spawns and registers channel `channel` (CUBE-local index) of global CUBE `cube` of ctx's chip,
+// with stats on ctx.stats and ctx.hbm_models' call memos.
+void StartHbmChannelActor(UnitContext& ctx, uint32_t cube, uint32_t channel);
 
 }  // namespace ahbm::sim
 

@@ -26,7 +26,7 @@
 
 namespace ahbm::sim {
 
-class HbmChannelTable;  // actors/units/hbm_channel_actor.h
+class HbmModelContext;  // actors/models/hbm_timing_model.h
 
 // Per-unit counters, indexed by the dense unit ids of topology::ChipIndex.
 class StatsBoard {
@@ -110,7 +110,7 @@ struct UnitContext {
   StatsBoard stats;
   observe::OpLog* op_log = nullptr;  // null: no op log
   DataPlane* data = nullptr;         // null: timing mode
-  HbmChannelTable* hbm_channels = nullptr;  // the HBM channel servers (DMAs call them)
+  HbmModelContext* hbm_models = nullptr;  // what the HBM channels' models share (call memos)
   bool per_tile_events = false;      // PE schedulers step tile by tile (tests: == closed form)
   // PE schedulers answer a blocking command ahead when its end is final (PeScheduler::ReplyAhead,
   // a declared shortcut: actors/README.md); false: always the plain wake-up at the end (tests).
