@@ -104,9 +104,21 @@ class RunCharger {
     const uint64_t per_block = chunks_per_block_;
     const uint64_t n = per_channel_.size();
     if (addrs_ != nullptr) {
+      // Chunk c lies in block c / per_block, on channel block % n, at channel-local chunk
+      // (block / n) * per_block + c % per_block: stepped, not divided, from chunk to chunk.
+      uint64_t block = first / per_block;
+      uint64_t offset = first % per_block;
+      uint64_t channel = block % n;
+      uint64_t local = (block / n) * per_block;  // the channel-local chunk of the block's start
       for (uint64_t c = first; c <= last; ++c) {
-        const uint64_t block = c / per_block;
-        (*addrs_)[block % n].push_back(((block / n) * per_block + c % per_block) * chunk_bytes_);
+        (*addrs_)[channel].push_back((local + offset) * chunk_bytes_);
+        if (++offset == per_block) {
+          offset = 0;
+          if (++channel == n) {
+            channel = 0;
+            local += per_block;
+          }
+        }
       }
     }
     const uint64_t b0 = first / per_block;
@@ -265,33 +277,44 @@ absl::StatusOr<DmaPlan> DmaModel::PlanHbmWithContext(const TensorView& tensor, D
 
   // Walk the runs in row-major order, charging the chunks each touches: row by row along the
   // innermost outer dim (a dense tensor is one row of one run).
-  ChannelCounts per_channel(index_.channels_per_pe(), 0);
-  std::vector<std::vector<uint64_t>> addrs(chunk_addrs_ ? per_channel.size() : 0);
-  RunCharger charger(chunk, interleave_bytes_, run_bytes, per_channel,
-                     chunk_addrs_ ? &addrs : nullptr);
   const Dim row = dims.empty() ? Dim{1, 0} : dims.back();
   if (!dims.empty()) dims.pop_back();
   const uint64_t row_step = row.stride * elem;
-  absl::InlinedVector<uint64_t, kInlineDims> idx(dims.size(), 0);
-  uint64_t addr = base;
   uint64_t runs = 0;
-  while (true) {
-    charger.Row(addr, row.size, row_step);
-    runs += row.size;
+  const auto walk = [&](RunCharger& charger) {
+    absl::InlinedVector<uint64_t, kInlineDims> idx(dims.size(), 0);
+    uint64_t addr = base;
+    runs = 0;
+    while (true) {
+      charger.Row(addr, row.size, row_step);
+      runs += row.size;
 
-    // Advance the row-major index over the dims outside the row; stop when every one wrapped.
-    bool advanced = false;
-    for (size_t d = dims.size(); d-- > 0;) {
-      const uint64_t step = dims[d].stride * elem;
-      if (++idx[d] < dims[d].size) {
-        addr += step;
-        advanced = true;
-        break;
+      // Advance the row-major index over the dims outside the row; stop when every one wrapped.
+      bool advanced = false;
+      for (size_t d = dims.size(); d-- > 0;) {
+        const uint64_t step = dims[d].stride * elem;
+        if (++idx[d] < dims[d].size) {
+          addr += step;
+          advanced = true;
+          break;
+        }
+        addr -= step * (dims[d].size - 1);
+        idx[d] = 0;
       }
-      addr -= step * (dims[d].size - 1);
-      idx[d] = 0;
+      if (!advanced) break;
     }
-    if (!advanced) break;
+  };
+  ChannelCounts per_channel(index_.channels_per_pe(), 0);
+  RunCharger counter(chunk, interleave_bytes_, run_bytes, per_channel);
+  walk(counter);
+  // BANK channels: the walk again, listing each chunk's address into lists sized by the counts.
+  std::vector<std::vector<uint64_t>> addrs(chunk_addrs_ ? per_channel.size() : 0);
+  if (chunk_addrs_) {
+    for (size_t i = 0; i < addrs.size(); ++i) addrs[i].reserve(per_channel[i]);
+    ChannelCounts again(per_channel.size(), 0);
+    RunCharger lister(chunk, interleave_bytes_, run_bytes, again, &addrs);
+    walk(lister);
+    AHBM_CHECK(again == per_channel) << "DMA plan: the chunk lists disagree with the counts";
   }
 
   DmaPlan plan;
