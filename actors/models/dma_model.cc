@@ -55,15 +55,16 @@ using ChannelCounts = absl::InlinedVector<uint64_t, kInlineChannels>;
 class RunCharger {
  public:
   // `per_channel` is indexed by channel within the owner's channels.
-  // With `addrs` (one list per channel), each chunk's channel-local byte address is listed too.
+  // With `cursors` (one per channel), each chunk's channel-local byte address is written at its
+  // channel's cursor, which moves on (into room the caller made: the counts of a walk without).
   RunCharger(uint64_t chunk_bytes, uint64_t interleave_bytes, uint64_t run_bytes,
-             ChannelCounts& per_channel, std::vector<std::vector<uint64_t>>* addrs = nullptr)
+             ChannelCounts& per_channel, std::span<uint64_t*> cursors = {})
       : chunk_bytes_(chunk_bytes),
         chunks_per_block_(interleave_bytes / chunk_bytes),
         run_bytes_(run_bytes),
         stripe_bytes_(interleave_bytes * per_channel.size()),
         per_channel_(per_channel),
-        addrs_(addrs) {}
+        cursors_(cursors) {}
 
   // The run starting at local address `addr`, after the runs charged so far.
   void Run(uint64_t addr) {
@@ -84,7 +85,7 @@ class RunCharger {
     const uint64_t period = stripe_bytes_ / std::gcd(step % stripe_bytes_, stripe_bytes_);
     const uint64_t periods = (count - 1) / period;
     uint64_t i = 1;
-    if (periods >= 2 && addrs_ == nullptr) {
+    if (periods >= 2 && cursors_.empty()) {
       const ChannelCounts before = per_channel_;
       for (; i <= period; ++i) Run(addr + i * step);
       for (size_t c = 0; c < per_channel_.size(); ++c) {
@@ -103,7 +104,7 @@ class RunCharger {
   void AddChunks(uint64_t first, uint64_t last) {
     const uint64_t per_block = chunks_per_block_;
     const uint64_t n = per_channel_.size();
-    if (addrs_ != nullptr) {
+    if (!cursors_.empty()) {
       // Chunk c lies in block c / per_block, on channel block % n, at channel-local chunk
       // (block / n) * per_block + c % per_block: stepped, not divided, from chunk to chunk.
       uint64_t block = first / per_block;
@@ -111,7 +112,7 @@ class RunCharger {
       uint64_t channel = block % n;
       uint64_t local = (block / n) * per_block;  // the channel-local chunk of the block's start
       for (uint64_t c = first; c <= last; ++c) {
-        (*addrs_)[channel].push_back((local + offset) * chunk_bytes_);
+        *cursors_[channel]++ = (local + offset) * chunk_bytes_;
         if (++offset == per_block) {
           offset = 0;
           if (++channel == n) {
@@ -141,7 +142,7 @@ class RunCharger {
   const uint64_t run_bytes_;
   const uint64_t stripe_bytes_;
   ChannelCounts& per_channel_;
-  std::vector<std::vector<uint64_t>>* addrs_;
+  std::span<uint64_t*> cursors_;
   bool has_previous_ = false;
   uint64_t previous_last_chunk_ = 0;
 };
@@ -307,14 +308,21 @@ absl::StatusOr<DmaPlan> DmaModel::PlanHbmWithContext(const TensorView& tensor, D
   ChannelCounts per_channel(index_.channels_per_pe(), 0);
   RunCharger counter(chunk, interleave_bytes_, run_bytes, per_channel);
   walk(counter);
-  // BANK channels: the walk again, listing each chunk's address into lists sized by the counts.
+  // BANK channels: the walk again, writing each chunk's address into lists sized by the counts.
   std::vector<std::vector<uint64_t>> addrs(chunk_addrs_ ? per_channel.size() : 0);
   if (chunk_addrs_) {
-    for (size_t i = 0; i < addrs.size(); ++i) addrs[i].reserve(per_channel[i]);
+    absl::InlinedVector<uint64_t*, kInlineChannels> cursors(addrs.size());
+    for (size_t i = 0; i < addrs.size(); ++i) {
+      addrs[i].resize(per_channel[i]);
+      cursors[i] = addrs[i].data();
+    }
     ChannelCounts again(per_channel.size(), 0);
-    RunCharger lister(chunk, interleave_bytes_, run_bytes, again, &addrs);
+    RunCharger lister(chunk, interleave_bytes_, run_bytes, again, std::span<uint64_t*>(cursors));
     walk(lister);
-    AHBM_CHECK(again == per_channel) << "DMA plan: the chunk lists disagree with the counts";
+    for (size_t i = 0; i < addrs.size(); ++i) {
+      AHBM_CHECK(again[i] == per_channel[i] && cursors[i] == addrs[i].data() + addrs[i].size())
+          << "DMA plan: the chunk list of channel " << i << " disagrees with its count";
+    }
   }
 
   DmaPlan plan;
