@@ -55,15 +55,16 @@ using ChannelCounts = absl::InlinedVector<uint64_t, kInlineChannels>;
 class RunCharger {
  public:
   // `per_channel` is indexed by channel within the owner's channels.
-  // With `addrs` (one list per channel), each chunk's channel-local byte address is listed too.
+  // With `cursors` (one per channel), each chunk's channel-local byte address is written at its
+  // channel's cursor, which moves on (into room the caller made: the counts of a walk without).
   RunCharger(uint64_t chunk_bytes, uint64_t interleave_bytes, uint64_t run_bytes,
-             ChannelCounts& per_channel, std::vector<std::vector<uint64_t>>* addrs = nullptr)
+             ChannelCounts& per_channel, std::span<uint64_t*> cursors = {})
       : chunk_bytes_(chunk_bytes),
         chunks_per_block_(interleave_bytes / chunk_bytes),
         run_bytes_(run_bytes),
         stripe_bytes_(interleave_bytes * per_channel.size()),
         per_channel_(per_channel),
-        addrs_(addrs) {}
+        cursors_(cursors) {}
 
   // The run starting at local address `addr`, after the runs charged so far.
   void Run(uint64_t addr) {
@@ -84,7 +85,7 @@ class RunCharger {
     const uint64_t period = stripe_bytes_ / std::gcd(step % stripe_bytes_, stripe_bytes_);
     const uint64_t periods = (count - 1) / period;
     uint64_t i = 1;
-    if (periods >= 2 && addrs_ == nullptr) {
+    if (periods >= 2 && cursors_.empty()) {
       const ChannelCounts before = per_channel_;
       for (; i <= period; ++i) Run(addr + i * step);
       for (size_t c = 0; c < per_channel_.size(); ++c) {
@@ -103,10 +104,22 @@ class RunCharger {
   void AddChunks(uint64_t first, uint64_t last) {
     const uint64_t per_block = chunks_per_block_;
     const uint64_t n = per_channel_.size();
-    if (addrs_ != nullptr) {
+    if (!cursors_.empty()) {
+      // Chunk c lies in block c / per_block, on channel block % n, at channel-local chunk
+      // (block / n) * per_block + c % per_block: stepped, not divided, from chunk to chunk.
+      uint64_t block = first / per_block;
+      uint64_t offset = first % per_block;
+      uint64_t channel = block % n;
+      uint64_t local = (block / n) * per_block;  // the channel-local chunk of the block's start
       for (uint64_t c = first; c <= last; ++c) {
-        const uint64_t block = c / per_block;
-        (*addrs_)[block % n].push_back(((block / n) * per_block + c % per_block) * chunk_bytes_);
+        *cursors_[channel]++ = (local + offset) * chunk_bytes_;
+        if (++offset == per_block) {
+          offset = 0;
+          if (++channel == n) {
+            channel = 0;
+            local += per_block;
+          }
+        }
       }
     }
     const uint64_t b0 = first / per_block;
@@ -129,7 +142,7 @@ class RunCharger {
   const uint64_t run_bytes_;
   const uint64_t stripe_bytes_;
   ChannelCounts& per_channel_;
-  std::vector<std::vector<uint64_t>>* addrs_;
+  std::span<uint64_t*> cursors_;
   bool has_previous_ = false;
   uint64_t previous_last_chunk_ = 0;
 };
@@ -265,33 +278,51 @@ absl::StatusOr<DmaPlan> DmaModel::PlanHbmWithContext(const TensorView& tensor, D
 
   // Walk the runs in row-major order, charging the chunks each touches: row by row along the
   // innermost outer dim (a dense tensor is one row of one run).
-  ChannelCounts per_channel(index_.channels_per_pe(), 0);
-  std::vector<std::vector<uint64_t>> addrs(chunk_addrs_ ? per_channel.size() : 0);
-  RunCharger charger(chunk, interleave_bytes_, run_bytes, per_channel,
-                     chunk_addrs_ ? &addrs : nullptr);
   const Dim row = dims.empty() ? Dim{1, 0} : dims.back();
   if (!dims.empty()) dims.pop_back();
   const uint64_t row_step = row.stride * elem;
-  absl::InlinedVector<uint64_t, kInlineDims> idx(dims.size(), 0);
-  uint64_t addr = base;
   uint64_t runs = 0;
-  while (true) {
-    charger.Row(addr, row.size, row_step);
-    runs += row.size;
+  const auto walk = [&](RunCharger& charger) {
+    absl::InlinedVector<uint64_t, kInlineDims> idx(dims.size(), 0);
+    uint64_t addr = base;
+    runs = 0;
+    while (true) {
+      charger.Row(addr, row.size, row_step);
+      runs += row.size;
 
-    // Advance the row-major index over the dims outside the row; stop when every one wrapped.
-    bool advanced = false;
-    for (size_t d = dims.size(); d-- > 0;) {
-      const uint64_t step = dims[d].stride * elem;
-      if (++idx[d] < dims[d].size) {
-        addr += step;
-        advanced = true;
-        break;
+      // Advance the row-major index over the dims outside the row; stop when every one wrapped.
+      bool advanced = false;
+      for (size_t d = dims.size(); d-- > 0;) {
+        const uint64_t step = dims[d].stride * elem;
+        if (++idx[d] < dims[d].size) {
+          addr += step;
+          advanced = true;
+          break;
+        }
+        addr -= step * (dims[d].size - 1);
+        idx[d] = 0;
       }
-      addr -= step * (dims[d].size - 1);
-      idx[d] = 0;
+      if (!advanced) break;
     }
-    if (!advanced) break;
+  };
+  ChannelCounts per_channel(index_.channels_per_pe(), 0);
+  RunCharger counter(chunk, interleave_bytes_, run_bytes, per_channel);
+  walk(counter);
+  // BANK channels: the walk again, writing each chunk's address into lists sized by the counts.
+  std::vector<std::vector<uint64_t>> addrs(chunk_addrs_ ? per_channel.size() : 0);
+  if (chunk_addrs_) {
+    absl::InlinedVector<uint64_t*, kInlineChannels> cursors(addrs.size());
+    for (size_t i = 0; i < addrs.size(); ++i) {
+      addrs[i].resize(per_channel[i]);
+      cursors[i] = addrs[i].data();
+    }
+    ChannelCounts again(per_channel.size(), 0);
+    RunCharger lister(chunk, interleave_bytes_, run_bytes, again, std::span<uint64_t*>(cursors));
+    walk(lister);
+    for (size_t i = 0; i < addrs.size(); ++i) {
+      AHBM_CHECK(again[i] == per_channel[i] && cursors[i] == addrs[i].data() + addrs[i].size())
+          << "DMA plan: the chunk list of channel " << i << " disagrees with its count";
+    }
   }
 
   DmaPlan plan;

@@ -154,7 +154,7 @@ uint64_t HbmBankModel::ReadyRow(uint32_t bank, Cmd cmd) const {
   if (cmd == Cmd::kPre) return b.next_pre;
   const uint32_t group = bank / timing_.banks_per_group;
   uint64_t t = std::max({b.next_act, group_next_act_[group], next_act_any_, refresh_busy_until_});
-  if (act_window_.size() == 4) t = std::max(t, act_window_.front() + timing_.t_faw);
+  if (act_count_ == 4) t = std::max(t, act_window_[0] + timing_.t_faw);
   return t;
 }
 
@@ -196,8 +196,12 @@ void HbmBankModel::Issue(uint32_t g, Cmd cmd, uint64_t at) {
       b.next_act = at + timing_.t_rc;
       group_next_act_[group] = at + timing_.t_rrd_l;
       next_act_any_ = at + timing_.t_rrd_s;
-      act_window_.push_back(at);
-      if (act_window_.size() > 4) act_window_.pop_front();
+      if (act_count_ == 4) {
+        std::copy(act_window_.begin() + 1, act_window_.end(), act_window_.begin());
+        act_window_[3] = at;
+      } else {
+        act_window_[act_count_++] = at;
+      }
       ++counts_.act;
       return;
     case Cmd::kPre:
@@ -448,6 +452,20 @@ inline int32_t Rel(uint64_t t, uint64_t t0, uint32_t horizon) {
   return -static_cast<int32_t>(std::min<uint64_t>({t0 - t, horizon, t0}));
 }
 
+// Rel(t, t0, horizon) for one t0, as a clamp to [t0 - min(horizon, t0), t0 + INT32_MAX]: no
+// branch per time (AppendState makes ~100 of them per call).
+class RelTo {
+ public:
+  RelTo(uint64_t t0, uint32_t horizon)
+      : t0_(t0), lo_(t0 - std::min<uint64_t>(horizon, t0)), hi_(t0 + INT32_MAX) {}
+  int32_t operator()(uint64_t t) const {
+    return static_cast<int32_t>(static_cast<int64_t>(std::clamp(t, lo_, hi_) - t0_));
+  }
+
+ private:
+  uint64_t t0_, lo_, hi_;
+};
+
 inline uint64_t Abs(int32_t rel, uint64_t t0) { return static_cast<uint64_t>(static_cast<int64_t>(t0) + rel); }
 
 }  // namespace
@@ -455,44 +473,41 @@ inline uint64_t Abs(int32_t rel, uint64_t t0) { return static_cast<uint64_t>(sta
 void HbmBankModel::AppendState(uint64_t t0, uint64_t row_base, uint64_t row_lo, uint64_t row_hi,
                                std::vector<int32_t>& out) const {
   const uint32_t h = horizon_;
-  const int32_t idle = Rel(0, t0, h);  // a time so far back it binds nothing
+  const RelTo rel(t0, h);
+  const int32_t idle = rel(0);  // a time so far back it binds nothing
   // Written through a pointer into room for the longest state (this runs for every call).
   const size_t start = out.size();
-  out.resize(start + 5 * banks_.size() + 2 * group_next_col_.size() + 6 + act_window_.size() + 1);
+  out.resize(start + 5 * banks_.size() + 2 * group_next_col_.size() + 6 + act_count_ + 1);
   int32_t* p = out.data() + start;
+  // Each bank writes all five slots and keeps 1, 3 or 5 of them (no branch on its state):
+  // 0: closed and idle; 3, next ACT, next PRE: closed; 1, k, ACT, next ACT, next PRE: open on
+  // row_base + k, a row of the call's; 2, 0, ACT, next ACT, next PRE: open on another row.
   for (const Bank& b : banks_) {
-    const int32_t next_act = Rel(b.next_act, t0, h), next_pre = Rel(b.next_pre, t0, h);
-    if (!b.open) {
-      // 0: closed and idle; 3: closed, times follow.
-      if (next_act == idle && next_pre == idle) {
-        *p++ = 0;
-      } else {
-        *p++ = 3;
-        *p++ = next_act;
-        *p++ = next_pre;
-      }
-      continue;
-    }
-    // 1: open on row_base + the next value; 2: open on a row outside the call's.
+    const int32_t next_act = rel(b.next_act), next_pre = rel(b.next_pre);
     const bool in_call = b.row >= row_lo && b.row <= row_hi;
-    *p++ = in_call ? 1 : 2;
-    *p++ = in_call ? static_cast<int32_t>(static_cast<int64_t>(b.row) - static_cast<int64_t>(row_base)) : 0;
-    *p++ = Rel(b.act_at, t0, h);
-    *p++ = next_act;
-    *p++ = next_pre;
+    const bool idle_closed = next_act == idle && next_pre == idle;
+    const int32_t row =
+        in_call ? static_cast<int32_t>(static_cast<int64_t>(b.row) - static_cast<int64_t>(row_base))
+                : 0;
+    p[0] = b.open ? (in_call ? 1 : 2) : (idle_closed ? 0 : 3);
+    p[1] = b.open ? row : next_act;
+    p[2] = b.open ? rel(b.act_at) : next_pre;
+    p[3] = next_act;
+    p[4] = next_pre;
+    p += b.open ? 5 : (idle_closed ? 1 : 3);
   }
-  for (uint64_t t : group_next_col_) *p++ = Rel(t, t0, h);
-  for (uint64_t t : group_next_act_) *p++ = Rel(t, t0, h);
+  for (uint64_t t : group_next_col_) *p++ = rel(t);
+  for (uint64_t t : group_next_act_) *p++ = rel(t);
   // The last column command, while it may still bind.
   const bool binds = any_col_ && last_col_ + h > t0;
   *p++ = binds ? 1 : 0;
-  *p++ = binds ? Rel(last_col_, t0, h) : 0;
+  *p++ = binds ? rel(last_col_) : 0;
   *p++ = binds ? static_cast<int32_t>(last_col_sid_) : 0;
   *p++ = binds && last_col_write_ ? 1 : 0;
-  *p++ = Rel(next_act_any_, t0, h);
-  *p++ = static_cast<int32_t>(act_window_.size());
-  for (uint64_t t : act_window_) *p++ = Rel(t, t0, h);
-  *p++ = Rel(refresh_busy_until_, t0, h);
+  *p++ = rel(next_act_any_);
+  *p++ = static_cast<int32_t>(act_count_);
+  for (uint32_t i = 0; i < act_count_; ++i) *p++ = rel(act_window_[i]);
+  *p++ = rel(refresh_busy_until_);
   out.resize(static_cast<size_t>(p - out.data()));
 }
 
@@ -534,8 +549,10 @@ void HbmBankModel::RestoreState(uint64_t t0, uint64_t row_base, std::span<const 
   last_col_sid_ = static_cast<uint32_t>(next());
   last_col_write_ = next() != 0;
   next_act_any_ = Abs(next(), t0);
-  act_window_.resize(static_cast<size_t>(next()));
-  for (uint64_t& t : act_window_) t = Abs(next(), t0);
+  act_count_ = static_cast<uint32_t>(next());
+  AHBM_CHECK(act_count_ <= act_window_.size())
+      << "HBM bank model: " << act_count_ << " ACTs in t_faw";
+  for (uint32_t i = 0; i < act_count_; ++i) act_window_[i] = Abs(next(), t0);
   refresh_busy_until_ = Abs(next(), t0);
   if (at < state.size()) {  // the refresh schedule follows
     next_refresh_ = Abs(next(), t0);

@@ -32,12 +32,13 @@
 #ifndef AHBMSIM_ACTORS_MODELS_HBM_BANK_MODEL_H_
 #define AHBMSIM_ACTORS_MODELS_HBM_BANK_MODEL_H_
 
+#include <array>
 #include <cstdint>
-#include <deque>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "proto/topology.pb.h"
 
 namespace ahbm::sim {
@@ -151,6 +152,13 @@ class HbmBankModel {
                    std::vector<int32_t>& out) const;
   void AppendRefreshSchedule(uint64_t t0, std::vector<int32_t>& out) const;
   void RestoreState(uint64_t t0, uint64_t row_base, std::span<const int32_t> state);
+  // Asks the cache for the banks' state, which AppendState reads next: a channel's model is
+  // cold when its next call comes, and the loads are then in flight together.
+  void PrefetchState() const {
+    const char* p = reinterpret_cast<const char*>(banks_.data());
+    const char* end = p + banks_.size() * sizeof(Bank);
+    for (; p < end; p += 64) __builtin_prefetch(p);
+  }
   // Cycle the next refresh falls due (UINT64_MAX: never).
   uint64_t refresh_due() const { return next_refresh_; }
   // The memo replays a call's commands as these counts and now() as `now`.
@@ -192,15 +200,21 @@ class HbmBankModel {
   void RefreshAll(uint64_t at);
   void RefreshBank(uint64_t at);
 
+  // Room for this many bank groups (over every stack id) inside the model: a call reads them
+  // all, and an HBM channel's model is cold in the cache when its next call comes.
+  static constexpr size_t kInlineGroups = 8;
+
   HbmBankTiming timing_;
   std::vector<Bank> banks_;
-  std::vector<uint64_t> group_next_col_, group_next_act_;  // by (sid, bank group)
+  absl::InlinedVector<uint64_t, kInlineGroups> group_next_col_, group_next_act_;  // by (sid, group)
   uint64_t last_col_ = 0;
   bool any_col_ = false;  // a column command was issued
   uint32_t last_col_sid_ = 0;
   bool last_col_write_ = false;
   uint64_t next_act_any_ = 0;
-  std::deque<uint64_t> act_window_;  // the last four ACT cycles (t_faw)
+  // The last (up to) four ACT cycles, oldest first (t_faw): act_window_[0, act_count_).
+  std::array<uint64_t, 4> act_window_{};
+  uint32_t act_count_ = 0;
   uint64_t next_refresh_ = 0;        // due cycle of the next refresh (UINT64_MAX: none)
   uint32_t refresh_bank_ = 0;        // per-bank: the bank refreshed next
   uint64_t refresh_busy_until_ = 0;  // all-bank: REFab holds every bank until then

@@ -64,6 +64,7 @@ HbmCallResult HbmCallMemo::Serve(HbmBankModel& model, pb::HbmAddressMap map, uin
     return m.ServeCall(arrival, bursts_, write);
   };
   if (mode_ == Mode::kOff) return simulate(model);
+  model.PrefetchState();  // BuildKey reads it after the chunks
   ++stats_.calls;
   model.IdleUntil(arrival);
   const uint64_t t0 = model.now();
