@@ -295,15 +295,17 @@ caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, const 
   const topology::ChipIndex index(*chip);
   self->state.first_channel = index.HbmChannelUnit(index.PeOf(pe).cube_id(), /*channel=*/0).value();
   self->state.outgoing.resize(index.channels_per_cube());
+  // CAF tries the handlers in order: the most frequent message first (a channel's answer; a
+  // decode K or V tile spans 8 channels).
   return {
-      [self, engine, self_id, ctx](const Msg<pb::DmaCmd>& cmd) {
-        OnCmd(self->state, engine, self_id, ctx, *cmd);
+      [self, engine, self_id, ctx](const Msg<pb::HbmResponse>& resp) {
+        OnAnswer(self->state, engine, self_id, ctx, *resp);
       },
       [self, engine, self_id, ctx](const Msg<pb::DmaBatch>& batch) {
         OnBatch(self->state, engine, self_id, ctx, *batch);
       },
-      [self, engine, self_id, ctx](const Msg<pb::HbmResponse>& resp) {
-        OnAnswer(self->state, engine, self_id, ctx, *resp);
+      [self, engine, self_id, ctx](const Msg<pb::DmaCmd>& cmd) {
+        OnCmd(self->state, engine, self_id, ctx, *cmd);
       },
   };
 }
