@@ -155,7 +155,8 @@ void Engine::PushMessage(const Stamp& stamp, UnitId dst, caf::mailbox_element* e
 Engine::Event& Engine::PushEvent(const Stamp& stamp, UnitId dst) {
   static_assert(std::is_trivially_copyable_v<Event> && sizeof(Event) == 32);
   const Key key = stamp.key();
-  std::vector<Event>& heap = heaps_.size() == 1 ? heaps_.front() : IslandHeap(stamp.src, dst);
+  EventQueue& queue = heaps_.size() == 1 ? heaps_.front() : IslandHeap(stamp.src, dst);
+  std::vector<Event>& heap = stamp.time == now_ ? queue.now : queue.later;
   // Binary min-heap on key, sift-up with a hole (keys are unique, so the delivery order is
   // the key order whatever the heap's shape).
   size_t hole = heap.size();
@@ -174,7 +175,7 @@ Engine::Event& Engine::PushEvent(const Stamp& stamp, UnitId dst) {
   return event;
 }
 
-std::vector<Engine::Event>& Engine::IslandHeap(UnitId src, UnitId dst) {
+Engine::EventQueue& Engine::IslandHeap(UnitId src, UnitId dst) {
   const uint32_t to = dst < island_of_.size() ? island_of_[dst] : kNoIsland;
   AHBM_CHECK(to != kNoIsland) << "event from " << name_or_id(src) << " to " << name_or_id(dst)
                               << ", a unit in no island (the run's islands leave it out)";
@@ -200,7 +201,7 @@ void Engine::SetIslands(std::vector<uint32_t> island_of_unit) {
 
 size_t Engine::pending_events() const {
   size_t n = 0;
-  for (const std::vector<Event>& heap : heaps_) n += heap.size();
+  for (const EventQueue& queue : heaps_) n += queue.size();
   return n;
 }
 
@@ -241,8 +242,8 @@ Engine::Event Engine::PopMin(std::vector<Event>& heap) {
 
 void Engine::RunCoordinator() { coordinator_->run(); }
 
-void Engine::DeliverNext(std::vector<Event>& heap) {
-  const Event event = PopMin(heap);
+void Engine::DeliverNext(EventQueue& queue) {
+  const Event event = PopMin(queue.Next());
   const DenseUnit* unit = event.dst < dense_units_.size() ? &dense_units_[event.dst] : nullptr;
   if (unit == nullptr || unit->unit == nullptr || unit->terminated) {
     unit = FindUnit(event.dst);
@@ -278,8 +279,8 @@ void Engine::Run() {
   running_ = true;
   RunCoordinator();  // lets freshly spawned actors initialize
   SimTime last = now_;
-  for (std::vector<Event>& heap : heaps_) {
-    while (!heap.empty()) DeliverNext(heap);
+  for (EventQueue& queue : heaps_) {
+    while (!queue.empty()) DeliverNext(queue);
     last = std::max(last, now_);
   }
   now_ = last;
@@ -292,8 +293,10 @@ void Engine::RunUntil(SimTime limit) {
   AHBM_CHECK(limit >= now_) << "RunUntil(" << limit << ") is before now() = " << now_;
   running_ = true;
   RunCoordinator();
-  for (std::vector<Event>& heap : heaps_) {
-    while (!heap.empty() && heap.front().time_ps() <= limit.value()) DeliverNext(heap);
+  for (EventQueue& queue : heaps_) {
+    while (!queue.empty() && queue.Next().front().time_ps() <= limit.value()) {
+      DeliverNext(queue);
+    }
   }
   now_ = limit;
   running_ = false;
@@ -303,11 +306,13 @@ void Engine::Shutdown() {
   if (shut_down_) return;
   AHBM_CHECK(!running_) << "Shutdown from inside a handler";
   shutting_down_ = true;
-  for (std::vector<Event>& heap : heaps_) {
-    for (const Event& event : heap) {
-      if (!event.is_timer) caf::mailbox_element_ptr discarded(event.message);
+  for (EventQueue& queue : heaps_) {
+    for (std::vector<Event>* heap : {&queue.now, &queue.later}) {
+      for (const Event& event : *heap) {
+        if (!event.is_timer) caf::mailbox_element_ptr discarded(event.message);
+      }
+      heap->clear();
     }
-    heap.clear();
   }
   std::vector<UnitId> ids;
   ids.reserve(units_.size());

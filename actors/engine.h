@@ -213,6 +213,22 @@ class Engine {
     uint64_t time_ps() const { return static_cast<uint64_t>(key >> 64); }
     UnitId src() const { return static_cast<UnitId>(key >> 32); }
   };
+  // One island's pending events (one island without islands): two binary min-heaps on key
+  // that together are one priority queue — delivery pops the smaller of their tops. Events
+  // sent for the instant being delivered (zero delay: the request / answer cascades of one
+  // instant) go to `now`, which stays a handful of events and in cache; all others go to
+  // `later`. Which heap an event joins changes nothing delivered.
+  struct EventQueue {
+    std::vector<Event> now;
+    std::vector<Event> later;
+    bool empty() const { return now.empty() && later.empty(); }
+    size_t size() const { return now.size() + later.size(); }
+    // The heap holding the smallest key (not both empty).
+    std::vector<Event>& Next() {
+      if (now.empty()) return later;
+      return later.empty() || now.front().key < later.front().key ? now : later;
+    }
+  };
   // How diagnostics print a unit: its own name, else the namer's (built only when printed).
   struct UnitName {
     const Engine* engine = nullptr;
@@ -247,9 +263,9 @@ class Engine {
   // (a message, or is_timer and timer_arg). Its fields are written in place:
   // an Event assembled on the stack and then copied whole stalled store forwarding.
   Event& PushEvent(const Stamp& stamp, UnitId dst);
-  // The heap an event from src to dst joins with islands (CHECKs that it may).
-  std::vector<Event>& IslandHeap(UnitId src, UnitId dst);
-  void DeliverNext(std::vector<Event>& heap);
+  // The queue an event from src to dst joins with islands (CHECKs that it may).
+  EventQueue& IslandHeap(UnitId src, UnitId dst);
+  void DeliverNext(EventQueue& queue);
   // Removes and returns the event with the smallest key (heap not empty).
   static Event PopMin(std::vector<Event>& heap);
   void RunCoordinator();
@@ -278,8 +294,7 @@ class Engine {
   std::string name_or_id(UnitId id) const;  // diagnostics: a registered unit's name and id
   uint64_t& NextSeq(UnitId src);
 
-  // Binary min-heaps on key ([0] next), one per island (one without islands).
-  std::vector<std::vector<Event>> heaps_{1};
+  std::vector<EventQueue> heaps_{1};  // one per island (one without islands)
   std::vector<uint32_t> island_of_;                 // SetIslands' map; empty: no islands
   absl::node_hash_map<UnitId, Unit> units_;         // iterated only by Shutdown, ids sorted
   std::vector<DenseUnit> dense_units_;              // units_ by id (nodes are stable)
