@@ -122,7 +122,6 @@ void AddToCall(DmaActorState& st, uint32_t slot, const pb::DmaCmd& cmd, const Dm
       req->set_channel(st.first_channel + share.channel);
       req->set_write(plan.kind == DmaKind::kHbmWrite);
     }
-    req->set_bytes(req->bytes() + share.bytes.value());
     pb::HbmPart* part = req->add_parts();
     part->set_request_id(index);
     part->set_bytes(share.bytes.value());

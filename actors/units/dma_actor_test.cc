@@ -374,7 +374,6 @@ TEST_F(DmaActorTest, AnotherRequesterSharesAChannelsFifoWithTheDma) {
   auto req = std::make_shared<pb::HbmRequest>();
   req->set_request_id(77);
   req->set_channel(channel0);
-  req->set_bytes(bytes_per_cycle_ * 4);
   pb::HbmPart* part = req->add_parts();
   part->set_request_id(5);
   part->set_bytes(bytes_per_cycle_ * 4);

@@ -45,7 +45,6 @@ void ServeRequest(HbmChannelState& st, Engine* engine, const pb::HbmRequest& req
   const SimTime now = engine->now();
   std::shared_ptr<pb::HbmResponse> resp = ResponsePool::Make();
   resp->set_request_id(req.request_id());
-  resp->set_bytes(req.bytes());
   resp->set_channel(server.unit());
   for (const pb::HbmPart& part : req.parts()) {
     const HbmGrant grant =

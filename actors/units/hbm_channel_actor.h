@@ -19,7 +19,7 @@
 // Channel actor ports:
 // - in  std::shared_ptr<const pb::HbmRequest> from any unit (a DMA).
 // - out std::shared_ptr<const pb::HbmResponse> to that unit (engine->current_src()), at once:
-//   request_id and bytes copied from the request, channel = this unit's id, and one grant per
+//   request_id copied from the request, channel = this unit's id, and one grant per
 //   part, in order (HbmPartGrant: the part's request_id, start_ps = grant.start, done_ps =
 //   grant.done), each part served by Serve({now, bytes, op, chunk_addrs, chunk_bytes}) in turn,
 //   exactly like separate requests at the same instant.
