@@ -1,10 +1,12 @@
 #include "actors/engine.h"
 
 #include <algorithm>
+#include <span>
 #include <type_traits>
 #include <typeinfo>
 
 #include "absl/strings/str_cat.h"
+#include "actors/unit_actor.h"
 #include "base/check.h"
 #include "caf/atom.hpp"
 #include "caf/exit_reason.hpp"
@@ -62,7 +64,8 @@ void Engine::Register(UnitId id, std::string name, caf::actor actor) {
   AHBM_CHECK(&actor->home_system() == system_.get())
       << "unit " << id << " (" << label << ") was spawned in another actor system";
   auto* raw = caf::actor_cast<caf::abstract_actor*>(actor);
-  caf::scheduled_actor* scheduled = AsScheduled(raw);
+  const ActorKinds kinds = KindsOf(raw);
+  caf::scheduled_actor* scheduled = kinds.scheduled;
   AHBM_CHECK(scheduled != nullptr) << "unit " << id << " (" << label << ") is not event-based";
   auto [it, inserted] = units_.try_emplace(id);
   AHBM_CHECK(inserted) << "unit id " << id << " registered twice (" << it->second.name << ", "
@@ -77,9 +80,10 @@ void Engine::Register(UnitId id, std::string name, caf::actor actor) {
   it->second.name = std::move(label);
   it->second.handle = std::move(actor);
   it->second.actor = scheduled;
+  it->second.unit_actor = kinds.unit;
   if (id < kDenseIds) {
     if (dense_units_.size() <= id) dense_units_.resize(id + 1);
-    dense_units_[id] = DenseUnit{scheduled, &it->second, nullptr, false};
+    dense_units_[id] = DenseUnit{scheduled, &it->second};
   }
   // Attached last: CAF calls the functor at once if the actor is already gone.
   raw->attach_functor([this, id](const caf::error& reason) {
@@ -91,14 +95,17 @@ void Engine::Register(UnitId id, std::string name, caf::actor actor) {
   });
 }
 
-caf::scheduled_actor* Engine::AsScheduled(caf::abstract_actor* actor) {
+Engine::ActorKinds Engine::KindsOf(caf::abstract_actor* actor) {
   const std::type_info& type = typeid(*actor);
-  for (const auto& [known, scheduled] : scheduled_types_) {
-    if (*known == type) return scheduled ? static_cast<caf::scheduled_actor*>(actor) : nullptr;
+  auto found = std::find_if(known_types_.begin(), known_types_.end(),
+                            [&](const KnownType& known) { return *known.type == type; });
+  if (found == known_types_.end()) {
+    known_types_.push_back(KnownType{&type, dynamic_cast<caf::scheduled_actor*>(actor) != nullptr,
+                                     dynamic_cast<UnitActor*>(actor) != nullptr});
+    found = known_types_.end() - 1;
   }
-  auto* scheduled = dynamic_cast<caf::scheduled_actor*>(actor);
-  scheduled_types_.emplace_back(&type, scheduled != nullptr);
-  return scheduled;
+  return ActorKinds{found->scheduled ? static_cast<caf::scheduled_actor*>(actor) : nullptr,
+                    found->unit ? static_cast<UnitActor*>(actor) : nullptr};
 }
 
 std::string Engine::name(UnitId id) const {
@@ -115,8 +122,8 @@ Engine::DenseUnit* Engine::FindUnit(UnitId id) {
   if (id < kDenseIds) return nullptr;
   auto it = units_.find(id);
   if (it == units_.end()) return nullptr;
-  sparse_unit_ =
-      DenseUnit{it->second.actor, &it->second, it->second.timer, it->second.terminated};
+  sparse_unit_ = DenseUnit{it->second.actor, &it->second, it->second.timer};
+  sparse_unit_.terminated = it->second.terminated;
   return &sparse_unit_;
 }
 
@@ -244,7 +251,7 @@ void Engine::RunCoordinator() { coordinator_->run(); }
 
 void Engine::DeliverNext(EventQueue& queue) {
   const Event event = PopMin(queue.Next());
-  const DenseUnit* unit = event.dst < dense_units_.size() ? &dense_units_[event.dst] : nullptr;
+  DenseUnit* unit = event.dst < dense_units_.size() ? &dense_units_[event.dst] : nullptr;
   if (unit == nullptr || unit->unit == nullptr || unit->terminated) {
     unit = FindUnit(event.dst);
     AHBM_CHECK(unit != nullptr) << "event from unit " << event.src() << " to unknown unit "
@@ -258,7 +265,7 @@ void Engine::DeliverNext(EventQueue& queue) {
   if (!event.is_timer) {
     if (tracer_ != nullptr) tracer_->OnDeliver(event.key);
     caf::mailbox_element_ptr element(event.message);
-    unit->actor->activate(delivery_unit_.get(), *element);
+    DeliverMessage(*unit, *element);
   } else {
     AHBM_CHECK(unit->timer != nullptr)
         << "wake-up of unit " << event.dst << " (" << unit->unit->name
@@ -271,6 +278,22 @@ void Engine::DeliverNext(EventQueue& queue) {
       << ") started a CAF timer (delayed_send, after(), request timeout); simulated delays go "
          "through Engine::Send";
   ++events_processed_;
+}
+
+void Engine::DeliverMessage(DenseUnit& unit, caf::mailbox_element& element) {
+  std::span<const StampedHandler> table(unit.handlers, unit.handler_count);
+  if (unit.handlers == nullptr && unit.unit->unit_actor != nullptr) {
+    table = unit.unit->unit_actor->stamped_handlers();  // empty until initialized
+    if (&unit != &sparse_unit_) {
+      unit.handlers = table.empty() ? nullptr : table.data();
+      unit.handler_count = static_cast<uint32_t>(table.size());
+    }
+  }
+  if (const StampedHandler* handler = FindStampedHandler(table, element)) {
+    (*handler)(element);
+    return;
+  }
+  unit.actor->activate(delivery_unit_.get(), element);
 }
 
 void Engine::Run() {
@@ -325,7 +348,11 @@ void Engine::Shutdown() {
   for (UnitId id : ids) {
     Unit& unit = units_.at(id);
     unit.actor = nullptr;
-    if (id < dense_units_.size()) dense_units_[id].actor = nullptr;
+    unit.unit_actor = nullptr;
+    if (id < dense_units_.size()) {
+      dense_units_[id].actor = nullptr;
+      dense_units_[id].handlers = nullptr;
+    }
     caf::actor handle = std::move(unit.handle);
     if (caf::actor_cast<caf::actor_control_block*>(handle)->strong_refs > 1) {
       held.push_back(std::move(handle));

@@ -15,10 +15,11 @@
 //   runs its TimerHandler directly: no CAF message is built or matched. It is counted as an
 //   event like any other. Only what a unit tells itself may go this way.
 // - Delivering an event sets now() to its time and hands its pre-built CAF mailbox element
-//   straight to the destination actor (scheduled_actor::activate: the actor's behavior runs on
-//   this thread, no mailbox round trip), then runs CAF's single-threaded test_coordinator until
-//   no actor has work left (jobs CAF itself scheduled); only then is the next event popped. One
-//   event = one handler invocation.
+//   straight to the destination actor on this thread, no mailbox round trip: a UnitActor (every
+//   unit of a chip, unit_actor.h) runs the handler of the message's type from its table; any
+//   other actor (engine tests) gets it through scheduled_actor::activate (CAF's matching). Then
+//   CAF's single-threaded test_coordinator runs until no actor has work left (jobs CAF itself
+//   scheduled); only then is the next event popped. One event = one handler invocation.
 // - Actors run on the engine's own caf::actor_system (scheduler.policy = testing). They must be
 //   event-based, must not `send` to each other, must not use CAF timers or the wall clock.
 // - Fail loudly (AHBM_CHECK): an event to an unknown or terminated unit, a unit terminating
@@ -89,6 +90,9 @@ class test_coordinator;
 }  // namespace caf
 
 namespace ahbm::sim {
+
+class UnitActor;
+struct StampedHandler;
 
 // What a hot handler returns (see the contract).
 using NoReply = caf::delegated<void>;
@@ -243,13 +247,13 @@ class Engine {
     UnitName name;
     caf::actor handle;
     caf::scheduled_actor* actor = nullptr;
+    UnitActor* unit_actor = nullptr;
     TimerHandler* timer = nullptr;
     bool terminated = false;
   };
 
   // An asynchronous message id marked answered (see "Handlers never answer" above).
-  static constexpr caf::message_id kMessageId{caf::make_message_id().integer_value() |
-                                              caf::message_id::answered_flag_mask};
+  static constexpr caf::message_id kMessageId = internal::kStampedMessageId;
 
   template <class M>
   static std::string NameOf() {
@@ -269,9 +273,13 @@ class Engine {
   // Removes and returns the event with the smallest key (heap not empty).
   static Event PopMin(std::vector<Event>& heap);
   void RunCoordinator();
-  // dynamic_cast<caf::scheduled_actor*>, answered once per actor type (the cast was half of
-  // Register's cost).
-  caf::scheduled_actor* AsScheduled(caf::abstract_actor* actor);
+  // dynamic_cast<caf::scheduled_actor*> and <UnitActor*>, answered once per actor type (the
+  // cast was half of Register's cost).
+  struct ActorKinds {
+    caf::scheduled_actor* scheduled = nullptr;
+    UnitActor* unit = nullptr;
+  };
+  ActorKinds KindsOf(caf::abstract_actor* actor);
 
   Namer namer_;
   internal::ElementPool pool_;  // Send's mailbox elements; outlives the actor system
@@ -288,9 +296,15 @@ class Engine {
     caf::scheduled_actor* actor = nullptr;
     Unit* unit = nullptr;  // null: no unit with this id
     TimerHandler* timer = nullptr;
+    // A UnitActor's dispatch table (unit_actor.h), fetched at its first message once the
+    // actor is initialized; null: not yet, or not a UnitActor.
+    const StampedHandler* handlers = nullptr;
+    uint32_t handler_count = 0;
     bool terminated = false;
   };
   DenseUnit* FindUnit(UnitId id);
+  // Delivers a message to `unit` (see the contract).
+  void DeliverMessage(DenseUnit& unit, caf::mailbox_element& element);
   std::string name_or_id(UnitId id) const;  // diagnostics: a registered unit's name and id
   uint64_t& NextSeq(UnitId src);
 
@@ -308,7 +322,12 @@ class Engine {
   uint64_t events_processed_ = 0;
   // Actor types seen by Register, and whether they are event-based (a handful; searched
   // linearly, never iterated into results).
-  std::vector<std::pair<const std::type_info*, bool>> scheduled_types_;
+  struct KnownType {
+    const std::type_info* type;
+    bool scheduled;
+    bool unit;
+  };
+  std::vector<KnownType> known_types_;
   bool running_ = false;
   bool shutting_down_ = false;
   bool shut_down_ = false;

@@ -48,14 +48,34 @@ size_t ElementSlot() {
   return slot;
 }
 
+// The message id of every element Engine::Send builds: asynchronous and already marked
+// answered (so CAF builds no response promise). Nothing else sends with it: a mailbox element
+// carrying it is a StampedElement (what UnitActor::consume relies on).
+inline constexpr caf::message_id kStampedMessageId{caf::make_message_id().integer_value() |
+                                                   caf::message_id::answered_flag_mask};
+
+// What every PooledElement is, seen without its content type: `slot` names the element type
+// (ElementSlot), so a receiver can dispatch on it without RTTI.
+class StampedElement : public caf::mailbox_element {
+ public:
+  explicit StampedElement(size_t element_slot)
+      : caf::mailbox_element(caf::strong_actor_ptr{}, caf::message_id{}, forwarding_stack{}),
+        slot(element_slot) {}
+  const size_t slot;
+};
+
 template <class... Ts>
-class PooledElement final : public caf::mailbox_element, public caf::type_erased_tuple {
+class PooledElement final : public StampedElement, public caf::type_erased_tuple {
  public:
   using Data = std::tuple<Ts...>;
 
   explicit PooledElement(ElementPool* pool)
-      : caf::mailbox_element(caf::strong_actor_ptr{}, caf::message_id{}, forwarding_stack{}),
-        pool_(pool) {}
+      : StampedElement(ElementSlot<PooledElement>()), pool_(pool) {}
+
+  // The content (the element must be full).
+  Data& data() const {
+    return *std::launder(reinterpret_cast<Data*>(const_cast<unsigned char*>(storage_)));
+  }
   ~PooledElement() override {
     if (full_) data().~Data();
   }
@@ -114,9 +134,6 @@ class PooledElement final : public caf::mailbox_element, public caf::type_erased
   }
 
  private:
-  Data& data() const {
-    return *std::launder(reinterpret_cast<Data*>(const_cast<unsigned char*>(storage_)));
-  }
   // f(element pos of the content), for pos < sizeof...(Ts).
   template <class F>
   auto Visit(size_t pos, F f) const {
@@ -183,7 +200,7 @@ template <class... Us>
 using PooledElementFor = PooledElement<typename caf::unbox_message_element<
     typename caf::detail::strip_and_convert<Us>::type>::type...>;
 
-// An element of `pool` holding `xs`.
+// An element of `pool` holding `xs` (Engine::Send passes kStampedMessageId).
 template <class... Us>
 caf::mailbox_element* MakePooledElement(ElementPool& pool, caf::message_id mid, Us&&... xs) {
   using Element = PooledElementFor<Us...>;

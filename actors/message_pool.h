@@ -7,6 +7,9 @@
 //   shared_ptr is gone (e.g. the CAF message holding it was delivered and dropped), the
 //   shared_ptr's deleter puts the message on a free list of its pool type (at most kMaxFree
 //   messages; past that it is freed), and a later Make() hands it out again after Reset()(msg).
+// - Keep(msg) decides at the return whether the message goes on the free list (default: always);
+//   a pool whose messages can grow large (a big DMA batch's channel request) frees those
+//   instead of pinning their capacity on the free list.
 // - Reset defaults to T::Clear(). Clear() frees singular sub-messages of a message not on an
 //   arena; a pool whose users always set some of them may keep them with ClearKeeping.
 // - Alloc allocates the shared_ptr's control block. One thread runs the simulation; the free
@@ -27,7 +30,13 @@ struct ClearMessage {
   void operator()(T& message) const { message.Clear(); }
 };
 
-template <class T, class Reset = ClearMessage<T>, class Alloc = std::allocator<T>>
+template <class T>
+struct KeepAll {
+  bool operator()(const T&) const { return true; }
+};
+
+template <class T, class Reset = ClearMessage<T>, class Alloc = std::allocator<T>,
+          class Keep = KeepAll<T>>
 class MessagePool {
  public:
   static constexpr size_t kMaxFree = 1024;  // per pool type (more would pin memory across phases)
@@ -48,7 +57,7 @@ class MessagePool {
  private:
   static void Recycle(T* message) {
     std::vector<T*>& free = Free();
-    if (free.size() >= kMaxFree) {
+    if (free.size() >= kMaxFree || !Keep()(*message)) {
       delete message;
       return;
     }

@@ -28,6 +28,27 @@ TEST(MessagePoolTest, ReusesAMessageOnlyOnceEveryCopyIsGoneAndHandsItOutCleared)
   EXPECT_NE(d.get(), b.get());
 }
 
+// Keeps only requests with at most 4 parts' capacity.
+struct KeepSmall {
+  bool operator()(const pb::HbmRequest& r) const { return r.part_cmd().Capacity() <= 4; }
+};
+
+TEST(MessagePoolTest, AMessageTheKeepPredicateRefusesIsFreedNotPooled) {
+  using Pool = MessagePool<pb::HbmRequest, ClearMessage<pb::HbmRequest>,
+                           std::allocator<pb::HbmRequest>, KeepSmall>;
+  std::shared_ptr<pb::HbmRequest> small = Pool::Make();
+  small->add_part_cmd(1);
+  const pb::HbmRequest* small_ptr = small.get();
+  small.reset();  // kept
+  std::shared_ptr<pb::HbmRequest> again = Pool::Make();
+  EXPECT_EQ(again.get(), small_ptr);
+  EXPECT_EQ(again->part_cmd_size(), 0);
+  for (int i = 0; i < 100; ++i) again->add_part_cmd(i);  // grows past the limit
+  again.reset();  // freed
+  std::shared_ptr<pb::HbmRequest> fresh = Pool::Make();
+  EXPECT_LE(fresh->part_cmd().Capacity(), 4);  // not the big one back
+}
+
 struct KeepSrc {
   void operator()(pb::DmaCmd& cmd) const {
     ClearKeeping(cmd, Kept<pb::DmaCmd, pb::TensorRef, &pb::DmaCmd::release_src,

@@ -12,20 +12,20 @@
 namespace ahbm::sim {
 namespace {
 
-// Any protobuf message travels the same way: HbmPart {request_id, bytes} both ways here.
-using RequestPtr = std::shared_ptr<const pb::HbmPart>;
-using ResponsePtr = std::shared_ptr<const pb::HbmPart>;
+// Any protobuf message travels the same way: Completion {cmd_id, end_ps} both ways here.
+using RequestPtr = std::shared_ptr<const pb::Completion>;
+using ResponsePtr = std::shared_ptr<const pb::Completion>;
 
 // A fixed-latency memory: answers each request after 100 ps + 1 ps per byte.
 caf::behavior Memory(caf::event_based_actor*, Engine* engine, UnitId self,
-                     std::vector<const pb::HbmPart*>* seen, std::vector<Stamp>* stamps) {
-  return {[=](const Msg<pb::HbmPart>& req) {
+                     std::vector<const pb::Completion*>* seen, std::vector<Stamp>* stamps) {
+  return {[=](const Msg<pb::Completion>& req) {
     seen->push_back(req.body.get());
     stamps->push_back(req.stamp);
-    auto resp = std::make_shared<pb::HbmPart>();
-    resp->set_request_id(req->request_id());
-    resp->set_bytes(req->bytes());
-    engine->Send(self, SimTime(100 + req->bytes()), req.stamp.src, ResponsePtr(std::move(resp)));
+    auto resp = std::make_shared<pb::Completion>();
+    resp->set_cmd_id(req->cmd_id());
+    resp->set_end_ps(req->end_ps());
+    engine->Send(self, SimTime(100 + req->end_ps()), req.stamp.src, ResponsePtr(std::move(resp)));
   }};
 }
 
@@ -38,24 +38,24 @@ struct Response {
 };
 
 caf::behavior Requester(caf::event_based_actor*, Engine* engine, std::vector<Response>* got) {
-  return {[=](const Msg<pb::HbmPart>& resp) {
-    got->push_back({resp.stamp, engine->now().value(), resp->request_id(), (*resp).bytes()});
+  return {[=](const Msg<pb::Completion>& resp) {
+    got->push_back({resp.stamp, engine->now().value(), resp->cmd_id(), (*resp).end_ps()});
   }};
 }
 
 TEST(MsgTest, SharedProtoTravelsWithoutCopyAndStamped) {
-  std::vector<const pb::HbmPart*> seen;
+  std::vector<const pb::Completion*> seen;
   std::vector<Stamp> stamps;
   std::vector<Response> got;
   Engine engine;
   engine.Register(1, "requester", engine.system().spawn(Requester, &engine, &got));
   engine.Register(2, "memory", engine.system().spawn(Memory, &engine, UnitId{2}, &seen, &stamps));
   for (uint64_t id : {9, 10}) {
-    auto req = std::make_shared<pb::HbmPart>();
-    req->set_request_id(id);
-    req->set_bytes(256);
+    auto req = std::make_shared<pb::Completion>();
+    req->set_cmd_id(id);
+    req->set_end_ps(256);
     if (id == 9) {
-      const pb::HbmPart* sent = req.get();
+      const pb::Completion* sent = req.get();
       engine.Send(1, SimTime(10), 2, RequestPtr(std::move(req)));
       engine.Run();
       ASSERT_EQ(seen.size(), 1u);

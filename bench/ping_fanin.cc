@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "actors/time.h"
+#include "actors/unit_actor.h"
 #include "caf/event_based_actor.hpp"
 
 namespace ahbm::bench {
@@ -42,19 +43,20 @@ void Fold(uint64_t& checksum, uint64_t time_ps, UnitId dst, UnitId src, uint64_t
   }
 }
 
-caf::behavior Worker(caf::event_based_actor*, sim::Engine* engine, UnitId self,
+// The actors are UnitActors, like every unit of a chip (actors/unit_actor.h).
+caf::behavior Worker(sim::UnitActor* actor, sim::Engine* engine, UnitId self,
                      uint64_t* checksum) {
-  return {[=](const sim::Msg<Ping>& ping) {
+  return actor->Handlers([=](const sim::Msg<Ping>& ping) {
     Fold(*checksum, ping.stamp.time.value(), self, ping.stamp.src, ping->hops);
     OnPing(self, ping->hops,
            [&](SimTime delay, UnitId dst, auto msg) { engine->Send(self, delay, dst, msg); });
-  }};
+  });
 }
 
-caf::behavior Hub(caf::event_based_actor*, uint64_t* checksum) {
-  return {[=](const sim::Msg<Report>& report) {
+caf::behavior Hub(sim::UnitActor* actor, uint64_t* checksum) {
+  return actor->Handlers([=](const sim::Msg<Report>& report) {
     Fold(*checksum, report.stamp.time.value(), kHub, report.stamp.src, report->worker);
-  }};
+  });
 }
 
 }  // namespace

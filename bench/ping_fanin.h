@@ -29,9 +29,9 @@ struct PingFanInResult {
 // Number of deliveries the workload makes for `hops`.
 constexpr uint64_t PingFanInEvents(uint32_t hops) { return 63 * (uint64_t{hops} + 1 + hops / 4); }
 
-// 64 CAF actors on sim::Engine. The constructor spawns and registers them and schedules the
-// kicks, Run() delivers every event (once), the destructor shuts the engine down; a benchmark
-// times Run() alone.
+// 64 CAF actors (UnitActors, like a chip's units) on sim::Engine. The constructor spawns and
+// registers them and schedules the kicks, Run() delivers every event (once), the destructor
+// shuts the engine down; a benchmark times Run() alone.
 class PingFanInOnEngine {
  public:
   explicit PingFanInOnEngine(uint32_t hops);

@@ -200,7 +200,7 @@ TEST(MessageTrace, EveryHbmChannelRequestIsAnsweredOnceAtItsInstant) {
       ASSERT_EQ(index.KindOf(topology::UnitId(e.src_unit())), topology::UnitKind::kDma) << i;
       ASSERT_EQ(index.KindOf(topology::UnitId(e.dst_unit())), topology::UnitKind::kHbmChannel) << i;
       ASSERT_EQ(e.hbm_request().channel(), e.dst_unit()) << i;
-      ASSERT_GT(e.hbm_request().parts_size(), 0) << i;
+      ASSERT_GT(e.hbm_request().part_cmd_size(), 0) << i;
       requests_to[e.dst_unit()].push_back(i);
       continue;
     }
@@ -213,12 +213,15 @@ TEST(MessageTrace, EveryHbmChannelRequestIsAnsweredOnceAtItsInstant) {
     EXPECT_EQ(e.time_ps(), req.time_ps()) << i;
     EXPECT_EQ(e.hbm_response().channel(), e.src_unit()) << i;
     EXPECT_EQ(e.hbm_response().request_id(), req.hbm_request().request_id()) << i;
-    ASSERT_EQ(e.hbm_response().parts_size(), req.hbm_request().parts_size()) << i;
-    for (int p = 0; p < req.hbm_request().parts_size(); ++p) {
-      const pb::HbmPartGrant& g = e.hbm_response().parts(p);
-      EXPECT_EQ(g.request_id(), req.hbm_request().parts(p).request_id()) << i;
-      EXPECT_LE(req.time_ps(), g.start_ps()) << i;
-      EXPECT_LT(g.start_ps(), g.done_ps()) << i;
+    const pb::HbmResponse& r = e.hbm_response();
+    const int parts = req.hbm_request().part_cmd_size();
+    ASSERT_EQ(r.part_cmd_size(), parts) << i;
+    ASSERT_EQ(r.start_ps_size(), parts) << i;
+    ASSERT_EQ(r.done_ps_size(), parts) << i;
+    for (int p = 0; p < parts; ++p) {
+      EXPECT_EQ(r.part_cmd(p), req.hbm_request().part_cmd(p)) << i;
+      EXPECT_LE(req.time_ps(), r.start_ps(p)) << i;
+      EXPECT_LT(r.start_ps(p), r.done_ps(p)) << i;
     }
   }
   size_t requests = 0;

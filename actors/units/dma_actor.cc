@@ -78,8 +78,15 @@ void Record(UnitContext* ctx, DmaActorState& st, UnitId self_id, const DmaCallCm
   }
 }
 
-// The channel requests are pooled: their parts and address lists keep their capacity.
-using RequestPool = MessagePool<pb::HbmRequest>;
+// The channel requests are pooled: their parts and address lists keep their capacity, up to a
+// size (a large batch's request is freed, not kept: it would pin its capacity in the pool).
+struct KeepSmallRequest {
+  bool operator()(const pb::HbmRequest& r) const {
+    return r.part_cmd().Capacity() <= 64 && r.chunk_addrs().Capacity() <= 1024;
+  }
+};
+using RequestPool = MessagePool<pb::HbmRequest, ClearMessage<pb::HbmRequest>,
+                                std::allocator<pb::HbmRequest>, KeepSmallRequest>;
 
 // A new call of `requester` issued now; returns its slot (the requests' request_id).
 uint32_t OpenCall(DmaActorState& st, UnitId requester, SimTime now, bool batch, uint64_t batch_id) {
@@ -122,11 +129,11 @@ void AddToCall(DmaActorState& st, uint32_t slot, const pb::DmaCmd& cmd, const Dm
       req->set_channel(st.first_channel + share.channel);
       req->set_write(plan.kind == DmaKind::kHbmWrite);
     }
-    pb::HbmPart* part = req->add_parts();
-    part->set_request_id(index);
-    part->set_bytes(share.bytes.value());
-    part->set_chunk_bytes(share.bytes.value() / share.chunks);
-    part->mutable_chunk_addrs()->Add(share.chunk_addrs.begin(), share.chunk_addrs.end());
+    req->add_part_cmd(index);
+    req->add_part_bytes(share.bytes.value());
+    req->add_part_chunk_bytes(share.bytes.value() / share.chunks);
+    req->add_part_chunks(static_cast<uint32_t>(share.chunks));
+    req->mutable_chunk_addrs()->Add(share.chunk_addrs.begin(), share.chunk_addrs.end());
   }
 }
 
@@ -243,6 +250,8 @@ void Finish(DmaActorState& st, Engine* engine, UnitId self_id, UnitContext* ctx,
     engine->Send(self_id, SimTime(0), call.requester,
                  std::shared_ptr<const pb::DmaBatchDone>(std::move(msg)));
   }
+  // A large batch's command list is freed, not kept in the slot for the next call.
+  if (call.cmds.capacity() > 64) std::vector<DmaCallCmd>().swap(call.cmds);
   st.free_calls.push_back(slot);
 }
 
@@ -252,10 +261,13 @@ void OnAnswer(DmaActorState& st, Engine* engine, UnitId self_id, UnitContext* ct
       << "DMA unit " << self_id << ": an answer to no call in flight (" << resp.request_id() << ")";
   const uint32_t slot = static_cast<uint32_t>(resp.request_id());
   DmaCall& call = st.calls[slot];
-  for (const pb::HbmPartGrant& g : resp.parts()) {
-    DmaCallCmd& c = call.cmds[g.request_id()];
-    c.start = std::min(c.start, SimTime(g.start_ps()));
-    c.end = std::max(c.end, SimTime(g.done_ps()) + c.extra);
+  AHBM_CHECK(resp.start_ps_size() == resp.part_cmd_size() &&
+             resp.done_ps_size() == resp.part_cmd_size())
+      << "DMA unit " << self_id << ": a malformed answer from channel " << resp.channel();
+  for (int i = 0; i < resp.part_cmd_size(); ++i) {
+    DmaCallCmd& c = call.cmds[resp.part_cmd(i)];
+    c.start = std::min(c.start, SimTime(resp.start_ps(i)));
+    c.end = std::max(c.end, SimTime(resp.done_ps(i)) + c.extra);
     c.last_channel = std::max(c.last_channel, resp.channel());
   }
   if (--call.pending == 0) Finish(st, engine, self_id, ctx, slot);
@@ -294,9 +306,9 @@ caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, const 
   const topology::ChipIndex index(*chip);
   self->state.first_channel = index.HbmChannelUnit(index.PeOf(pe).cube_id(), /*channel=*/0).value();
   self->state.outgoing.resize(index.channels_per_cube());
-  // CAF tries the handlers in order: the most frequent message first (a channel's answer; a
-  // decode K or V tile spans 8 channels).
-  return {
+  // The handlers are tried in order (unit_actor.h): the most frequent message first (a
+  // channel's answer; a decode K or V tile spans 8 channels).
+  return self->Handlers(
       [self, engine, self_id, ctx](const Msg<pb::HbmResponse>& resp) {
         OnAnswer(self->state, engine, self_id, ctx, *resp);
       },
@@ -305,8 +317,8 @@ caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, const 
       },
       [self, engine, self_id, ctx](const Msg<pb::DmaCmd>& cmd) {
         OnCmd(self->state, engine, self_id, ctx, *cmd);
-      },
-  };
+      }
+  );
 }
 
 void StartDmaActor(Engine& engine, UnitId id, std::string name, const pb::Chip& chip, uint32_t pe) {

@@ -16,8 +16,8 @@
 //   (the model's message names the issuing PE, the address and the reason); nothing else
 //   happens and the engine goes on.
 // - HBM read / write (a call): each DmaChannelShare, in ascending channel order, goes to its
-//   channel at once as one HbmRequest {request_id = the call, one HbmPart: the share's bytes,
-//   chunk_bytes and chunk addresses}. The channels serve at arrival and answer at once; when the
+//   channel at once as one HbmRequest {request_id = the call, one part: the share's bytes,
+//   chunk_bytes, chunks and chunk addresses}. The channels serve at arrival and answer at once; when the
 //   last answer arrives the requester gets
 //     Completion{cmd_id, unit = this DMA's unit id,
 //                start_ps = min over the grants of start,
@@ -61,6 +61,7 @@
 #include "actors/units/unit_context.h"
 #include "caf/behavior.hpp"
 #include "caf/event_based_actor.hpp"
+#include "actors/unit_actor.h"
 #include "caf/stateful_actor.hpp"
 #include "proto/commands.pb.h"
 #include "proto/topology.pb.h"
@@ -122,7 +123,7 @@ struct DmaActorState {
   absl::flat_hash_map<uint64_t, SimTime> in_flight;
   SpanUnion busy;                         // spans of finished commands (stats)
 };
-using DmaActor = caf::stateful_actor<DmaActorState>;
+using DmaActor = UnitStateActor<DmaActorState>;
 
 // The behavior of the DMA of global PE `pe`, unit `self_id`; spawn with
 // `engine.system().spawn(DmaBehavior, &engine, self_id, &chip, pe, ctx)`. `chip` must be

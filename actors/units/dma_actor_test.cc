@@ -65,9 +65,9 @@ caf::behavior Requester(caf::event_based_actor*, Engine* engine, std::vector<Rep
         }
       },
       [=](const Msg<pb::HbmResponse>& r) {
-        for (const pb::HbmPartGrant& g : r->parts()) {
-          log->push_back({engine->now().value(), engine->current_src(), g.request_id(),
-                          r->channel(), g.start_ps(), g.done_ps(), ""});
+        for (int i = 0; i < r->part_cmd_size(); ++i) {
+          log->push_back({engine->now().value(), engine->current_src(), r->part_cmd(i),
+                          r->channel(), r->start_ps(i), r->done_ps(i), ""});
         }
       },
       [=](const Msg<pb::DmaError>& e) {
@@ -374,10 +374,10 @@ TEST_F(DmaActorTest, AnotherRequesterSharesAChannelsFifoWithTheDma) {
   auto req = std::make_shared<pb::HbmRequest>();
   req->set_request_id(77);
   req->set_channel(channel0);
-  pb::HbmPart* part = req->add_parts();
-  part->set_request_id(5);
-  part->set_bytes(bytes_per_cycle_ * 4);
-  part->set_chunk_bytes(bytes_per_cycle_ * 4);
+  req->add_part_cmd(5);
+  req->add_part_bytes(bytes_per_cycle_ * 4);
+  req->add_part_chunk_bytes(bytes_per_cycle_ * 4);
+  req->add_part_chunks(1);
   engine.Send(requester_, SimTime(issue), channel0,
               std::shared_ptr<const pb::HbmRequest>(std::move(req)));
   engine.Run();

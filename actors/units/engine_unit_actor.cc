@@ -20,9 +20,9 @@ caf::behavior EngineUnitBehavior(EngineUnitActor* self, UnitContext* ctx, topolo
                                  UnitId self_id, uint32_t pe) {
   self->state.unit = std::make_unique<EngineUnit>(ctx, kind, self_id, pe);
   EngineUnit* unit = self->state.unit.get();
-  return {
-      [unit](const Msg<pb::EngineWork>& work) { unit->OnWork(*work); },
-  };
+  return self->Handlers(
+      [unit](const Msg<pb::EngineWork>& work) { unit->OnWork(*work); }
+  );
 }
 
 }  // namespace

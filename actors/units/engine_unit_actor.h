@@ -34,6 +34,7 @@
 #include "actors/units/unit_context.h"
 #include "caf/behavior.hpp"
 #include "caf/event_based_actor.hpp"
+#include "actors/unit_actor.h"
 #include "caf/stateful_actor.hpp"
 #include "proto/commands.pb.h"
 #include "topology/ids.h"
@@ -66,7 +67,7 @@ class EngineUnit {
 struct EngineUnitActorState {
   std::unique_ptr<EngineUnit> unit;
 };
-using EngineUnitActor = caf::stateful_actor<EngineUnitActorState>;
+using EngineUnitActor = UnitStateActor<EngineUnitActorState>;
 
 // Spawns and registers the GEMM (kind kGemm) or MATH (kMath) unit of global PE `pe`.
 void StartEngineUnitActor(UnitContext& ctx, topology::UnitKind kind, uint32_t pe);

@@ -36,27 +36,47 @@ HbmGrant HbmChannelServer::Serve(const HbmAccess& access) {
 
 namespace {
 
-// The answer pool keeps each message's parts (and their capacity) across reuse.
-using ResponsePool = MessagePool<pb::HbmResponse>;
+// The answer pool keeps each message's parts (and their capacity) across reuse, up to a size
+// (a large batch's answer is freed, not kept).
+struct KeepSmallResponse {
+  bool operator()(const pb::HbmResponse& r) const { return r.part_cmd().Capacity() <= 64; }
+};
+using ResponsePool = MessagePool<pb::HbmResponse, ClearMessage<pb::HbmResponse>,
+                                 std::allocator<pb::HbmResponse>, KeepSmallResponse>;
 
 void ServeRequest(HbmChannelState& st, Engine* engine, const pb::HbmRequest& req) {
   HbmChannelServer& server = *st.server;
   const HbmOp op = req.write() ? HbmOp::kWrite : HbmOp::kRead;
   const SimTime now = engine->now();
+  const int parts = req.part_cmd_size();
+  AHBM_CHECK(req.part_bytes_size() == parts && req.part_chunk_bytes_size() == parts &&
+             req.part_chunks_size() == parts)
+      << "HBM channel " << server.unit() << ": a malformed request (parallel part arrays differ)";
   std::shared_ptr<pb::HbmResponse> resp = ResponsePool::Make();
   resp->set_request_id(req.request_id());
   resp->set_channel(server.unit());
-  for (const pb::HbmPart& part : req.parts()) {
-    const HbmGrant grant =
-        server.Serve({now, Bytes(part.bytes()), op,
-                      std::span<const uint64_t>(part.chunk_addrs().data(),
-                                                static_cast<size_t>(part.chunk_addrs_size())),
-                      Bytes(part.chunk_bytes())});
-    pb::HbmPartGrant* g = resp->add_parts();
-    g->set_request_id(part.request_id());
-    g->set_start_ps(grant.start.value());
-    g->set_done_ps(grant.done.value());
+  resp->mutable_part_cmd()->CopyFrom(req.part_cmd());
+  resp->mutable_start_ps()->Reserve(parts);
+  resp->mutable_done_ps()->Reserve(parts);
+  const std::span<const uint64_t> addrs(req.chunk_addrs().data(),
+                                        static_cast<size_t>(req.chunk_addrs_size()));
+  size_t next_addr = 0;
+  for (int i = 0; i < parts; ++i) {
+    std::span<const uint64_t> chunk_addrs;
+    if (!addrs.empty()) {
+      const size_t n = req.part_chunks(i);
+      AHBM_CHECK(next_addr + n <= addrs.size())
+          << "HBM channel " << server.unit() << ": fewer chunk addresses than chunks";
+      chunk_addrs = addrs.subspan(next_addr, n);
+      next_addr += n;
+    }
+    const HbmGrant grant = server.Serve(
+        {now, Bytes(req.part_bytes(i)), op, chunk_addrs, Bytes(req.part_chunk_bytes(i))});
+    resp->add_start_ps(grant.start.value());
+    resp->add_done_ps(grant.done.value());
   }
+  AHBM_CHECK(next_addr == addrs.size())
+      << "HBM channel " << server.unit() << ": more chunk addresses than chunks";
   engine->Send(server.unit(), SimTime(0), engine->current_src(),
                std::shared_ptr<const pb::HbmResponse>(std::move(resp)));
 }
@@ -67,9 +87,9 @@ caf::behavior HbmChannelBehavior(HbmChannelActor* self, Engine* engine, UnitId i
                                  const pb::HbmChannel* config, StatsBoard* stats,
                                  HbmModelContext* context) {
   self->state.server.emplace(id, *config, stats, *context);
-  return {[self, engine](const Msg<pb::HbmRequest>& req) {
+  return self->Handlers([self, engine](const Msg<pb::HbmRequest>& req) {
     ServeRequest(self->state, engine, *req);
-  }};
+  });
 }
 
 void StartHbmChannelActor(Engine& engine, HbmModelContext& context, UnitId id, std::string name,

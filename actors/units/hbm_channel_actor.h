@@ -20,9 +20,10 @@
 // - in  std::shared_ptr<const pb::HbmRequest> from any unit (a DMA).
 // - out std::shared_ptr<const pb::HbmResponse> to that unit (engine->current_src()), at once:
 //   request_id copied from the request, channel = this unit's id, and one grant per
-//   part, in order (HbmPartGrant: the part's request_id, start_ps = grant.start, done_ps =
-//   grant.done), each part served by Serve({now, bytes, op, chunk_addrs, chunk_bytes}) in turn,
-//   exactly like separate requests at the same instant.
+//   part, in order (part_cmd copied, start_ps = grant.start, done_ps = grant.done), each part
+//   served by Serve({now, bytes, op, its chunk_addrs, chunk_bytes}) in turn, exactly like
+//   separate requests at the same instant. Part arrays of different lengths, or chunk
+//   addresses that do not add up to the parts' chunk counts, fail a CHECK (a requester's bug).
 #ifndef AHBMSIM_ACTORS_UNITS_HBM_CHANNEL_ACTOR_H_
 #define AHBMSIM_ACTORS_UNITS_HBM_CHANNEL_ACTOR_H_
 
@@ -40,6 +41,7 @@
 #include "actors/units/unit_context.h"
 #include "caf/behavior.hpp"
 #include "caf/event_based_actor.hpp"
+#include "actors/unit_actor.h"
 #include "caf/stateful_actor.hpp"
 #include "proto/commands.pb.h"
 #include "proto/topology.pb.h"
@@ -72,7 +74,7 @@ class HbmChannelServer {
 struct HbmChannelState {
   std::optional<HbmChannelServer> server;
 };
-using HbmChannelActor = caf::stateful_actor<HbmChannelState>;
+using HbmChannelActor = UnitStateActor<HbmChannelState>;
 
 // The behavior of HBM channel unit `id` configured as `config` (which lives until the actor has
 // initialized, the next Run); spawn with `engine.system().spawn(HbmChannelBehavior, &engine,

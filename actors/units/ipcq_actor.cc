@@ -113,7 +113,7 @@ caf::behavior IpcqBehavior(IpcqActor* self, Engine* engine, UnitId self_id, cons
     init.neighbour = init.index->GlobalPe(topology::PeId{id.sip, id.cube, *n});
   }
   const char* dir_name = topology::DirName(dir);
-  return {
+  return self->Handlers(
       [self, engine, self_id, dir_name](const Msg<pb::IpcqSend>& send) {
         OnSend(self->state, engine, self_id, dir_name, *send);
       },
@@ -130,8 +130,8 @@ caf::behavior IpcqBehavior(IpcqActor* self, Engine* engine, UnitId self_id, cons
           st.messages.erase(id);
           st.fifo.pop_front();
         }
-      },
-  };
+      }
+  );
 }
 
 caf::actor StartIpcqActor(Engine& engine, const pb::Chip& chip, uint32_t pe, topology::Dir dir) {

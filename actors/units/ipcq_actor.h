@@ -48,6 +48,7 @@
 #include "caf/actor.hpp"
 #include "caf/behavior.hpp"
 #include "caf/event_based_actor.hpp"
+#include "actors/unit_actor.h"
 #include "caf/stateful_actor.hpp"
 #include "proto/commands.pb.h"
 #include "proto/topology.pb.h"
@@ -84,7 +85,7 @@ struct IpcqActorState {
   // e.g. "sip0.cube0.pe0.ipcq.E", for diagnostics (built when asked: thousands of queues).
   std::string unit_name() const { return index->Name(topology::UnitId(unit)); }
 };
-using IpcqActor = caf::stateful_actor<IpcqActorState>;
+using IpcqActor = UnitStateActor<IpcqActorState>;
 
 // The behavior of the queue of global PE `pe` in direction `dir`, unit `self_id`; spawn with
 // `engine.system().spawn(IpcqBehavior, &engine, self_id, chip.sip().cube().ipcq(),

@@ -55,7 +55,7 @@ caf::behavior NocRouterBehavior(NocRouterActor* self, Engine* engine, UnitId sel
   init.index.emplace(index);
   init.cube = cube;
   init.unit_name = init.index->Name(topology::UnitId(self_id));
-  return {
+  return self->Handlers(
       [self, engine, self_id](const Msg<pb::NocSend>& send) {
         NocRouterActorState& st = self->state;
         const topology::ChipIndex& index = *st.index;
@@ -131,8 +131,8 @@ caf::behavior NocRouterBehavior(NocRouterActor* self, Engine* engine, UnitId sel
             st.index->PeUnit(topology::UnitKind::kPeCpu, st.index->PeOf(m.dst_pe())).value();
         engine->Send(self_id, delivered - engine->now(), cpu,
                      std::shared_ptr<const pb::NocDelivered>(std::move(done)));
-      },
-  };
+      }
+  );
 }
 
 caf::actor StartNocRouterActor(Engine& engine, const pb::Chip& chip, CubeId cube,

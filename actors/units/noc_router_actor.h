@@ -57,6 +57,7 @@
 #include "caf/actor.hpp"
 #include "caf/behavior.hpp"
 #include "caf/event_based_actor.hpp"
+#include "actors/unit_actor.h"
 #include "caf/stateful_actor.hpp"
 #include "proto/topology.pb.h"
 #include "topology/ids.h"
@@ -80,7 +81,7 @@ struct NocRouterActorState {
   std::string unit_name;  // e.g. "sip0.cube5.noc", for diagnostics
   NocRouterStats stats;
 };
-using NocRouterActor = caf::stateful_actor<NocRouterActorState>;
+using NocRouterActor = UnitStateActor<NocRouterActorState>;
 
 // The behavior of the router of CUBE `cube`, unit `self_id`; spawn with
 // `engine.system().spawn(NocRouterBehavior, &engine, self_id, topology::ChipIndex(chip), cube,

@@ -6,6 +6,7 @@
 #include "actors/engine.h"
 #include "actors/msg.h"
 #include "base/check.h"
+#include "actors/unit_actor.h"
 #include "caf/event_based_actor.hpp"
 #include "proto/trace.pb.h"
 
@@ -54,8 +55,8 @@ const pb::IssueCostProfile& ProfileOf(const UnitContext& ctx) {
 }
 
 // The CPU actor: every handler forwards to its PeCpu.
-caf::behavior PeCpuBehavior(caf::event_based_actor*, PeCpu* cpu) {
-  return {
+caf::behavior PeCpuBehavior(UnitActor* self, PeCpu* cpu) {
+  return self->Handlers(
       [cpu](const Msg<pb::Completion>& m) -> NoReply {
         cpu->Complete(m->cmd_id(), SimTime(m->end_ps()));
         return {};
@@ -76,8 +77,8 @@ caf::behavior PeCpuBehavior(caf::event_based_actor*, PeCpu* cpu) {
       [cpu](const Msg<pb::NocAccepted>& m) {
         AHBM_CHECK(cpu->runtime() != nullptr) << "NocAccepted on a stream CPU";
         cpu->runtime()->OnNocAccepted(*cpu, *m);
-      },
-  };
+      }
+  );
 }
 
 }  // namespace

@@ -964,9 +964,9 @@ caf::behavior PeSchedulerBehavior(PeSchedulerActor* self, UnitContext* ctx, Unit
   self->state.scheduler = std::make_unique<PeScheduler>(ctx, self_id, pe);
   PeScheduler* s = self->state.scheduler.get();
   ctx->engine->SetTimerHandler(self_id, s);
-  // CAF tries the handlers in order: the most frequent messages first (MATH commands, then
-  // composites and their DMA batches in decode).
-  return {
+  // The handlers are tried in order (unit_actor.h): the most frequent messages first (MATH
+  // commands, then composites and their DMA batches in decode).
+  return self->Handlers(
       [s](const Msg<pb::MathCmd>& cmd) -> NoReply {
         s->OnMath(cmd.body);
         return {};
@@ -1002,8 +1002,8 @@ caf::behavior PeSchedulerBehavior(PeSchedulerActor* self, UnitContext* ctx, Unit
       [s](const Msg<pb::DmaError>& error) -> NoReply {
         s->OnDmaError(*error);
         return {};
-      },
-  };
+      }
+  );
 }
 
 void StartPeSchedulerActor(UnitContext& ctx, uint32_t pe) {

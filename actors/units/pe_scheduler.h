@@ -77,6 +77,7 @@
 #include "actors/units/unit_context.h"
 #include "caf/behavior.hpp"
 #include "caf/event_based_actor.hpp"
+#include "actors/unit_actor.h"
 #include "caf/stateful_actor.hpp"
 #include "proto/commands.pb.h"
 
@@ -276,7 +277,7 @@ class PeScheduler : public Engine::TimerHandler {
 struct PeSchedulerActorState {
   std::unique_ptr<PeScheduler> scheduler;
 };
-using PeSchedulerActor = caf::stateful_actor<PeSchedulerActorState>;
+using PeSchedulerActor = UnitStateActor<PeSchedulerActorState>;
 
 caf::behavior PeSchedulerBehavior(PeSchedulerActor* self, UnitContext* ctx, UnitId self_id,
                                   uint32_t pe);

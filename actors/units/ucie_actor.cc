@@ -20,7 +20,7 @@ caf::behavior UcieBehavior(UcieActor* self, Engine* engine, UnitId self_id,
   init.index.emplace(index);
   init.sip = sip;
   init.unit_name = init.index->Name(topology::UnitId(self_id));
-  return {[self, engine, self_id](const Msg<pb::NocHop>& in) {
+  return self->Handlers([self, engine, self_id](const Msg<pb::NocHop>& in) {
     UcieActorState& st = self->state;
     const pb::NocSend& m = in->message();
     const topology::CubeId from = st.index->PeOf(m.src_pe()).cube_id();
@@ -38,7 +38,7 @@ caf::behavior UcieBehavior(UcieActor* self, Engine* engine, UnitId self_id,
     st.stats.forwarded_bytes += m.bytes();
     engine->Send(self_id, st.net->UcieLink(st.sip, hop.dir).Latency(),
                  st.index->NocRouterUnit(hop.to).value(), in.body);
-  }};
+  });
 }
 
 caf::actor StartUcieActor(Engine& engine, const pb::Chip& chip, uint32_t sip,

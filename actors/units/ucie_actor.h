@@ -30,6 +30,7 @@
 #include "caf/actor.hpp"
 #include "caf/behavior.hpp"
 #include "caf/event_based_actor.hpp"
+#include "actors/unit_actor.h"
 #include "caf/stateful_actor.hpp"
 #include "proto/topology.pb.h"
 #include "topology/ids.h"
@@ -48,7 +49,7 @@ struct UcieActorState {
   std::string unit_name;  // e.g. "sip0.ucie", for diagnostics
   UcieStats stats;
 };
-using UcieActor = caf::stateful_actor<UcieActorState>;
+using UcieActor = UnitStateActor<UcieActorState>;
 
 // The behavior of the UCIe actor of SIP `sip`, unit `self_id`; spawn with
 // `engine.system().spawn(UcieBehavior, &engine, self_id, topology::ChipIndex(chip), sip, net)`.
