@@ -1,5 +1,6 @@
 #include "actors/message_pool.h"
 
+#include <cstdint>
 #include <memory>
 
 #include "gtest/gtest.h"
@@ -26,6 +27,25 @@ TEST(MessagePoolTest, ReusesAMessageOnlyOnceEveryCopyIsGoneAndHandsItOutCleared)
   std::shared_ptr<pb::Completion> d = Pool::Make();  // none free: a new one
   EXPECT_NE(d.get(), first);
   EXPECT_NE(d.get(), b.get());
+}
+
+TEST(BlockFreeListTest, HandsAFreedBlockOutAgainAndArraysGoToTheHeap) {
+  struct Block {
+    uint64_t a, b;
+  };
+  BlockFreeList<Block> alloc;
+  Block* first = alloc.allocate(1);
+  Block* second = alloc.allocate(1);
+  EXPECT_NE(first, second);
+  alloc.deallocate(first, 1);
+  EXPECT_EQ(alloc.allocate(1), first);  // the freed block, reused
+  Block* array = alloc.allocate(3);     // arrays never come from the list
+  alloc.deallocate(array, 3);
+  Block* third = alloc.allocate(1);
+  EXPECT_NE(third, first);
+  alloc.deallocate(first, 1);
+  alloc.deallocate(second, 1);
+  alloc.deallocate(third, 1);
 }
 
 // Keeps only requests with at most 4 parts' capacity.
