@@ -30,6 +30,7 @@
 
 #include "actors/engine_element.h"
 #include "actors/msg.h"
+#include "base/check.h"
 #include "caf/behavior.hpp"
 #include "caf/event_based_actor.hpp"
 #include "caf/stateful_actor.hpp"
@@ -76,9 +77,10 @@ class UnitActor : public caf::event_based_actor {
  public:
   explicit UnitActor(caf::actor_config& cfg) : caf::event_based_actor(cfg) {}
 
-  // See the contract. Call once, from the behavior function.
+  // See the contract. Call once, from the behavior function (the engine keeps the table).
   template <class... Fs>
   caf::behavior Handlers(Fs... fs) {
+    AHBM_CHECK(table_ == nullptr) << "UnitActor::Handlers called twice";
     auto table = std::make_unique<Table<Fs...>>(fs...);
     entries_ = table->entries();
     table_ = std::move(table);
