@@ -131,7 +131,6 @@ void AddToCall(DmaActorState& st, uint32_t slot, const pb::DmaCmd& cmd, const Dm
     }
     req->add_part_cmd(index);
     req->add_part_bytes(share.bytes.value());
-    req->add_part_chunk_bytes(share.bytes.value() / share.chunks);
     req->add_part_chunks(static_cast<uint32_t>(share.chunks));
     req->mutable_chunk_addrs()->Add(share.chunk_addrs.begin(), share.chunk_addrs.end());
   }
@@ -265,6 +264,8 @@ void OnAnswer(DmaActorState& st, Engine* engine, UnitId self_id, UnitContext* ct
              resp.done_ps_size() == resp.part_cmd_size())
       << "DMA unit " << self_id << ": a malformed answer from channel " << resp.channel();
   for (int i = 0; i < resp.part_cmd_size(); ++i) {
+    AHBM_CHECK(resp.part_cmd(i) < call.cmds.size())
+        << "DMA unit " << self_id << ": channel " << resp.channel() << " answered for no command";
     DmaCallCmd& c = call.cmds[resp.part_cmd(i)];
     c.start = std::min(c.start, SimTime(resp.start_ps(i)));
     c.end = std::max(c.end, SimTime(resp.done_ps(i)) + c.extra);
@@ -317,8 +318,7 @@ caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, const 
       },
       [self, engine, self_id, ctx](const Msg<pb::DmaCmd>& cmd) {
         OnCmd(self->state, engine, self_id, ctx, *cmd);
-      }
-  );
+      });
 }
 
 void StartDmaActor(Engine& engine, UnitId id, std::string name, const pb::Chip& chip, uint32_t pe) {

@@ -17,7 +17,7 @@
 //   happens and the engine goes on.
 // - HBM read / write (a call): each DmaChannelShare, in ascending channel order, goes to its
 //   channel at once as one HbmRequest {request_id = the call, one part: the share's bytes,
-//   chunk_bytes, chunks and chunk addresses}. The channels serve at arrival and answer at once; when the
+//   chunks and chunk addresses}. The channels serve at arrival and answer at once; when the
 //   last answer arrives the requester gets
 //     Completion{cmd_id, unit = this DMA's unit id,
 //                start_ps = min over the grants of start,
@@ -58,10 +58,10 @@
 #include "actors/engine.h"
 #include "actors/models/dma_model.h"
 #include "actors/time.h"
+#include "actors/unit_actor.h"
 #include "actors/units/unit_context.h"
 #include "caf/behavior.hpp"
 #include "caf/event_based_actor.hpp"
-#include "actors/unit_actor.h"
 #include "caf/stateful_actor.hpp"
 #include "proto/commands.pb.h"
 #include "proto/topology.pb.h"

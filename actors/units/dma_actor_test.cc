@@ -376,7 +376,6 @@ TEST_F(DmaActorTest, AnotherRequesterSharesAChannelsFifoWithTheDma) {
   req->set_channel(channel0);
   req->add_part_cmd(5);
   req->add_part_bytes(bytes_per_cycle_ * 4);
-  req->add_part_chunk_bytes(bytes_per_cycle_ * 4);
   req->add_part_chunks(1);
   engine.Send(requester_, SimTime(issue), channel0,
               std::shared_ptr<const pb::HbmRequest>(std::move(req)));

@@ -20,9 +20,7 @@ caf::behavior EngineUnitBehavior(EngineUnitActor* self, UnitContext* ctx, topolo
                                  UnitId self_id, uint32_t pe) {
   self->state.unit = std::make_unique<EngineUnit>(ctx, kind, self_id, pe);
   EngineUnit* unit = self->state.unit.get();
-  return self->Handlers(
-      [unit](const Msg<pb::EngineWork>& work) { unit->OnWork(*work); }
-  );
+  return self->Handlers([unit](const Msg<pb::EngineWork>& work) { unit->OnWork(*work); });
 }
 
 }  // namespace
@@ -53,15 +51,20 @@ void EngineUnit::Record(const pb::EngineWork& work) {
     ctx_->op_log->AddOp(std::move(scheduler));
   }
   const std::string name = ctx_->Name(self_);
-  pb::OpRecord rec;
-  rec.set_unit(self_);
-  rec.set_unit_name(name);
-  rec.set_op(work.op());
-  rec.set_cmd_id(work.cmd_id());
-  rec.set_issue_ps(work.issue_ps());
-  rec.set_start_ps(work.start_ps());
-  rec.set_end_ps(work.end_ps());
-  rec.set_flops(work.flops());
+  // A record of this engine for the work's command: `op`, its span and FLOPs.
+  const auto record = [&](std::string op, uint64_t start_ps, uint64_t end_ps, uint64_t flops) {
+    pb::OpRecord rec;
+    rec.set_unit(self_);
+    rec.set_unit_name(name);
+    rec.set_op(std::move(op));
+    rec.set_cmd_id(work.cmd_id());
+    rec.set_issue_ps(work.issue_ps());
+    rec.set_start_ps(start_ps);
+    rec.set_end_ps(end_ps);
+    rec.set_flops(flops);
+    return rec;
+  };
+  pb::OpRecord rec = record(work.op(), work.start_ps(), work.end_ps(), work.flops());
   rec.set_label(work.label().empty() ? absl::StrCat(work.tile_ops(), " tiles") : work.label());
   ctx_->op_log->AddOp(std::move(rec));
   if (!ctx_->per_tile_detail) return;
@@ -69,16 +72,8 @@ void EngineUnit::Record(const pb::EngineWork& work) {
       << "EngineWork for cmd " << work.cmd_id() << ": " << work.ops_size() << " tile ops of "
       << work.tile_ops() << " with per-tile detail";
   for (const pb::EngineOp& op : work.ops()) {
-    pb::OpRecord tile;
-    tile.set_unit(self_);
-    tile.set_unit_name(name);
-    tile.set_op(absl::StrCat(work.op(), ":", op.what()));
-    tile.set_cmd_id(work.cmd_id());
-    tile.set_issue_ps(work.issue_ps());
-    tile.set_start_ps(op.start_ps());
-    tile.set_end_ps(op.end_ps());
-    tile.set_flops(op.flops());
-    ctx_->op_log->AddOp(std::move(tile));
+    ctx_->op_log->AddOp(
+        record(absl::StrCat(work.op(), ":", op.what()), op.start_ps(), op.end_ps(), op.flops()));
   }
 }
 

@@ -31,10 +31,10 @@
 #include <cstdint>
 #include <memory>
 
+#include "actors/unit_actor.h"
 #include "actors/units/unit_context.h"
 #include "caf/behavior.hpp"
 #include "caf/event_based_actor.hpp"
-#include "actors/unit_actor.h"
 #include "caf/stateful_actor.hpp"
 #include "proto/commands.pb.h"
 #include "topology/ids.h"

@@ -49,8 +49,7 @@ void ServeRequest(HbmChannelState& st, Engine* engine, const pb::HbmRequest& req
   const HbmOp op = req.write() ? HbmOp::kWrite : HbmOp::kRead;
   const SimTime now = engine->now();
   const int parts = req.part_cmd_size();
-  AHBM_CHECK(req.part_bytes_size() == parts && req.part_chunk_bytes_size() == parts &&
-             req.part_chunks_size() == parts)
+  AHBM_CHECK(req.part_bytes_size() == parts && req.part_chunks_size() == parts)
       << "HBM channel " << server.unit() << ": a malformed request (parallel part arrays differ)";
   std::shared_ptr<pb::HbmResponse> resp = ResponsePool::Make();
   resp->set_request_id(req.request_id());
@@ -62,16 +61,17 @@ void ServeRequest(HbmChannelState& st, Engine* engine, const pb::HbmRequest& req
                                         static_cast<size_t>(req.chunk_addrs_size()));
   size_t next_addr = 0;
   for (int i = 0; i < parts; ++i) {
+    const uint32_t chunks = req.part_chunks(i);
+    AHBM_CHECK(chunks > 0) << "HBM channel " << server.unit() << ": a part without chunks";
     std::span<const uint64_t> chunk_addrs;
     if (!addrs.empty()) {
-      const size_t n = req.part_chunks(i);
-      AHBM_CHECK(next_addr + n <= addrs.size())
+      AHBM_CHECK(next_addr + chunks <= addrs.size())
           << "HBM channel " << server.unit() << ": fewer chunk addresses than chunks";
-      chunk_addrs = addrs.subspan(next_addr, n);
-      next_addr += n;
+      chunk_addrs = addrs.subspan(next_addr, chunks);
+      next_addr += chunks;
     }
     const HbmGrant grant = server.Serve(
-        {now, Bytes(req.part_bytes(i)), op, chunk_addrs, Bytes(req.part_chunk_bytes(i))});
+        {now, Bytes(req.part_bytes(i)), op, chunk_addrs, Bytes(req.part_bytes(i) / chunks)});
     resp->add_start_ps(grant.start.value());
     resp->add_done_ps(grant.done.value());
   }

@@ -21,9 +21,10 @@
 // - out std::shared_ptr<const pb::HbmResponse> to that unit (engine->current_src()), at once:
 //   request_id copied from the request, channel = this unit's id, and one grant per
 //   part, in order (part_cmd copied, start_ps = grant.start, done_ps = grant.done), each part
-//   served by Serve({now, bytes, op, its chunk_addrs, chunk_bytes}) in turn, exactly like
-//   separate requests at the same instant. Part arrays of different lengths, or chunk
-//   addresses that do not add up to the parts' chunk counts, fail a CHECK (a requester's bug).
+//   served by Serve({now, bytes, op, its chunk_addrs, bytes / chunks}) in turn, exactly like
+//   separate requests at the same instant. Part arrays of different lengths, a part without
+//   chunks, or chunk addresses that do not add up to the parts' chunk counts fail a CHECK (a
+//   requester's bug).
 #ifndef AHBMSIM_ACTORS_UNITS_HBM_CHANNEL_ACTOR_H_
 #define AHBMSIM_ACTORS_UNITS_HBM_CHANNEL_ACTOR_H_
 
@@ -38,10 +39,10 @@
 #include "actors/models/hbm_channel_model.h"
 #include "actors/models/hbm_timing_model.h"
 #include "actors/time.h"
+#include "actors/unit_actor.h"
 #include "actors/units/unit_context.h"
 #include "caf/behavior.hpp"
 #include "caf/event_based_actor.hpp"
-#include "actors/unit_actor.h"
 #include "caf/stateful_actor.hpp"
 #include "proto/commands.pb.h"
 #include "proto/topology.pb.h"

@@ -130,8 +130,7 @@ caf::behavior IpcqBehavior(IpcqActor* self, Engine* engine, UnitId self_id, cons
           st.messages.erase(id);
           st.fifo.pop_front();
         }
-      }
-  );
+      });
 }
 
 caf::actor StartIpcqActor(Engine& engine, const pb::Chip& chip, uint32_t pe, topology::Dir dir) {

@@ -131,8 +131,7 @@ caf::behavior NocRouterBehavior(NocRouterActor* self, Engine* engine, UnitId sel
             st.index->PeUnit(topology::UnitKind::kPeCpu, st.index->PeOf(m.dst_pe())).value();
         engine->Send(self_id, delivered - engine->now(), cpu,
                      std::shared_ptr<const pb::NocDelivered>(std::move(done)));
-      }
-  );
+      });
 }
 
 caf::actor StartNocRouterActor(Engine& engine, const pb::Chip& chip, CubeId cube,

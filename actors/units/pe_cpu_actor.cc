@@ -5,8 +5,8 @@
 
 #include "actors/engine.h"
 #include "actors/msg.h"
-#include "base/check.h"
 #include "actors/unit_actor.h"
+#include "base/check.h"
 #include "caf/event_based_actor.hpp"
 #include "proto/trace.pb.h"
 
@@ -77,8 +77,7 @@ caf::behavior PeCpuBehavior(UnitActor* self, PeCpu* cpu) {
       [cpu](const Msg<pb::NocAccepted>& m) {
         AHBM_CHECK(cpu->runtime() != nullptr) << "NocAccepted on a stream CPU";
         cpu->runtime()->OnNocAccepted(*cpu, *m);
-      }
-  );
+      });
 }
 
 }  // namespace

@@ -1002,8 +1002,7 @@ caf::behavior PeSchedulerBehavior(PeSchedulerActor* self, UnitContext* ctx, Unit
       [s](const Msg<pb::DmaError>& error) -> NoReply {
         s->OnDmaError(*error);
         return {};
-      }
-  );
+      });
 }
 
 void StartPeSchedulerActor(UnitContext& ctx, uint32_t pe) {

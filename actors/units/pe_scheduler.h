@@ -74,10 +74,10 @@
 #include "actors/models/tile_plan.h"
 #include "actors/pe_planner.h"
 #include "actors/time.h"
+#include "actors/unit_actor.h"
 #include "actors/units/unit_context.h"
 #include "caf/behavior.hpp"
 #include "caf/event_based_actor.hpp"
-#include "actors/unit_actor.h"
 #include "caf/stateful_actor.hpp"
 #include "proto/commands.pb.h"
 

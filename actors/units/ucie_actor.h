@@ -27,10 +27,10 @@
 
 #include "actors/engine.h"
 #include "actors/models/link_network_model.h"
+#include "actors/unit_actor.h"
 #include "caf/actor.hpp"
 #include "caf/behavior.hpp"
 #include "caf/event_based_actor.hpp"
-#include "actors/unit_actor.h"
 #include "caf/stateful_actor.hpp"
 #include "proto/topology.pb.h"
 #include "topology/ids.h"
