@@ -162,8 +162,19 @@ void Engine::PushMessage(const Stamp& stamp, UnitId dst, caf::mailbox_element* e
 Engine::Event& Engine::PushEvent(const Stamp& stamp, UnitId dst) {
   static_assert(std::is_trivially_copyable_v<Event> && sizeof(Event) == 32);
   const Key key = stamp.key();
-  EventQueue& queue = heaps_.size() == 1 ? heaps_.front() : IslandHeap(stamp.src, dst);
-  std::vector<Event>& heap = stamp.time == now_ ? queue.now : queue.later;
+  const bool one_queue = heaps_.size() == 1;
+  EventQueue& queue = one_queue ? heaps_.front() : IslandHeap(stamp.src, dst);
+  // The instant store takes a source's events only if they all go to one queue (a source in
+  // no island may send to several).
+  if (stamp.time == now_ && stamp.src < InstantStore<Event>::kMaxSources &&
+      (one_queue || stamp.src < island_of_.size())) {
+    Event& event = instants_.Push(queue.now, stamp.src, stamp.time.value());
+    event = Event{};
+    event.key = key;
+    event.dst = dst;
+    return event;
+  }
+  std::vector<Event>& heap = queue.later;
   // Binary min-heap on key, sift-up with a hole (keys are unique, so the delivery order is
   // the key order whatever the heap's shape).
   size_t hole = heap.size();
@@ -247,10 +258,37 @@ Engine::Event Engine::PopMin(std::vector<Event>& heap) {
   return top;
 }
 
+void Engine::PrefetchFor(const Event& next) {
+  if (next.dst >= dense_units_.size()) return;
+  const DenseUnit& unit = dense_units_[next.dst];
+  __builtin_prefetch(&unit);
+  if (!next.is_timer) __builtin_prefetch(next.message);
+  if (unit.handlers != nullptr) __builtin_prefetch(unit.handlers);
+  // Kept: without a visible effect, a call of this function could be dropped as dead.
+  prefetched_ += 1;
+}
+
 void Engine::RunCoordinator() { coordinator_->run(); }
 
+const Engine::Event& Engine::PeekNext(const EventQueue& queue) const {
+  if (queue.now.empty()) return queue.later.front();
+  const Event& instant = instants_.Min(queue.now);
+  return queue.later.empty() || instant.key < queue.later.front().key ? instant
+                                                                       : queue.later.front();
+}
+
+Engine::Event Engine::PopNext(EventQueue& queue) {
+  if (queue.now.empty()) return PopMin(queue.later);
+  const uint32_t src = InstantStore<Event>::MinSource(queue.now);
+  if (queue.later.empty() || instants_.Oldest(src).key < queue.later.front().key) {
+    return instants_.PopFrom(queue.now, src);
+  }
+  return PopMin(queue.later);
+}
+
 void Engine::DeliverNext(EventQueue& queue) {
-  const Event event = PopMin(queue.Next());
+  const Event event = PopNext(queue);
+  if (!queue.empty()) PrefetchFor(PeekNext(queue));
   DenseUnit* unit = event.dst < dense_units_.size() ? &dense_units_[event.dst] : nullptr;
   if (unit == nullptr || unit->unit == nullptr || unit->terminated) {
     unit = FindUnit(event.dst);
@@ -317,7 +355,7 @@ void Engine::RunUntil(SimTime limit) {
   running_ = true;
   RunCoordinator();
   for (EventQueue& queue : heaps_) {
-    while (!queue.empty() && queue.Next().front().time_ps() <= limit.value()) {
+    while (!queue.empty() && PeekNext(queue).time_ps() <= limit.value()) {
       DeliverNext(queue);
     }
   }
@@ -330,11 +368,9 @@ void Engine::Shutdown() {
   AHBM_CHECK(!running_) << "Shutdown from inside a handler";
   shutting_down_ = true;
   for (EventQueue& queue : heaps_) {
-    for (std::vector<Event>* heap : {&queue.now, &queue.later}) {
-      for (const Event& event : *heap) {
-        if (!event.is_timer) caf::mailbox_element_ptr discarded(event.message);
-      }
-      heap->clear();
+    while (!queue.empty()) {
+      const Event event = PopNext(queue);
+      if (!event.is_timer) caf::mailbox_element_ptr discarded(event.message);
     }
   }
   std::vector<UnitId> ids;

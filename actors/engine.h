@@ -7,10 +7,10 @@
 //   counter per src_id, from 0, at most 2^32 sends per sender), so events of one sender with
 //   equal time arrive in the order they were sent (FIFO), and events of different senders at
 //   equal time arrive in ascending src_id order. An event created while time t is being
-//   delivered (zero delay) joins the heap then, so it can follow equal-time events with larger
+//   delivered (zero delay) joins the queue then, so it can follow equal-time events with larger
 //   src_id that were delivered before it existed. Nothing else - registration or spawn order,
 //   CAF scheduling, memory addresses, hash order - affects the order.
-// - Send() is the only way simulated units talk; zero-delay sends go through the heap too.
+// - Send() is the only way simulated units talk; zero-delay sends are queued events too.
 // - A unit's own wake-up (SetTimer) is an event of that unit keyed like a Send to itself, but
 //   runs its TimerHandler directly: no CAF message is built or matched. It is counted as an
 //   event like any other. Only what a unit tells itself may go this way.
@@ -71,6 +71,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/node_hash_map.h"
 #include "actors/engine_element.h"
+#include "actors/instant_queue.h"
 #include "actors/msg.h"
 #include "actors/time.h"
 #include "caf/actor.hpp"
@@ -217,21 +218,16 @@ class Engine {
     uint64_t time_ps() const { return static_cast<uint64_t>(key >> 64); }
     UnitId src() const { return static_cast<UnitId>(key >> 32); }
   };
-  // One island's pending events (one island without islands): two binary min-heaps on key
-  // that together are one priority queue — delivery pops the smaller of their tops. Events
-  // sent for the instant being delivered (zero delay: the request / answer cascades of one
-  // instant) go to `now`, which stays a handful of events and in cache; all others go to
-  // `later`. Which heap an event joins changes nothing delivered.
+  // One island's pending events (one island without islands): the events sent for the
+  // instant being delivered (zero delay: the request / answer cascades of one instant), per
+  // source in an InstantSet (instant_queue.h), and a binary min-heap on key of all others
+  // (later times, and sources the instant store does not take). Delivery takes the smaller
+  // key of the two; where an event waits changes nothing delivered.
   struct EventQueue {
-    std::vector<Event> now;
+    InstantSet now;
     std::vector<Event> later;
     bool empty() const { return now.empty() && later.empty(); }
     size_t size() const { return now.size() + later.size(); }
-    // The heap holding the smallest key (not both empty).
-    std::vector<Event>& Next() {
-      if (now.empty()) return later;
-      return later.empty() || now.front().key < later.front().key ? now : later;
-    }
   };
   // How diagnostics print a unit: its own name, else the namer's (built only when printed).
   struct UnitName {
@@ -303,12 +299,18 @@ class Engine {
     bool terminated = false;
   };
   DenseUnit* FindUnit(UnitId id);
+  // The next event of a non-empty queue, and taking it.
+  const Event& PeekNext(const EventQueue& queue) const;
+  Event PopNext(EventQueue& queue);
+  // Starts loading what delivering `next` will touch while the current handler runs.
+  void PrefetchFor(const Event& next);
   // Delivers a message to `unit` (see the contract).
   void DeliverMessage(DenseUnit& unit, caf::mailbox_element& element);
   std::string name_or_id(UnitId id) const;  // diagnostics: a registered unit's name and id
   uint64_t& NextSeq(UnitId src);
 
   std::vector<EventQueue> heaps_{1};  // one per island (one without islands)
+  InstantStore<Event> instants_;      // the FIFOs of every EventQueue::now
   std::vector<uint32_t> island_of_;                 // SetIslands' map; empty: no islands
   absl::node_hash_map<UnitId, Unit> units_;         // iterated only by Shutdown, ids sorted
   std::vector<DenseUnit> dense_units_;              // units_ by id (nodes are stable)
@@ -320,6 +322,7 @@ class Engine {
   EventKey current_key_ = 0;
   MessageTracer* tracer_ = nullptr;
   uint64_t events_processed_ = 0;
+  uint64_t prefetched_ = 0;  // PrefetchFor's calls (a visible effect: see there)
   // Actor types seen by Register, and whether they are event-based (a handful; searched
   // linearly, never iterated into results).
   struct KnownType {
