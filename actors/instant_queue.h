@@ -17,6 +17,7 @@
 #ifndef AHBMSIM_ACTORS_INSTANT_QUEUE_H_
 #define AHBMSIM_ACTORS_INSTANT_QUEUE_H_
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <vector>
@@ -52,8 +53,10 @@ class InstantStore {
         << "an instant set holds events of time " << set.time_ << ", pushed " << time;
     set.time_ = time;
     if (src >= head_.size()) [[unlikely]] {
-      head_.resize(src + 1, kNil);
-      tail_.resize(src + 1, kNil);
+      const size_t size =
+          std::min<size_t>(kMaxSources, std::max<size_t>(src + 1, 2 * head_.size()));
+      head_.resize(size, kNil);
+      tail_.resize(size, kNil);
     }
     uint32_t node = free_;
     if (node != kNil) {

@@ -230,6 +230,49 @@ TEST(MessageTrace, EveryHbmChannelRequestIsAnsweredOnceAtItsInstant) {
   EXPECT_EQ(answers, requests);
 }
 
+// Data mode: a message's values leave with its IpcqSend / NocSend and reach the receiver on the
+// IpcqArrival of chunk 0 / the NocDelivered (actors/README.md, audit row 8), and only there.
+TEST(MessageTrace, DataModeValuesTravelInTheMessages) {
+  for (const auto& [name, workload] : {std::pair{"decode_data", kDecode},
+                                       std::pair{"ring_data", kRing}}) {
+    SCOPED_TRACE(name);
+    const Traced t = RunTraced(absl::StrCat(workload, " data: true"), name, /*op_log=*/false);
+    ASSERT_TRUE(t.result.runtime_status.ok()) << t.result.runtime_status;
+    std::map<uint64_t, std::string> sent;  // message id -> values
+    size_t arrivals_with_values = 0;
+    for (const pb::Envelope& e : t.envelopes) {
+      if (e.has_ipcq_send() || e.has_noc_send()) {
+        const pb::TensorRef& payload =
+            e.has_ipcq_send() ? e.ipcq_send().payload() : e.noc_send().payload();
+        uint64_t elements = 1;
+        for (uint64_t d : payload.shape()) elements *= d;
+        const std::string& values =
+            e.has_ipcq_send() ? e.ipcq_send().values() : e.noc_send().values();
+        EXPECT_EQ(values.size(), elements * sizeof(float));
+        const uint64_t id =
+            e.has_ipcq_send() ? e.ipcq_send().message_id() : e.noc_send().message_id();
+        sent[id] = values;
+      } else if (e.has_ipcq_arrival()) {
+        const pb::IpcqArrival& a = e.ipcq_arrival();
+        if (a.chunk_index() != 0) {
+          EXPECT_TRUE(a.values().empty()) << "message " << a.message_id();
+          continue;
+        }
+        ASSERT_TRUE(sent.contains(a.message_id()));
+        EXPECT_TRUE(a.values() == sent[a.message_id()]) << "message " << a.message_id();
+        ++arrivals_with_values;
+      } else if (e.has_noc_delivered()) {
+        const pb::NocDelivered& d = e.noc_delivered();
+        ASSERT_TRUE(sent.contains(d.message_id()));
+        EXPECT_TRUE(d.values() == sent[d.message_id()]) << "message " << d.message_id();
+        ++arrivals_with_values;
+      }
+    }
+    EXPECT_GT(sent.size(), 0u);
+    EXPECT_EQ(arrivals_with_values, sent.size());  // each message reaches its receiver once
+  }
+}
+
 TEST(MessageTrace, TheSameRunGivesTheSameBytes) {
   const Traced a = RunTraced(kRing, "ring_a");
   const Traced b = RunTraced(kRing, "ring_b");

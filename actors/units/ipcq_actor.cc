@@ -21,7 +21,7 @@ void Announce(IpcqActorState& st, Engine* engine, UnitId self_id,
     auto it = st.messages.find(chunk.message_id);
     AHBM_CHECK(it != st.messages.end())
         << "IPCQ queue " << st.unit_name() << ": chunk of unknown message " << chunk.message_id;
-    const IpcqActorState::Message& m = it->second;
+    IpcqActorState::Message& m = it->second;
     auto arrival = std::make_shared<pb::IpcqArrival>();
     arrival->set_message_id(chunk.message_id);
     arrival->set_src_pe(m.src_pe);
@@ -34,6 +34,7 @@ void Announce(IpcqActorState& st, Engine* engine, UnitId self_id,
     arrival->set_request_id(m.request_id);
     arrival->set_stream(m.stream);
     *arrival->mutable_payload() = m.payload;
+    if (chunk.index == 0) arrival->set_values(std::move(m.values));
     const UnitId receiver =
         st.index->PeUnit(topology::UnitKind::kPeCpu, st.index->PeOf(m.dst_pe)).value();
     engine->Send(self_id, chunk.arrive - now, receiver,
@@ -84,6 +85,7 @@ void OnSend(IpcqActorState& st, Engine* engine, UnitId self_id, const char* dir_
   m.stream = send.stream();
   m.chunk_count = static_cast<uint32_t>((send.bytes() + st.chunk_bytes - 1) / st.chunk_bytes);
   m.payload = send.payload();
+  m.values = send.values();
   st.fifo.push_back(id);
   if (result.blocked_bytes.value() == 0) {
     // Every chunk has credit: the sender may go on at once (DESIGN §4: `send` blocks only while

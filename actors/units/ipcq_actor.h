@@ -14,13 +14,13 @@
 // - IpcqSend at now(): IpcqModel::Send(now(), message_id, bytes). Every chunk that obtained a
 //   departure gets an IpcqArrival {message_id, src_pe, dst_pe, chunk_index, chunk_count, bytes
 //   (the chunk's), message_bytes, queue_unit = this unit, payload, request_id and stream (the
-//   send's)}, sent with delay arrive - now(), i.e. delivered at the chunk's arrive. A message
-//   whose every chunk has credit at the send is accepted at once: the sender gets IpcqAccepted
-//   {message_id, accepted_ps = now()} with zero delay, before the arrivals (a `send` blocks only
-//   while the destination queue has no credit, DESIGN §4). A message with blocked chunks (no
-//   credit) is remembered; its remaining arrivals are sent by the IpcqPop that lets them
-//   depart, and its IpcqAccepted {accepted_ps = the last chunk's depart} is delivered at that
-//   depart.
+//   send's), values (the send's, on chunk 0 only)}, sent with delay arrive - now(), i.e.
+//   delivered at the chunk's arrive. A message whose every chunk has credit at the send is
+//   accepted at once: the sender gets IpcqAccepted {message_id, accepted_ps = now()} with zero
+//   delay, before the arrivals (a `send` blocks only while the destination queue has no credit,
+//   DESIGN §4). A message with blocked chunks (no credit) is remembered; its remaining
+//   arrivals are sent by the IpcqPop that lets them depart, and its IpcqAccepted
+//   {accepted_ps = the last chunk's depart} is delivered at that depart.
 // - IpcqPop at now(): IpcqModel::Pop(now(), message_id, bytes); every chunk that departs because
 //   of the returned credit (any message) is handled as above (arrival, and IpcqAccepted for a
 //   message whose last chunk departed). Per-sender events of one handler are sent in chunk
@@ -69,6 +69,7 @@ struct IpcqActorState {
     uint32_t chunk_count = 0;
     bool accepted_sent = false;  // IpcqAccepted already sent (the message had credit at once)
     pb::TensorRef payload;
+    std::string values;  // data mode: the send's values, until chunk 0's arrival carries them
   };
 
   std::optional<IpcqModel> model;  // set by the behavior function (no default ctor)

@@ -125,6 +125,7 @@ caf::behavior NocRouterBehavior(NocRouterActor* self, Engine* engine, UnitId sel
           }
         }
         *done->mutable_payload() = m.payload();
+        done->set_values(m.values());
         ++st.stats.delivered_messages;
         st.stats.delivered_bytes += m.bytes();
         const UnitId cpu =

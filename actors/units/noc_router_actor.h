@@ -35,7 +35,7 @@
 //   now() + lat, so these are the only events: 1 NocSend + one per hop + one per UCIe hop + 1.
 // - A NocHop whose hop does not end at this CUBE fails an AHBM_CHECK (a routing bug).
 // - Destination router (the last hop ends here): NocDelivered {message_id, src_pe, dst_pe, bytes,
-//   sent_ps, noc_hops, ucie_hops, payload, request_id and stream (the NocSend's)} to the
+//   sent_ps, noc_hops, ucie_hops, payload, request_id, stream and values (the NocSend's)} to the
 //   destination PE's CPU, delivered at delivered_ps.
 //
 // - Receiver flow control (noc.endpoint_queue_bytes) is not the router's: the sender's kernel

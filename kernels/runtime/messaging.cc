@@ -34,13 +34,15 @@ bool KernelRuntime::IssueSend(Instance& inst, Cpu& cpu, const Invocation& inv) {
   sim::Engine& engine = *sim_->context().engine;
   const uint64_t id = next_message_++;
   const Peer& peer = *inv.peer;
+  // Data mode: the values leave with the message (IpcqSend / NocSend `values`).
+  std::string values;
   if (store_ != nullptr) {
-    absl::StatusOr<std::vector<float>> values = store_->Read(inv.payload.ToRef());
-    if (!values.ok()) Fail(inst, absl::StrCat("send payload: ", std::string(values.status().message())));
-    payloads_[id] = std::vector<uint8_t>();
-    std::vector<uint8_t>& bytes = payloads_[id];
-    bytes.resize(values->size() * sizeof(float));
-    std::memcpy(bytes.data(), values->data(), bytes.size());
+    absl::StatusOr<std::vector<float>> read = store_->Read(inv.payload.ToRef());
+    if (!read.ok()) {
+      Fail(inst, absl::StrCat("send payload: ", std::string(read.status().message())));
+    }
+    values.resize(read->size() * sizeof(float));
+    std::memcpy(values.data(), read->data(), values.size());
   }
   if (peer.kind() == Peer::Kind::kIpcq) {
     const topology::PeId me = index().PeOf(inst.pe);
@@ -61,6 +63,7 @@ bool KernelRuntime::IssueSend(Instance& inst, Cpu& cpu, const Invocation& inv) {
     send->set_stream(inst.stream);
     send->set_sender_blocks(blocks);  // the queue checks it (actors/README.md, shortcuts)
     inv.payload.WriteTo(*send->mutable_payload());
+    send->set_values(std::move(values));
     engine.Send(cpu.core.unit(), issue - now, queue, std::shared_ptr<const pb::IpcqSend>(send));
     RecordSend(inst, inv, "send_ipcq", id, dst, issue);
     if (!blocks) return true;
@@ -82,6 +85,7 @@ bool KernelRuntime::IssueSend(Instance& inst, Cpu& cpu, const Invocation& inv) {
   send->set_request_id(inst.request_id());
   send->set_stream(inst.stream);
   inv.payload.WriteTo(*send->mutable_payload());
+  send->set_values(std::move(values));
   RecordSend(inst, inv, "send_noc", id, peer.pe(), issue);
   // Room at the destination endpoint: its receive posted, or queue credit (runtime.h).
   const std::optional<sim::NocEndpointModel::Departure> dep =
@@ -186,19 +190,16 @@ uint64_t KernelRuntime::Deliver(Cpu& cpu, const IncomingMessage& msg, const Post
                                     " of ", msg.elements, " elements from pe ", msg.src_pe);
   }
   if (store_ != nullptr) {
-    auto it = payloads_.find(msg.message_id);
-    AHBM_CHECK(it != payloads_.end()) << "no payload for message " << msg.message_id;
-    std::vector<float> values(it->second.size() / sizeof(float));
-    AHBM_CHECK(values.size() == msg.elements)
-        << "message " << msg.message_id << ": " << values.size() << " values, "
+    std::vector<float> values(msg.values.size() / sizeof(float));
+    AHBM_CHECK(values.size() * sizeof(float) == msg.values.size() && values.size() == msg.elements)
+        << "message " << msg.message_id << ": " << msg.values.size() << " bytes of values, "
         << msg.elements << " elements";
-    std::memcpy(values.data(), it->second.data(), it->second.size());
+    std::memcpy(values.data(), msg.values.data(), msg.values.size());
     if (fits) {
       if (absl::Status s = store_->Write(recv.dst.ToRef(), values); !s.ok()) {
         recv.inst->error = std::string(s.message());
       }
     }
-    payloads_.erase(it);
   }
   if (msg.queue == 0) {
     // NOC: a message taken from the endpoint queue gives its credit back at `end`.
@@ -426,6 +427,7 @@ void KernelRuntime::OnIpcqArrival(sim::PeCpu& core, const pb::IpcqArrival& arriv
     msg->chunks = arrival.chunk_count();
     msg->queue = arrival.queue_unit();
   }
+  if (arrival.chunk_index() == 0) msg->values = arrival.values();
   ++msg->arrived;
   msg->arrived_bytes += arrival.bytes();
   msg->last_arrival = Now();
@@ -465,6 +467,7 @@ void KernelRuntime::OnNocDelivered(sim::PeCpu& core, const pb::NocDelivered& del
   msg.arrived = 1;
   msg.complete = true;
   msg.last_arrival = Now();
+  msg.values = delivered.values();
   PumpChannel(cpu, key);
 }
 

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <string>
 
 #include "actors/engine.h"
 #include "actors/time.h"
@@ -46,6 +47,7 @@ struct IncomingMessage {
   sim::SimTime stage_from;   // the post of the receive that made it stage
   uint32_t stage_for = 0;    // that receive's request
   sim::SimTime first_pop, last_pop;
+  std::string values;        // data mode: the sender's values (IPCQ chunk 0's, the NocDelivered's)
 };
 
 struct PostedRecv {

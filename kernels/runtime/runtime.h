@@ -265,7 +265,6 @@ class KernelRuntime : public sim::CpuRuntime {
   std::set<uint32_t> kept_cubes_;  // KeepOnlyCubes; empty: every CUBE
   std::vector<Cpu*> cpu_by_pe_;  // by global PE (null: no kernel there)
   std::vector<std::unique_ptr<Instance>> instances_;
-  std::map<uint64_t, std::vector<uint8_t>> payloads_;  // message id -> bytes (data mode)
   std::map<sim::UnitId, int64_t> ipcq_unpopped_;  // per IPCQ queue: bytes sent - bytes popped
   uint64_t ipcq_queue_bytes_ = 0;
   uint64_t noc_endpoint_bytes_ = 0;
