@@ -51,6 +51,7 @@ pb::Workload ChipDecode(pb::Variant variant, uint64_t s, const std::string& prof
 absl::StatusOr<Outcome> Launch(const pb::Chip& chip, const pb::Workload& w, const RunKnobs& knobs) {
   launch::LaunchOptions options;
   options.reply_ahead = knobs.reply_ahead;
+  options.per_pe_message_ids = knobs.per_pe_message_ids;
   absl::StatusOr<launch::LaunchResult> r = launch::RunWorkload(chip, w, options);
   if (!r.ok()) return r.status();
   Outcome out;
@@ -97,7 +98,7 @@ struct StreamSpec {
 absl::StatusOr<Outcome> RunStream(const pb::Chip& chip, const StreamSpec& spec,
                                   const RunKnobs& knobs) {
   sim::ChipSimOptions options;
-  options.reply_ahead = knobs.reply_ahead;
+  options.reply_ahead = knobs.reply_ahead;  // (stream programs send no kernel messages)
   options.cubes = spec.cubes;
   options.issue_cost_profile = spec.profile;
   options.per_tile_events = spec.per_tile_events;

@@ -26,6 +26,7 @@ struct Outcome {
 // Switches of a run that must not change its results.
 struct RunKnobs {
   bool reply_ahead = true;  // ChipSimOptions::reply_ahead
+  bool per_pe_message_ids = false;  // LaunchOptions::per_pe_message_ids
 };
 
 struct Case {

@@ -344,6 +344,7 @@ absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& given_chip, const pb::W
   if (data) store = std::make_unique<kernels::MemoryStore>(chip);
   kernels::KernelRuntime runtime(sim.get(), store.get());
   if (one_group) runtime.KeepOnlyCubes({sets[0].begin(), sets[0].end()});
+  if (options.per_pe_message_ids) runtime.UsePerPeMessageIds();
   if (absl::Status s = plan.Launch(runtime, store.get()); !s.ok()) return s;
 
   if (data) {

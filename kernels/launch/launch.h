@@ -46,6 +46,7 @@ struct LaunchOptions {
   std::string message_trace_path;  // every delivered message here (pb::Envelope, delimited)
   bool per_tile_detail = false;  // op log: one record per tile op as well
   bool reply_ahead = true;       // ChipSimOptions::reply_ahead (false: tests of the shortcut)
+  bool per_pe_message_ids = false;  // KernelRuntime::UsePerPeMessageIds (tests of the shortcut)
   // Without an op log (kept or streamed): the plan's CUBE islands are simulated one after
   // another (KernelPlan::CubeSets); false keeps one heap (tests compare the two).
   bool islands = true;

@@ -117,6 +117,11 @@ class KernelRuntime : public sim::CpuRuntime {
   // any AddKernel.
   void KeepOnlyCubes(std::set<uint32_t> cubes) { kept_cubes_ = std::move(cubes); }
 
+  // Message ids drawn by each sending PE alone, ((pe + 1) << 32) | its own count, instead of
+  // from the chip-wide counter (1, 2, ...): tests that ids are labels only (actors/README.md,
+  // "Declared shortcuts"). Before Run().
+  void UsePerPeMessageIds() { per_pe_message_ids_ = true; }
+
   // Adds a kernel instance on global PE `pe` for `request_id` with message stream `stream`
   // (the contract); InvalidArgument if `pe` has an instance of that (request, stream) already.
   // Before Run(). Without a stream: stream 0.
@@ -205,6 +210,7 @@ class KernelRuntime : public sim::CpuRuntime {
     std::vector<std::pair<uint64_t, std::pair<uint64_t, uint64_t>>> writes;
     std::map<uint64_t, Channel> channels;  // by ChannelKey: IPCQ queue unit / NOC source PE
     std::deque<HeldCommand> held;       // issued, waiting for receives (issue order)
+    uint32_t messages_sent = 0;         // UsePerPeMessageIds: this PE's message count
 
     bool IsReceive(uint64_t h) const { return h < receive.size() && receive[h] != 0; }
   };
@@ -271,7 +277,8 @@ class KernelRuntime : public sim::CpuRuntime {
   std::map<uint32_t, sim::NocEndpointModel> noc_endpoints_;  // by receiving PE
   // NOC sends waiting for room at their endpoint, by message id: the held NocSend.
   std::map<uint64_t, std::shared_ptr<const pb::NocSend>> noc_held_;
-  uint64_t next_message_ = 1;
+  uint64_t next_message_ = 1;  // message ids, chip-wide (a declared shortcut: actors/README.md)
+  bool per_pe_message_ids_ = false;
   std::vector<uint32_t> ring_;
   std::vector<SimTime> request_done_;  // by request id: its latest completion (OnDone)
   bool ran_ = false;
