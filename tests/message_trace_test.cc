@@ -273,6 +273,41 @@ TEST(MessageTrace, DataModeValuesTravelInTheMessages) {
   }
 }
 
+// Data mode: a CPU's DMA command's values are moved by its DMA (actors/README.md, audit row 3):
+// the scheduler sends the DMA a DmaData right before the command's Completion, at the same
+// instant; timing mode sends none.
+TEST(MessageTrace, DataModeDmaValuesAreMovedByTheDma) {
+  const topology::ChipIndex index(Small());
+  for (bool data : {true, false}) {
+    const std::string name = data ? "ring_dma_data" : "ring_dma_timing";
+    SCOPED_TRACE(name);
+    const Traced t = RunTraced(absl::StrCat(kRing, data ? " data: true" : ""), name, false);
+    ASSERT_TRUE(t.result.runtime_status.ok()) << t.result.runtime_status;
+    std::map<std::pair<uint32_t, uint64_t>, size_t> by_source;  // (src, seq) -> envelope
+    for (size_t i = 0; i < t.envelopes.size(); ++i) {
+      by_source[{t.envelopes[i].src_unit(), t.envelopes[i].src_seq()}] = i;
+    }
+    size_t moved = 0;
+    for (const pb::Envelope& e : t.envelopes) {
+      if (!e.has_dma_data()) continue;
+      ++moved;
+      ASSERT_EQ(index.KindOf(topology::UnitId(e.src_unit())), topology::UnitKind::kPeScheduler);
+      ASSERT_EQ(index.KindOf(topology::UnitId(e.dst_unit())), topology::UnitKind::kDma);
+      auto next = by_source.find({e.src_unit(), e.src_seq() + 1});
+      ASSERT_NE(next, by_source.end());
+      const pb::Envelope& done = t.envelopes[next->second];
+      ASSERT_TRUE(done.has_completion()) << done.ShortDebugString();
+      EXPECT_EQ(done.completion().cmd_id(), e.dma_data().cmd().cmd_id());
+      EXPECT_EQ(done.time_ps(), e.time_ps());
+    }
+    if (data) {
+      EXPECT_GT(moved, 10u);
+    } else {
+      EXPECT_EQ(moved, 0u);
+    }
+  }
+}
+
 TEST(MessageTrace, TheSameRunGivesTheSameBytes) {
   const Traced a = RunTraced(kRing, "ring_a");
   const Traced b = RunTraced(kRing, "ring_b");

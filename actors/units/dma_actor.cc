@@ -9,6 +9,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "actors/command_check.h"
 #include "actors/message_pool.h"
 #include "actors/msg.h"
 #include "base/check.h"
@@ -274,6 +275,16 @@ void OnAnswer(DmaActorState& st, Engine* engine, UnitId self_id, UnitContext* ct
   if (--call.pending == 0) Finish(st, engine, self_id, ctx, slot);
 }
 
+// Data mode: a completed command's values (the scheduler's DmaData, just before its Completion).
+void OnData(DmaActorState& st, UnitId self_id, UnitContext* ctx, const pb::DmaData& data) {
+  AHBM_CHECK(ctx != nullptr && ctx->data != nullptr)
+      << "DMA unit " << self_id << ": DmaData without a data plane (timing mode)";
+  if (const absl::Status status = ctx->data->Apply(data.cmd()); !status.ok()) {
+    ctx->AddError(absl::StrCat(PeName(ctx->index, st.model->pe()), ": ", data.op(), " cmd ",
+                               data.cmd().cmd_id(), ": data: ", status.message()));
+  }
+}
+
 }  // namespace
 
 uint64_t SpanUnion::Add(uint64_t start, uint64_t end) {
@@ -318,6 +329,9 @@ caf::behavior DmaBehavior(DmaActor* self, Engine* engine, UnitId self_id, const 
       },
       [self, engine, self_id, ctx](const Msg<pb::DmaCmd>& cmd) {
         OnCmd(self->state, engine, self_id, ctx, *cmd);
+      },
+      [self, self_id, ctx](const Msg<pb::DmaData>& data) {
+        OnData(self->state, self_id, ctx, *data);
       });
 }
 

@@ -8,6 +8,10 @@
 //   (the src of the command).
 // - out std::shared_ptr<const pb::HbmRequest> to the CUBE's HBM channels (a call's share of
 //   each), in std::shared_ptr<const pb::HbmResponse> from them (the grants).
+// - in  std::shared_ptr<const pb::DmaData> from the PE scheduler, data mode only: a completed
+//   command's values, moved at delivery through UnitContext::data (a data-plane error goes to
+//   UnitContext::AddError as "<pe>: <op> cmd <id>: data: <reason>"; without a data plane the
+//   message is a bug: AHBM_CHECK).
 //
 // Contract:
 // - A DmaCmd is planned with DmaModel::Plan at delivery time now() = issue. If planning fails,

@@ -764,7 +764,7 @@ bool PeScheduler::TryComplete(Cmd& c) {
     }
   }
   const auto [start, end] = Span(c, c.ops_start, c.ops_end);
-  ApplyData(c);
+  SendDmaData(c);
   ReportEngineWork(c);
   Reply(c, start, end);
   Account(c, start, end);
@@ -774,12 +774,12 @@ bool PeScheduler::TryComplete(Cmd& c) {
   return true;
 }
 
-void PeScheduler::ApplyData(const Cmd& c) {
+void PeScheduler::SendDmaData(const Cmd& c) {
   if (ctx_->data == nullptr || c.kind != Kind::kDma) return;
-  if (const absl::Status status = ctx_->data->Apply(c.dma()); !status.ok()) {
-    ctx_->AddError(absl::StrCat(checker_.pe_name(), ": ", OpName(c), " cmd ", c.cmd_id,
-                                ": data: ", status.message()));
-  }
+  auto data = std::make_shared<pb::DmaData>();
+  data->set_op(OpName(c));
+  *data->mutable_cmd() = c.dma();
+  engine_->Send(self_, SimTime(0), dma_unit_, std::shared_ptr<const pb::DmaData>(std::move(data)));
 }
 
 void PeScheduler::PostWake() {

@@ -42,8 +42,8 @@
 // - HBM write-outs are issued when their producing op has ended (a wake-up at that instant).
 // - A command completes when all its planner ops and DMAs have ended; the Completion goes out
 //   at that instant, with start = the earliest op/DMA start. In data mode the command's values
-//   exist before the Completion is delivered: the engine's EngineWork goes out first (same
-//   instant, same source), a DMA command's values are applied (UnitContext::data) at once.
+//   exist before the Completion is delivered: the engine's EngineWork, or a DMA command's
+//   DmaData to the DMA (which moves its values), goes out first (same instant, same source).
 // - Event budget (closed form): after every input the planner re-plans and ONE wake-up is
 //   posted, at the earliest instant something must happen (a completion, a write-out issue);
 //   a stale wake-up is dropped. A command whose end is already final (ReplyAhead: it is the
@@ -207,8 +207,9 @@ class PeScheduler : public Engine::TimerHandler {
   // `delay`: sent that far ahead of the events' instant (ReplyAhead), the scheduler's op record
   // `record` (serialized) riding on the first EngineWork.
   void ReportEngineWork(const Cmd& c, SimTime delay = SimTime(), std::string* record = nullptr);
-  // Data mode: a DMA command's values, at its completion (the engines compute the others').
-  void ApplyData(const Cmd& c);
+  // Data mode: a DMA command's DmaData to the DMA, which moves its values, at its completion
+  // (the engines compute the others': EngineWork.command).
+  void SendDmaData(const Cmd& c);
   // The Completion, for `end` (>= now; sent now).
   void Reply(const Cmd& c, SimTime start, SimTime end);
   // The scheduler's stats and op record of a finished command; the record is written now, or
