@@ -8,8 +8,8 @@
 //   bitmap the sources whose FIFO holds its events. A source's events belong to one set at a
 //   time (an island's events never go to another island: the engine CHECKs it).
 // - Push(set, src, time) appends an E for `src` and returns it for the caller to fill (its
-//   contents unspecified); the reference is valid until the next Push. A set holds events of one time: pushing another
-//   time into a non-empty set fails a CHECK.
+//   contents unspecified); the reference is valid until the next Push. A set holds events of
+//   one time: pushing another time into a non-empty set fails a CHECK.
 // - Min(set) / Pop(set): the event of the smallest source, the oldest of its FIFO. Pushed in
 //   the order of their sequence numbers (a source numbers its sends as it makes them), a
 //   source's events leave in sequence order, so the order is (src, seq): the order of the
