@@ -12,10 +12,10 @@
 //   instead of pinning their capacity on the free list.
 // - Reset defaults to T::Clear(). Clear() frees singular sub-messages of a message not on an
 //   arena; a pool whose users always set some of them may keep them with ClearKeeping.
-// - Alloc allocates the shared_ptr's control block (default: BlockFreeList, which keeps freed
-//   blocks for reuse instead of returning them to the heap). One thread runs the simulation; the free
-//   lists are thread-local and live until exit. Nothing built depends on which message is
-//   reused.
+// - Alloc allocates the shared_ptr's control block (default: base/block_pool.h's PoolAllocator,
+//   which recycles freed blocks instead of returning them to the heap). One thread runs the
+//   simulation; the free lists are thread-local and live until exit. Nothing built depends on
+//   which message is reused.
 #ifndef AHBMSIM_ACTORS_MESSAGE_POOL_H_
 #define AHBMSIM_ACTORS_MESSAGE_POOL_H_
 
@@ -24,6 +24,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/block_pool.h"
+
 namespace ahbm::sim {
 
 template <class T>
@@ -31,65 +33,12 @@ struct ClearMessage {
   void operator()(T& message) const { message.Clear(); }
 };
 
-// An allocator of single objects that keeps the freed ones on a free list of its type (linked
-// through the freed blocks themselves: no allocation to free) and hands them out again; arrays
-// and blocks past kMaxFree go to the heap. Thread-local, like the pools.
-template <class T>
-struct BlockFreeList {
-  using value_type = T;
-  static constexpr size_t kMaxFree = 4096;
-
-  BlockFreeList() = default;
-  template <class U>
-  BlockFreeList(const BlockFreeList<U>&) noexcept {}
-
-  T* allocate(size_t n) {
-    List& list = Free();
-    if (n == 1 && list.head != nullptr) {
-      Node* node = list.head;
-      list.head = node->next;
-      --list.size;
-      return reinterpret_cast<T*>(node);
-    }
-    return std::allocator<T>().allocate(n);
-  }
-  void deallocate(T* p, size_t n) noexcept {
-    List& list = Free();
-    if (n == 1 && list.size < kMaxFree) {
-      Node* node = reinterpret_cast<Node*>(p);
-      node->next = list.head;
-      list.head = node;
-      ++list.size;
-      return;
-    }
-    std::allocator<T>().deallocate(p, n);
-  }
-  template <class U>
-  bool operator==(const BlockFreeList<U>&) const noexcept {
-    return true;
-  }
-
- private:
-  struct Node {
-    Node* next;
-  };
-  static_assert(sizeof(T) >= sizeof(Node) && alignof(T) >= alignof(Node));
-  struct List {
-    Node* head = nullptr;
-    size_t size = 0;
-  };
-  static List& Free() {
-    thread_local List list;  // blocks on it live until exit, like the pools' messages
-    return list;
-  }
-};
-
 template <class T>
 struct KeepAll {
   bool operator()(const T&) const { return true; }
 };
 
-template <class T, class Reset = ClearMessage<T>, class Alloc = BlockFreeList<T>,
+template <class T, class Reset = ClearMessage<T>, class Alloc = PoolAllocator<T>,
           class Keep = KeepAll<T>>
 class MessagePool {
  public:

@@ -29,21 +29,23 @@ TEST(MessagePoolTest, ReusesAMessageOnlyOnceEveryCopyIsGoneAndHandsItOutCleared)
   EXPECT_NE(d.get(), b.get());
 }
 
-TEST(BlockFreeListTest, HandsAFreedBlockOutAgainAndArraysGoToTheHeap) {
+// The pools' default control-block allocator (base/block_pool.h): a freed block is handed out
+// again, one of another size class is not.
+TEST(PoolAllocatorTest, HandsAFreedBlockOutAgainAndOtherSizesElsewhere) {
   struct Block {
     uint64_t a, b;
   };
-  BlockFreeList<Block> alloc;
+  PoolAllocator<Block> alloc;
   Block* first = alloc.allocate(1);
   Block* second = alloc.allocate(1);
   EXPECT_NE(first, second);
   alloc.deallocate(first, 1);
   EXPECT_EQ(alloc.allocate(1), first);  // the freed block, reused
-  Block* array = alloc.allocate(3);     // arrays never come from the list
-  alloc.deallocate(array, 3);
-  Block* third = alloc.allocate(1);
-  EXPECT_NE(third, first);
+  Block* array = alloc.allocate(8);     // 128 B: another size class than 16 B
   alloc.deallocate(first, 1);
+  Block* third = alloc.allocate(1);
+  EXPECT_EQ(third, first);              // not the array's block
+  alloc.deallocate(array, 8);
   alloc.deallocate(second, 1);
   alloc.deallocate(third, 1);
 }

@@ -48,35 +48,8 @@ pb::Workload ChipDecode(pb::Variant variant, uint64_t s, const std::string& prof
   return w;
 }
 
-absl::StatusOr<Outcome> Launch(const pb::Chip& chip, const pb::Workload& w, const RunKnobs& knobs) {
-  launch::LaunchOptions options;
-  options.reply_ahead = knobs.reply_ahead;
-  options.per_pe_message_ids = knobs.per_pe_message_ids;
-  absl::StatusOr<launch::LaunchResult> r = launch::RunWorkload(chip, w, options);
-  if (!r.ok()) return r.status();
-  Outcome out;
-  out.records = std::move(r->op_log);
-  out.report = std::move(r->report);
-  out.extra = absl::StrCat("runtime_status=", r->runtime_status.ToString(), "\n",
-                           "reduce_rounds=", r->reduce_rounds, "\n",
-                           "reduce_rounds_level2=", r->level2_rounds, "\n",
-                           "reduce_rounds_level1=", r->level1_rounds, "\n",
-                           "ring_rotations=", r->ring_rotations, "\n",
-                           "request_latency_ps=", absl::StrJoin(out.report.request_latency_ps(), ","),
-                           "\n");
-  // Data mode: every input and output by name, shape and a digest of its float bits.
-  for (const auto* arrays : {&r->inputs, &r->outputs}) {
-    for (const auto& [name, a] : *arrays) {
-      std::string bytes(reinterpret_cast<const char*>(a.data.data()), a.data.size() * sizeof(float));
-      absl::StrAppend(&out.extra, arrays == &r->inputs ? "input " : "output ", name, " [",
-                      absl::StrJoin(a.shape, ","), "] fnv1a64=", Fnv1a64Hex(bytes), "\n");
-    }
-  }
-  return out;
-}
-
 std::function<absl::StatusOr<Outcome>(const pb::Chip&, const RunKnobs&)> Run(pb::Workload w) {
-  return [w](const pb::Chip& chip, const RunKnobs& knobs) { return Launch(chip, w, knobs); };
+  return [w](const pb::Chip& chip, const RunKnobs& knobs) { return LaunchOutcome(chip, w, knobs); };
 }
 
 // ---- injected command streams (the `ahbm stream` path: ChipSim + inject) ----------------
@@ -212,6 +185,34 @@ StreamSpec MidWayStream(bool per_tile_events) {
 // ---- the case list -----------------------------------------------------------------------
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+absl::StatusOr<Outcome> LaunchOutcome(const pb::Chip& chip, const pb::Workload& w,
+                                      const RunKnobs& knobs) {
+  launch::LaunchOptions options;
+  options.reply_ahead = knobs.reply_ahead;
+  options.per_pe_message_ids = knobs.per_pe_message_ids;
+  absl::StatusOr<launch::LaunchResult> r = launch::RunWorkload(chip, w, options);
+  if (!r.ok()) return r.status();
+  Outcome out;
+  out.records = std::move(r->op_log);
+  out.report = std::move(r->report);
+  out.extra = absl::StrCat("runtime_status=", r->runtime_status.ToString(), "\n",
+                           "reduce_rounds=", r->reduce_rounds, "\n",
+                           "reduce_rounds_level2=", r->level2_rounds, "\n",
+                           "reduce_rounds_level1=", r->level1_rounds, "\n",
+                           "ring_rotations=", r->ring_rotations, "\n",
+                           "request_latency_ps=", absl::StrJoin(out.report.request_latency_ps(), ","),
+                           "\n");
+  // Data mode: every input and output by name, shape and a digest of its float bits.
+  for (const auto* arrays : {&r->inputs, &r->outputs}) {
+    for (const auto& [name, a] : *arrays) {
+      std::string bytes(reinterpret_cast<const char*>(a.data.data()), a.data.size() * sizeof(float));
+      absl::StrAppend(&out.extra, arrays == &r->inputs ? "input " : "output ", name, " [",
+                      absl::StrJoin(a.shape, ","), "] fnv1a64=", Fnv1a64Hex(bytes), "\n");
+    }
+  }
+  return out;
+}
 
 std::vector<Case> AllCases() {
   std::vector<Case> cases;
@@ -495,6 +496,17 @@ std::string RenderText(const Outcome& out) {
   text += out.extra;
   RenderReport(out.report, text);
   return text;
+}
+
+std::vector<Case> KnobCases() {
+  std::vector<Case> out;
+  bool chip = false;
+  for (Case& c : AllCases()) {
+    if (c.digest_only && chip) continue;
+    chip = chip || c.digest_only;
+    out.push_back(std::move(c));
+  }
+  return out;
 }
 
 }  // namespace ahbm::golden

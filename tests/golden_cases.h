@@ -42,6 +42,15 @@ void PrintTo(const Case& c, std::ostream* os);
 // The golden cases, in a fixed order (names unique: each is a file in tests/golden/).
 std::vector<Case> AllCases();
 
+// The small-topology cases and the first full-chip one: what a test running each case twice
+// (with a knob of RunKnobs on and off) takes.
+std::vector<Case> KnobCases();
+
+// `w` run through launch::RunWorkload with `knobs`: op log, report and the launch facts (a
+// Case's `run` for a workload).
+absl::StatusOr<Outcome> LaunchOutcome(const pb::Chip& chip, const pb::Workload& w,
+                                      const RunKnobs& knobs);
+
 // The text a case's golden holds in full (small cases): op log, extra lines, report.
 std::string RenderText(const Outcome& out);
 

@@ -17,7 +17,6 @@
 #include "google/protobuf/message.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
-#include "kernels/launch/launch.h"
 #include "proto/report.pb.h"
 #include "proto/topology.pb.h"
 #include "proto/trace.pb.h"
@@ -125,34 +124,10 @@ TEST_P(MessageIdsGoldenTest, SameRunUpToRenaming) {
   ExpectSameUpToIds(c.name, *a, *b);
 }
 
-// The small-topology golden cases and the first full-chip decode.
-std::vector<Case> Cases() {
-  std::vector<Case> out;
-  bool chip = false;
-  for (Case& c : AllCases()) {
-    if (c.digest_only && chip) continue;
-    chip = chip || c.digest_only;
-    out.push_back(std::move(c));
-  }
-  return out;
-}
-
-INSTANTIATE_TEST_SUITE_P(Cases, MessageIdsGoldenTest, ::testing::ValuesIn(Cases()),
+INSTANTIATE_TEST_SUITE_P(Cases, MessageIdsGoldenTest, ::testing::ValuesIn(KnobCases()),
                          [](const ::testing::TestParamInfo<Case>& info) {
                            return info.param.name;
                          });
-
-absl::StatusOr<Outcome> RunRandom(const pb::Chip& chip, const pb::Workload& w, bool per_pe) {
-  launch::LaunchOptions options;
-  options.per_pe_message_ids = per_pe;
-  absl::StatusOr<launch::LaunchResult> r = launch::RunWorkload(chip, w, options);
-  if (!r.ok()) return r.status();
-  Outcome out;
-  out.records = std::move(r->op_log);
-  out.report = std::move(r->report);
-  out.extra = absl::StrCat("runtime_status=", r->runtime_status.ToString(), "\n");
-  return out;
-}
 
 TEST(MessageIdsRandomTest, SameRunUpToRenaming) {
   const testing::TestChips chips = testing::LoadTestChips();
@@ -162,8 +137,10 @@ TEST(MessageIdsRandomTest, SameRunUpToRenaming) {
     const pb::Chip& chip = rc.bank_hbm ? chips.bank : chips.fifo;
     const std::string name =
         absl::StrCat("seed ", seed, " (ahbm run ", testing::RunFlags(rc.workload), ")");
-    absl::StatusOr<Outcome> a = RunRandom(chip, rc.workload, false);
-    absl::StatusOr<Outcome> b = RunRandom(chip, rc.workload, true);
+    RunKnobs per_pe;
+    per_pe.per_pe_message_ids = true;
+    absl::StatusOr<Outcome> a = LaunchOutcome(chip, rc.workload, RunKnobs());
+    absl::StatusOr<Outcome> b = LaunchOutcome(chip, rc.workload, per_pe);
     ASSERT_EQ(a.ok(), b.ok()) << name;
     if (!a.ok()) {
       EXPECT_EQ(a.status(), b.status()) << name;

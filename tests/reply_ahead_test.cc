@@ -13,7 +13,6 @@
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
-#include "kernels/launch/launch.h"
 #include "proto/report.pb.h"
 #include "proto/topology.pb.h"
 #include "proto/trace.pb.h"
@@ -71,34 +70,10 @@ TEST_P(ReplyAheadGoldenTest, SameResultsFewerOrEqualEvents) {
   ExpectSameButEvents(c.name, *with, *without);
 }
 
-// The small-topology golden cases and the first full-chip decode.
-std::vector<Case> Cases() {
-  std::vector<Case> out;
-  bool chip = false;
-  for (Case& c : AllCases()) {
-    if (c.digest_only && chip) continue;
-    chip = chip || c.digest_only;
-    out.push_back(std::move(c));
-  }
-  return out;
-}
-
-INSTANTIATE_TEST_SUITE_P(Cases, ReplyAheadGoldenTest, ::testing::ValuesIn(Cases()),
+INSTANTIATE_TEST_SUITE_P(Cases, ReplyAheadGoldenTest, ::testing::ValuesIn(KnobCases()),
                          [](const ::testing::TestParamInfo<Case>& info) {
                            return info.param.name;
                          });
-
-absl::StatusOr<Outcome> RunRandom(const pb::Chip& chip, const pb::Workload& w, bool reply_ahead) {
-  launch::LaunchOptions options;
-  options.reply_ahead = reply_ahead;
-  absl::StatusOr<launch::LaunchResult> r = launch::RunWorkload(chip, w, options);
-  if (!r.ok()) return r.status();
-  Outcome out;
-  out.records = std::move(r->op_log);
-  out.report = std::move(r->report);
-  out.extra = absl::StrCat("runtime_status=", r->runtime_status.ToString(), "\n");
-  return out;
-}
 
 TEST(ReplyAheadRandomTest, SameResultsFewerOrEqualEvents) {
   const testing::TestChips chips = testing::LoadTestChips();
@@ -108,8 +83,10 @@ TEST(ReplyAheadRandomTest, SameResultsFewerOrEqualEvents) {
     const pb::Chip& chip = rc.bank_hbm ? chips.bank : chips.fifo;
     const std::string name =
         absl::StrCat("seed ", seed, " (ahbm run ", testing::RunFlags(rc.workload), ")");
-    absl::StatusOr<Outcome> with = RunRandom(chip, rc.workload, true);
-    absl::StatusOr<Outcome> without = RunRandom(chip, rc.workload, false);
+    RunKnobs off;
+    off.reply_ahead = false;
+    absl::StatusOr<Outcome> with = LaunchOutcome(chip, rc.workload, RunKnobs());
+    absl::StatusOr<Outcome> without = LaunchOutcome(chip, rc.workload, off);
     ASSERT_EQ(with.ok(), without.ok()) << name;
     if (!with.ok()) {  // a refusal (random_diff_test holds it to a capacity one): the same
       EXPECT_EQ(with.status(), without.status()) << name;

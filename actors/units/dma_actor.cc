@@ -87,7 +87,7 @@ struct KeepSmallRequest {
   }
 };
 using RequestPool = MessagePool<pb::HbmRequest, ClearMessage<pb::HbmRequest>,
-                                BlockFreeList<pb::HbmRequest>, KeepSmallRequest>;
+                                PoolAllocator<pb::HbmRequest>, KeepSmallRequest>;
 
 // A new call of `requester` issued now; returns its slot (the requests' request_id).
 uint32_t OpenCall(DmaActorState& st, UnitId requester, SimTime now, bool batch, uint64_t batch_id) {

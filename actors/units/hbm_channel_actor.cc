@@ -42,7 +42,7 @@ struct KeepSmallResponse {
   bool operator()(const pb::HbmResponse& r) const { return r.part_cmd().Capacity() <= 64; }
 };
 using ResponsePool = MessagePool<pb::HbmResponse, ClearMessage<pb::HbmResponse>,
-                                 BlockFreeList<pb::HbmResponse>, KeepSmallResponse>;
+                                 PoolAllocator<pb::HbmResponse>, KeepSmallResponse>;
 
 void ServeRequest(HbmChannelState& st, Engine* engine, const pb::HbmRequest& req) {
   HbmChannelServer& server = *st.server;

@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/block_pool.h"
+
 namespace ahbm::kernels {
 
 template <class T = void>
@@ -24,66 +26,11 @@ class Task;
 
 namespace internal {
 
-// Coroutine frames are recycled by size class (64 B steps up to 8 KiB): a kernel calls its
-// helper coroutines (softmax_pv, merges, ...) once per tile, and a fresh heap frame of a few
-// KiB each time cost a malloc_consolidate per call. One thread runs the simulation; the free
-// lists are thread-local (a block freed on another thread joins that thread's lists) and keep
-// their blocks until exit. Nothing observable depends on which block a frame gets.
-class FramePool {
- public:
-  static constexpr std::size_t kStep = 64;
-  static constexpr std::size_t kClasses = 128;  // frames up to 8 KiB are pooled
-
-  static void* Allocate(std::size_t size) {
-    const std::size_t c = (size + kStep - 1) / kStep;
-    if (c >= kClasses) return ::operator new(size);
-    std::vector<void*>& list = Lists()[c];
-    if (list.empty()) return ::operator new(c * kStep);
-    void* p = list.back();
-    list.pop_back();
-    return p;
-  }
-  static void Free(void* p, std::size_t size) noexcept {
-    const std::size_t c = (size + kStep - 1) / kStep;
-    if (c >= kClasses) {
-      ::operator delete(p);
-      return;
-    }
-    std::vector<void*>& list = Lists()[c];
-    try {
-      list.push_back(p);
-    } catch (...) {
-      ::operator delete(p);
-    }
-  }
-
- private:
-  struct Holder {
-    std::vector<void*> lists[kClasses];
-  };
-  // Never destroyed: a block may come back after thread-local destructors have run (an
-  // object freed by a static's destructor); the cached blocks stay reachable until exit.
-  static std::vector<void*>* Lists() {
-    thread_local Holder* holder = new Holder;
-    return holder->lists;
-  }
-};
-
-// An allocator over FramePool, for std::allocate_shared of the runtime's per-call objects
-// (invocations, commands): the control block and the object in one recycled block.
+// Coroutine frames and the runtime's per-call objects come from the recycling pool of
+// base/block_pool.h (a kernel calls its helper coroutines once per tile).
+using FramePool = ::ahbm::BlockPool;
 template <class T>
-struct PoolAllocator {
-  using value_type = T;
-  PoolAllocator() = default;
-  template <class U>
-  PoolAllocator(const PoolAllocator<U>&) noexcept {}
-  T* allocate(std::size_t n) { return static_cast<T*>(FramePool::Allocate(n * sizeof(T))); }
-  void deallocate(T* p, std::size_t n) noexcept { FramePool::Free(p, n * sizeof(T)); }
-  template <class U>
-  bool operator==(const PoolAllocator<U>&) const noexcept {
-    return true;
-  }
-};
+using PoolAllocator = ::ahbm::PoolAllocator<T>;
 
 struct PromiseBase {
   static void* operator new(std::size_t size) { return FramePool::Allocate(size); }
