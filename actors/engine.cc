@@ -148,33 +148,40 @@ void Engine::SetTimer(UnitId unit, SimTime delay, uint64_t arg) {
   event.timer_arg = arg;
 }
 
-Stamp Engine::NextStamp(UnitId src, SimTime delay) {
+Stamp Engine::NextStampChecked(UnitId src, SimTime delay) {
   AHBM_CHECK(!shutting_down_) << "Send after Shutdown (unit " << src << ")";
   uint64_t& seq = src < dense_seq_.size() ? dense_seq_[src] : NextSeq(src);
   AHBM_CHECK(seq <= UINT32_MAX) << "unit " << src << " sent 2^32 events";
   return Stamp{now_ + delay, src, static_cast<uint32_t>(seq++)};
 }
 
-void Engine::PushMessage(const Stamp& stamp, UnitId dst, caf::mailbox_element* element) {
-  PushEvent(stamp, dst).message = element;
-}
-
 Engine::Event& Engine::PushEvent(const Stamp& stamp, UnitId dst) {
   static_assert(std::is_trivially_copyable_v<Event> && sizeof(Event) == 32);
   const Key key = stamp.key();
-  const bool one_queue = heaps_.size() == 1;
-  EventQueue& queue = one_queue ? heaps_.front() : IslandHeap(stamp.src, dst);
   // The instant store takes a source's events only if they all go to one queue (a source in
   // no island may send to several).
-  if (stamp.time == now_ && stamp.src < InstantStore<Event>::kMaxSources &&
-      (one_queue || stamp.src < island_of_.size())) {
-    Event& event = instants_.Push(queue.now, stamp.src, stamp.time.value());
+  EventQueue* queue;
+  bool one_source_queue;
+  if (heaps_.size() == 1) {
+    queue = &heaps_.front();
+    one_source_queue = true;
+  } else if (dst < island_of_.size() && stamp.src < island_of_.size() &&
+             island_of_[dst] == island_of_[stamp.src] && island_of_[dst] != kNoIsland)
+      [[likely]] {
+    queue = &heaps_[island_of_[dst]];  // IslandHeap's answer, its checks passed
+    one_source_queue = true;
+  } else {
+    queue = &IslandHeap(stamp.src, dst);
+    one_source_queue = stamp.src < island_of_.size();
+  }
+  if (stamp.time == now_ && stamp.src < InstantStore<Event>::kMaxSources && one_source_queue) {
+    Event& event = instants_.Push(queue->now, stamp.src, stamp.time.value());
     event = Event{};
     event.key = key;
     event.dst = dst;
     return event;
   }
-  std::vector<Event>& heap = queue.later;
+  std::vector<Event>& heap = queue->later;
   // Binary min-heap on key, sift-up with a hole (keys are unique, so the delivery order is
   // the key order whatever the heap's shape).
   size_t hole = heap.size();

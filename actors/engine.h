@@ -257,8 +257,20 @@ class Engine {
   }
   // The stamp of src's next event, delivered at now() + delay (takes src's next sequence
   // number).
-  Stamp NextStamp(UnitId src, SimTime delay);
-  void PushMessage(const Stamp& stamp, UnitId dst, caf::mailbox_element* element);
+  Stamp NextStamp(UnitId src, SimTime delay) {
+    if (src < dense_seq_.size() && !shutting_down_) [[likely]] {
+      uint64_t& seq = dense_seq_[src];
+      if (seq <= UINT32_MAX) [[likely]] {
+        return Stamp{now_ + delay, src, static_cast<uint32_t>(seq++)};
+      }
+    }
+    return NextStampChecked(src, delay);
+  }
+  // NextStamp's every case, with its checks (the inline part takes the common one).
+  Stamp NextStampChecked(UnitId src, SimTime delay);
+  void PushMessage(const Stamp& stamp, UnitId dst, caf::mailbox_element* element) {
+    PushEvent(stamp, dst).message = element;
+  }
   // Adds an event keyed `stamp` for dst to the heap and returns it for the caller to fill in
   // (a message, or is_timer and timer_arg). Its fields are written in place:
   // an Event assembled on the stack and then copied whole stalled store forwarding.

@@ -201,13 +201,19 @@ uint32_t DmaModel::ChannelOf(uint32_t owner_pe, Addr addr) const {
 }
 
 absl::StatusOr<DmaPlan> DmaModel::PlanHbm(const HbmTensor& tensor, DmaKind kind) const {
-  return PlanHbmWithContext(TensorView{tensor.owner_pe, tensor.base.value(),
-                                       tensor.element_bytes.value(), tensor.shape, tensor.strides},
-                            kind, /*cmd=*/nullptr);
+  DmaPlan plan;
+  if (absl::Status s = PlanHbmWithContext(TensorView{tensor.owner_pe, tensor.base.value(),
+                                                     tensor.element_bytes.value(), tensor.shape,
+                                                     tensor.strides},
+                                          kind, /*cmd=*/nullptr, plan);
+      !s.ok()) {
+    return s;
+  }
+  return plan;
 }
 
-absl::StatusOr<DmaPlan> DmaModel::PlanHbmWithContext(const TensorView& tensor, DmaKind kind,
-                                                     const pb::DmaCmd* cmd) const {
+absl::Status DmaModel::PlanHbmWithContext(const TensorView& tensor, DmaKind kind,
+                                          const pb::DmaCmd* cmd, DmaPlan& plan) const {
   AHBM_CHECK(kind != DmaKind::kTcmCopy) << "PlanHbm called for a TCM copy";
   const uint64_t base = tensor.base;
   const uint64_t elem = tensor.element_bytes;
@@ -265,6 +271,26 @@ absl::StatusOr<DmaPlan> DmaModel::PlanHbmWithContext(const TensorView& tensor, D
                    "), outside the PE's HBM region [0x0, ", Hex(region_bytes_.value()), ")");
   }
 
+  // FIFO channels: the walk's result may be known (walk_memo_, in the header).
+  const uint64_t chunk = chunk_bytes_.value();
+  const uint64_t stripe = interleave_bytes_ * index_.channels_per_pe();
+  const bool memoize = !chunk_addrs_ && tensor.shape.size() <= kMemoDims;
+  WalkKey key;
+  if (memoize) {
+    key.words[0] = base % stripe;
+    key.words[1] = elem;
+    key.words[2] = tensor.shape.size() | (tensor.strides.empty() ? uint64_t{1} << 32 : 0);
+    for (size_t i = 0; i < tensor.shape.size(); ++i) {
+      key.words[3 + i] = tensor.shape[i];
+      key.words[3 + kMemoDims + i] = tensor.strides.empty() ? 0 : tensor.strides[i];
+    }
+    if (const auto it = walk_memo_.find(key); it != walk_memo_.end()) {
+      FillPlan(kind, tensor.owner_pe, owner, issuer, it->second.runs, it->second.run_bytes,
+               it->second.per_channel, {}, plan);
+      return absl::OkStatus();
+    }
+  }
+
   // Runs: drop size-1 dims, merge the innermost contiguous dims.
   dims.erase(std::remove_if(dims.begin(), dims.end(), [](const Dim& d) { return d.size == 1; }),
              dims.end());
@@ -274,7 +300,6 @@ absl::StatusOr<DmaPlan> DmaModel::PlanHbmWithContext(const TensorView& tensor, D
     dims.pop_back();
   }
   const uint64_t run_bytes = run_elements * elem;
-  const uint64_t chunk = chunk_bytes_.value();
 
   // Walk the runs in row-major order, charging the chunks each touches: row by row along the
   // innermost outer dim (a dense tensor is one row of one run).
@@ -305,7 +330,7 @@ absl::StatusOr<DmaPlan> DmaModel::PlanHbmWithContext(const TensorView& tensor, D
       if (!advanced) break;
     }
   };
-  ChannelCounts per_channel(index_.channels_per_pe(), 0);
+  absl::InlinedVector<uint64_t, 16> per_channel(index_.channels_per_pe(), 0);
   RunCharger counter(chunk, interleave_bytes_, run_bytes, per_channel);
   walk(counter);
   // BANK channels: the walk again, writing each chunk's address into lists sized by the counts.
@@ -325,42 +350,70 @@ absl::StatusOr<DmaPlan> DmaModel::PlanHbmWithContext(const TensorView& tensor, D
     }
   }
 
-  DmaPlan plan;
+  if (memoize) {
+    if (walk_memo_.size() >= kMemoEntries) walk_memo_.clear();
+    walk_memo_.emplace(key, WalkResult{runs, run_bytes, per_channel});
+  }
+  FillPlan(kind, tensor.owner_pe, owner, issuer, runs, run_bytes, per_channel, std::move(addrs),
+           plan);
+  return absl::OkStatus();
+}
+
+void DmaModel::FillPlan(DmaKind kind, uint32_t owner_pe, const topology::PeId& owner,
+                        const topology::PeId& issuer, uint64_t runs, uint64_t run_bytes,
+                        std::span<const uint64_t> per_channel,
+                        std::vector<std::vector<uint64_t>> addrs, DmaPlan& plan) const {
+  const uint64_t chunk = chunk_bytes_.value();
   plan.kind = kind;
   plan.issuer_pe = pe_;
-  plan.owner_pe = tensor.owner_pe;
+  plan.owner_pe = owner_pe;
   plan.cube = issuer.cube_id();
-  plan.remote = tensor.owner_pe != pe_;
+  plan.remote = owner_pe != pe_;
   plan.runs = runs;
   plan.run_bytes = Bytes(run_bytes);
   plan.useful_bytes = Bytes(run_bytes) * runs;
+  plan.charged_bytes = Bytes(0);
+  plan.channels.clear();
   const uint32_t first_channel = index_.FirstChannelOfPe(owner.pe);
-  plan.channels.reserve(per_channel.size() - std::count(per_channel.begin(), per_channel.end(), 0));
   for (uint32_t i = 0; i < per_channel.size(); ++i) {
     if (per_channel[i] == 0) continue;
-    plan.channels.push_back(
-        DmaChannelShare{first_channel + i, per_channel[i], Bytes(per_channel[i] * chunk),
-                        chunk_addrs_ ? std::move(addrs[i]) : std::vector<uint64_t>{}});
-    plan.charged_bytes += Bytes(per_channel[i] * chunk);
+    DmaChannelShare& share = plan.channels.emplace_back();
+    share.channel = first_channel + i;
+    share.chunks = per_channel[i];
+    share.bytes = Bytes(per_channel[i] * chunk);
+    if (chunk_addrs_) share.chunk_addrs = std::move(addrs[i]);
+    plan.charged_bytes += share.bytes;
   }
-  return plan;
 }
 
 absl::StatusOr<DmaPlan> DmaModel::PlanTcmCopy(Bytes bytes) const {
-  if (bytes.value() == 0) return Invalid(index_, pe_, "zero-sized TCM copy");
   DmaPlan plan;
+  if (absl::Status s = PlanTcmCopyInto(bytes, plan); !s.ok()) return s;
+  return plan;
+}
+
+absl::Status DmaModel::PlanTcmCopyInto(Bytes bytes, DmaPlan& plan) const {
+  if (bytes.value() == 0) return Invalid(index_, pe_, "zero-sized TCM copy");
   plan.kind = DmaKind::kTcmCopy;
   plan.issuer_pe = pe_;
   plan.owner_pe = pe_;
   plan.cube = index_.PeOf(pe_).cube_id();
+  plan.remote = false;
   plan.runs = 1;
   plan.run_bytes = bytes;
   plan.useful_bytes = bytes;
   plan.charged_bytes = bytes;
-  return plan;
+  plan.channels.clear();
+  return absl::OkStatus();
 }
 
 absl::StatusOr<DmaPlan> DmaModel::Plan(const pb::DmaCmd& cmd) const {
+  DmaPlan plan;
+  if (absl::Status s = PlanInto(cmd, plan); !s.ok()) return s;
+  return plan;
+}
+
+absl::Status DmaModel::PlanInto(const pb::DmaCmd& cmd, DmaPlan& plan) const {
   const pb::TensorRef& src = cmd.src();
   const pb::TensorRef& dst = cmd.dst();
   const auto what = [&cmd] { return CmdText(cmd); };  // error paths only
@@ -386,17 +439,17 @@ absl::StatusOr<DmaPlan> DmaModel::Plan(const pb::DmaCmd& cmd) const {
     return TensorView{ref.pe(), ref.addr(), elem, ShapeView(ref), StridesView(ref)};
   };
   if (src.space() == pb::HBM && dst.space() == pb::TCM) {
-    return PlanHbmWithContext(hbm_tensor(src), DmaKind::kHbmRead, &cmd);
+    return PlanHbmWithContext(hbm_tensor(src), DmaKind::kHbmRead, &cmd, plan);
   }
   if (src.space() == pb::TCM && dst.space() == pb::HBM) {
-    return PlanHbmWithContext(hbm_tensor(dst), DmaKind::kHbmWrite, &cmd);
+    return PlanHbmWithContext(hbm_tensor(dst), DmaKind::kHbmWrite, &cmd, plan);
   }
   if (src.space() == pb::TCM && dst.space() == pb::TCM) {
     if (elements == 0) return Invalid(index_, pe_, what(), ": zero-sized TCM copy");
     if (elements * elem > u128{std::numeric_limits<uint64_t>::max()}) {
       return Invalid(index_, pe_, what(), ": TCM copy larger than 2^64 bytes");
     }
-    return PlanTcmCopy(Bytes(static_cast<uint64_t>(elements * elem)));
+    return PlanTcmCopyInto(Bytes(static_cast<uint64_t>(elements * elem)), plan);
   }
   return Invalid(index_, pe_, what(),
                  ": only HBM -> TCM, TCM -> HBM and TCM -> TCM copies are modelled");

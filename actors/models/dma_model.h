@@ -62,11 +62,14 @@
 #ifndef AHBMSIM_ACTORS_MODELS_DMA_MODEL_H_
 #define AHBMSIM_ACTORS_MODELS_DMA_MODEL_H_
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "actors/models/hbm_channel_model.h"
 #include "actors/time.h"
@@ -156,6 +159,9 @@ class DmaModel {
   // TCM + TCM a copy. Both tensors must hold the same number of elements of one dtype (BF16 or
   // FP32), and TCM tensors must be this PE's. HBM -> HBM is InvalidArgument (not modelled).
   [[nodiscard]] absl::StatusOr<DmaPlan> Plan(const pb::DmaCmd& cmd) const;
+  // Plan(cmd) written into `plan`, reusing its buffers (a caller planning many commands keeps
+  // one); on an error `plan` is unspecified.
+  [[nodiscard]] absl::Status PlanInto(const pb::DmaCmd& cmd, DmaPlan& plan) const;
 
   // Times `plan` (made by this model) issued at `issue`. `cube_channels` are the models of this
   // PE's CUBE, indexed by CUBE-local channel; unused (may be empty) for kTcmCopy.
@@ -185,8 +191,39 @@ class DmaModel {
 
   // PlanHbm; with `cmd` non-null, its CmdText is put before the reason in error messages (the
   // text is built only on an error).
-  absl::StatusOr<DmaPlan> PlanHbmWithContext(const TensorView& tensor, DmaKind kind,
-                                             const pb::DmaCmd* cmd) const;
+  absl::Status PlanHbmWithContext(const TensorView& tensor, DmaKind kind, const pb::DmaCmd* cmd,
+                                  DmaPlan& plan) const;
+  absl::Status PlanTcmCopyInto(Bytes bytes, DmaPlan& plan) const;
+  // Writes the plan of a walk's result into `plan` (`addrs`: BANK channels' chunk lists, by
+  // channel of the owner).
+  void FillPlan(DmaKind kind, uint32_t owner_pe, const topology::PeId& owner,
+                const topology::PeId& issuer, uint64_t runs, uint64_t run_bytes,
+                std::span<const uint64_t> per_channel, std::vector<std::vector<uint64_t>> addrs,
+                DmaPlan& plan) const;
+
+  // The walk's result for FIFO channels (no chunk addresses): a tensor's chunk count per
+  // channel of its owner depends on its base only modulo the stripe (interleave_bytes times
+  // channels_per_pe: the address map repeats every stripe), so plans are memoized by
+  // (base % stripe, element size, shape, strides) — a kernel loads tiles of one shape at many
+  // bases. Only tensors of at most kMemoDims dims; the memo is emptied past kMemoEntries.
+  static constexpr size_t kMemoDims = 4;
+  static constexpr size_t kMemoEntries = 4096;
+  struct WalkKey {
+    // base % stripe, element bytes, dims (| 2^32 if dense), shape, strides (0 past the dims).
+    std::array<uint64_t, 3 + 2 * kMemoDims> words{};
+    friend bool operator==(const WalkKey&, const WalkKey&) = default;
+    template <typename H>
+    friend H AbslHashValue(H h, const WalkKey& k) {
+      for (const uint64_t w : k.words) h = H::combine(std::move(h), w);
+      return h;
+    }
+  };
+  struct WalkResult {
+    uint64_t runs = 0;
+    uint64_t run_bytes = 0;
+    absl::InlinedVector<uint64_t, 16> per_channel;  // chunks per channel of the owner
+  };
+  mutable absl::flat_hash_map<WalkKey, WalkResult> walk_memo_;
 
   topology::ChipIndex index_;
   uint32_t pe_;

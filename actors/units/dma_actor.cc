@@ -88,6 +88,12 @@ struct KeepSmallRequest {
 };
 using RequestPool = MessagePool<pb::HbmRequest, ClearMessage<pb::HbmRequest>,
                                 PoolAllocator<pb::HbmRequest>, KeepSmallRequest>;
+// A batch's answer: its Completions (cleared, kept) are reused by the next batch.
+struct KeepSmallBatchDone {
+  bool operator()(const pb::DmaBatchDone& d) const { return d.done_size() <= 64; }
+};
+using BatchDonePool = MessagePool<pb::DmaBatchDone, ClearMessage<pb::DmaBatchDone>,
+                                  PoolAllocator<pb::DmaBatchDone>, KeepSmallBatchDone>;
 
 // A new call of `requester` issued now; returns its slot (the requests' request_id).
 uint32_t OpenCall(DmaActorState& st, UnitId requester, SimTime now, bool batch, uint64_t batch_id) {
@@ -125,6 +131,7 @@ void AddToCall(DmaActorState& st, uint32_t slot, const pb::DmaCmd& cmd, const Dm
   for (const DmaChannelShare& share : plan.channels) {
     std::shared_ptr<pb::HbmRequest>& req = st.outgoing[share.channel];
     if (req == nullptr) {
+      st.outgoing_channels.push_back(share.channel);
       req = RequestPool::Make();
       req->set_request_id(slot);
       req->set_channel(st.first_channel + share.channel);
@@ -133,7 +140,9 @@ void AddToCall(DmaActorState& st, uint32_t slot, const pb::DmaCmd& cmd, const Dm
     req->add_part_cmd(index);
     req->add_part_bytes(share.bytes.value());
     req->add_part_chunks(static_cast<uint32_t>(share.chunks));
-    req->mutable_chunk_addrs()->Add(share.chunk_addrs.begin(), share.chunk_addrs.end());
+    if (!share.chunk_addrs.empty()) {
+      req->mutable_chunk_addrs()->Add(share.chunk_addrs.begin(), share.chunk_addrs.end());
+    }
   }
 }
 
@@ -144,14 +153,15 @@ void SendCall(DmaActorState& st, Engine* engine, UnitId self_id, UnitContext* ct
     call.first_op_seq = ctx->op_log->ReserveOp();
     for (size_t i = 1; i < call.cmds.size(); ++i) ctx->op_log->ReserveOp();
   }
-  for (std::shared_ptr<pb::HbmRequest>& req : st.outgoing) {
-    if (req == nullptr) continue;
+  std::sort(st.outgoing_channels.begin(), st.outgoing_channels.end());
+  for (const uint32_t channel : st.outgoing_channels) {
+    std::shared_ptr<pb::HbmRequest>& req = st.outgoing[channel];
     ++call.pending;
-    const UnitId channel = req->channel();
-    engine->Send(self_id, SimTime(0), channel,
-                 std::shared_ptr<const pb::HbmRequest>(std::move(req)));
+    const UnitId unit = req->channel();
+    engine->Send(self_id, SimTime(0), unit, std::shared_ptr<const pb::HbmRequest>(std::move(req)));
     req = nullptr;
   }
+  st.outgoing_channels.clear();
   AHBM_CHECK(call.pending > 0) << "DMA unit " << self_id << ": a call without HBM channels";
 }
 
@@ -175,9 +185,9 @@ void OnCmd(DmaActorState& st, Engine* engine, UnitId self_id, UnitContext* ctx,
                            " is already in flight on this DMA"));
     return;
   }
-  absl::StatusOr<DmaPlan> plan = st.model->Plan(cmd);
-  if (!plan.ok()) {
-    SendError(engine, self_id, requester, cmd_id, std::string(plan.status().message()));
+  DmaPlan* const plan = &st.plan;
+  if (const absl::Status status = st.model->PlanInto(cmd, *plan); !status.ok()) {
+    SendError(engine, self_id, requester, cmd_id, std::string(status.message()));
     return;
   }
   if (plan->kind == DmaKind::kTcmCopy) {
@@ -208,8 +218,9 @@ void OnBatch(DmaActorState& st, Engine* engine, UnitId self_id, UnitContext* ctx
   const uint32_t slot = OpenCall(st, engine->current_src(), now, /*batch=*/true, batch.batch_id());
   for (const pb::DmaCmd& cmd : batch.cmds()) {
     const uint64_t cmd_id = cmd.cmd_id();
-    absl::StatusOr<DmaPlan> plan = st.model->Plan(cmd);
-    AHBM_CHECK(plan.ok()) << "DMA unit " << self_id << ": batch command refused: " << plan.status();
+    DmaPlan* const plan = &st.plan;
+    const absl::Status status = st.model->PlanInto(cmd, *plan);
+    AHBM_CHECK(status.ok()) << "DMA unit " << self_id << ": batch command refused: " << status;
     AHBM_CHECK(plan->kind == DmaKind::kHbmRead && !InFlight(st, cmd_id, now))
         << "DMA unit " << self_id << ": batch cmd " << cmd_id << " is not a new HBM read";
     AddToCall(st, slot, cmd, *plan);
@@ -228,9 +239,8 @@ void Finish(DmaActorState& st, Engine* engine, UnitId self_id, UnitContext* ctx,
     Record(ctx, st, self_id, c, call.issue, call.first_op_seq);
     SendCompletion(engine, self_id, call.requester, c.cmd_id, c.start, c.end);
   } else {
-    auto msg = std::make_shared<pb::DmaBatchDone>();
+    std::shared_ptr<pb::DmaBatchDone> msg = BatchDonePool::Make();
     msg->set_batch_id(call.batch_id);
-    msg->mutable_done()->Reserve(static_cast<int>(call.cmds.size()));
     for (const DmaCallCmd& c : call.cmds) {
       pb::Completion* done = msg->add_done();
       done->set_cmd_id(c.cmd_id);
@@ -238,10 +248,13 @@ void Finish(DmaActorState& st, Engine* engine, UnitId self_id, UnitContext* ctx,
       done->set_start_ps(c.start.value());
       done->set_end_ps(c.end.value());
     }
-    if (ctx != nullptr) {
+    if (ctx != nullptr && ctx->op_log != nullptr) {
+      // The op log lists a batch's commands by their last channel (stats need no order).
       std::stable_sort(
           call.cmds.begin(), call.cmds.end(),
           [](const DmaCallCmd& a, const DmaCallCmd& b) { return a.last_channel < b.last_channel; });
+    }
+    if (ctx != nullptr) {
       for (size_t i = 0; i < call.cmds.size(); ++i) {
         Record(ctx, st, self_id, call.cmds[i], call.issue,
                call.first_op_seq == kNoOpSeq ? kNoOpSeq : call.first_op_seq + i);

@@ -116,12 +116,14 @@ struct DmaCall {
 
 struct DmaActorState {
   std::optional<DmaModel> model;          // set by the behavior function (no default ctor)
+  DmaPlan plan;                           // the command being planned (its buffers reused)
   UnitId first_channel = 0;               // unit id of channel 0 of the PE's CUBE
   // Calls by request_id (their slot; a slot is reused once its call completes).
   std::vector<DmaCall> calls;
   std::vector<uint32_t> free_calls;
   // A call's request per CUBE-local channel while it is being built (null: none yet).
   std::vector<std::shared_ptr<pb::HbmRequest>> outgoing;
+  std::vector<uint32_t> outgoing_channels;  // the channels of `outgoing`'s non-null requests
   // End of every HBM command that may still be in flight (end > now; SimTime::Max() until its
   // call completes), by cmd_id; pruned when it grows (only for the duplicate-id check).
   absl::flat_hash_map<uint64_t, SimTime> in_flight;

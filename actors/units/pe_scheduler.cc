@@ -14,6 +14,31 @@
 namespace ahbm::sim {
 namespace {
 
+// Admission's operand batches. One of at most kPooledBatchCmds commands comes from a pool: a
+// returned batch keeps its commands, each cleared with its src and dst kept (cleared, their
+// shape and strides keeping their capacity), so that the next admission's pieces allocate
+// nothing; BatchSlot overwrites them in order and FlushBatch drops the ones left over. A larger
+// batch (rare: a whole-context fan-out) is built on an arena of its own and freed at once.
+constexpr int kPooledBatchCmds = 64;
+struct ResetBatch {
+  void operator()(pb::DmaBatch& batch) const {
+    batch.set_batch_id(0);
+    for (pb::DmaCmd& cmd : *batch.mutable_cmds()) {
+      ClearKeeping(cmd, Kept<pb::DmaCmd, pb::TensorRef, &pb::DmaCmd::release_src,
+                             &pb::DmaCmd::set_allocated_src>(),
+                   Kept<pb::DmaCmd, pb::TensorRef, &pb::DmaCmd::release_dst,
+                        &pb::DmaCmd::set_allocated_dst>());
+    }
+  }
+};
+struct KeepSmallBatch {
+  bool operator()(const pb::DmaBatch& batch) const {
+    return batch.cmds_size() <= kPooledBatchCmds;
+  }
+};
+using BatchPool =
+    MessagePool<pb::DmaBatch, ResetBatch, PoolAllocator<pb::DmaBatch>, KeepSmallBatch>;
+
 std::span<const uint64_t> Ids(const google::protobuf::RepeatedField<uint64_t>& ids) {
   return {ids.data(), static_cast<size_t>(ids.size())};
 }
@@ -383,6 +408,10 @@ void PeScheduler::Admit(Cmd& c) {
 
   // Operand loads, all at once, in plan order, as one DmaBatch.
   batching_ = true;
+  batch_cmds_ = static_cast<int>(std::count_if(c.plan.begin(), c.plan.end(), [](const TileOp& op) {
+    return op.home == TensorHome::kHbm &&
+           (op.kind == TileOpKind::kLoadA || op.kind == TileOpKind::kLoadB);
+  }));
   for (const TileOp& op : c.plan) {
     if (op.home != TensorHome::kHbm) continue;
     if (op.kind == TileOpKind::kLoadB) {
@@ -470,12 +499,20 @@ uint64_t PeScheduler::NewDma(Cmd& c, uint32_t tile_index, bool whole_command) {
 pb::DmaCmd& PeScheduler::BatchSlot(Cmd& c, uint32_t tile_index) {
   AHBM_CHECK(batching_) << "operand load outside an admission";
   if (batch_ == nullptr) {
-    // The batch and its pieces on one arena, owned by the message's shared_ptr (aliasing).
-    auto arena = std::make_shared<google::protobuf::Arena>();
-    pb::DmaBatch* batch = google::protobuf::Arena::CreateMessage<pb::DmaBatch>(arena.get());
-    batch_ = std::shared_ptr<pb::DmaBatch>(std::move(arena), batch);
+    if (batch_cmds_ <= kPooledBatchCmds) {
+      batch_ = BatchPool::Make();
+    } else {
+      // The batch and its pieces on one arena, owned by the message's shared_ptr (aliasing).
+      auto arena = std::make_shared<google::protobuf::Arena>();
+      pb::DmaBatch* batch = google::protobuf::Arena::CreateMessage<pb::DmaBatch>(arena.get());
+      batch_ = std::shared_ptr<pb::DmaBatch>(std::move(arena), batch);
+    }
+    batch_used_ = 0;
   }
-  pb::DmaCmd& dma = *batch_->add_cmds();
+  // A reused batch's commands are cleared and kept (BatchPool): overwrite them in order.
+  pb::DmaCmd& dma = batch_used_ < batch_->cmds_size() ? *batch_->mutable_cmds(batch_used_)
+                                                      : *batch_->add_cmds();
+  ++batch_used_;
   dma.set_cmd_id(NewDma(c, tile_index, /*whole_command=*/false));
   dma.set_parent_cmd_id(c.cmd_id);
   return dma;
@@ -493,6 +530,9 @@ void PeScheduler::FlushBatch() {
   batching_ = false;
   std::shared_ptr<pb::DmaBatch> batch = std::move(batch_);  // leaves batch_ null
   if (batch == nullptr) return;
+  if (const int unused = batch->cmds_size() - batch_used_; unused > 0) {
+    batch->mutable_cmds()->DeleteSubrange(batch_used_, unused);
+  }
   batch->set_batch_id(next_dma_id_++);
   ++dma_replies_pending_;
   engine_->Send(self_, SimTime(0), dma_unit_, std::shared_ptr<const pb::DmaBatch>(std::move(batch)));

@@ -255,10 +255,13 @@ class PeScheduler : public Engine::TimerHandler {
   DmaPiece TakePiece(uint64_t dma_id);  // removes an in-flight DMA's entry (CHECKs it exists)
   uint64_t next_dma_id_ = 1;
   int dma_replies_pending_ = 0;
-  // Admit's operand loads: while `batching_`, SendDma adds to `batch_` (made, on an arena of
-  // its own, at the first load; FlushBatch sends it).
+  // Admit's operand loads: while `batching_`, BatchSlot fills `batch_` (made at the first of
+  // the admission's `batch_cmds_` loads; `batch_used_` of its commands are this admission's;
+  // FlushBatch sends it).
   bool batching_ = false;
   std::shared_ptr<pb::DmaBatch> batch_;
+  int batch_cmds_ = 0;
+  int batch_used_ = 0;
   // softmax_pv chain: accumulator (acc_o's PE, address) -> last cmd_id on it.
   std::map<std::pair<uint32_t, uint64_t>, uint64_t> last_on_acc_;
   std::vector<OpId> dep_ops_;  // Admit's scratch: the planner ops of a command's dependencies
