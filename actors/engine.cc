@@ -66,17 +66,22 @@ void Engine::Register(UnitId id, std::string name, caf::actor actor) {
   auto* raw = caf::actor_cast<caf::abstract_actor*>(actor);
   const ActorKinds kinds = KindsOf(raw);
   caf::scheduled_actor* scheduled = kinds.scheduled;
-  AHBM_CHECK(scheduled != nullptr) << "unit " << id << " (" << label << ") is not event-based";
+  AHBM_CHECK(scheduled != nullptr || kinds.unit != nullptr)
+      << "unit " << id << " (" << label << ") is neither a UnitActor nor event-based";
   auto [it, inserted] = units_.try_emplace(id);
   AHBM_CHECK(inserted) << "unit id " << id << " registered twice (" << it->second.name << ", "
                        << label << ")";
-  // Runs before the actor's own initialization, which may install a handler of its own.
-  scheduled->set_default_handler(
-      [this, id](caf::scheduled_actor*, caf::message_view& msg) -> caf::result<caf::message> {
-        AHBM_CHECK(false) << "unit " << id << " (" << this->name(id)
-                          << ") has no handler for message " << msg.content().stringify();
-        return caf::message{};
-      });
+  if (scheduled != nullptr) {
+    // Runs before the actor's own initialization, which may install a handler of its own.
+    scheduled->set_default_handler(
+        [this, id](caf::scheduled_actor*, caf::message_view& msg) -> caf::result<caf::message> {
+          AHBM_CHECK(false) << "unit " << id << " (" << this->name(id)
+                            << ") has no handler for message " << msg.content().stringify();
+          return caf::message{};
+        });
+  } else {
+    uninitialized_.push_back(id);
+  }
   it->second.name = std::move(label);
   it->second.handle = std::move(actor);
   it->second.actor = scheduled;
@@ -338,7 +343,27 @@ void Engine::DeliverMessage(DenseUnit& unit, caf::mailbox_element& element) {
     (*handler)(element);
     return;
   }
+  AHBM_CHECK(unit.actor != nullptr)
+      << "unit " << unit.unit->name.id << " (" << unit.unit->name
+      << ") has no handler for message " << element.content().stringify();
   unit.actor->activate(delivery_unit_.get(), element);
+}
+
+void Engine::InitializeUnits() {
+  // In registration order; a unit's behavior function may use the engine (SetTimerHandler).
+  for (size_t i = 0; i < uninitialized_.size(); ++i) {
+    const UnitId id = uninitialized_[i];
+    auto it = units_.find(id);
+    if (it == units_.end() || it->second.unit_actor == nullptr) continue;
+    UnitActor* unit = it->second.unit_actor;
+    unit->Initialize();
+    if (id < dense_units_.size()) {
+      const std::span<const StampedHandler> table = unit->stamped_handlers();
+      dense_units_[id].handlers = table.empty() ? nullptr : table.data();
+      dense_units_[id].handler_count = static_cast<uint32_t>(table.size());
+    }
+  }
+  uninitialized_.clear();
 }
 
 void Engine::Run() {
@@ -346,6 +371,7 @@ void Engine::Run() {
   AHBM_CHECK(!shutting_down_) << "Run after Shutdown";
   running_ = true;
   RunCoordinator();  // lets freshly spawned actors initialize
+  InitializeUnits();
   SimTime last = now_;
   for (EventQueue& queue : heaps_) {
     while (!queue.empty()) DeliverNext(queue);
@@ -361,6 +387,7 @@ void Engine::RunUntil(SimTime limit) {
   AHBM_CHECK(limit >= now_) << "RunUntil(" << limit << ") is before now() = " << now_;
   running_ = true;
   RunCoordinator();
+  InitializeUnits();
   for (EventQueue& queue : heaps_) {
     while (!queue.empty() && PeekNext(queue).time_ps() <= limit.value()) {
       DeliverNext(queue);

@@ -16,12 +16,15 @@
 //   event like any other. Only what a unit tells itself may go this way.
 // - Delivering an event sets now() to its time and hands its pre-built CAF mailbox element
 //   straight to the destination actor on this thread, no mailbox round trip: a UnitActor (every
-//   unit of a chip, unit_actor.h) runs the handler of the message's type from its table; any
-//   other actor (engine tests) gets it through scheduled_actor::activate (CAF's matching). Then
-//   CAF's single-threaded test_coordinator runs until no actor has work left (jobs CAF itself
-//   scheduled); only then is the next event popped. One event = one handler invocation.
-// - Actors run on the engine's own caf::actor_system (scheduler.policy = testing). They must be
-//   event-based, must not `send` to each other, must not use CAF timers or the wall clock.
+//   unit of a chip, unit_actor.h: a light CAF actor without a mailbox, initialized by the
+//   engine at the Run after its registration) runs the handler of the message's type from its
+//   table; an event-based actor (engine tests) gets it through scheduled_actor::activate
+//   (CAF's matching). Then CAF's single-threaded test_coordinator runs until no actor has work
+//   left (jobs CAF itself scheduled); only then is the next event popped. One event = one
+//   handler invocation.
+// - Actors run on the engine's own caf::actor_system (scheduler.policy = testing). They are
+//   UnitActors or event-based, must not `send` to each other, must not use CAF timers or the
+//   wall clock.
 // - Fail loudly (AHBM_CHECK): an event to an unknown or terminated unit, a unit terminating
 //   before Shutdown() (e.g. its handler threw or quit), a message no handler of the unit
 //   matches, a CAF timer started by a handler, an actor spawned in system() and still alive
@@ -281,6 +284,8 @@ class Engine {
   // Removes and returns the event with the smallest key (heap not empty).
   static Event PopMin(std::vector<Event>& heap);
   void RunCoordinator();
+  // Runs the behavior functions of the UnitActors registered since the last Run (unit_actor.h).
+  void InitializeUnits();
   // dynamic_cast<caf::scheduled_actor*> and <UnitActor*>, answered once per actor type (the
   // cast was half of Register's cost).
   struct ActorKinds {
@@ -321,6 +326,7 @@ class Engine {
   std::string name_or_id(UnitId id) const;  // diagnostics: a registered unit's name and id
   uint64_t& NextSeq(UnitId src);
 
+  std::vector<UnitId> uninitialized_;  // UnitActors registered, not yet initialized
   std::vector<EventQueue> heaps_{1};  // one per island (one without islands)
   InstantStore<Event> instants_;      // the FIFOs of every EventQueue::now
   std::vector<uint32_t> island_of_;                 // SetIslands' map; empty: no islands

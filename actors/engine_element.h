@@ -50,7 +50,7 @@ size_t ElementSlot() {
 
 // The message id of every element Engine::Send builds: asynchronous and already marked
 // answered (so CAF builds no response promise). Nothing else sends with it: a mailbox element
-// carrying it is a StampedElement (what UnitActor::consume relies on).
+// carrying it is a StampedElement (what the engine's table dispatch relies on).
 inline constexpr caf::message_id kStampedMessageId{caf::make_message_id().integer_value() |
                                                    caf::message_id::answered_flag_mask};
 

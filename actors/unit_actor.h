@@ -1,21 +1,23 @@
-// The CAF actor class every simulated unit of a chip is (DESIGN §3): an event-based actor whose
-// stamped messages reach their handler by a table lookup instead of CAF's pattern matching
-// (issue 26: CAF's per-message categorisation, behaviour matching and result visitor were a
-// seventh of a run once every unit was an actor).
+// The CAF actor class every simulated unit of a chip is (DESIGN §3): a light local actor whose
+// stamped messages reach their handler by a table lookup (issue 26: CAF's per-message
+// categorisation, behaviour matching and result visitor were a seventh of a run once every unit
+// was an actor, and a scheduled actor's mailbox, behaviour stack and stream state were most of a
+// unit's memory).
 //
 // Contract:
 // - A unit's behavior function returns `self->Handlers(f1, f2, ...)`: each f takes one
-//   `const Msg<T>&` (msg.h). The result is the actor's ordinary caf::behavior of those
-//   handlers, and the same handlers also go into the actor's dispatch table.
-// - The engine is the units' scheduler (engine.h): for each message Engine::Send built (a
-//   StampedElement, engine_element.h) it looks up the handler of the message's type in the
-//   unit's table (stamped_handlers(), kept by the engine once the actor is initialized) and
-//   runs it directly, as CAF's matching would have (the handler reads its stamp and body; it
-//   must not use CAF's per-message context: current_sender(), make_response_promise()). The
-//   unit is still a CAF actor: CAF spawns, initializes and terminates it, and every other
-//   message (CAF's own: exit, down) or a stamped message of a type without a handler (or
-//   before initialization) goes through scheduled_actor::activate and consume(): the same
-//   table, else the behavior, then the engine's default handler, which fails loudly.
+//   `const Msg<T>&` (msg.h) and goes into the actor's dispatch table (the behavior returned is
+//   empty: no CAF matching is involved).
+// - It is still a CAF actor: spawned by CAF (`system.spawn(F, args...)` with F's first argument
+//   a UnitActor* or a UnitStateActor<State>*), with an address and an id, registered with the
+//   actor system while it lives, monitorable and linkable, terminated by an exit message or by
+//   becoming unreachable (its state is destroyed then, as a stateful actor's is).
+// - The engine is the units' scheduler (engine.h): it initializes a registered unit at its next
+//   Run (the behavior function runs then: Initialize()), and for each message Engine::Send built
+//   (a StampedElement, engine_element.h) it looks up the handler of the message's type in the
+//   unit's table (stamped_handlers()) and runs it directly. A stamped message of a type without
+//   a handler fails loudly (the engine's check), and so does any message from outside the engine
+//   (a unit has no mailbox) except CAF's exit message.
 // - UnitStateActor<State> is caf::stateful_actor<State> on this base.
 #ifndef AHBMSIM_ACTORS_UNIT_ACTOR_H_
 #define AHBMSIM_ACTORS_UNIT_ACTOR_H_
@@ -32,7 +34,7 @@
 #include "actors/msg.h"
 #include "base/check.h"
 #include "caf/behavior.hpp"
-#include "caf/event_based_actor.hpp"
+#include "caf/local_actor.hpp"
 #include "caf/stateful_actor.hpp"
 
 namespace ahbm::sim {
@@ -73,40 +75,39 @@ inline const StampedHandler* FindStampedHandler(std::span<const StampedHandler> 
   return nullptr;
 }
 
-class UnitActor : public caf::event_based_actor {
+class UnitActor : public caf::local_actor {
  public:
-  explicit UnitActor(caf::actor_config& cfg) : caf::event_based_actor(cfg) {}
+  using behavior_type = caf::behavior;
 
-  // See the contract. Call once, from the behavior function (the engine keeps the table).
+  explicit UnitActor(caf::actor_config& cfg) : caf::local_actor(cfg) {}
+
+  // See the contract. Call once, from the behavior function.
   template <class... Fs>
   caf::behavior Handlers(Fs... fs) {
     AHBM_CHECK(table_ == nullptr) << "UnitActor::Handlers called twice";
-    auto table = std::make_unique<Table<Fs...>>(fs...);
+    auto table = std::make_unique<Table<Fs...>>(std::move(fs)...);
     entries_ = table->entries();
     table_ = std::move(table);
-    return caf::behavior{std::move(fs)...};
+    return caf::behavior{};
   }
 
-  // The dispatch table, once the actor is initialized (its behavior function has run); empty
-  // before. It never changes afterwards, so the engine may keep it (see the contract).
+  // Runs the behavior function the actor was spawned with (once; the engine calls it).
+  void Initialize();
+  bool initialized() const { return getf(is_initialized_flag); }
+
+  // The dispatch table, once the actor is initialized; empty before. It never changes
+  // afterwards, so the engine may keep it.
   std::span<const StampedHandler> stamped_handlers() const {
-    return getf(is_initialized_flag) ? entries_ : std::span<const StampedHandler>();
+    return initialized() ? entries_ : std::span<const StampedHandler>();
   }
 
-  caf::invoke_message_result consume(caf::mailbox_element& x) override {
-    if (x.mid.integer_value() == internal::kStampedMessageId.integer_value()) {
-      if (const StampedHandler* entry = FindStampedHandler(entries_, x)) {
-        current_element_ = &x;
-        (*entry)(x);
-        return caf::invoke_message_result::consumed;
-      }
-    }
-    return caf::event_based_actor::consume(x);
-  }
+  // CAF's side (see the contract).
+  void launch(caf::execution_unit* host, bool lazy, bool hide) override;
+  void enqueue(caf::mailbox_element_ptr what, caf::execution_unit* host) override;
 
  private:
   using Entry = StampedHandler;
-  // The handlers (copies) and their entries, in one allocation.
+  // The handlers and their entries, in one object.
   class TableBase {
    public:
     virtual ~TableBase() = default;
@@ -114,7 +115,7 @@ class UnitActor : public caf::event_based_actor {
   template <class... Fs>
   class Table final : public TableBase {
    public:
-    explicit Table(const Fs&... fs) : handlers_(fs...) {
+    explicit Table(Fs&&... fs) : handlers_(std::move(fs)...) {
       Fill(std::index_sequence_for<Fs...>{});
     }
     std::span<const Entry> entries() const { return entries_; }
@@ -139,6 +140,13 @@ class UnitActor : public caf::event_based_actor {
     std::array<Entry, sizeof...(Fs)> entries_;
   };
 
+  // Ends the actor for `reason` (an exit message): its state goes (on_exit), then CAF's cleanup
+  // (attachables, links, the actor system's count). An actor that becomes unreachable ends the
+  // same way in local_actor::on_destroy.
+  void Terminate(caf::error reason, caf::execution_unit* host);
+
+  // Its own small allocation: the tables of a kind's units (allocated one after the other) sit
+  // side by side, which delivery reads better than a table inside each actor object.
   std::unique_ptr<TableBase> table_;
   std::span<const Entry> entries_;  // table_'s
 };

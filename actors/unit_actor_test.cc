@@ -31,7 +31,7 @@ struct UnitState {
 };
 using Unit = UnitStateActor<UnitState>;
 
-// Two protobuf handlers and one plain-value handler, in the table and in the behavior.
+// Two protobuf handlers and one plain-value handler.
 caf::behavior TwoKinds(Unit* self, Log* log) {
   self->state.log = log;
   return self->Handlers(
@@ -70,20 +70,6 @@ TEST(UnitActorTest, StampedMessagesReachTheHandlerOfTheirTypeInEngineOrder) {
   EXPECT_EQ(engine.events_processed(), 3u);
 }
 
-// A message that did not come through Engine::Send (no stamped element) takes CAF's path: the
-// same handler, found by CAF's matching in the behavior Handlers returned.
-TEST(UnitActorTest, AMessageFromOutsideTheEngineTakesCafsPathToTheSameHandler) {
-  Log log;
-  Engine engine;
-  caf::actor unit = engine.system().spawn(TwoKinds, &log);
-  engine.Register(1, "unit", unit);
-  engine.Run();  // initializes the unit
-  const Msg<pb::Completion> m{{SimTime(1), 9, 0}, Done(11)};
-  caf::anon_send(unit, m);
-  engine.Run();  // runs CAF's coordinator: the anon_send is delivered there
-  EXPECT_EQ(log.seen, (std::vector<Seen>{{"completion", {SimTime(1), 9, 0}, 11}}));
-}
-
 TEST(UnitActorDeathTest, AStampedTypeWithoutAHandlerFailsLoudly) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(
@@ -95,6 +81,59 @@ TEST(UnitActorDeathTest, AStampedTypeWithoutAHandlerFailsLoudly) {
         engine.Run();
       },
       "unit 1 \\(unit\\) has no handler for message");
+}
+
+// A unit has no mailbox: a message that did not come through Engine::Send fails loudly, naming
+// the unit.
+TEST(UnitActorDeathTest, AMessageFromOutsideTheEngineFailsLoudly) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        Log log;
+        Engine engine;
+        caf::actor unit = engine.system().spawn(TwoKinds, &log);
+        engine.Register(1, "unit", unit);
+        engine.Run();
+        caf::anon_send(unit, Msg<pb::Completion>{{SimTime(1), 9, 0}, Done(11)});
+      },
+      "got a message from outside the engine");
+}
+
+// Still a CAF actor: counted by the actor system while it lives, initialized at the next Run
+// (its behavior function runs then), and its state destroyed once when it goes — by becoming
+// unreachable, or by an exit message while something else holds it.
+struct Counted {
+  int* alive = nullptr;
+  ~Counted() {
+    if (alive != nullptr) --*alive;
+  }
+};
+using CountedUnit = UnitStateActor<Counted>;
+caf::behavior CountedBehavior(CountedUnit* self, int* alive, int* initialized) {
+  self->state.alive = alive;
+  ++*alive;
+  ++*initialized;
+  return self->Handlers([](const Msg<uint64_t>&) {});
+}
+
+TEST(UnitActorTest, LivesAsACafActorAndItsStateGoesOnce) {
+  int alive = 0;
+  int initialized = 0;
+  {
+    Engine engine;
+    engine.Register(1, "dropped", engine.system().spawn(CountedBehavior, &alive, &initialized));
+    caf::actor held = engine.system().spawn(CountedBehavior, &alive, &initialized);
+    engine.Register(2, "held", held);
+    EXPECT_EQ(engine.system().registry().running(), 2u);
+    EXPECT_EQ(initialized, 0);  // not before the engine runs
+    engine.Run();
+    EXPECT_EQ(initialized, 2);
+    EXPECT_EQ(alive, 2);
+    engine.Shutdown();  // drops unit 1 (unreachable), sends unit 2 an exit message
+    EXPECT_EQ(alive, 0);
+    EXPECT_EQ(engine.system().registry().running(), 0u);
+  }
+  EXPECT_EQ(alive, 0);
 }
 
 }  // namespace
