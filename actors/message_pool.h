@@ -6,7 +6,7 @@
 // - MessagePool<T, Reset, Alloc>::Make() returns an empty T. When the last copy of the returned
 //   shared_ptr is gone (e.g. the CAF message holding it was delivered and dropped), the
 //   shared_ptr's deleter puts the message on a free list of its pool type (at most kMaxFree
-//   messages; past that it is freed), and a later Make() hands it out again after Reset()(msg).
+//   messages, 1024 unless the pool says otherwise; past that it is freed), and a later Make() hands it out again after Reset()(msg).
 // - Keep(msg) decides at the return whether the message goes on the free list (default: always);
 //   a pool whose messages can grow large (a big DMA batch's channel request) frees those
 //   instead of pinning their capacity on the free list.
@@ -39,10 +39,12 @@ struct KeepAll {
 };
 
 template <class T, class Reset = ClearMessage<T>, class Alloc = PoolAllocator<T>,
-          class Keep = KeepAll<T>>
+          class Keep = KeepAll<T>, size_t kMaxFreeMessages = 1024>
 class MessagePool {
  public:
-  static constexpr size_t kMaxFree = 1024;  // per pool type (more would pin memory across phases)
+  // Per pool type (more would pin memory across phases); a pool whose messages are in flight by
+  // the thousand at one instant (a chip's channel requests) keeps more.
+  static constexpr size_t kMaxFree = kMaxFreeMessages;
 
   static std::shared_ptr<T> Make() {
     std::vector<T*>& free = Free();

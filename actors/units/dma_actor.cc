@@ -86,8 +86,10 @@ struct KeepSmallRequest {
     return r.part_cmd().Capacity() <= 64 && r.chunk_addrs().Capacity() <= 1024;
   }
 };
+// A full chip's DMAs have about one request per channel in flight at an instant (4,096 on
+// chip_4sip): the pool keeps that many rather than freeing and making them again.
 using RequestPool = MessagePool<pb::HbmRequest, ClearMessage<pb::HbmRequest>,
-                                PoolAllocator<pb::HbmRequest>, KeepSmallRequest>;
+                                PoolAllocator<pb::HbmRequest>, KeepSmallRequest, 4096>;
 // A batch's answer: its Completions (cleared, kept) are reused by the next batch.
 struct KeepSmallBatchDone {
   bool operator()(const pb::DmaBatchDone& d) const { return d.done_size() <= 64; }

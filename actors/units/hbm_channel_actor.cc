@@ -41,8 +41,9 @@ namespace {
 struct KeepSmallResponse {
   bool operator()(const pb::HbmResponse& r) const { return r.part_cmd().Capacity() <= 64; }
 };
+// As many as a full chip's channels answer at one instant (see dma_actor.cc's RequestPool).
 using ResponsePool = MessagePool<pb::HbmResponse, ClearMessage<pb::HbmResponse>,
-                                 PoolAllocator<pb::HbmResponse>, KeepSmallResponse>;
+                                 PoolAllocator<pb::HbmResponse>, KeepSmallResponse, 4096>;
 
 void ServeRequest(HbmChannelState& st, Engine* engine, const pb::HbmRequest& req) {
   HbmChannelServer& server = *st.server;
