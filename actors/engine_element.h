@@ -43,7 +43,7 @@ inline size_t NewElementSlot() {
   return next.fetch_add(1, std::memory_order_relaxed);
 }
 template <class Element>
-size_t ElementSlot() {
+[[gnu::always_inline]] inline size_t ElementSlot() {  // on every Send and delivery: a load
   static const size_t slot = NewElementSlot();
   return slot;
 }
