@@ -333,7 +333,9 @@ void Engine::DeliverNext(EventQueue& queue) {
 void Engine::DeliverMessage(DenseUnit& unit, caf::mailbox_element& element) {
   std::span<const StampedHandler> table(unit.handlers, unit.handler_count);
   if (unit.handlers == nullptr && unit.unit->unit_actor != nullptr) {
-    table = unit.unit->unit_actor->stamped_handlers();  // empty until initialized
+    UnitActor* unit_actor = unit.unit->unit_actor;
+    if (!unit_actor->initialized()) unit_actor->Initialize();  // registered during this Run
+    table = unit_actor->stamped_handlers();
     if (&unit != &sparse_unit_) {
       unit.handlers = table.empty() ? nullptr : table.data();
       unit.handler_count = static_cast<uint32_t>(table.size());
@@ -356,6 +358,7 @@ void Engine::InitializeUnits() {
     auto it = units_.find(id);
     if (it == units_.end() || it->second.unit_actor == nullptr) continue;
     UnitActor* unit = it->second.unit_actor;
+    if (unit->initialized()) continue;  // a message reached it first (DeliverMessage)
     unit->Initialize();
     if (id < dense_units_.size()) {
       const std::span<const StampedHandler> table = unit->stamped_handlers();

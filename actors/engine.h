@@ -17,11 +17,11 @@
 // - Delivering an event sets now() to its time and hands its pre-built CAF mailbox element
 //   straight to the destination actor on this thread, no mailbox round trip: a UnitActor (every
 //   unit of a chip, unit_actor.h: a light CAF actor without a mailbox, initialized by the
-//   engine at the Run after its registration) runs the handler of the message's type from its
-//   table; an event-based actor (engine tests) gets it through scheduled_actor::activate
-//   (CAF's matching). Then CAF's single-threaded test_coordinator runs until no actor has work
-//   left (jobs CAF itself scheduled); only then is the next event popped. One event = one
-//   handler invocation.
+//   engine at the Run after its registration or at its first message) runs the handler of the
+//   message's type from its table; an event-based actor (engine tests) gets it through
+//   scheduled_actor::activate (CAF's matching). Then CAF's single-threaded test_coordinator
+//   runs until no actor has work left (jobs CAF itself scheduled); only then is the next event
+//   popped. One event = one handler invocation.
 // - Actors run on the engine's own caf::actor_system (scheduler.policy = testing). They are
 //   UnitActors or event-based, must not `send` to each other, must not use CAF timers or the
 //   wall clock.

@@ -13,7 +13,8 @@
 //   actor system while it lives, monitorable and linkable, terminated by an exit message or by
 //   becoming unreachable (its state is destroyed then, as a stateful actor's is).
 // - The engine is the units' scheduler (engine.h): it initializes a registered unit at its next
-//   Run (the behavior function runs then: Initialize()), and for each message Engine::Send built
+//   Run, or at its first message if it was registered while the engine runs (the behavior
+//   function runs then: Initialize()), and for each message Engine::Send built
 //   (a StampedElement, engine_element.h) it looks up the handler of the message's type in the
 //   unit's table (stamped_handlers()) and runs it directly. A stamped message of a type without
 //   a handler fails loudly (the engine's check), and so does any message from outside the engine

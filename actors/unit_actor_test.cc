@@ -136,5 +136,23 @@ TEST(UnitActorTest, LivesAsACafActorAndItsStateGoesOnce) {
   EXPECT_EQ(alive, 0);
 }
 
+// A unit registered while the engine runs (from a handler) is initialized at its first
+// message, in the same Run.
+caf::behavior Spawner(UnitActor* self, Engine* engine, Log* log) {
+  return self->Handlers([engine, log](const Msg<uint64_t>&) {
+    engine->Register(2, "late", engine->system().spawn(TwoKinds, log));
+    engine->Send(1, SimTime(0), 2, Done(5));
+  });
+}
+
+TEST(UnitActorTest, AUnitRegisteredDuringARunGetsItsMessageInThatRun) {
+  Log log;
+  Engine engine;
+  engine.Register(1, "spawner", engine.system().spawn(Spawner, &engine, &log));
+  engine.Send(9, SimTime(3), 1, uint64_t{1});
+  engine.Run();
+  EXPECT_EQ(log.seen, (std::vector<Seen>{{"completion", {SimTime(3), 1, 0}, 5}}));
+}
+
 }  // namespace
 }  // namespace ahbm::sim
