@@ -191,6 +191,7 @@ absl::StatusOr<Outcome> LaunchOutcome(const pb::Chip& chip, const pb::Workload& 
   launch::LaunchOptions options;
   options.reply_ahead = knobs.reply_ahead;
   options.per_pe_message_ids = knobs.per_pe_message_ids;
+  options.message_trace_path = knobs.message_trace_path;
   absl::StatusOr<launch::LaunchResult> r = launch::RunWorkload(chip, w, options);
   if (!r.ok()) return r.status();
   Outcome out;

@@ -27,6 +27,8 @@ struct Outcome {
 struct RunKnobs {
   bool reply_ahead = true;  // ChipSimOptions::reply_ahead
   bool per_pe_message_ids = false;  // LaunchOptions::per_pe_message_ids
+  // LaunchOptions::message_trace_path (kernel cases; empty: none). A trace moves no result.
+  std::string message_trace_path;
 };
 
 struct Case {

@@ -34,13 +34,14 @@ struct Traced {
   std::string bytes;
 };
 
-Traced RunTraced(const std::string& workload, const std::string& name, bool op_log = true) {
+Traced RunTraced(const std::string& workload, const std::string& name, bool op_log = true,
+                 const pb::Chip& chip = Small()) {
   pb::Workload w;
   EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(workload, &w));
   launch::LaunchOptions options;
   options.keep_op_log = op_log;  // the op log's issue records are the count to check against
   options.message_trace_path = absl::StrCat(::testing::TempDir(), "/", name, ".messages");
-  absl::StatusOr<launch::LaunchResult> r = launch::RunWorkload(Small(), w, options);
+  absl::StatusOr<launch::LaunchResult> r = launch::RunWorkload(chip, w, options);
   EXPECT_TRUE(r.ok()) << r.status();
   Traced t;
   if (!r.ok()) return t;
@@ -228,6 +229,98 @@ TEST(MessageTrace, EveryHbmChannelRequestIsAnsweredOnceAtItsInstant) {
   for (const auto& [channel, asked] : requests_to) requests += asked.size();
   EXPECT_GT(requests, 100u);
   EXPECT_EQ(answers, requests);
+}
+
+// The NOC endpoint is the receiving CPU's (actors/README.md, audit rows 7 and 9): each NOC send
+// asks the destination CPU for room with a NocRoomRequest and gets one answer in the same
+// instant — NocAccepted at its ready time, or NocHeld and later one NocAccepted at the
+// departure — and the sending CPU hands its NocSend to its router for the accepted time.
+// With the small chip's queue, and for decode with a queue of one byte (every message waits for
+// its receive, so some are held).
+TEST(MessageTrace, EveryNocSendAsksTheReceivingCpuForRoom) {
+  pb::Chip tiny_queue = Small();
+  tiny_queue.mutable_sip()->mutable_noc()->set_endpoint_queue_bytes(1);
+  const topology::ChipIndex index(Small());
+  for (const bool tiny : {false, true}) {
+    for (const auto& [name, workload] : {std::pair{"decode", kDecode}, std::pair{"ring", kRing}}) {
+      if (tiny && std::string(name) == "ring") continue;  // the ring refuses a queue < a message
+      const std::string what = absl::StrCat(name, tiny ? " (1-byte queue)" : "");
+      // Realistic issue costs: a send's ready time lies ahead of the instant it is handled.
+      const Traced t = RunTraced(absl::StrCat(workload, " issue_cost_profile: 'realistic'"),
+                                 absl::StrCat(name, "_room", tiny), /*op_log=*/false,
+                                 tiny ? tiny_queue : Small());
+      ASSERT_TRUE(t.result.runtime_status.ok()) << what << ": " << t.result.runtime_status;
+      struct Ask {
+        pb::NocRoomRequest request;
+        uint32_t from = 0, to = 0;
+        uint64_t asked_ps = 0;
+        int answers = 0, accepted = 0, held = 0, sent = 0;
+        uint64_t accepted_ps = 0;
+      };
+      std::map<uint64_t, Ask> asks;  // by message id
+      size_t held = 0, ahead = 0;
+      for (size_t i = 0; i < t.envelopes.size(); ++i) {
+        const pb::Envelope& e = t.envelopes[i];
+        if (e.has_noc_room_request()) {
+          const pb::NocRoomRequest& r = e.noc_room_request();
+          Ask& a = asks[r.message_id()];
+          ASSERT_EQ(a.answers + a.sent, 0) << what << ": message asked twice, envelope " << i;
+          a.request = r;
+          a.from = e.src_unit();
+          a.to = e.dst_unit();
+          a.asked_ps = e.time_ps();
+          EXPECT_EQ(e.src_unit(), index.PeUnit(topology::UnitKind::kPeCpu,
+                                               index.PeOf(r.src_pe())).value());
+          EXPECT_EQ(e.dst_unit(), index.PeUnit(topology::UnitKind::kPeCpu,
+                                               index.PeOf(r.dst_pe())).value());
+          EXPECT_LE(e.time_ps(), r.ready_ps()) << what << " " << i;
+          ahead += e.time_ps() < r.ready_ps();
+        } else if (e.has_noc_held() || e.has_noc_accepted()) {
+          const uint64_t id =
+              e.has_noc_held() ? e.noc_held().message_id() : e.noc_accepted().message_id();
+          ASSERT_TRUE(asks.contains(id)) << what << ": an answer before its question, " << i;
+          Ask& a = asks[id];
+          EXPECT_EQ(e.src_unit(), a.to) << what << " " << i;
+          EXPECT_EQ(e.dst_unit(), a.from) << what << " " << i;
+          if (e.has_noc_held()) {
+            ++held;
+            EXPECT_EQ(a.answers, 0) << what << " " << i;
+            EXPECT_EQ(e.time_ps(), a.asked_ps) << what << " " << i;
+            ++a.held;
+          } else {
+            ++a.accepted;
+            a.accepted_ps = e.noc_accepted().accepted_ps();
+            if (a.held == 0) {  // the answer: leaves at its ready time
+              EXPECT_EQ(e.time_ps(), a.asked_ps) << what << " " << i;
+              EXPECT_EQ(a.accepted_ps, a.request.ready_ps()) << what << " " << i;
+            } else {            // after NocHeld: at the departure (its ready time at the
+                                // earliest: a receive posted later, for an earlier time)
+              EXPECT_EQ(e.time_ps(), a.accepted_ps) << what << " " << i;
+              EXPECT_GE(a.accepted_ps, a.request.ready_ps()) << what << " " << i;
+            }
+          }
+          ++a.answers;
+        } else if (e.has_noc_send()) {
+          const uint64_t id = e.noc_send().message_id();
+          ASSERT_TRUE(asks.contains(id)) << what << ": a NocSend that never asked, " << i;
+          Ask& a = asks[id];
+          ASSERT_EQ(a.accepted, 1) << what << ": a NocSend before its NocAccepted, " << i;
+          EXPECT_EQ(e.src_unit(), a.from) << what << " " << i;
+          EXPECT_EQ(index.KindOf(topology::UnitId(e.dst_unit())), topology::UnitKind::kNocRouter);
+          EXPECT_EQ(e.time_ps(), a.accepted_ps) << what << " " << i;
+          ++a.sent;
+        }
+      }
+      EXPECT_GT(asks.size(), 0u) << what;
+      for (const auto& [id, a] : asks) {
+        EXPECT_EQ(a.accepted, 1) << what << ": message " << id;
+        EXPECT_EQ(a.sent, 1) << what << ": message " << id;
+        EXPECT_EQ(a.answers, 1 + a.held) << what << ": message " << id;
+      }
+      if (tiny) EXPECT_GT(held, 0u) << what << ": no message waited for its receive";
+      EXPECT_GT(ahead, 0u) << what << ": no send issued ahead of the event clock";
+    }
+  }
 }
 
 // Data mode: a message's values leave with its IpcqSend / NocSend and reach the receiver on the

@@ -77,6 +77,14 @@ caf::behavior PeCpuBehavior(UnitActor* self, PeCpu* cpu) {
       [cpu](const Msg<pb::NocAccepted>& m) {
         AHBM_CHECK(cpu->runtime() != nullptr) << "NocAccepted on a stream CPU";
         cpu->runtime()->OnNocAccepted(*cpu, *m);
+      },
+      [cpu](const Msg<pb::NocHeld>& m) {
+        AHBM_CHECK(cpu->runtime() != nullptr) << "NocHeld on a stream CPU";
+        cpu->runtime()->OnNocHeld(*cpu, *m);
+      },
+      [cpu](const Msg<pb::NocRoomRequest>& m) {
+        AHBM_CHECK(cpu->runtime() != nullptr) << "NocRoomRequest on a stream CPU";
+        cpu->runtime()->OnNocRoomRequest(*cpu, *m);
       });
 }
 
@@ -297,6 +305,18 @@ void PeCpu::Wake(CpuInstance& inst, SimTime end) {
   inst.wait_from_ = std::max(end, inst.wait_from_);
 }
 
+void PeCpu::AwaitAnswer(CpuInstance& inst) {
+  AHBM_CHECK(asking_ == nullptr && inst.state_ == CpuInstance::State::kWaiting)
+      << "pe " << pe_ << ": a second question before an answer";
+  asking_ = &inst;
+}
+
+void PeCpu::AnswerCame() {
+  AHBM_CHECK(asking_ != nullptr) << "pe " << pe_ << ": an answer to no question";
+  if (asking_->state_ == CpuInstance::State::kReady) holder_ = asking_;
+  asking_ = nullptr;
+}
+
 void PeCpu::Complete(uint64_t handle, SimTime end) {
   HandleState* slot = Slot(handle);
   slot->done = true;
@@ -320,7 +340,7 @@ void PeCpu::Complete(uint64_t handle, SimTime end) {
 void PeCpu::RunReady() {
   if (running_) return;
   running_ = true;
-  while (true) {
+  while (asking_ == nullptr) {
     CpuInstance* next = nullptr;
     if (holder_ != nullptr) {
       if (holder_->state_ == CpuInstance::State::kReady) {

@@ -7,7 +7,8 @@
 // - out DmaCmd / CompositeCmd / SoftmaxPvCmd / GemmCmd / MathCmd / LseMergeCmd to the PE's
 //   scheduler (and whatever the runtime sends: IPCQ / NOC messages, pops).
 // - in  Completion / CommandError from the scheduler; IpcqAccepted / IpcqArrival /
-//   NocAccepted / NocDelivered (handed to the CpuRuntime); its own start and check events.
+//   NocAccepted / NocHeld / NocDelivered, and NocRoomRequest from other PEs' CPUs (handed to
+//   the CpuRuntime, which owns the PE's NOC endpoint); its own start and check events.
 //
 // Contract (times in ps; `cpu` = when the CPU is next free, starting at 0; `now` = the event
 // clock, which the CPU may run ahead of: a non-blocking issue does not suspend, its command is
@@ -31,7 +32,8 @@
 // - Switching: one instance runs at a time; when it waits, the CPU picks the next ready (or
 //   new) instance in request-id order (ties: creation order). A wait that began ahead of the
 //   event clock holds the CPU for its instance until the clock reaches it (a check event), so
-//   a wait that turns out not to be real never lets another instance in.
+//   a wait that turns out not to be real never lets another instance in. An instance waiting
+//   for an answer that comes in the same instant (AwaitAnswer) holds the CPU until it comes.
 // - A CommandError's message goes to UnitContext::errors (the run fails); the instance that
 //   issued the command stops if it still runs.
 #ifndef AHBMSIM_ACTORS_UNITS_PE_CPU_ACTOR_H_
@@ -118,6 +120,8 @@ class CpuRuntime {
   virtual void OnIpcqArrival(PeCpu& cpu, const pb::IpcqArrival& arrival) = 0;
   virtual void OnNocDelivered(PeCpu& cpu, const pb::NocDelivered& delivered) = 0;
   virtual void OnNocAccepted(PeCpu& cpu, const pb::NocAccepted& accepted) = 0;
+  virtual void OnNocHeld(PeCpu& cpu, const pb::NocHeld& held) = 0;
+  virtual void OnNocRoomRequest(PeCpu& cpu, const pb::NocRoomRequest& request) = 0;
 };
 
 class PeCpu : public CpuProbe, public Engine::TimerHandler {
@@ -170,6 +174,12 @@ class PeCpu : public CpuProbe, public Engine::TimerHandler {
   void WaitEvent(CpuInstance& inst, SimTime from);
   // Ends `inst`'s wait at `end`; it runs again at the next RunReady.
   void Wake(CpuInstance& inst, SimTime end);
+  // `inst`, waiting, asked another unit a question whose answer comes in this instant (a NOC
+  // endpoint's room): no instance runs on this CPU until AnswerCame, so the answer finds the
+  // CPU as the question left it.
+  void AwaitAnswer(CpuInstance& inst);
+  // The answer came: if it woke the instance, that instance runs first (at the next RunReady).
+  void AnswerCame();
   // `handle` completed at `end`: the runtime's bookkeeping, then every wait it ends; then
   // RunReady.
   void Complete(uint64_t handle, SimTime end);
@@ -218,6 +228,7 @@ class PeCpu : public CpuProbe, public Engine::TimerHandler {
   bool running_ = false;
   SimTime hold_until_;  // no switch before this (a run-ahead wait unresolved)
   CpuInstance* holder_ = nullptr;
+  CpuInstance* asking_ = nullptr;  // AwaitAnswer: the CPU is its until AnswerCame
 };
 
 }  // namespace ahbm::sim

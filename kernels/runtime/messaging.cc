@@ -79,6 +79,10 @@ bool KernelRuntime::IssueSend(Instance& inst, Cpu& cpu, const Invocation& inv) {
       index().PeOf(peer.pe()).cube_id() == index().PeOf(inst.pe).cube_id()) {
     Fail(inst, absl::StrCat("NOC send to pe ", peer.pe(), ": not a PE of another CUBE"));
   }
+  // The destination's CPU owns its endpoint (and takes the message).
+  if (peer.pe() >= cpu_by_pe_.size() || cpu_by_pe_[peer.pe()] == nullptr) {
+    Fail(inst, absl::StrCat("NOC send to pe ", peer.pe(), ": no kernel instance runs there"));
+  }
   auto send = std::allocate_shared<pb::NocSend>(internal::PoolAllocator<pb::NocSend>());
   send->set_message_id(id);
   send->set_src_pe(inst.pe);
@@ -89,23 +93,27 @@ bool KernelRuntime::IssueSend(Instance& inst, Cpu& cpu, const Invocation& inv) {
   inv.payload.WriteTo(*send->mutable_payload());
   send->set_values(std::move(values));
   RecordSend(inst, inv, "send_noc", id, peer.pe(), issue);
-  // Room at the destination endpoint: its receive posted, or queue credit (runtime.h).
-  const std::optional<sim::NocEndpointModel::Departure> dep =
-      Endpoint(peer.pe()).Send(now, inst.pe, NocFlow(inst.request_id(), inst.stream), id, issue,
-                               sim::Bytes(inv.payload.bytes()));
-  if (dep && dep->depart == issue) {
-    engine.Send(cpu.core.unit(), issue - now,
-                index().NocRouterUnit(index().PeOf(inst.pe).cube_id()).value(),
-                std::shared_ptr<const pb::NocSend>(send));
-    return true;
-  }
-  // No room at the issue: the CPU blocks until the message leaves (NocAccepted).
-  noc_held_[id] = std::shared_ptr<const pb::NocSend>(send);
-  if (dep) ReleaseNoc(cpu.core.unit(), {*dep});
+  // The destination's CPU owns its endpoint: ask it for room; the CPU is this instance's until
+  // the answer, which comes in this instant (runtime.h, NOC send).
+  auto ask = std::allocate_shared<pb::NocRoomRequest>(
+      internal::PoolAllocator<pb::NocRoomRequest>());
+  ask->set_message_id(id);
+  ask->set_src_pe(inst.pe);
+  ask->set_dst_pe(peer.pe());
+  ask->set_bytes(inv.payload.bytes());
+  ask->set_request_id(inst.request_id());
+  ask->set_stream(inst.stream);
+  ask->set_ready_ps(issue.value());
+  cpu.noc_unsent[id] = std::shared_ptr<const pb::NocSend>(send);
+  engine.Send(cpu.core.unit(), SimTime(0),
+              index().PeUnit(topology::UnitKind::kPeCpu, index().PeOf(peer.pe())).value(),
+              std::shared_ptr<const pb::NocRoomRequest>(ask));
   inst.waiting_send = true;
   inst.waiting_message = id;
   inst.waiting_what = {Instance::WaitWhat::Kind::kSend, id, peer.pe(), nullptr, peer};
   cpu.core.WaitEvent(inst, issue);
+  cpu.noc_asking = id;
+  cpu.core.AwaitAnswer(inst);
   return false;
 }
 
@@ -121,9 +129,8 @@ bool KernelRuntime::PostRecv(Instance& inst, Cpu& cpu, const Invocation& inv) {
   cpu.channels[key].recvs.push_back(post);
   if (inv.peer->kind() == Peer::Kind::kPe) {
     // The NOC endpoint learns of the receive: a message waiting for it may leave.
-    ReleaseNoc(cpu.core.unit(),
-               Endpoint(inst.pe).PostRecv(Now(), inv.peer->pe(),
-                                          NocFlow(inst.request_id(), inst.stream), issue));
+    ReleaseNoc(cpu, Endpoint(cpu).PostRecv(Now(), inv.peer->pe(),
+                                           NocFlow(inst.request_id(), inst.stream), issue));
   }
   if (cpu.receive.size() <= inv.cmd_id) cpu.receive.resize(inv.cmd_id + 1, 0);
   cpu.receive[inv.cmd_id] = 1;
@@ -205,7 +212,7 @@ uint64_t KernelRuntime::Deliver(Cpu& cpu, const IncomingMessage& msg, const Post
   }
   if (msg.queue == 0) {
     // NOC: a message taken from the endpoint queue gives its credit back at `end`.
-    ReleaseNoc(cpu.core.unit(), Endpoint(pe).Consume(Now(), msg.message_id, end));
+    ReleaseNoc(cpu, Endpoint(cpu).Consume(Now(), msg.message_id, end));
   }
   if (observe::OpLog* log = sim_->context().op_log) {
     pb::OpRecord rec;
@@ -303,40 +310,44 @@ void KernelRuntime::PumpChannel(Cpu& cpu, uint64_t key) {
   }
 }
 
-sim::NocEndpointModel& KernelRuntime::Endpoint(uint32_t pe) {
-  auto it = noc_endpoints_.find(pe);
-  if (it == noc_endpoints_.end()) {
-    it = noc_endpoints_.try_emplace(pe, sim::Bytes(noc_endpoint_bytes_)).first;
-  }
-  return it->second;
+sim::NocEndpointModel& KernelRuntime::Endpoint(Cpu& cpu) {
+  if (!cpu.endpoint) cpu.endpoint.emplace(sim::Bytes(noc_endpoint_bytes_));
+  return *cpu.endpoint;
 }
 
-void KernelRuntime::ReleaseNoc(sim::UnitId from,
+void KernelRuntime::ReleaseNoc(Cpu& cpu,
                                const std::vector<sim::NocEndpointModel::Departure>& deps) {
   const SimTime now = Now();
   for (const sim::NocEndpointModel::Departure& d : deps) {
-    auto it = noc_held_.find(d.message_id);
-    AHBM_CHECK(it != noc_held_.end()) << "NOC message " << d.message_id << " is not held";
+    auto it = cpu.endpoint_blocked.find(d.message_id);
+    AHBM_CHECK(it != cpu.endpoint_blocked.end())
+        << PeName(cpu.core.pe()) << ": NOC message " << d.message_id << " was not held back";
     auto accepted =
         std::allocate_shared<pb::NocAccepted>(internal::PoolAllocator<pb::NocAccepted>());
     accepted->set_message_id(d.message_id);
     accepted->set_accepted_ps(d.depart.value());
     const sim::UnitId sender =
-        index().PeUnit(topology::UnitKind::kPeCpu, index().PeOf(it->second->src_pe())).value();
-    sim_->context().engine->Send(from, d.depart - now, sender,
+        index().PeUnit(topology::UnitKind::kPeCpu, index().PeOf(it->second)).value();
+    cpu.endpoint_blocked.erase(it);
+    sim_->context().engine->Send(cpu.core.unit(), d.depart - now, sender,
                                  std::shared_ptr<const pb::NocAccepted>(accepted));
   }
 }
 
 std::string KernelRuntime::NocSendWait(const Instance& inst) const {
-  if (!inst.waiting_send || !noc_held_.contains(inst.waiting_message)) return "";
-  const pb::NocSend& send = *noc_held_.at(inst.waiting_message);
-  auto it = noc_endpoints_.find(send.dst_pe());
-  if (it == noc_endpoints_.end()) return "";
+  // A diagnostic after the run (the harness reads both ends).
+  if (!inst.waiting_send) return "";
+  const Cpu& sender = CpuOf(inst.pe);
+  auto held = sender.noc_unsent.find(inst.waiting_message);
+  if (held == sender.noc_unsent.end()) return "";
+  const pb::NocSend& send = *held->second;
+  if (send.dst_pe() >= cpu_by_pe_.size() || cpu_by_pe_[send.dst_pe()] == nullptr) return "";
+  const Cpu* receiver = cpu_by_pe_[send.dst_pe()];
+  if (!receiver->endpoint) return "";
   return absl::StrCat(": message ", send.message_id(), " of ", send.bytes(),
                       " bytes, no receive posted for it and the endpoint queue of ",
-                      PeName(send.dst_pe()), " has ", it->second.queued_bytes().value(), " of ",
-                      it->second.queue_bytes().value(), " bytes in use");
+                      PeName(send.dst_pe()), " has ", receiver->endpoint->queued_bytes().value(),
+                      " of ", receiver->endpoint->queue_bytes().value(), " bytes in use");
 }
 
 std::string KernelRuntime::HeadOfLine(const Instance& inst) const {
@@ -438,19 +449,63 @@ void KernelRuntime::OnIpcqArrival(sim::PeCpu& core, const pb::IpcqArrival& arriv
   PumpChannel(cpu, key);
 }
 
+void KernelRuntime::OnNocRoomRequest(sim::PeCpu& core, const pb::NocRoomRequest& request) {
+  Cpu& cpu = CpuOf(core.pe());
+  const SimTime now = Now();
+  const SimTime ready(request.ready_ps());
+  const uint64_t id = request.message_id();
+  const std::optional<sim::NocEndpointModel::Departure> dep = Endpoint(cpu).Send(
+      now, request.src_pe(), NocFlow(request.request_id(), request.stream()), id, ready,
+      sim::Bytes(request.bytes()));
+  sim::Engine& engine = *sim_->context().engine;
+  const sim::UnitId sender =
+      index().PeUnit(topology::UnitKind::kPeCpu, index().PeOf(request.src_pe())).value();
+  if (dep && dep->depart == ready) {
+    // Room at the issue: the answer at once; the sender continues as if it had not stopped.
+    auto accepted =
+        std::allocate_shared<pb::NocAccepted>(internal::PoolAllocator<pb::NocAccepted>());
+    accepted->set_message_id(id);
+    accepted->set_accepted_ps(ready.value());
+    engine.Send(core.unit(), SimTime(0), sender, std::shared_ptr<const pb::NocAccepted>(accepted));
+    return;
+  }
+  auto held = std::allocate_shared<pb::NocHeld>(internal::PoolAllocator<pb::NocHeld>());
+  held->set_message_id(id);
+  engine.Send(core.unit(), SimTime(0), sender, std::shared_ptr<const pb::NocHeld>(held));
+  cpu.endpoint_blocked[id] = request.src_pe();
+  if (dep) ReleaseNoc(cpu, {*dep});
+}
+
+void KernelRuntime::OnNocHeld(sim::PeCpu& core, const pb::NocHeld& held) {
+  Cpu& cpu = CpuOf(core.pe());
+  AHBM_CHECK(cpu.noc_asking == held.message_id())
+      << PeName(core.pe()) << ": NocHeld of message " << held.message_id()
+      << ", which it did not ask about";
+  cpu.noc_asking = 0;
+  core.AnswerCame();
+  core.RunReady();
+}
+
 void KernelRuntime::OnNocAccepted(sim::PeCpu& core, const pb::NocAccepted& accepted) {
-  auto it = noc_held_.find(accepted.message_id());
-  AHBM_CHECK(it != noc_held_.end()) << "NocAccepted of message " << accepted.message_id()
-                                    << ", which is not held";
+  Cpu& cpu = CpuOf(core.pe());
+  auto it = cpu.noc_unsent.find(accepted.message_id());
+  AHBM_CHECK(it != cpu.noc_unsent.end())
+      << PeName(core.pe()) << ": NocAccepted of message " << accepted.message_id()
+      << ", which it does not hold";
+  const SimTime at(accepted.accepted_ps());
   sim_->context().engine->Send(
-      core.unit(), SimTime(0),
-      index().NocRouterUnit(index().PeOf(core.pe()).cube_id()).value(), it->second);
-  noc_held_.erase(it);
-  for (Instance* inst : CpuOf(core.pe()).instances) {
+      core.unit(), at - Now(), index().NocRouterUnit(index().PeOf(core.pe()).cube_id()).value(),
+      it->second);
+  cpu.noc_unsent.erase(it);
+  for (Instance* inst : cpu.instances) {
     if (inst->waiting() && inst->waiting_send && inst->waiting_message == accepted.message_id()) {
       inst->waiting_send = false;
-      core.Wake(*inst, SimTime(accepted.accepted_ps()));
+      core.Wake(*inst, at);
     }
+  }
+  if (cpu.noc_asking == accepted.message_id()) {
+    cpu.noc_asking = 0;
+    core.AnswerCame();
   }
   core.RunReady();
 }

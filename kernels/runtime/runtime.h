@@ -56,12 +56,17 @@
 //   it (sim::NocEndpointModel, noc.endpoint_queue_bytes, its flow the (request, stream)): the
 //   receive for it (the k-th receive of its (request, stream) from this source takes the k-th
 //   message) is posted — it lands in that buffer, whatever its size — or the endpoint queue
-//   has credit for the whole message (bytes, counted by the sender side, back when a receive
-//   takes the message). With room at the issue the send continues at once, as before;
-//   otherwise the CPU blocks (as an IPCQ send without credit) until the message leaves: a
-//   NocAccepted at the departure hands the held NocSend to the router and wakes the sender. No
-//   chunking: a message larger than the free queue waits whole for credit or its receive; post
-//   receives first (recv_async) to send blocks larger than the queue.
+//   has credit for the whole message (bytes, back when a receive takes the message). The
+//   destination CPU owns its endpoint: the sender keeps its NocSend and asks with a
+//   NocRoomRequest (ready = the issue) in the instant it handles the send, holding its CPU
+//   (PeCpu::AwaitAnswer); the endpoint decides then (its credit counts calls in that order) and
+//   answers in the same instant. With room at the issue (NocAccepted at the issue) the send
+//   continues as if it had not stopped — no stall, no resume cost, no other instance in
+//   between; otherwise (NocHeld) the CPU blocks, as an IPCQ send without credit, until the
+//   NocAccepted at the departure, which hands the NocSend to the router and wakes the sender.
+//   No chunking: a message larger than the free queue waits whole for credit or its receive;
+//   post receives first (recv_async) to send blocks larger than the queue. The destination PE
+//   must run a kernel instance (its CPU is the endpoint).
 // - NOC receive: messages are delivered whole; a receive takes the oldest delivered message of
 //   its (request, stream) and completes at its delivery (or the post); taking a queued message
 //   returns its credit at that completion.
@@ -182,6 +187,8 @@ class KernelRuntime : public sim::CpuRuntime {
   void OnIpcqArrival(sim::PeCpu& cpu, const pb::IpcqArrival& arrival) override;
   void OnNocDelivered(sim::PeCpu& cpu, const pb::NocDelivered& delivered) override;
   void OnNocAccepted(sim::PeCpu& cpu, const pb::NocAccepted& accepted) override;
+  void OnNocHeld(sim::PeCpu& cpu, const pb::NocHeld& held) override;
+  void OnNocRoomRequest(sim::PeCpu& cpu, const pb::NocRoomRequest& request) override;
 
  private:
   // A non-blocking scheduler command issued while a receive it reads was pending: the
@@ -211,6 +218,14 @@ class KernelRuntime : public sim::CpuRuntime {
     std::map<uint64_t, Channel> channels;  // by ChannelKey: IPCQ queue unit / NOC source PE
     std::deque<HeldCommand> held;       // issued, waiting for receives (issue order)
     uint32_t messages_sent = 0;         // UsePerPeMessageIds: this PE's message count
+    // NOC, as sender: its sends not yet left, by message id (sent to the router at their
+    // NocAccepted), and the one whose endpoint answer the CPU awaits (0: none).
+    std::map<uint64_t, std::shared_ptr<const pb::NocSend>> noc_unsent;
+    uint64_t noc_asking = 0;
+    // NOC, as receiver: this PE's endpoint (made at the first use) and the sending PE of each
+    // message it holds back, by message id.
+    std::optional<sim::NocEndpointModel> endpoint;
+    std::map<uint64_t, uint32_t> endpoint_blocked;
 
     bool IsReceive(uint64_t h) const { return h < receive.size() && receive[h] != 0; }
   };
@@ -249,10 +264,10 @@ class KernelRuntime : public sim::CpuRuntime {
   std::string HeadOfLine(const Instance& inst) const;
   // For a NOC send waiting for room: the destination endpoint's state ("" otherwise).
   std::string NocSendWait(const Instance& inst) const;
-  // The NOC endpoint of receiving PE `pe` (made on first use).
-  sim::NocEndpointModel& Endpoint(uint32_t pe);
-  // Sends each held message's NocAccepted from unit `from` at its departure.
-  void ReleaseNoc(sim::UnitId from, const std::vector<sim::NocEndpointModel::Departure>& deps);
+  // `cpu`'s NOC endpoint (made on first use).
+  sim::NocEndpointModel& Endpoint(Cpu& cpu);
+  // Sends, from `cpu`, the NocAccepted of each message its endpoint let go, at its departure.
+  void ReleaseNoc(Cpu& cpu, const std::vector<sim::NocEndpointModel::Departure>& deps);
   // Op log: an IssueRecord (for replay) and an OpRecord "send_ipcq"/"send_noc" on the CPU unit.
   void RecordSend(const Instance& inst, const Invocation& inv, const std::string& op,
                   uint64_t message_id, uint32_t dst_pe, SimTime issue);
@@ -274,9 +289,6 @@ class KernelRuntime : public sim::CpuRuntime {
   std::map<sim::UnitId, int64_t> ipcq_unpopped_;  // per IPCQ queue: bytes sent - bytes popped
   uint64_t ipcq_queue_bytes_ = 0;
   uint64_t noc_endpoint_bytes_ = 0;
-  std::map<uint32_t, sim::NocEndpointModel> noc_endpoints_;  // by receiving PE
-  // NOC sends waiting for room at their endpoint, by message id: the held NocSend.
-  std::map<uint64_t, std::shared_ptr<const pb::NocSend>> noc_held_;
   uint64_t next_message_ = 1;  // message ids, chip-wide (a declared shortcut: actors/README.md)
   bool per_pe_message_ids_ = false;
   std::vector<uint32_t> ring_;

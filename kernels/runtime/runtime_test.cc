@@ -1401,6 +1401,39 @@ TEST_F(RuntimeTiming, NocMessageThatFitsTheEndpointQueueGoesAtOnce) {
   EXPECT_TRUE(StallsOn(h, 0, kNoRoom).empty());
 }
 
+// The sender asks the receiving CPU for room and waits for the answer (same instant) holding
+// its CPU: another instance ready meanwhile does not run first. Request 1's EXP is ready
+// when request 0 sends; request 0's EXP still reaches the scheduler first and starts at 0, as
+// if the send had not stopped it (zero issue costs: every issue is at 0).
+TEST_F(RuntimeTiming, NocSendKeepsTheCpuUntilTheEndpointAnswers) {
+  Harness h(false, "zero", SmallChipWithEndpoint(), {0, 1});
+  uint64_t first = 0, second = 0;
+  std::vector<uint64_t> recv_ids;
+  ASSERT_TRUE(h.runtime
+                  ->AddKernel(0, 0,
+                              [&](Tl& tl) -> Task<void> {
+                                const Tensor x = tl.Alloc({1024}, pb::FP32);
+                                co_await tl.Send(Peer::Pe(4), x);
+                                const Tensor y = tl.Alloc({8192}, pb::FP32);
+                                first = (co_await tl.Exp(y)).producer();
+                              })
+                  .ok());
+  ASSERT_TRUE(h.runtime
+                  ->AddKernel(0, 1,
+                              [&](Tl& tl) -> Task<void> {
+                                const Tensor y = tl.Alloc({8192}, pb::FP32);
+                                second = (co_await tl.Exp(y)).producer();
+                              })
+                  .ok());
+  ASSERT_TRUE(h.runtime->AddKernel(4, 0, BusyThenReceive({1024}, &recv_ids)).ok());
+  const absl::Status status = h.runtime->Run();
+  ASSERT_TRUE(status.ok()) << status;
+  const std::map<uint64_t, pb::OpRecord> ops = h.Ops(".scheduler", 0);
+  EXPECT_EQ(ops.at(first).start_ps(), 0u);
+  EXPECT_GT(ops.at(second).start_ps(), 0u);
+  EXPECT_TRUE(StallsOn(h, 0, kNoRoom).empty());
+}
+
 // A message bigger than the free queue waits for credit: 12 KiB fill the 16 KiB queue, the
 // next 8 KiB wait (the sender stalls) until the receive of the first takes it from the queue —
 // its credit comes back at that receive's completion, and the second message leaves then.
