@@ -317,7 +317,9 @@ TEST(MessageTrace, EveryNocSendAsksTheReceivingCpuForRoom) {
         EXPECT_EQ(a.sent, 1) << what << ": message " << id;
         EXPECT_EQ(a.answers, 1 + a.held) << what << ": message " << id;
       }
-      if (tiny) EXPECT_GT(held, 0u) << what << ": no message waited for its receive";
+      if (tiny) {
+        EXPECT_GT(held, 0u) << what << ": no message waited for its receive";
+      }
       EXPECT_GT(ahead, 0u) << what << ": no send issued ahead of the event clock";
     }
   }
