@@ -79,9 +79,10 @@ struct Token {
 TEST(MsgTest, PlainValuesTravelByValue) {
   std::vector<std::pair<Stamp, int>> got;
   Engine engine;
-  engine.Register(3, "sink", engine.system().spawn([&got](caf::event_based_actor*) {
+  // An argument besides `self` (the unit id, unused): engine_test.cc, "Failing loudly".
+  engine.Register(3, "sink", engine.system().spawn([&got](caf::event_based_actor*, UnitId) {
     return caf::behavior{[&got](const Msg<Token>& t) { got.emplace_back(t.stamp, t->value); }};
-  }));
+  }, UnitId{3}));
   engine.Send(7, SimTime(4), 3, Token{41});
   engine.Send(7, SimTime(2), 3, Token{42});
   engine.Run();
