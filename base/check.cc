@@ -2,16 +2,44 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <string>
+#include <utility>
 
-namespace ahbm::check_internal {
+namespace ahbm {
+namespace {
+
+struct BugReportContext {
+  std::string command_line;
+  std::string build;
+};
+
+BugReportContext& Context() {
+  static BugReportContext* context = new BugReportContext;  // never destroyed: used at exit
+  return *context;
+}
+
+}  // namespace
+
+void SetBugReportContext(std::string command_line, std::string build) {
+  Context() = {std::move(command_line), std::move(build)};
+}
+
+namespace check_internal {
 
 Failure::Failure(const char* file, int line, const char* condition) {
   message_ << file << ":" << line << ": CHECK failed: " << condition << " ";
 }
 
 Failure::~Failure() {
-  std::cerr << message_.str() << std::endl;
-  std::abort();
+  const BugReportContext& context = Context();
+  std::cerr << message_.str() << "\n"
+            << "This is an internal error of the simulator (a bug in ahbmsim, not in your "
+               "input). Please report it with this message";
+  if (!context.command_line.empty()) std::cerr << ",\n  the command: " << context.command_line;
+  if (!context.build.empty()) std::cerr << ",\n  the build:   " << context.build;
+  std::cerr << std::endl;
+  std::_Exit(kExitInternalBug);
 }
 
-}  // namespace ahbm::check_internal
+}  // namespace check_internal
+}  // namespace ahbm

@@ -1,12 +1,27 @@
 // AHBM_CHECK: invariant checks for our own bugs (STYLE 7). User errors return absl::Status.
 //
 // Contract: AHBM_CHECK(cond) << "context"; evaluates `cond` exactly once; when it is false it
-// prints file:line, the condition text and the streamed context to stderr and calls
-// std::abort(). It is never compiled out (AHBM_DCHECK is, under NDEBUG).
+// prints file:line, the condition text and the streamed context to stderr, then that this is
+// the simulator's bug and not the user's input, with the command line and build a program set
+// (SetBugReportContext), asks for a bug report, and exits with kExitInternalBug (70,
+// EX_SOFTWARE) at once (std::_Exit: no destructors run on a broken state). It is never compiled
+// out (AHBM_DCHECK is, under NDEBUG).
 #ifndef AHBMSIM_BASE_CHECK_H_
 #define AHBMSIM_BASE_CHECK_H_
 
 #include <sstream>
+#include <string>
+
+namespace ahbm {
+
+// The exit code of a failed AHBM_CHECK: an internal error (sysexits' EX_SOFTWARE).
+inline constexpr int kExitInternalBug = 70;
+
+// What a failed AHBM_CHECK prints for a bug report: the program's command line and its build
+// (version and commit). Set once by a program's main; empty fields are left out.
+void SetBugReportContext(std::string command_line, std::string build);
+
+}  // namespace ahbm
 
 namespace ahbm::check_internal {
 

@@ -29,6 +29,20 @@ TEST(CheckDeathTest, FailingCheckAbortsWithConditionAndContext) {
                "CHECK failed: got > 0 rows must be > 0 \\(got 0\\)");
 }
 
+TEST(CheckDeathTest, FailingCheckAsksForABugReportAndExits70) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        SetBugReportContext("ahbm run --kernel=decode", "ahbm 0.1 (commit abc123)");
+        AHBM_CHECK(1 + 1 == 3) << "arithmetic";
+      },
+      ::testing::ExitedWithCode(kExitInternalBug),
+      "CHECK failed: 1 \\+ 1 == 3 arithmetic\n"
+      "This is an internal error of the simulator \\(a bug in ahbmsim, not in your input\\)\\. "
+      "Please report it with this message,\n  the command: ahbm run --kernel=decode,\n"
+      "  the build:   ahbm 0.1 \\(commit abc123\\)");
+}
+
 TEST(CheckDeathTest, DcheckIsACheckUnlessNdebug) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   int evaluations = 0;

@@ -11,7 +11,8 @@
 // not there, are read from the install (InstallPath).
 // Exit codes: 0 success, 2 bad input (InvalidArgument / NotFound: one line naming the field or
 // file and the reason), 3 kernel deadlock (FailedPrecondition "deadlock: ..." naming each
-// waiting PE), 1 anything else.
+// waiting PE), 70 an internal error (a failed AHBM_CHECK: the simulator's bug, reported with
+// the command line and commit, base/check.h), 1 anything else.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -35,6 +36,7 @@
 #include "actors/observe/chrome_trace.h"
 #include "actors/observe/report.h"
 #include "actors/observe/trace_diff.h"
+#include "base/check.h"
 #include "cli/flags.h"
 #include "cli/sweep_command.h"
 #include "cli/version.h"
@@ -745,6 +747,10 @@ int Help(const std::vector<std::string>& args) {
 }
 
 int Main(int argc, char** argv) {
+  // A failed internal check (AHBM_CHECK) names this run in its bug report.
+  SetBugReportContext(absl::StrJoin(std::vector<std::string>(argv, argv + argc), " "),
+                      absl::StrCat("ahbm ", kVersion, " (commit ", AHBM_GIT_COMMIT, ", ",
+                                   AHBM_BUILD_TYPE, " build)"));
   Roots() = InstallRoots(argv[0]);
   if (argc < 2) {
     std::fputs(Usage().c_str(), stderr);
