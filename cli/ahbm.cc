@@ -59,6 +59,12 @@ constexpr int kExitDeadlock = 3;
 constexpr int kExitOther = 1;
 constexpr char kDefaultTopology[] = "topology/chip_4sip.textproto";
 constexpr char kVersion[] = "0.1";
+
+// "ahbm 0.1 (commit abc1234, opt build)": `ahbm version` and an internal error's bug report.
+std::string VersionLine() {
+  return absl::StrCat("ahbm ", kVersion, " (commit ", AHBM_GIT_COMMIT, ", ", AHBM_BUILD_TYPE,
+                      " build)");
+}
 constexpr char kWorkspace[] = "ahbmsim";  // WORKSPACE's name: the runfiles directory
 
 // The directories the install's files are read from, in order: the runfiles of `bazel run`
@@ -749,8 +755,7 @@ int Help(const std::vector<std::string>& args) {
 int Main(int argc, char** argv) {
   // A failed internal check (AHBM_CHECK) names this run in its bug report.
   SetBugReportContext(absl::StrJoin(std::vector<std::string>(argv, argv + argc), " "),
-                      absl::StrCat("ahbm ", kVersion, " (commit ", AHBM_GIT_COMMIT, ", ",
-                                   AHBM_BUILD_TYPE, " build)"));
+                      VersionLine());
   Roots() = InstallRoots(argv[0]);
   if (argc < 2) {
     std::fputs(Usage().c_str(), stderr);
@@ -760,7 +765,7 @@ int Main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 2, argv + argc);
   if (name == "help" || name == "--help" || name == "-h") return Help(args);
   if (name == "version" || name == "--version") {
-    std::printf("ahbm %s (commit %s, %s build)\n", kVersion, AHBM_GIT_COMMIT, AHBM_BUILD_TYPE);
+    std::printf("%s\n", VersionLine().c_str());
     return kExitOk;
   }
   const Command* command = FindCommand(name);

@@ -8,6 +8,7 @@
 // that they do differ where the declared rule says they may: a message injected later that
 // reaches a shared link first.
 #include <cstdint>
+#include <deque>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -65,15 +66,12 @@ class PerHopNoc {
                                         chip.ucie().port_cube().col()}),
         packet_bytes_(chip.sip().noc().packet_bytes()) {}
 
-  // Each message's delivery (its last packet's), in injection order.
+  // Each message's delivery (its last packet's), in injection order. Once per object.
   std::vector<SimTime> Run(const std::vector<Injection>& messages) {
-    std::vector<SimTime> delivered(messages.size());
-    std::vector<uint32_t> left(messages.size());
-    std::vector<std::vector<Hop>> routes;
+    delivered_.assign(messages.size(), SimTime(0));
     for (size_t m = 0; m < messages.size(); ++m) {
-      routes.push_back(router_.Route(messages[m].from, messages[m].to));
+      routes_.push_back(router_.Route(messages[m].from, messages[m].to));
       const uint64_t n = (messages[m].bytes.value() + packet_bytes_ - 1) / packet_bytes_;
-      left[m] = static_cast<uint32_t>(n);
       for (uint32_t i = 0; i < n; ++i) {
         Packet p;
         p.message = m;
@@ -85,8 +83,8 @@ class PerHopNoc {
       }
     }
     for (size_t k = 0; k < packets_.size(); ++k) {
-      if (routes[packets_[k].message].empty()) {
-        delivered[packets_[k].message] = messages[packets_[k].message].ready;
+      if (routes_[packets_[k].message].empty()) {
+        delivered_[packets_[k].message] = messages[packets_[k].message].ready;
         continue;
       }
       arrivals_.push({packets_[k].at.head, packets_[k].message, packets_[k].index, k});
@@ -95,14 +93,14 @@ class PerHopNoc {
       const size_t k = arrivals_.top().packet;
       arrivals_.pop();
       Packet& p = packets_[k];
-      Link& link = LinkOf(routes[p.message][p.hop]);
+      Link& link = LinkOf(routes_[p.message][p.hop]);
       link.waiting.push_back(k);
-      Serve(link, routes, delivered, left);
+      Serve(link);
     }
     for (const auto& [key, link] : links_) {
       EXPECT_TRUE(link.waiting.empty()) << "a packet never got its credit";
     }
-    return delivered;
+    return delivered_;
   }
 
  private:
@@ -122,7 +120,7 @@ class PerHopNoc {
     std::optional<uint32_t> credits;
     uint64_t sent = 0;            // transmissions so far (the model's seq)
     std::set<uint64_t> released;  // seqs whose slot is given back
-    std::vector<size_t> waiting;  // packets at its sending router, in arrival order
+    std::deque<size_t> waiting;   // packets at its sending router, in arrival order
   };
   struct Arrival {
     SimTime at;
@@ -148,23 +146,21 @@ class PerHopNoc {
     return it->second;
   }
 
-  void Release(Link& link, uint64_t seq, SimTime t, const std::vector<std::vector<Hop>>& routes,
-               std::vector<SimTime>& delivered, std::vector<uint32_t>& left) {
+  void Release(Link& link, uint64_t seq, SimTime t) {
     link.model.Release(seq, t);
     link.released.insert(seq);
-    Serve(link, routes, delivered, left);
+    Serve(link);
   }
 
   // Transmits the link's waiting packets, in arrival order, while the downstream has a slot.
-  void Serve(Link& link, const std::vector<std::vector<Hop>>& routes,
-             std::vector<SimTime>& delivered, std::vector<uint32_t>& left) {
+  void Serve(Link& link) {
     while (!link.waiting.empty()) {
       if (link.credits && link.sent >= *link.credits &&
           !link.released.contains(link.sent - *link.credits)) {
         return;  // its credit comes back when that packet leaves the next router
       }
       const size_t k = link.waiting.front();
-      link.waiting.erase(link.waiting.begin());
+      link.waiting.pop_front();
       Packet& p = packets_[k];
       const LinkTransmission tx = link.model.Transmit(p.at, p.bytes);
       ++link.sent;
@@ -174,13 +170,12 @@ class PerHopNoc {
       p.upstream_seq = tx.seq;
       p.at = tx.downstream;
       ++p.hop;
-      const bool last = p.hop == routes[p.message].size();
+      const bool last = p.hop == routes_[p.message].size();
       if (!last) arrivals_.push({p.at.head, p.message, p.index, k});
-      if (up != nullptr) Release(*up, up_seq, tx.end, routes, delivered, left);
+      if (up != nullptr) Release(*up, up_seq, tx.end);
       if (last) {
-        delivered[p.message] = std::max(delivered[p.message], p.at.tail);
-        --left[p.message];
-        Release(link, tx.seq, p.at.tail, routes, delivered, left);
+        delivered_[p.message] = std::max(delivered_[p.message], p.at.tail);
+        Release(link, tx.seq, p.at.tail);
         return;  // Release served this link on
       }
     }
@@ -190,6 +185,8 @@ class PerHopNoc {
   topology::ChipIndex index_;
   topology::Router router_;
   uint64_t packet_bytes_;
+  std::vector<std::vector<Hop>> routes_;  // by message
+  std::vector<SimTime> delivered_;         // by message
   std::vector<Packet> packets_;
   std::map<std::tuple<bool, uint32_t, int>, Link> links_;
   std::priority_queue<Arrival, std::vector<Arrival>, std::greater<>> arrivals_;
@@ -327,8 +324,8 @@ TEST(NocPerHop, EqualsTheClosedFormWithoutContention) {
 TEST(NocPerHop, DiffersWhenALaterMessageReachesASharedLinkFirst) {
   const pb::Chip chip = Load("topology/small.textproto");
   const topology::ChipIndex index(chip);
-  const topology::Router router(index, topology::Coord{chip.ucie().port_cube().row(),
-                                                       chip.ucie().port_cube().col()});
+  const sim::LinkNetworkModel net(chip);
+  const topology::Router& router = net.router();
   // Three CUBEs in a line: a 2-hop route whose second hop is another CUBE's 1-hop route.
   std::optional<std::tuple<CubeId, CubeId, CubeId>> line;
   for (uint32_t a = 0; a < index.num_cubes() && !line; ++a) {
