@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "actors/models/hbm_bank_model.h"
@@ -69,7 +70,8 @@ absl::StatusOr<std::unique_ptr<ChipSim>> ChipSim::Create(const pb::Chip& chip,
                                   : options.issue_cost_profile;
   if (FindIssueCostProfile(chip, profile) == nullptr) {
     return absl::InvalidArgumentError(
-        absl::StrCat("issue_cost_profile: the chip has no profile named '", profile, "'"));
+        absl::StrCat("issue_cost_profile: the chip has no profile named '",
+                     absl::CEscape(profile), "'"));
   }
   // Units are named by the chip index, and only when a diagnostic prints one.
   sim->engine_ = std::make_unique<Engine>(

@@ -11,6 +11,7 @@ namespace {
 struct BugReportContext {
   std::string command_line;
   std::string build;
+  bool aborts = false;
 };
 
 BugReportContext& Context() {
@@ -21,8 +22,11 @@ BugReportContext& Context() {
 }  // namespace
 
 void SetBugReportContext(std::string command_line, std::string build) {
-  Context() = {std::move(command_line), std::move(build)};
+  Context().command_line = std::move(command_line);
+  Context().build = std::move(build);
 }
+
+void SetCheckFailureAborts(bool aborts) { Context().aborts = aborts; }
 
 namespace check_internal {
 
@@ -38,6 +42,7 @@ Failure::~Failure() {
   if (!context.command_line.empty()) std::cerr << ",\n  the command: " << context.command_line;
   if (!context.build.empty()) std::cerr << ",\n  the build:   " << context.build;
   std::cerr << std::endl;
+  if (context.aborts) std::abort();
   std::_Exit(kExitInternalBug);
 }
 

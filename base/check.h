@@ -21,6 +21,10 @@ inline constexpr int kExitInternalBug = 70;
 // (version and commit). Set once by a program's main; empty fields are left out.
 void SetBugReportContext(std::string command_line, std::string build);
 
+// Fuzz harnesses only (tests/fuzz): a failed AHBM_CHECK then ends in abort() after its message,
+// so that the fuzzer sees a crash and keeps the input (it cannot tell an exit code 70 apart).
+void SetCheckFailureAborts(bool aborts);
+
 }  // namespace ahbm
 
 namespace ahbm::check_internal {

@@ -29,6 +29,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "actors/chip_sim.h"
 #include "actors/inject.h"
@@ -781,7 +782,10 @@ int Main(int argc, char** argv) {
   absl::Status status = flags.ok() ? command->run(*flags) : flags.status();
   if (status.ok()) return kExitOk;
   const std::string message(status.message());
-  std::fprintf(stderr, "ahbm %s: %s\n", name.c_str(), message.c_str());
+  // One line whatever the message quotes from the input (the libraries escape what they quote;
+  // this is the last guard of the one-line contract).
+  const std::string line = absl::StrReplaceAll(message, {{"\n", "\\n"}, {"\r", "\\r"}});
+  std::fprintf(stderr, "ahbm %s: %s\n", name.c_str(), line.c_str());
   // Bad input, including an input file cut short or malformed (DataLoss).
   if (absl::IsInvalidArgument(status) || absl::IsNotFound(status) || absl::IsDataLoss(status)) {
     return kExitBadInput;

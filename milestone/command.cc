@@ -190,8 +190,17 @@ absl::Status RunMilestoneCommand(const cli::ParsedFlags& flags, const pb::Chip& 
   if (!users.ok()) return users.status();
   options.decode_context = *decode;
   options.prefill_context = *prefill;
-  options.users = static_cast<uint32_t>(std::min<uint64_t>(*users, 1u << 20));
-  options.quick = flags.GetOr("quick", "false") == "true";
+  if (*users > 16) {  // checked again with the panels (milestone.cc); here before narrowing
+    return absl::InvalidArgumentError(
+        absl::StrCat("--users: the multi-user panels run 2 to 16 requests (got ", *users, ")"));
+  }
+  options.users = static_cast<uint32_t>(*users);
+  const std::string quick = flags.GetOr("quick", "false");
+  if (quick != "true" && quick != "false") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--quick: must be true or false (got '", quick, "')"));
+  }
+  options.quick = quick == "true";
   absl::StatusOr<uint64_t> workers = Number(flags, "jobs", sweep::DefaultWorkers());
   if (!workers.ok()) return workers.status();
   if (const std::optional<std::string> panels = flags.Get("panels")) {

@@ -156,7 +156,9 @@ TEST(MessageTrace, EngineWorkReachesTheEnginesBeforeTheCompletion) {
       // One source's messages are delivered in its key order (time, then sequence).
       const std::pair<uint64_t, uint64_t> key{e.time_ps(), e.src_seq()};
       const auto last = last_by_source.find(e.src_unit());
-      if (last != last_by_source.end()) ASSERT_LT(last->second, key) << e.ShortDebugString();
+      if (last != last_by_source.end()) {
+        ASSERT_LT(last->second, key) << e.ShortDebugString();
+      }
       last_by_source[e.src_unit()] = key;
       // The summary a default run carries: ops that ended by the delivery instant.
       EXPECT_GT(w.tile_ops(), 0u) << e.ShortDebugString();

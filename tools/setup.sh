@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages ahbmsim builds with, when any is missing.
+# Installs the Debian 12 packages ahbmsim builds with, when any is missing (--fuzz: also clang).
 # Idempotent and silent when everything is there. Nothing is downloaded except through apt.
 set -euo pipefail
 
@@ -16,6 +16,12 @@ packages=(
   libjemalloc-dev     # jemalloc 5.3, the allocator of ahbm and the benchmarks
   gnuplot-nox         # gnuplot 5.4: the report's SVG plots (ahbm milestone)
 )
+
+# `tools/setup.sh --fuzz`: also what tools/fuzz.sh needs — clang 14 with its sanitizer runtimes
+# and libFuzzer (tests/fuzz/README.md). The bounded fuzz tests of `bazel test //...` need none.
+if [[ ${1:-} == --fuzz ]]; then
+  packages+=(clang-14 libclang-rt-14-dev libfuzzer-14-dev)
+fi
 
 missing=()
 for pkg in "${packages[@]}"; do

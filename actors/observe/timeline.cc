@@ -326,7 +326,9 @@ std::vector<Timeline::Link> Timeline::CriticalPath() const {
           break;
         }
       }
-      if (stall != nullptr && (!has_prev || stall->to_ps >= prev.first)) {
+      // A stall that starts at t (zero length) would not move the walk back: skipped, so that
+      // every turn of this loop goes strictly earlier (a damaged trace cannot make it spin).
+      if (stall != nullptr && stall->from_ps < t && (!has_prev || stall->to_ps >= prev.first)) {
         const int64_t pred = stall->cmd_id != 0 ? StepOf(pe, stall->cmd_id) : -1;
         const uint64_t from = pred >= 0 ? std::min(steps_[pred].end_ps, t) : stall->from_ps;
         back.push_back({Link::Edge::kWait, -1, pe, 0, from, t, stall->waits_on, "wait"});

@@ -11,10 +11,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "google/protobuf/text_format.h"
 #include "actors/observe/op_log.h"
 #include "google/protobuf/util/json_util.h"
+#include "topology/validate.h"
 
 namespace ahbm::observe {
 namespace {
@@ -32,12 +34,13 @@ absl::StatusOr<RunRecord> ReadTraceRun(const std::string& path, std::istream& in
     absl::StatusOr<bool> more = reader.NextBytes(bytes, [](char first) { return first != kCallTag; });
     if (!more.ok()) return absl::Status(more.status().code(), absl::StrCat(path, ": ", more.status().message()));
     if (!*more) break;
-    if (bytes.empty()) continue;
+    // A skipped call (empty bytes) before the header is a first record that is not one.
+    if (bytes.empty() && run.timeline != nullptr) continue;
     if (!record.ParseFromString(bytes)) {
       return absl::DataLossError(absl::StrCat(path, ": ", reader.where(), ": malformed"));
     }
-    if (reader.records_read() == 1) {
-      if (!record.has_header()) {
+    if (run.timeline == nullptr) {
+      if (bytes.empty() || !record.has_header()) {
         return absl::InvalidArgumentError(absl::StrCat(path, ": the first record is not a header"));
       }
       if (record.header().schema_version() > kTraceSchemaVersion) {
@@ -48,6 +51,11 @@ absl::StatusOr<RunRecord> ReadTraceRun(const std::string& path, std::istream& in
       if (!record.header().has_chip()) {
         return absl::InvalidArgumentError(absl::StrCat(
             path, ": an op log without its chip; record a trace with `ahbm run --trace`"));
+      }
+      // Validated when recorded; a file edited or damaged since must not reach the timeline.
+      if (absl::Status s = topology::Validate(record.header().chip()); !s.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ": the header's chip: ", s.message()));
       }
       run.header = record.header();
       run.timeline = std::make_unique<Timeline>(record.header().chip());
@@ -68,9 +76,10 @@ absl::StatusOr<RunRecord> ReadTraceRun(const std::string& path, std::istream& in
   return run;
 }
 
+// b - a with its sign, exact over the whole uint64 range ("+5", "-3", "0").
 std::string Delta(uint64_t a, uint64_t b) {
-  const int64_t d = static_cast<int64_t>(b) - static_cast<int64_t>(a);
-  return absl::StrCat(d > 0 ? "+" : "", d);
+  if (b == a) return "0";
+  return b > a ? absl::StrCat("+", b - a) : absl::StrCat("-", a - b);
 }
 
 std::string Ratio(uint64_t a, uint64_t b) {
@@ -134,7 +143,8 @@ absl::StatusOr<RunRecord> ReadRun(const std::string& path) {
   if (auto s = google::protobuf::util::JsonStringToMessage(text, &report, options);
       !s.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(path, ": not a report JSON (", std::string(s.message()), ")"));
+        absl::StrCat(path, ": not a report JSON (",
+                     absl::StrReplaceAll(std::string(s.message()), {{"\n", " "}}), ")"));
   }
   // An empty object, or a JSON of something else, parses as an empty report.
   const std::pair<bool, const char*> needed[] = {

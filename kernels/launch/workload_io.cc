@@ -303,8 +303,15 @@ absl::Status CheckUnusedWorkloadFields(const pb::Workload& workload, const std::
     bool ok = std::find(used.begin(), used.end(), field->name()) != used.end();
     for (const char* common : kCommon) ok = ok || field->name() == common;
     if (ok) continue;
+    // A repeated field (request_lengths) prints as its values, comma-separated.
     std::string value;
-    google::protobuf::TextFormat::PrintFieldValueToString(workload, field, -1, &value);
+    const int count = field->is_repeated() ? workload.GetReflection()->FieldSize(workload, field) : 1;
+    for (int i = 0; i < count; ++i) {
+      std::string one;
+      google::protobuf::TextFormat::PrintFieldValueToString(workload, field,
+                                                            field->is_repeated() ? i : -1, &one);
+      absl::StrAppend(&value, i > 0 ? "," : "", one);
+    }
     return absl::InvalidArgumentError(absl::StrCat(field->name(), ": not used by ", kernel,
                                                    " (got ", value, "); leave it unset"));
   }

@@ -15,6 +15,7 @@
 #include "kernels/runtime/task.h"
 #include "kernels/runtime/tl.h"
 #include "topology/ids.h"
+#include "topology/validate.h"
 
 namespace ahbm::replay {
 namespace {
@@ -164,6 +165,13 @@ absl::StatusOr<RecordedTrace> ReadTrace(std::istream& in) {
           return Invalid(absl::StrCat("schema_version: the trace is schema ",
                                       trace.header.schema_version(), "; this build reads schema ",
                                       observe::kTraceSchemaVersion));
+        }
+        // The chip was validated when recorded; a file edited or damaged since must not reach
+        // the simulation unchecked. (An op log without a chip is refused below: no calls.)
+        if (absl::Status s = trace.header.has_chip() ? topology::Validate(trace.header.chip())
+                                                     : absl::OkStatus();
+            !s.ok()) {
+          return Invalid(absl::StrCat(reader.where(), ": the header's chip: ", s.message()));
         }
         break;
       case pb::TraceRecord::kLaunch:

@@ -7,6 +7,7 @@
 //   simulated), the LaunchRecord, the InstanceRecords and each instance's CallRecords. Op,
 //   issue and stall records are skipped. Errors are one line, InvalidArgument unless the file
 //   is cut short or malformed (DataLoss): another schema version ("schema_version: ..."), a
+//   header whose chip fails topology Validate ("<where>: the header's chip: ..."), a
 //   trace without calls (an op log of a run without --trace, or of a build before schema 2),
 //   a call of an unknown instance, calls out of order. Calls stay serialized until replayed.
 // - Replay simulates the trace on its own chip, or on `chip` with the recorded workload's
