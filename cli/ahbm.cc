@@ -404,7 +404,7 @@ absl::Status RunReplay(const ParsedFlags& flags) {
 absl::Status RunDiff(const ParsedFlags& flags) {
   if (flags.positional().size() != 2) {
     return absl::InvalidArgumentError(
-        "diff: give two runs, `ahbm diff A B` (traces from --trace/--trace_out or reports from "
+        "give two runs, `ahbm diff A B` (traces from --trace/--trace_out or reports from "
         "--report_json)");
   }
   ASSIGN_OR_RETURN_FLAG(rows, IntFlag(flags, "path_rows", "40"));
