@@ -1,5 +1,6 @@
 #include "base/text_proto.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <limits>
@@ -9,6 +10,7 @@
 #include <string_view>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -79,6 +81,7 @@ class FirstErrorCollector : public google::protobuf::io::ErrorCollector {
     }
     // Protobuf's message may end in a blank (e.g. "got: " followed by an empty token).
     shown = shown.substr(0, shown.find_last_not_of(' ') + 1);
+    FieldValuePosition(message, line, column);
     first_error_ = absl::StrCat(source_name_, ":", line + 1, ":", column + 1, ": ",
                                 Printable(shown), cut ? "..." : "", SourceContext(text_, line));
   }
@@ -86,6 +89,43 @@ class FirstErrorCollector : public google::protobuf::io::ErrorCollector {
   const std::optional<std::string>& first_error() const { return first_error_; }
 
  private:
+  // An unknown enum value is reported where the parser stood after reading it: the next token,
+  // often on a later line. When `message` names the field ("... for field \"model\".") and
+  // that field is given on an earlier line (at most 64 back), the position moves to its value.
+  void FieldValuePosition(std::string_view message, int& line, int& column) const {
+    constexpr std::string_view kFor = "for field \"";
+    const size_t at = message.find(kFor);
+    if (at == std::string_view::npos) return;
+    const size_t name_start = at + kFor.size();
+    const size_t name_end = message.find('"', name_start);
+    if (name_end == std::string_view::npos || name_end == name_start) return;
+    const std::string_view name = message.substr(name_start, name_end - name_start);
+    std::vector<std::string_view> lines;  // 0-based, as the parser counts
+    for (size_t start = 0;;) {
+      const size_t end = text_.find('\n', start);
+      lines.push_back(text_.substr(start, end == std::string_view::npos ? end : end - start));
+      if (end == std::string_view::npos) break;
+      start = end + 1;
+    }
+    for (int l = std::min(line, static_cast<int>(lines.size()) - 1); l >= 0 && l > line - 64; --l) {
+      // On the reported line, only what comes before the reported column.
+      const std::string_view text =
+          l == line ? lines[l].substr(0, static_cast<size_t>(std::max(column, 0))) : lines[l];
+      for (size_t p = text.rfind(name); p != std::string_view::npos;
+           p = p == 0 ? std::string_view::npos : text.rfind(name, p - 1)) {
+        const bool word_start = p == 0 || text[p - 1] == ' ' || text[p - 1] == '\t' ||
+                                text[p - 1] == '{';
+        size_t v = text.find_first_not_of(" \t", p + name.size());
+        if (!word_start || v == std::string_view::npos || text[v] != ':') continue;
+        v = text.find_first_not_of(" \t", v + 1);
+        line = l;
+        column = static_cast<int>(v == std::string_view::npos ? text.size() : v);
+        return;
+      }
+    }
+  }
+
+
   std::string source_name_;
   std::string_view text_;
   std::optional<std::string> first_error_;

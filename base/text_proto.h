@@ -6,6 +6,8 @@
 //   80 bytes>)" — or " (at end of input)" — and "<source>: <message>" without a position.
 //   The message (cut at 200 bytes) and the line are printable ASCII: every other byte is
 //   written as a C escape (\x89, \t), so a binary file's bytes never reach the terminal.
+//   An unknown enum value, which protobuf reports at the token after it (often a later line),
+//   is placed at its field's value when the field is named on an earlier line (64 at most).
 // - ReadTextFile: the whole file; NotFound "cannot read <what> \"<path>\": <reason>" when it
 //   cannot be opened or read (a directory included).
 #ifndef AHBMSIM_BASE_TEXT_PROTO_H_
