@@ -1,5 +1,7 @@
 #include "base/text_escape.h"
 
+#include "absl/strings/escaping.h"
+
 #include "absl/strings/str_format.h"
 
 namespace ahbm {
@@ -48,6 +50,18 @@ void AppendJsonString(std::string* out, std::string_view text) {
 std::string JsonString(std::string_view text) {
   std::string out;
   AppendJsonString(&out, text);
+  return out;
+}
+
+std::string PrintableAscii(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    if (c >= 0x20 && c < 0x7f) {
+      out.push_back(c);
+    } else {
+      out += absl::CHexEscape(std::string(1, c));
+    }
+  }
   return out;
 }
 

@@ -1,5 +1,6 @@
 // Text escaping for the files the tool writes (report CSV, Chrome trace, sweep and milestone
-// CSV / JSON): one rule each, so every file quotes the same way.
+// CSV / JSON) and for input text quoted in error messages: one rule each, so every file and
+// message quotes the same way.
 #ifndef AHBMSIM_BASE_TEXT_ESCAPE_H_
 #define AHBMSIM_BASE_TEXT_ESCAPE_H_
 
@@ -16,6 +17,11 @@ std::string CsvField(std::string_view text);
 // as \u00XX; bytes from 0x80 pass through (UTF-8 stays UTF-8).
 void AppendJsonString(std::string* out, std::string_view text);
 std::string JsonString(std::string_view text);
+
+// Input text as an error message quotes it: printable ASCII as is, every other byte as a C
+// escape (\n, \t, \x89), so a message stays one line and a binary file's bytes never reach the
+// terminal.
+std::string PrintableAscii(std::string_view text);
 
 }  // namespace ahbm
 

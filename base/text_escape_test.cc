@@ -21,5 +21,10 @@ TEST(JsonString, EscapesQuotesBackslashesAndControls) {
   EXPECT_EQ(JsonString("µs"), "\"µs\"");
 }
 
+TEST(PrintableAscii, EscapesEveryByteOutsidePrintableAscii) {
+  EXPECT_EQ(PrintableAscii("key 'descr': <f4"), "key 'descr': <f4");
+  EXPECT_EQ(PrintableAscii(std::string("a\nb\tc\x93\0d", 8)), "a\\nb\\tc\\x93\\x00d");
+}
+
 }  // namespace
 }  // namespace ahbm

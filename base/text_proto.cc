@@ -12,28 +12,14 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "base/text_escape.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/text_format.h"
 
 namespace ahbm {
 namespace {
-
-// `text` with every byte outside printable ASCII written as a C escape (\x89, \n, \t), so
-// that a binary or garbled file does not reach the terminal as raw bytes.
-std::string Printable(std::string_view text) {
-  std::string out;
-  for (const char c : text) {
-    if (c >= 0x20 && c < 0x7f) {
-      out.push_back(c);
-    } else {
-      out += absl::CHexEscape(std::string(1, c));
-    }
-  }
-  return out;
-}
 
 // What follows an error position on 0-based `line` of `text`: ` (source line: <the line,
 // trimmed, cut to 80 bytes, escaped>)`, ` (at end of input)` when nothing but blanks is left,
@@ -55,7 +41,7 @@ std::string SourceContext(std::string_view text, int line) {
   source = source.substr(first, source.find_last_not_of(kBlanks) + 1 - first);
   constexpr size_t kMaxChars = 80;
   const bool cut = source.size() > kMaxChars;
-  return absl::StrCat(" (source line: ", Printable(source.substr(0, kMaxChars)),
+  return absl::StrCat(" (source line: ", PrintableAscii(source.substr(0, kMaxChars)),
                       cut ? "...)" : ")");
 }
 
@@ -76,14 +62,14 @@ class FirstErrorCollector : public google::protobuf::io::ErrorCollector {
     const bool cut = shown.size() > kMaxMessageChars;
     shown = shown.substr(0, kMaxMessageChars);
     if (line < 0) {
-      first_error_ = absl::StrCat(source_name_, ": ", Printable(shown), cut ? "..." : "");
+      first_error_ = absl::StrCat(source_name_, ": ", PrintableAscii(shown), cut ? "..." : "");
       return;
     }
     // Protobuf's message may end in a blank (e.g. "got: " followed by an empty token).
     shown = shown.substr(0, shown.find_last_not_of(' ') + 1);
     FieldValuePosition(message, line, column);
     first_error_ = absl::StrCat(source_name_, ":", line + 1, ":", column + 1, ": ",
-                                Printable(shown), cut ? "..." : "", SourceContext(text_, line));
+                                PrintableAscii(shown), cut ? "..." : "", SourceContext(text_, line));
   }
 
   const std::optional<std::string>& first_error() const { return first_error_; }
@@ -107,7 +93,8 @@ class FirstErrorCollector : public google::protobuf::io::ErrorCollector {
       if (end == std::string_view::npos) break;
       start = end + 1;
     }
-    for (int l = std::min(line, static_cast<int>(lines.size()) - 1); l >= 0 && l > line - 64; --l) {
+    const int last = std::min(line, static_cast<int>(lines.size()) - 1);
+    for (int l = last; l >= 0 && l > line - 64; --l) {
       // On the reported line, only what comes before the reported column.
       const std::string_view text =
           l == line ? lines[l].substr(0, static_cast<size_t>(std::max(column, 0))) : lines[l];

@@ -6,8 +6,9 @@
 //   or a report JSON (`--report_json`; a file whose first non-blank byte is '{'). A trace gives
 //   its report (the last record of a schema-3 recording) and its Timeline; a report only the
 //   report. Errors name the file: NotFound, DataLoss (cut or malformed), InvalidArgument (an op
-//   log without the chip, a chip that fails topology Validate, a trace without its report, a JSON without a report's topology_name,
-//   workload_summary, issue_cost_profile, latency_ps, units or roofline.bound_ps).
+//   log without the chip, a chip that fails topology Validate, a trace without its report, a
+//   JSON without a report's topology_name, workload_summary, issue_cost_profile, latency_ps,
+//   units or roofline.bound_ps).
 // - CheckSameStreams refuses (InvalidArgument, one line naming B and what differs) two runs
 //   that are not of the same streams: two traces whose workloads differ in any field but
 //   issue_cost_profile, data and seed (which change timing or values, not the streams), or whose

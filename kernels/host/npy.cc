@@ -14,26 +14,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/text_escape.h"
 
 namespace ahbm::host {
 namespace {
-
-// Text from the file as it goes into a message: bytes outside printable ASCII as \xHH, so that
-// an error stays one readable line whatever the file holds.
-std::string Printable(std::string_view text) {
-  std::string out;
-  for (const char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (byte >= 0x20 && byte < 0x7f) {
-      out += c;
-    } else {
-      out += absl::StrFormat("\\x%02x", byte);
-    }
-  }
-  return out;
-}
 
 static_assert(std::endian::native == std::endian::little,
               ".npy '<f4' data is copied as is: the host must be little endian");
@@ -88,7 +73,7 @@ class HeaderParser {
       if (!ParseString(&key)) return Fail("expected a quoted key or '}'");
       SkipSpace();
       if (!Consume(':')) {
-        return Fail(absl::StrCat("expected ':' after key '", Printable(key), "'"));
+        return Fail(absl::StrCat("expected ':' after key '", PrintableAscii(key), "'"));
       }
       SkipSpace();
       if (key == "descr") {
@@ -110,7 +95,7 @@ class HeaderParser {
         seen_shape = true;
         if (absl::Status status = ParseShape(&header.shape); !status.ok()) return status;
       } else {
-        return Fail(absl::StrCat("unexpected key '", Printable(key), "'"));
+        return Fail(absl::StrCat("unexpected key '", PrintableAscii(key), "'"));
       }
       SkipSpace();
       if (Consume(',')) continue;
@@ -265,8 +250,8 @@ absl::StatusOr<NpyArray> ParseNpy(const std::string& path, std::string_view byte
                    "supported (save with dtype='<f4')");
     }
     const std::string shown =
-        header->descr_is_string ? absl::StrCat("'", Printable(header->descr), "'")
-                                : Printable(header->descr);
+        header->descr_is_string ? absl::StrCat("'", PrintableAscii(header->descr), "'")
+                                : PrintableAscii(header->descr);
     return Error(path, absl::StrCat("dtype ", shown, " is not float32 ('<f4')"));
   }
   if (header->fortran_order) {

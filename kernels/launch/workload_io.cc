@@ -305,7 +305,8 @@ absl::Status CheckUnusedWorkloadFields(const pb::Workload& workload, const std::
     if (ok) continue;
     // A repeated field (request_lengths) prints as its values, comma-separated.
     std::string value;
-    const int count = field->is_repeated() ? workload.GetReflection()->FieldSize(workload, field) : 1;
+    const int count =
+        field->is_repeated() ? workload.GetReflection()->FieldSize(workload, field) : 1;
     for (int i = 0; i < count; ++i) {
       std::string one;
       google::protobuf::TextFormat::PrintFieldValueToString(workload, field,
