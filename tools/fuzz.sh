@@ -8,7 +8,7 @@
 #
 # The corpus grows in $AHBM_FUZZ_DIR/<harness>/corpus (default /tmp/ahbm-fuzz), seeded from
 # tests/fuzz/corpus/<harness>/ (and the checked-in topologies for topology_fuzz). A crash, leak,
-# sanitizer report or an input running over 10 s stops the run with the input written to
+# sanitizer report or an input running over 30 s stops the run with the input written to
 # $AHBM_FUZZ_DIR/<harness>/ (crash-*, leak-*, timeout-*): reproduce it with the bounded driver,
 # `bazel run //tests/fuzz:<harness> -- $PWD/<file>`, fix it, and add it to the seed corpus.
 set -euo pipefail
@@ -36,5 +36,5 @@ max_len=8192
 if [[ $harness == topology_fuzz ]]; then seeds+=("$PWD/topology"); fi
 # The harnesses read topology/*.textproto from the runfiles root.
 cd "$binary.runfiles/ahbmsim"
-exec "$binary" -runs="$runs" -timeout=10 -rss_limit_mb=4096 -max_len=$max_len \
+exec "$binary" -runs="$runs" -timeout=30 -rss_limit_mb=4096 -max_len=$max_len \
   -artifact_prefix="$work/" -print_final_stats=1 "$@" "$work/corpus" "${seeds[@]}"
