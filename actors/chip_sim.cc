@@ -5,9 +5,9 @@
 #include <string>
 #include <utility>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/text_escape.h"
 #include "actors/models/hbm_bank_model.h"
 #include "actors/observe/report.h"
 #include "actors/units/dma_actor.h"
@@ -71,7 +71,7 @@ absl::StatusOr<std::unique_ptr<ChipSim>> ChipSim::Create(const pb::Chip& chip,
   if (FindIssueCostProfile(chip, profile) == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("issue_cost_profile: the chip has no profile named '",
-                     absl::CEscape(profile), "'"));
+                     PrintableAscii(profile), "'"));
   }
   // Units are named by the chip index, and only when a diagnostic prints one.
   sim->engine_ = std::make_unique<Engine>(

@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "absl/numeric/int128.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "base/text_escape.h"
 
 // Evaluates a Status expression and returns it from the enclosing function unless it is ok.
 #define AHBM_RETURN_IF_ERROR(expr)                      \
@@ -271,17 +271,17 @@ absl::Status ValidateIssueCostProfiles(const pb::Pe& pe, absl::string_view path)
     AHBM_RETURN_IF_ERROR(ValidateIssueCosts(pe.issue_cost_profiles(i),
                                             absl::StrCat(profiles, "[", i, "]")));
     if (!names.insert(name).second) {
-      return Invalid(name_path, " \"", absl::CEscape(name), "\" is not unique");
+      return Invalid(name_path, " \"", PrintableAscii(name), "\" is not unique");
     }
   }
   if (names.contains(pe.default_issue_cost_profile())) return absl::OkStatus();
   std::vector<std::string> listed;
   for (const pb::IssueCostProfile& profile : pe.issue_cost_profiles()) {
-    listed.push_back(absl::CEscape(profile.name()));  // names as text: one line, whatever they hold
+    listed.push_back(PrintableAscii(profile.name()));  // one line, whatever a name holds
   }
   return Invalid(Field(path, "default_issue_cost_profile"), " \"",
-                 absl::CEscape(pe.default_issue_cost_profile()), "\" must name one of ", profiles,
-                 " (", absl::StrJoin(listed, ", "), ")");
+                 PrintableAscii(pe.default_issue_cost_profile()), "\" must name one of ",
+                 profiles, " (", absl::StrJoin(listed, ", "), ")");
 }
 
 absl::Status ValidatePe(const pb::Pe& pe, absl::string_view path) {

@@ -11,8 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "base/text_escape.h"
 #include "google/protobuf/text_format.h"
 #include "actors/observe/op_log.h"
 #include "google/protobuf/util/json_util.h"
@@ -144,7 +144,7 @@ absl::StatusOr<RunRecord> ReadRun(const std::string& path) {
       !s.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": not a report JSON (",
-                     absl::StrReplaceAll(std::string(s.message()), {{"\n", " "}}), ")"));
+                     PrintableAscii(std::string(s.message())), ")"));
   }
   // An empty object, or a JSON of something else, parses as an empty report.
   const std::pair<bool, const char*> needed[] = {
