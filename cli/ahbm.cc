@@ -3,7 +3,7 @@
 //   ahbm stream [--topology=F] ... run an injected command stream (no kernels) and report
 //   ahbm run [--topology=F] [--workload=W] [--<workload field>=V ...] ...
 //                                  run a workload's kernels (kernels/launch) and report
-//   ahbm replay, diff, hbm, compare, sweep, milestone (see `ahbm help`)
+//   ahbm replay, diff, hbm, compare, sweep, milestone, worker, merge (see `ahbm help`)
 //   ahbm help [command], ahbm <command> --help   a command's flags
 //   ahbm version, ahbm --version                   version, git commit, build type
 // Relative paths are taken from the current directory; the default topology, and a shipped
@@ -38,6 +38,8 @@
 #include "actors/observe/report.h"
 #include "actors/observe/trace_diff.h"
 #include "base/check.h"
+#include "cluster/worker.h"
+#include "sweep/store.h"
 #include "cli/flags.h"
 #include "cli/sweep_command.h"
 #include "cli/version.h"
@@ -578,12 +580,46 @@ std::vector<FlagSpec> CompareFlags() {
 }
 
 // ahbm sweep (cli/sweep_command.h): the chip and workload as `ahbm run` reads them.
-absl::Status RunSweepCommand(const ParsedFlags& flags) {
+absl::Status RunSweepCommand(const ParsedFlags& flags, bool merge = false) {
   absl::StatusOr<pb::Chip> chip = LoadTopologyFlag(flags);
   if (!chip.ok()) return chip.status();
   absl::StatusOr<pb::Workload> workload = WorkloadFromFlags(flags);
   if (!workload.ok()) return workload.status();
-  return RunSweep(flags, *chip, *std::move(workload));
+  return RunSweep(flags, *chip, *std::move(workload), merge);
+}
+
+absl::Status RunMilestone(const ParsedFlags& flags, bool merge = false) {
+  absl::StatusOr<pb::Chip> chip = LoadTopologyFlag(flags);
+  if (!chip.ok()) return chip.status();
+  return milestone::RunMilestoneCommand(flags, *chip, {kVersion, AHBM_GIT_COMMIT}, merge);
+}
+
+std::vector<FlagSpec> SweepCommandFlags();
+
+// ahbm merge DIR... --out_dir=D (sweep/store.h MergeStores): the shards' stores joined, then
+// their command run from the joined store (nothing simulated), writing its report into D.
+absl::Status RunMerge(const ParsedFlags& flags) {
+  const std::optional<std::string> out_dir = flags.Get("out_dir");
+  if (!out_dir || out_dir->empty()) {
+    return absl::InvalidArgumentError("--out_dir: required (the folder the report goes to)");
+  }
+  absl::StatusOr<pb::StoreManifest> manifest = sweep::MergeStores(flags.positional(), *out_dir);
+  if (!manifest.ok()) return manifest.status();
+  std::vector<std::string> args(manifest->args().begin(), manifest->args().end());
+  args.push_back("--out_dir=" + *out_dir);
+  const bool sweep = manifest->command() == "sweep";
+  if (!sweep && manifest->command() != "milestone") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the folders hold jobs of '", manifest->command(),
+                     "', which merge does not know"));
+  }
+  absl::StatusOr<ParsedFlags> parsed = ParseFlags(
+      manifest->command(), sweep ? SweepCommandFlags() : milestone::MilestoneFlags(), args);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the manifest's flags: ", parsed.status().message()));
+  }
+  return sweep ? RunSweepCommand(*parsed, /*merge=*/true) : RunMilestone(*parsed, true);
 }
 
 std::vector<FlagSpec> SweepCommandFlags() {
@@ -700,17 +736,21 @@ const std::vector<Command>& Commands() {
        "workload, one table",
        CompareFlags(), RunCompare},
       {"sweep",
-       "a grid of runs over workload and topology fields, on all cores: one CSV row per point",
-       SweepCommandFlags(), RunSweepCommand},
+       "a grid of runs over workload and topology fields, on all cores or workers: one CSV row "
+       "per point",
+       SweepCommandFlags(), [](const ParsedFlags& flags) { return RunSweepCommand(flags); }},
+      {"worker",
+       "serve simulation jobs to `ahbm sweep` / `ahbm milestone` --workers (mutual TLS off "
+       "loopback)",
+       cluster::WorkerFlags(), cluster::RunWorker},
+      {"merge",
+       "DIR...: join the folders of a --shard=i/n run into the report an unsharded run writes",
+       {{"out_dir", "the folder the report goes to (required)", ""}},
+       RunMerge, /*positional=*/4096},
       {"milestone",
        "the main job: Llama3-70B's four panels (single/multi-user x decode/prefill), every "
        "variant against the baselines, report files",
-       milestone::MilestoneFlags(),
-       [](const ParsedFlags& flags) -> absl::Status {
-         absl::StatusOr<pb::Chip> chip = LoadTopologyFlag(flags);
-         if (!chip.ok()) return chip.status();
-         return milestone::RunMilestoneCommand(flags, *chip, {kVersion, AHBM_GIT_COMMIT});
-       }},
+       milestone::MilestoneFlags(), [](const ParsedFlags& flags) { return RunMilestone(flags); }},
   };
   return commands;
 }

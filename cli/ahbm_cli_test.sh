@@ -588,7 +588,7 @@ expect_one_line_error "^ahbm sweep: --param: 'sip.cube.pe.nope' is neither" \
   sweep --topology=$small --param=sip.cube.pe.nope --values=1
 expect_one_line_error "^ahbm sweep: --values: s: must be an integer" sweep --topology=$small --param=s --values=1,x
 expect_one_line_error "^ahbm sweep: --values: given without a --param" sweep --topology=$small --values=1
-expect_one_line_error "^ahbm sweep: --jobs: must be a positive integer \(got '0'\)" \
+expect_one_line_error "^ahbm sweep: --jobs: must be an integer from 1 to 1024 \(got '0'\)" \
   sweep --topology=$small --param=s --values=512 --jobs=0
 expect_one_line_error "^ahbm sweep: --out: cannot write $tmp/no/such/dir.csv" \
   sweep --topology=$small --param=s --values=512 --out=$tmp/no/such/dir.csv
@@ -601,7 +601,7 @@ expect_one_line_error '^ahbm milestone: --variants: unknown variant .opt9.; one 
   milestone --variants=opt3,opt9 --out_dir="$tmp/ms"
 expect_one_line_error '^ahbm milestone: --users: the multi-user panels run 2 to 16 requests \(got 17\)$' \
   milestone --users=17 --out_dir="$tmp/ms"
-expect_one_line_error '^ahbm milestone: --jobs: must be > 0 \(got 0\)$' \
+expect_one_line_error '^ahbm milestone: --jobs: must be an integer from 1 to 1024 \(got .0.\)$' \
   milestone --jobs=0 --out_dir="$tmp/ms"
 expect_one_line_error "^ahbm milestone: --studies: unknown study 'nope' \(one of decode_c, " \
   milestone --studies=decode_c,nope --out_dir="$tmp/ms"

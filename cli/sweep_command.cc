@@ -1,12 +1,16 @@
 #include "cli/sweep_command.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "cluster/placement.h"
 #include "kernels/launch/launcher.h"
 #include "sweep/grid.h"
 #include "sweep/job_pool.h"
@@ -72,7 +76,7 @@ absl::Status Write(const std::string& flag, const std::string& path, const std::
 }  // namespace
 
 std::vector<FlagSpec> SweepFlags() {
-  return {{"param",
+  std::vector<FlagSpec> specs = {{"param",
            "a workload field (s, variant, c, ...) or a topology field path into ahbm.pb.Chip "
            "(sip.cube.pe.scheduler.max_inflight_composites); repeat for a grid, first outermost",
            "", false, /*repeated=*/true},
@@ -80,24 +84,40 @@ std::vector<FlagSpec> SweepFlags() {
            /*repeated=*/true},
           {"out", "write the rows as CSV here (header: sweep/README.md)", ""},
           {"json", "write the rows as JSON here", ""},
-          {"jobs", "simulations at once (processes)",
-           absl::StrCat(sweep::DefaultWorkers(), " (the machine's cores)")}};
+          {"out_dir",
+           "write sweep.csv and sweep.json here, and keep every job's result in its jobs/ "
+           "(--resume, --shard, ahbm merge)",
+           ""}};
+  for (FlagSpec& flag : cluster::PlacementFlags()) specs.push_back(std::move(flag));
+  return specs;
 }
 
-absl::Status RunSweep(const ParsedFlags& flags, const pb::Chip& chip, pb::Workload workload) {
+absl::Status RunSweep(const ParsedFlags& flags, const pb::Chip& chip, pb::Workload workload,
+                      bool merge) {
   absl::StatusOr<std::vector<sweep::Param>> params = ParamsOf(flags);
   if (!params.ok()) return params.status();
-  int jobs = sweep::DefaultWorkers();
-  if (const auto text = flags.Get("jobs")) {
-    if (!absl::SimpleAtoi(*text, &jobs) || jobs < 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--jobs: must be a positive integer (got '", *text, "')"));
+  const std::string out_dir = flags.GetOr("out_dir", "");
+  if (!out_dir.empty()) {
+    std::error_code error;
+    std::filesystem::create_directories(out_dir, error);
+    if (error || !std::filesystem::is_directory(out_dir)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--out_dir: cannot create ", out_dir, error ? ": " + error.message() : ""));
     }
   }
-  for (const char* flag : {"out", "json"}) {
-    if (const auto path = flags.Get(flag)) {
-      if (absl::Status s = Writable(flag, *path); !s.ok()) return s;
-    }
+  struct Output {
+    std::string flag, path;
+    bool json;
+  };
+  std::vector<Output> outputs;
+  if (const auto path = flags.Get("out")) outputs.push_back({"out", *path, false});
+  if (const auto path = flags.Get("json")) outputs.push_back({"json", *path, true});
+  if (!out_dir.empty() && !flags.Get("shard")) {  // a shard writes its jobs/ store only
+    outputs.push_back({"out_dir", (std::filesystem::path(out_dir) / "sweep.csv").string(), false});
+    outputs.push_back({"out_dir", (std::filesystem::path(out_dir) / "sweep.json").string(), true});
+  }
+  for (const auto& [flag, path, json] : outputs) {
+    if (absl::Status s = Writable(flag, path); !s.ok()) return s;
   }
   if (workload.kernel() == pb::KERNEL_UNSPECIFIED) workload.set_kernel(pb::DECODE);
   bool s_swept = false;
@@ -117,17 +137,22 @@ absl::Status RunSweep(const ParsedFlags& flags, const pb::Chip& chip, pb::Worklo
     job.options.one_group = true;  // exact where it applies (launch.h); events are the simulated
     run.push_back(std::move(job));
   }
-  const std::vector<pb::JobResult> results = sweep::JobPool(jobs).Run(run);
+  absl::StatusOr<std::unique_ptr<cluster::Placement>> placement =
+      cluster::MakePlacement(flags, {.command = "sweep", .out_dir = out_dir, .merge = merge});
+  if (!placement.ok()) return placement.status();
+  const std::vector<pb::JobResult> results = (*placement)->runner().Run(run);
+  if (absl::Status s = (*placement)->Finish(results); !s.ok() || (*placement)->partial()) {
+    return s;  // a shard: its results are in the store, the rows come from `ahbm merge`
+  }
   std::vector<sweep::Row> rows;
   size_t next = 0;
   for (const sweep::Point& point : *points) {
     rows.push_back(sweep::MakeRow(point, point.refused.ok() ? &results[next++] : nullptr));
   }
-  if (const auto path = flags.Get("out")) {
-    if (absl::Status s = Write("out", *path, sweep::FormatCsv(*params, rows)); !s.ok()) return s;
-  }
-  if (const auto path = flags.Get("json")) {
-    if (absl::Status s = Write("json", *path, sweep::FormatJson(*params, rows)); !s.ok()) {
+  const std::string csv = sweep::FormatCsv(*params, rows);
+  const std::string json = sweep::FormatJson(*params, rows);
+  for (const Output& output : outputs) {
+    if (absl::Status s = Write(output.flag, output.path, output.json ? json : csv); !s.ok()) {
       return s;
     }
   }

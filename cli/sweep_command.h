@@ -7,8 +7,10 @@
 // workload nor a --param gives one. Refused, each one line naming the flag: --values without
 // a --param before it, a --param without --values, a parameter given twice or also given as
 // its own flag, an unknown parameter, a value that does not parse, --jobs not a positive
-// integer, an --out / --json that cannot be written (checked before anything runs). A point
-// that is refused or fails is a row with its status; the command still exits 0.
+// integer, an --out / --json / --out_dir that cannot be written (checked before anything runs),
+// the placement flags (cluster/placement.h). A point that is refused or fails is a row with its
+// status; the command still exits 0. --out_dir: sweep.csv and sweep.json there, each job's
+// result in its jobs/ store; with --shard the run writes only the store (`ahbm merge` the rest).
 #ifndef AHBM_CLI_SWEEP_COMMAND_H_
 #define AHBM_CLI_SWEEP_COMMAND_H_
 
@@ -21,10 +23,12 @@
 
 namespace ahbm::cli {
 
-// --param, --values, --out, --json, --jobs.
+// --param, --values, --out, --json, --out_dir and where the jobs run (cluster/placement.h).
 std::vector<FlagSpec> SweepFlags();
 
-absl::Status RunSweep(const ParsedFlags& flags, const pb::Chip& chip, pb::Workload workload);
+// `merge`: `ahbm merge` — every job's result from --out_dir's store, nothing runs.
+absl::Status RunSweep(const ParsedFlags& flags, const pb::Chip& chip, pb::Workload workload,
+                      bool merge = false);
 
 }  // namespace ahbm::cli
 

@@ -15,7 +15,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/str_replace.h"
 #include "actors/observe/op_log.h"
+#include "cluster/placement.h"
 #include "kernels/launch/launch.h"
 #include "milestone/numerics.h"
 #include "milestone/page.h"
@@ -106,10 +108,10 @@ PageInput PageOf(const cli::ParsedFlags& flags, const pb::Chip& chip, const Tool
   PageInput page;
   page.title = "ahbm milestone: Llama3-70B GQA attention (ADR-0060)";
   page.command = "ahbm milestone";
-  // Without --jobs and --out_dir: neither changes a figure, and the page stays the same bytes
+  // Without --out_dir and where the jobs ran (--jobs, --workers, ...): none changes a figure, and the page stays the same bytes
   // wherever and on however many cores it is made.
   for (const auto& [name, value] : flags.values()) {
-    if (name != "jobs" && name != "out_dir") {
+    if (name != "out_dir" && !cluster::IsPlacementFlag(name)) {
       absl::StrAppend(&page.command, " --", name, "=", value);
     }
   }
@@ -154,7 +156,7 @@ PageInput PageOf(const cli::ParsedFlags& flags, const pb::Chip& chip, const Tool
 }  // namespace
 
 std::vector<cli::FlagSpec> MilestoneFlags() {
-  return {
+  std::vector<cli::FlagSpec> specs = {
       {"topology", "chip config, protobuf text format (ahbm.pb.Chip)",
        "topology/chip_4sip.textproto"},
       {"decode_context", "decode context S, tokens (multi-user: the longest request)", "131072"},
@@ -174,13 +176,13 @@ std::vector<cli::FlagSpec> MilestoneFlags() {
       {"studies",
        "the ADR §9 / §B studies to run (comma-separated names, all, none; milestone/README.md)",
        "all"},
-      {"jobs", "simulations at once, one process each (the output does not depend on it)",
-       "the machine's cores"},
   };
+  for (cli::FlagSpec& flag : cluster::PlacementFlags()) specs.push_back(std::move(flag));
+  return specs;
 }
 
 absl::Status RunMilestoneCommand(const cli::ParsedFlags& flags, const pb::Chip& chip,
-                                 const ToolInfo& tool) {
+                                 const ToolInfo& tool, bool merge) {
   Options options;
   absl::StatusOr<uint64_t> decode = Number(flags, "decode_context", options.decode_context);
   if (!decode.ok()) return decode.status();
@@ -201,8 +203,6 @@ absl::Status RunMilestoneCommand(const cli::ParsedFlags& flags, const pb::Chip& 
         absl::StrCat("--quick: must be true or false (got '", quick, "')"));
   }
   options.quick = quick == "true";
-  absl::StatusOr<uint64_t> workers = Number(flags, "jobs", sweep::DefaultWorkers());
-  if (!workers.ok()) return workers.status();
   if (const std::optional<std::string> panels = flags.Get("panels")) {
     options.panels = absl::StrSplit(*panels, ',');
   }
@@ -231,7 +231,6 @@ absl::Status RunMilestoneCommand(const cli::ParsedFlags& flags, const pb::Chip& 
   if (absl::Status s = WriteFile(probe, ""); !s.ok()) return s;
   std::filesystem::remove(probe, error);
 
-  const int pool = static_cast<int>(std::min<uint64_t>(*workers, 256));
   const std::vector<TimelineJob> timeline_jobs = TimelineJobs(chip);
   // Every run is validated before any runs (a study's refused point is a row), so a chip that
   // cannot host one is refused before minutes of runs.
@@ -243,67 +242,74 @@ absl::Status RunMilestoneCommand(const cli::ParsedFlags& flags, const pb::Chip& 
     }
   }
   const std::vector<pb::Workload> numeric_workloads = NumericWorkloads({});
-  for (const pb::Workload& w : numeric_workloads) {
-    if (absl::Status s = launch::ValidateWorkload(chip, w); !s.ok()) {
-      return absl::Status(s.code(),
-                          absl::StrCat(s.message(), " (milestone numerical check ",
-                                       absl::AsciiStrToLower(pb::Kernel_Name(w.kernel())), " ",
-                                       absl::AsciiStrToLower(pb::Variant_Name(w.variant())), ")"));
-    }
+  if (absl::Status s = ValidateNumericWorkloads(chip, numeric_workloads); !s.ok()) {
+    return absl::Status(s.code(), absl::StrReplaceAll(s.message(), {{"(numerical check, ",
+                                                                     "(milestone numerical check "}}));
   }
-  size_t study_runs = 0;
-  for (const Study& study : *studies) {
-    for (const sweep::Point& point : study.points) study_runs += point.refused.ok() ? 1 : 0;
+
+  // Every run of the milestone in one list (panels, studies, timeline, numerical checks), so
+  // they share the cores and the workers (cluster/placement.h) and a job store numbers them
+  // the same way in every run: --resume and --shard / `ahbm merge` rest on that.
+  std::vector<sweep::Job> all = PanelPoolJobs(chip, *jobs);
+  std::vector<std::string> labels;
+  for (const Job& job : *jobs) {
+    labels.push_back(absl::StrCat(
+        job.panel, " ", absl::AsciiStrToLower(pb::Variant_Name(job.workload.variant())),
+        job.workload.has_issue_cost_profile() ? " " + job.workload.issue_cost_profile() : ""));
   }
-  ProgressLine line(jobs->size() + study_runs + timeline_jobs.size() + numeric_workloads.size());
+  std::vector<std::string> job_study;
+  for (sweep::Job& job : StudyPoolJobs(*studies, &job_study)) all.push_back(std::move(job));
+  for (const std::string& study : job_study) labels.push_back(absl::StrCat("study ", study));
+  for (const TimelineJob& t : timeline_jobs) {
+    all.push_back(t.job);
+    labels.push_back(absl::StrCat("timeline ", t.label));
+  }
+  for (sweep::Job& job : NumericPoolJobs(chip, numeric_workloads)) all.push_back(std::move(job));
+  labels.resize(all.size(), "numerical check");
+
+  absl::StatusOr<std::unique_ptr<cluster::Placement>> placement = cluster::MakePlacement(
+      flags, {.command = "milestone", .out_dir = out_dir.string(), .merge = merge});
+  if (!placement.ok()) return placement.status();
+  ProgressLine line(all.size());
+  const std::vector<pb::JobResult> results =
+      (*placement)->runner().Run(all, [&](size_t i, const pb::JobResult& result) {
+        line.Done(labels[i], result.report().events());
+      });
+  line.Finish();
+  if (absl::Status s = (*placement)->Finish(results); !s.ok() || (*placement)->partial()) {
+    return s;  // a shard: its results are in the store, the report comes from `ahbm merge`
+  }
+  const auto part = [&results](size_t& at, size_t n) {
+    std::vector<pb::JobResult> out(results.begin() + at, results.begin() + at + n);
+    at += n;
+    return out;
+  };
+  size_t at = 0;
+  const std::vector<pb::JobResult> panel_results = part(at, jobs->size());
+  const std::vector<pb::JobResult> study_results = part(at, job_study.size());
+  const std::vector<pb::JobResult> timeline_results = part(at, timeline_jobs.size());
+  const std::vector<pb::JobResult> numeric_results = part(at, numeric_workloads.size());
 
   // The panels (ADR §A).
-  absl::StatusOr<std::vector<Row>> rows = RunJobs(
-      chip, *jobs,
-      [&](const Job& job, size_t, size_t, uint64_t events) {
-        line.Done(absl::StrCat(job.panel, " ", absl::AsciiStrToLower(pb::Variant_Name(
-                                                   job.workload.variant())),
-                               job.workload.has_issue_cost_profile()
-                                   ? " " + job.workload.issue_cost_profile()
-                                   : ""),
-                  events);
-      },
-      pool);
-  if (!rows.ok()) return line.Fail(rows.status());
+  absl::StatusOr<std::vector<Row>> rows = RowsFrom(chip, *jobs, panel_results);
+  if (!rows.ok()) return rows.status();
   if (absl::Status s = WriteFile(out_dir / "milestone.csv", ToCsv(chip, *rows, tool)); !s.ok()) {
-    return line.Fail(s);
+    return s;
   }
   if (absl::Status s = WriteFile(out_dir / "milestone.json", ToJson(chip, *rows, tool)); !s.ok()) {
-    return line.Fail(s);
+    return s;
   }
-
-  // The studies (ADR §9, §B): all their runs in one pool, then each answer from its CSV.
-  const uint64_t events_before = line.events();
-  absl::StatusOr<std::vector<StudyOutcome>> outcomes = RunStudies(
-      *studies, out_dir, pool, [&](const std::string& study, size_t, size_t, uint64_t events) {
-        line.Done(absl::StrCat("study ", study), events_before + events - line.events());
-      });
-  if (!outcomes.ok()) return line.Fail(outcomes.status());
-
+  // The studies (ADR §9, §B): each answer from its CSV.
+  absl::StatusOr<std::vector<StudyOutcome>> outcomes =
+      OutcomesFrom(*studies, study_results, out_dir);
+  if (!outcomes.ok()) return outcomes.status();
   // One PE's engines under opt1, opt3 and opt2 (ADR §5.6), from their op logs.
-  std::vector<sweep::Job> timeline_pool;
-  for (const TimelineJob& t : timeline_jobs) timeline_pool.push_back(t.job);
-  const std::vector<pb::JobResult> timeline_results = sweep::JobPool(pool).Run(
-      timeline_pool, [&](size_t i, const pb::JobResult& result) {
-        line.Done(absl::StrCat("timeline ", timeline_jobs[i].label), result.report().events());
-      });
   absl::StatusOr<std::vector<TimelineRun>> timeline =
       TimelineRunsFrom(timeline_jobs, timeline_results);
-  if (!timeline.ok()) return line.Fail(timeline.status());
-
+  if (!timeline.ok()) return timeline.status();
   // Each kernel once in data mode against the float64 reference.
-  size_t numerics_done = 0;
-  absl::StatusOr<std::vector<NumericCheck>> checks =
-      RunNumericChecks(chip, pool, {}, [&](size_t done, size_t) {
-        for (; numerics_done < done; ++numerics_done) line.Done("numerical check", 0);
-      });
-  if (!checks.ok()) return line.Fail(checks.status());
-  line.Finish();
+  const std::vector<NumericCheck> checks_list = ChecksFrom(numeric_workloads, numeric_results);
+  const std::vector<NumericCheck>* checks = &checks_list;
 
   // stdout after the progress line is done (on a terminal it shares the screen).
   std::fputs(FormatTables(*rows).c_str(), stdout);

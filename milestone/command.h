@@ -1,6 +1,8 @@
 // The `ahbm milestone` command (cli/ahbm.cc registers it): the panels (milestone.h), the
 // studies (studies.h), the engine timeline's runs (timeline.h) and the numerical checks
-// (numerics.h), in that order, each on --jobs processes; then the tables, the answers and the
+// (numerics.h), in that order, as one job list run where the placement flags say (--jobs,
+// --workers, --shard, --resume: cluster/placement.h; every result kept in <out_dir>/jobs);
+// then the tables, the answers and the
 // checks on stdout, and the report folder --out_dir: milestone.json / .csv, sweep_<study>.csv
 // with their plots (plot.h), timeline.csv / .svg, index.html (page.h) with the files' digests.
 //
@@ -10,7 +12,8 @@
 // after each run one line "milestone: <what> done, run i of n, <events/s> simulated events/s,
 // ETA <s> s" over all the runs, redrawn in place (\r) when stderr is a terminal, one line each
 // otherwise (wall-clock: stderr only, never in the files). The page's command line leaves out
-// --jobs and --out_dir, so it too is the same bytes for any core count. A numerical check that
+// --out_dir and the placement flags, so it too is the same bytes wherever the jobs ran. With
+// --shard only the store is written (`ahbm merge` writes the report). A numerical check that
 // fails is INTERNAL (exit 1) after everything is written.
 #ifndef AHBMSIM_MILESTONE_COMMAND_H_
 #define AHBMSIM_MILESTONE_COMMAND_H_
@@ -26,9 +29,10 @@ namespace ahbm::milestone {
 
 std::vector<cli::FlagSpec> MilestoneFlags();
 
-// `chip`: the --topology flag's chip, loaded by the caller.
+// `chip`: the --topology flag's chip, loaded by the caller. `merge`: `ahbm merge` — every
+// job's result from --out_dir's store (cluster/placement.h), nothing runs.
 absl::Status RunMilestoneCommand(const cli::ParsedFlags& flags, const pb::Chip& chip,
-                                 const ToolInfo& tool);
+                                 const ToolInfo& tool, bool merge = false);
 
 }  // namespace ahbm::milestone
 

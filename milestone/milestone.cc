@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "actors/observe/op_log.h"
+#include "base/check.h"
 #include "base/text_escape.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
@@ -320,26 +321,37 @@ absl::Status ValidateJobs(const pb::Chip& chip, const std::vector<Job>& jobs) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<Row>> RunJobs(const pb::Chip& chip, const std::vector<Job>& jobs,
-                                         const Progress& progress, int workers) {
+std::vector<sweep::Job> PanelPoolJobs(const pb::Chip& chip, const std::vector<Job>& jobs) {
   launch::LaunchOptions launch_options;
   launch_options.keep_op_log = false;
   // A workload symmetric across CUBE sets simulates one and reports the chip (launch.h: exact
   // latency, per-PE roofline and per-kind sums; kernels/launch/one_group_test).
   launch_options.one_group = true;
+  std::vector<sweep::Job> pool_jobs;
+  for (const Job& job : jobs) pool_jobs.push_back({chip, job.workload, launch_options});
+  return pool_jobs;
+}
+
+absl::StatusOr<std::vector<Row>> RunJobs(const pb::Chip& chip, const std::vector<Job>& jobs,
+                                         const Progress& progress, int workers) {
   // Every job is validated before any runs: a refusal comes at once, naming its row.
   if (absl::Status s = ValidateJobs(chip, jobs); !s.ok()) return s;
   // The runs are independent: on `workers` processes at once (sweep::JobPool), results in job
   // order, so the rows never depend on the core count.
-  std::vector<sweep::Job> pool_jobs;
-  for (const Job& job : jobs) pool_jobs.push_back({chip, job.workload, launch_options});
   size_t done = 0;
   uint64_t events = 0;
   const auto on_done = [&](size_t i, const pb::JobResult& result) {
     events += result.report().events();
     if (progress) progress(jobs[i], ++done, jobs.size(), events);
   };
-  const std::vector<pb::JobResult> results = sweep::JobPool(workers).Run(pool_jobs, on_done);
+  const std::vector<pb::JobResult> results =
+      sweep::JobPool(workers).Run(PanelPoolJobs(chip, jobs), on_done);
+  return RowsFrom(chip, jobs, results);
+}
+
+absl::StatusOr<std::vector<Row>> RowsFrom(const pb::Chip& chip, const std::vector<Job>& jobs,
+                                          const std::vector<pb::JobResult>& results) {
+  AHBM_CHECK(results.size() == jobs.size()) << results.size() << " results, " << jobs.size();
   std::vector<Row> rows;
   for (size_t i = 0; i < jobs.size(); ++i) {
     const Job& job = jobs[i];

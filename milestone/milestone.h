@@ -52,7 +52,9 @@
 #include "absl/status/statusor.h"
 #include "proto/report.pb.h"
 #include "proto/topology.pb.h"
+#include "proto/job.pb.h"
 #include "proto/workload.pb.h"
+#include "sweep/job.h"
 
 namespace ahbm::milestone {
 
@@ -129,6 +131,11 @@ absl::Status ValidateJobs(const pb::Chip& chip, const std::vector<Job>& jobs);
 // allows, the same figures) and fills the rows' ratios.
 absl::StatusOr<std::vector<Row>> RunJobs(const pb::Chip& chip, const std::vector<Job>& jobs,
                                          const Progress& progress, int workers);
+// RunJobs in two steps, for a command that runs every job of the milestone in one list
+// (command.cc): the panels' simulation jobs, then the rows from their results (in job order).
+std::vector<sweep::Job> PanelPoolJobs(const pb::Chip& chip, const std::vector<Job>& jobs);
+absl::StatusOr<std::vector<Row>> RowsFrom(const pb::Chip& chip, const std::vector<Job>& jobs,
+                                          const std::vector<pb::JobResult>& results);
 
 // AUTO's pick as its report says it: "AUTO -> OPT3 (S 131072 >= threshold 2049)".
 std::string AutoPick(const pb::Report& report);

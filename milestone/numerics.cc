@@ -31,32 +31,7 @@ std::string ShapeText(const pb::Workload& w) {
   return s;
 }
 
-// A check's figures as the child sends them: error and tolerance as exact hex floats, the note.
-std::string Encode(const OutputError& e) {
-  return absl::StrFormat("%a\t%a\t%s", e.max_abs_error, e.tolerance, e.note);
-}
-
-OutputError Decode(const std::string& bytes) {
-  const std::vector<std::string> parts = absl::StrSplit(bytes, absl::MaxSplits('\t', 2));
-  if (parts.size() != 3) return {kInf, 0, absl::StrCat("bad result from the child: '", bytes, "'")};
-  return {std::strtod(parts[0].c_str(), nullptr), std::strtod(parts[1].c_str(), nullptr), parts[2]};
-}
-
-// In the child: the run, then its error.
-OutputError RunAndCompare(const pb::Chip& chip, const pb::Workload& w) {
-  launch::LaunchOptions options;
-  options.keep_op_log = false;
-  absl::StatusOr<launch::LaunchResult> run = launch::RunWorkload(chip, w, options);
-  if (!run.ok()) return {kInf, 0, absl::StrCat("refused: ", run.status().message())};
-  if (!run->runtime_status.ok()) return {kInf, 0, run->runtime_status.ToString()};
-  return CompareWithReference(run->inputs, run->outputs);
-}
-
 }  // namespace
-
-bool OutputError::ok() const {
-  return note.empty() && std::isfinite(max_abs_error) && max_abs_error <= tolerance;
-}
 
 std::vector<pb::Workload> NumericWorkloads(const NumericShape& shape) {
   const std::vector<pb::Variant> decode = {
@@ -93,61 +68,58 @@ std::vector<pb::Workload> NumericWorkloads(const NumericShape& shape) {
   return out;
 }
 
-OutputError CompareWithReference(const std::map<std::string, host::NpyArray>& inputs,
-                                 const std::map<std::string, host::NpyArray>& outputs) {
-  OutputError error;
-  size_t requests = 0;
-  for (const auto& [stem, in] : inputs) requests += !stem.empty() && stem[0] == 'q';
-  if (outputs.size() != requests || requests == 0) {
-    return {kInf, 0, absl::StrCat(outputs.size(), " outputs for ", requests, " requests")};
-  }
-  for (const auto& [stem, o] : outputs) {
-    const std::string suffix = stem.substr(std::min<size_t>(1, stem.size()));
-    const auto q = inputs.find("q" + suffix), k = inputs.find("k" + suffix),
-               v = inputs.find("v" + suffix);
-    if (stem.empty() || stem[0] != 'o' || q == inputs.end() || k == inputs.end() ||
-        v == inputs.end()) {
-      return {kInf, 0, absl::StrCat("output '", stem, "' has no q, k, v inputs")};
-    }
-    const absl::StatusOr<std::vector<double>> want =
-        testing::ReferenceAttention(q->second, k->second, v->second);
-    if (!want.ok()) return {kInf, 0, std::string(want.status().message())};
-    double vmax = 1;
-    for (float x : v->second.data) vmax = std::max(vmax, double(std::abs(x)));
-    error.max_abs_error =
-        std::max(error.max_abs_error, testing::Compare(o.data, *want).max_abs);
-    error.tolerance = std::max(error.tolerance, testing::kAttentionTolerance * vmax);
-  }
-  return error;
-}
-
-absl::StatusOr<std::vector<NumericCheck>> RunNumericChecks(
-    const pb::Chip& chip, int workers, const NumericShape& shape,
-    const std::function<void(size_t done, size_t n)>& on_done) {
-  const std::vector<pb::Workload> workloads = NumericWorkloads(shape);
+absl::Status ValidateNumericWorkloads(const pb::Chip& chip,
+                                      const std::vector<pb::Workload>& workloads) {
   for (const pb::Workload& w : workloads) {
     if (const absl::Status s = launch::ValidateWorkload(chip, w); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat(s.message(), " (numerical check, ",
                                                  Lower(w.kernel()), " ", Lower(w.variant()), ")"));
     }
   }
-  // Data-mode outputs stay in the child (sweep/job_pool.h): it compares and sends the figures.
-  const std::vector<absl::StatusOr<std::string>> results = sweep::ForkEach(
-      workloads.size(), workers,
-      [&](size_t i) { return Encode(RunAndCompare(chip, workloads[i])); },
-      [&, done = size_t{0}](size_t, const absl::StatusOr<std::string>&) mutable {
-        if (on_done) on_done(++done, workloads.size());
-      });
+  return absl::OkStatus();
+}
+
+std::vector<sweep::Job> NumericPoolJobs(const pb::Chip& chip,
+                                        const std::vector<pb::Workload>& workloads) {
+  // The outputs stay where the job runs: it compares them and sends the figures (job.h).
+  std::vector<sweep::Job> jobs;
+  for (const pb::Workload& w : workloads) {
+    sweep::Job job{chip, w, {}};
+    job.options.keep_op_log = false;
+    job.reference_check = true;
+    jobs.push_back(std::move(job));
+  }
+  return jobs;
+}
+
+std::vector<NumericCheck> ChecksFrom(const std::vector<pb::Workload>& workloads,
+                                     const std::vector<pb::JobResult>& results) {
   std::vector<NumericCheck> checks;
   for (size_t i = 0; i < workloads.size(); ++i) {
     const pb::Workload& w = workloads[i];
-    const OutputError e = results[i].ok()
-                              ? Decode(*results[i])
-                              : OutputError{kInf, 0, std::string(results[i].status().message())};
+    const pb::JobResult& r = results[i];
+    const OutputError e =
+        r.has_reference()
+            ? OutputError{r.reference().max_abs_error(), r.reference().tolerance(),
+                          r.reference().note()}
+            : OutputError{kInf, 0, r.status_message()};  // the job died before comparing
     checks.push_back({Lower(w.kernel()), Lower(w.variant()), ShapeText(w), e.max_abs_error,
                       e.tolerance, e.ok(), e.note});
   }
   return checks;
+}
+
+absl::StatusOr<std::vector<NumericCheck>> RunNumericChecks(
+    const pb::Chip& chip, int workers, const NumericShape& shape,
+    const std::function<void(size_t done, size_t n)>& on_done) {
+  const std::vector<pb::Workload> workloads = NumericWorkloads(shape);
+  if (absl::Status s = ValidateNumericWorkloads(chip, workloads); !s.ok()) return s;
+  size_t done = 0;
+  const std::vector<pb::JobResult> results = sweep::JobPool(workers).Run(
+      NumericPoolJobs(chip, workloads), [&](size_t, const pb::JobResult&) {
+        if (on_done) on_done(++done, workloads.size());
+      });
+  return ChecksFrom(workloads, results);
 }
 
 std::string FormatNumericChecks(const std::vector<NumericCheck>& checks) {

@@ -16,8 +16,8 @@
 //   max(1, max |V|). A NaN or Inf in an output, a missing output or a size mismatch is an
 //   infinite error (not ok).
 // - RunNumericChecks validates every workload first (a refusal is returned, one line naming
-//   the variant); then runs each in a forked child (sweep::ForkEach, `workers` at once) that
-//   computes its error itself and sends back the figures only: results in workload order,
+//   the variant); then runs each as a job with reference_check (sweep/job.h: where the job
+//   runs, it computes its error and sends back the figures only): results in workload order,
 //   the same for any worker count. A run that fails inside the simulation or a child that
 //   crashes is that check's failure (ok false, `note` says why), not the panel's.
 #ifndef AHBMSIM_MILESTONE_NUMERICS_H_
@@ -33,6 +33,9 @@
 #include "kernels/host/npy.h"
 #include "proto/topology.pb.h"
 #include "proto/workload.pb.h"
+#include "proto/job.pb.h"
+#include "sweep/job.h"
+#include "sweep/reference_check.h"
 
 namespace ahbm::milestone {
 
@@ -48,19 +51,8 @@ struct NumericShape {
 
 std::vector<pb::Workload> NumericWorkloads(const NumericShape& shape);
 
-// One data-mode output set against the reference.
-struct OutputError {
-  double max_abs_error = 0;  // infinite: NaN / Inf, missing output, size mismatch
-  // kAttentionTolerance x max(1, max |V|) (the largest over the requests)
-  double tolerance = 0;
-  std::string note;          // what was wrong besides the size of the error ("" if nothing)
-  bool ok() const;
-};
-
-// `inputs` and `outputs` as LaunchResult holds them: output o<suffix> against the reference on
-// q<suffix>, k<suffix>, v<suffix>.
-OutputError CompareWithReference(const std::map<std::string, host::NpyArray>& inputs,
-                                 const std::map<std::string, host::NpyArray>& outputs);
+using sweep::CompareWithReference;
+using sweep::OutputError;
 
 struct NumericCheck {
   std::string kernel;   // "decode", "prefill"
@@ -76,6 +68,16 @@ struct NumericCheck {
 absl::StatusOr<std::vector<NumericCheck>> RunNumericChecks(
     const pb::Chip& chip, int workers, const NumericShape& shape = {},
     const std::function<void(size_t done, size_t n)>& on_done = nullptr);
+
+// RunNumericChecks in steps (command.cc runs every job of the milestone in one list): the
+// refusal of a workload the chip cannot run, the jobs (JobOptions.reference_check), the checks
+// from their results in workload order.
+absl::Status ValidateNumericWorkloads(const pb::Chip& chip,
+                                      const std::vector<pb::Workload>& workloads);
+std::vector<sweep::Job> NumericPoolJobs(const pb::Chip& chip,
+                                        const std::vector<pb::Workload>& workloads);
+std::vector<NumericCheck> ChecksFrom(const std::vector<pb::Workload>& workloads,
+                                     const std::vector<pb::JobResult>& results);
 
 // The panel as a table of at most 100 columns, a failing row's note on the line below it.
 std::string FormatNumericChecks(const std::vector<NumericCheck>& checks);

@@ -886,29 +886,41 @@ absl::StatusOr<std::vector<Study>> SelectStudies(std::vector<Study> studies,
   return out;
 }
 
-absl::StatusOr<std::vector<StudyOutcome>> RunStudies(const std::vector<Study>& studies,
-                                                     const std::filesystem::path& out_dir,
-                                                     int workers, const StudyProgress& progress) {
+std::vector<sweep::Job> StudyPoolJobs(const std::vector<Study>& studies,
+                                      std::vector<std::string>* job_study) {
   launch::LaunchOptions options;
   options.keep_op_log = false;
   options.one_group = true;
   std::vector<sweep::Job> jobs;
-  std::vector<const Study*> job_study;
   for (const Study& st : studies) {
     for (const Point& p : st.points) {
       if (!p.refused.ok()) continue;
       jobs.push_back({p.chip, p.workload, options});
-      job_study.push_back(&st);
+      if (job_study != nullptr) job_study->push_back(st.name);
     }
   }
+  return jobs;
+}
+
+absl::StatusOr<std::vector<StudyOutcome>> RunStudies(const std::vector<Study>& studies,
+                                                     const std::filesystem::path& out_dir,
+                                                     int workers, const StudyProgress& progress) {
+  std::vector<std::string> job_study;
+  const std::vector<sweep::Job> jobs = StudyPoolJobs(studies, &job_study);
   size_t done = 0;
   uint64_t events = 0;
   const std::vector<pb::JobResult> results =
       sweep::JobPool(workers).Run(jobs, [&](size_t i, const pb::JobResult& result) {
         ++done;
         events += result.report().events();
-        if (progress) progress(job_study[i]->name, done, jobs.size(), events);
+        if (progress) progress(job_study[i], done, jobs.size(), events);
       });
+  return OutcomesFrom(studies, results, out_dir);
+}
+
+absl::StatusOr<std::vector<StudyOutcome>> OutcomesFrom(const std::vector<Study>& studies,
+                                                       const std::vector<pb::JobResult>& results,
+                                                       const std::filesystem::path& out_dir) {
   std::vector<StudyOutcome> outcomes;
   size_t next = 0;
   for (const Study& st : studies) {

@@ -22,6 +22,8 @@
 
 #include "absl/status/statusor.h"
 #include "milestone/study.h"
+#include "proto/job.pb.h"
+#include "sweep/job.h"
 
 namespace ahbm::milestone {
 
@@ -47,6 +49,15 @@ using StudyProgress =
 absl::StatusOr<std::vector<StudyOutcome>> RunStudies(const std::vector<Study>& studies,
                                                      const std::filesystem::path& out_dir,
                                                      int workers, const StudyProgress& progress);
+
+// RunStudies in two steps (command.cc runs every job of the milestone in one list): the
+// runnable points' jobs in study and point order (`job_study`, optional: each job's study
+// name), then the outcomes from their results, writing the CSVs.
+std::vector<sweep::Job> StudyPoolJobs(const std::vector<Study>& studies,
+                                      std::vector<std::string>* job_study);
+absl::StatusOr<std::vector<StudyOutcome>> OutcomesFrom(const std::vector<Study>& studies,
+                                                       const std::vector<pb::JobResult>& results,
+                                                       const std::filesystem::path& out_dir);
 
 // "answers (ADR §9, §B):" then one line per study: "<adr> <question> -> <answer>".
 std::string FormatAnswers(const std::vector<StudyOutcome>& outcomes);

@@ -21,6 +21,7 @@ struct Child {
   pid_t pid;
   int fd;  // the pipe's read end
   size_t index;
+  size_t name;  // the index failures name ("job <name>: ...")
   std::string bytes;
 };
 
@@ -46,10 +47,10 @@ absl::StatusOr<std::string> Reap(Child& child) {
   if (WIFSIGNALED(wstatus)) {
     const int sig = WTERMSIG(wstatus);
     return absl::InternalError(
-        absl::StrCat("job ", child.index, ": killed by signal ", sig, " (", strsignal(sig), ")"));
+        absl::StrCat("job ", child.name, ": killed by signal ", sig, " (", strsignal(sig), ")"));
   }
   return absl::InternalError(
-      absl::StrCat("job ", child.index, ": exited with code ", WEXITSTATUS(wstatus)));
+      absl::StrCat("job ", child.name, ": exited with code ", WEXITSTATUS(wstatus)));
 }
 
 }  // namespace
@@ -61,7 +62,9 @@ int DefaultWorkers() {
 
 std::vector<absl::StatusOr<std::string>> ForkEach(
     size_t n, int workers, const std::function<std::string(size_t)>& work,
-    const std::function<void(size_t, const absl::StatusOr<std::string>&)>& on_done) {
+    const std::function<void(size_t, const absl::StatusOr<std::string>&)>& on_done,
+    const std::vector<size_t>& names) {
+  AHBM_CHECK(names.empty() || names.size() == n) << names.size() << " names for " << n;
   AHBM_CHECK(workers >= 1) << "workers " << workers;
   std::vector<absl::StatusOr<std::string>> results(n, absl::InternalError("not run"));
   std::vector<Child> running;
@@ -81,7 +84,7 @@ std::vector<absl::StatusOr<std::string>> ForkEach(
         _exit(sent ? 0 : 1);
       }
       close(fds[1]);
-      running.push_back(Child{pid, fds[0], index, {}});
+      running.push_back(Child{pid, fds[0], index, names.empty() ? index : names[index], {}});
     }
     std::vector<pollfd> polled;
     for (const Child& c : running) polled.push_back(pollfd{c.fd, POLLIN, 0});
@@ -111,44 +114,45 @@ JobPool::JobPool(int workers) : workers_(workers) {
   AHBM_CHECK(workers >= 1) << "JobPool: workers " << workers;
 }
 
-std::vector<pb::JobResult> JobPool::Run(const std::vector<Job>& jobs, const Done& on_done) const {
-  const auto work = [&jobs](size_t i) {
-    const Job& job = jobs[i];
-    pb::JobResult out;
-    absl::StatusOr<launch::LaunchResult> result =
-        launch::RunWorkload(job.chip, job.workload, job.options);
-    const absl::Status status = result.ok() ? result->runtime_status : result.status();
-    out.set_status_code(static_cast<int32_t>(status.code()));
-    out.set_status_message(std::string(status.message()));
-    if (result.ok()) {
-      *out.mutable_report() = std::move(result->report);
-      out.set_reduce_rounds(result->reduce_rounds);
-      out.set_level2_rounds(result->level2_rounds);
-      out.set_level1_rounds(result->level1_rounds);
-      out.set_ring_rotations(result->ring_rotations);
-      out.set_composites(result->composites);
-      out.set_grid_composites(result->grid_composites);
-      out.set_islands(result->islands);
-      out.set_group_scale(result->group_scale);
-      for (pb::TraceRecord& r : result->op_log) *out.add_op_log() = std::move(r);
-    }
-    return out.SerializeAsString();
-  };
+namespace {
+
+// The bytes a child sent, as its job's result (a failure when the child died or cut it short).
+pb::JobResult ParseChildResult(size_t index, const absl::StatusOr<std::string>& bytes) {
+  pb::JobResult result;
+  absl::Status failed = bytes.status();
+  if (failed.ok() && !result.ParseFromString(*bytes)) {
+    failed = absl::InternalError(absl::StrCat("job ", index, ": result cut short"));
+  }
+  return failed.ok() ? result : FailedResult(failed);
+}
+
+}  // namespace
+
+std::vector<pb::JobResult> JobPool::RunNamed(const std::vector<Job>& jobs,
+                                             const std::vector<size_t>& names,
+                                             const Done& on_done) {
+  AHBM_CHECK(names.size() == jobs.size()) << names.size() << " names for " << jobs.size();
+  const auto work = [&jobs](size_t i) { return ExecuteJob(jobs[i]).SerializeAsString(); };
   std::vector<pb::JobResult> results(jobs.size());
-  const auto parse = [&results, &on_done](size_t i, const absl::StatusOr<std::string>& bytes) {
-    absl::Status failed = bytes.status();
-    if (failed.ok() && !results[i].ParseFromString(*bytes)) {
-      failed = absl::InternalError(absl::StrCat("job ", i, ": result cut short"));
-    }
-    if (!failed.ok()) {
-      results[i].Clear();
-      results[i].set_status_code(static_cast<int32_t>(failed.code()));
-      results[i].set_status_message(std::string(failed.message()));
-    }
-    if (on_done) on_done(i, results[i]);
+  const auto parse = [&](size_t i, const absl::StatusOr<std::string>& bytes) {
+    results[i] = ParseChildResult(names[i], bytes);
+    if (on_done) on_done(names[i], results[i]);
   };
-  ForkEach(jobs.size(), workers_, work, parse);
+  ForkEach(jobs.size(), workers_, work, parse, names);
   return results;
+}
+
+pb::JobResult ExecuteInChild(const Job& job, size_t index) {
+  std::vector<absl::StatusOr<std::string>> bytes = ForkEach(
+      1, 1, [&job](size_t) { return ExecuteJob(job).SerializeAsString(); }, nullptr, {index});
+  return ParseChildResult(index, bytes[0]);
+}
+
+pb::JobResult FailedResult(const absl::Status& status) {
+  pb::JobResult result;
+  result.set_status_code(static_cast<int32_t>(status.code()));
+  result.set_status_message(std::string(status.message()));
+  return result;
 }
 
 absl::Status JobStatus(const pb::JobResult& result) {

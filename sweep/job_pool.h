@@ -23,34 +23,45 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "kernels/launch/launch.h"
 #include "proto/job.pb.h"
-#include "proto/topology.pb.h"
-#include "proto/workload.pb.h"
+#include "sweep/job.h"
 
 namespace ahbm::sweep {
 
-struct Job {
-  pb::Chip chip;  // must have passed topology Validate()
-  pb::Workload workload;
-  launch::LaunchOptions options;
+// Runs a list of jobs somewhere and returns their results in job order: the job pool here,
+// cluster::ClusterRunner over remote workers, StoreRunner (store.h) around either.
+class Runner {
+ public:
+  virtual ~Runner() = default;
+  // Called as each job finishes, in finishing order (which depends on the workers and the
+  // machine: for progress displays only, never for results).
+  using Done = std::function<void(size_t index, const pb::JobResult& result)>;
+  // results[i] is jobs[i]'s result; a job's failure is its result, never the runner's.
+  std::vector<pb::JobResult> Run(const std::vector<Job>& jobs, const Done& on_done = nullptr) {
+    std::vector<size_t> names(jobs.size());
+    for (size_t i = 0; i < names.size(); ++i) names[i] = i;
+    return RunNamed(jobs, names, on_done);
+  }
+  // As Run, with names[i] the number a failure of jobs[i] names ("job <names[i]>: ...") and
+  // on_done's index (a part of a longer list: StoreRunner runs what its store lacks).
+  virtual std::vector<pb::JobResult> RunNamed(const std::vector<Job>& jobs,
+                                              const std::vector<size_t>& names,
+                                              const Done& on_done) = 0;
 };
 
 // The machine's cores (std::thread::hardware_concurrency; 1 when unknown).
 int DefaultWorkers();
 
-class JobPool {
+class JobPool : public Runner {
  public:
   // workers >= 1 (AHBM_CHECK).
   explicit JobPool(int workers = DefaultWorkers());
   int workers() const { return workers_; }
 
-  // Called in the parent as each job finishes, in finishing order (which depends on the worker
-  // count and the machine: for progress displays only, never for results).
-  using Done = std::function<void(size_t index, const pb::JobResult& result)>;
-
-  // results[i] is jobs[i]'s result.
-  std::vector<pb::JobResult> Run(const std::vector<Job>& jobs, const Done& on_done = nullptr) const;
+  // `on_done` runs in the parent as each child is reaped.
+  std::vector<pb::JobResult> RunNamed(const std::vector<Job>& jobs,
+                                      const std::vector<size_t>& names,
+                                      const Done& on_done) override;
 
  private:
   int workers_;
@@ -59,13 +70,22 @@ class JobPool {
 // The job's status as JobResult holds it.
 absl::Status JobStatus(const pb::JobResult& result);
 
+// A result that is only a failure: INTERNAL (a dead child, a lost job) with `message`.
+pb::JobResult FailedResult(const absl::Status& status);
+
+// One job in a forked child (crash isolation for a process that must outlive its jobs, such as
+// a worker): ExecuteJob's result, or how the child died ("job <index>: killed by signal 9
+// (Killed)"), exactly as JobPool reports it.
+pb::JobResult ExecuteInChild(const Job& job, size_t index);
+
 // The pool's engine: work(i) for i in [0, n) each in a forked child (at most
 // `workers` at once), returning the bytes the child's work returned, in index
-// order; a child that dies or exits non-zero is INTERNAL "job <i>: <how>".
-// `on_done(i, result)` (optional) runs in the parent as child i is reaped.
+// order; a child that dies or exits non-zero is INTERNAL "job <names[i]>: <how>" (names empty:
+// i). `on_done(i, result)` (optional) runs in the parent as child i is reaped.
 std::vector<absl::StatusOr<std::string>> ForkEach(
     size_t n, int workers, const std::function<std::string(size_t)>& work,
-    const std::function<void(size_t, const absl::StatusOr<std::string>&)>& on_done = nullptr);
+    const std::function<void(size_t, const absl::StatusOr<std::string>&)>& on_done = nullptr,
+    const std::vector<size_t>& names = {});
 
 }  // namespace ahbm::sweep
 

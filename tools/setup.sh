@@ -6,7 +6,9 @@ set -euo pipefail
 packages=(
   bazel-bootstrap     # Bazel 4.2.3; third_party/ stands in for the rules it would download
   g++
-  libcaf-dev          # C++ Actor Framework 0.17.6
+  libcaf-dev          # C++ Actor Framework 0.17.6 (with its OpenSSL module)
+  libssl-dev          # OpenSSL 3: `ahbm worker`'s mutual TLS (cluster/)
+  openssl             # the openssl command: certificates for workers (README, tests)
   libprotobuf-dev     # protobuf 3.21 runtime
   protobuf-compiler   # protoc 3.21
   libabsl-dev         # Abseil 20220623

@@ -1,0 +1,203 @@
+#include "cluster/placement.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "cluster/cluster_runner.h"
+#include "cluster/protocol.h"
+#include "sweep/job.h"
+
+namespace ahbm::cluster {
+
+namespace {
+
+constexpr const char* kPlacementFlags[] = {"jobs",     "workers", "local",  "worker_timeout",
+                                           "tls_cert", "tls_key", "tls_ca", "shard",
+                                           "resume"};
+
+absl::StatusOr<bool> Bool(const cli::ParsedFlags& flags, const std::string& name, bool fallback) {
+  const std::optional<std::string> text = flags.Get(name);
+  if (!text) return fallback;
+  if (*text == "true") return true;
+  if (*text == "false") return false;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", name, ": must be true or false (got '", *text, "')"));
+}
+
+std::string List(const std::vector<size_t>& jobs) {
+  const size_t shown = std::min<size_t>(jobs.size(), 20);
+  std::string out = absl::StrJoin(jobs.begin(), jobs.begin() + shown, ", ");
+  if (jobs.size() > shown) absl::StrAppend(&out, " and ", jobs.size() - shown, " more");
+  return out;
+}
+
+}  // namespace
+
+std::vector<cli::FlagSpec> PlacementFlags() {
+  return {
+      {"jobs", "simulations at once on this machine, one process each (no figure depends on it)",
+       absl::StrCat(sweep::DefaultWorkers(), " (the machine's cores)")},
+      {"workers",
+       "comma-separated host:port of `ahbm worker`s to run jobs on as well (README: several "
+       "machines)",
+       ""},
+      {"local", "with --workers: also run jobs on this machine's cores", "true",
+       /*boolean=*/true},
+      {"worker_timeout", "seconds a worker may take to answer one job before its jobs run "
+                         "elsewhere", "600"},
+      {"tls_cert", "with --workers off loopback: this client's certificate (PEM)", ""},
+      {"tls_key", "its private key (PEM, no passphrase)", ""},
+      {"tls_ca", "the CA certificate (PEM) the workers' certificates are signed by", ""},
+      {"shard",
+       "i/n: run only the jobs whose index % n == i and keep their results in --out_dir's "
+       "jobs/; `ahbm merge` joins the n folders into the report",
+       ""},
+      {"resume", "take the results already in --out_dir's jobs/ and run only the rest", "false",
+       /*boolean=*/true},
+  };
+}
+
+bool IsPlacementFlag(std::string_view name) {
+  for (const char* flag : kPlacementFlags) {
+    if (name == flag) return true;
+  }
+  return false;
+}
+
+std::vector<std::string> CommandArgs(const cli::ParsedFlags& flags) {
+  std::vector<std::string> args;
+  for (const auto& [name, value] : flags.values()) {
+    if (IsPlacementFlag(name) || name == "out_dir" || name == "out" || name == "json") continue;
+    args.push_back(absl::StrCat("--", name, "=", value));
+  }
+  for (const auto& [name, value] : flags.repeated()) {
+    args.push_back(absl::StrCat("--", name, "=", value));
+  }
+  return args;
+}
+
+Placement::~Placement() = default;
+
+absl::StatusOr<std::unique_ptr<Placement>> MakePlacement(const cli::ParsedFlags& flags,
+                                                        const PlacementRequest& request) {
+  auto placement = std::unique_ptr<Placement>(new Placement());
+  placement->out_dir_ = request.out_dir;
+  int jobs = sweep::DefaultWorkers();
+  if (const std::optional<std::string> text = flags.Get("jobs")) {
+    if (!absl::SimpleAtoi(*text, &jobs) || jobs < 1 || jobs > 1024) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--jobs: must be an integer from 1 to 1024 (got '", *text, "')"));
+    }
+  }
+  absl::StatusOr<bool> local = Bool(flags, "local", true);
+  if (!local.ok()) return local.status();
+  absl::StatusOr<bool> resume = Bool(flags, "resume", false);
+  if (!resume.ok()) return resume.status();
+  double timeout_s = 600;
+  if (const std::optional<std::string> text = flags.Get("worker_timeout")) {
+    if (!absl::SimpleAtod(*text, &timeout_s) || !std::isfinite(timeout_s) || timeout_s <= 0 ||
+        timeout_s > 7 * 24 * 3600) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--worker_timeout: must be seconds, more than 0 and at most a week (got '", *text,
+          "')"));
+    }
+  }
+  if (const std::optional<std::string> text = flags.Get("shard")) {
+    absl::StatusOr<sweep::Shard> shard = sweep::ParseShard(*text);
+    if (!shard.ok()) return shard.status();
+    placement->shard_ = *shard;
+  }
+  if (request.out_dir.empty() && (placement->shard_.count > 0 || *resume)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        placement->shard_.count > 0 ? "--shard" : "--resume",
+        ": needs --out_dir (the folder that keeps the jobs' results)"));
+  }
+  std::vector<std::string> workers;
+  if (const std::optional<std::string> text = flags.Get("workers"); text && !text->empty()) {
+    workers = absl::StrSplit(*text, ',');
+  }
+  if (workers.empty()) {
+    if (!*local) return absl::InvalidArgumentError("--local: false needs --workers");
+    for (const char* flag : {"tls_cert", "tls_key", "tls_ca", "worker_timeout"}) {
+      if (flags.Get(flag)) {
+        return absl::InvalidArgumentError(absl::StrCat("--", flag, ": only with --workers"));
+      }
+    }
+  }
+  sweep::Runner* inner = nullptr;
+  if (!request.merge) {
+    if (workers.empty()) {
+      placement->pool_ = std::make_unique<sweep::JobPool>(jobs);
+      inner = placement->pool_.get();
+    } else {
+      ClusterOptions options;
+      options.workers = workers;
+      options.local_slots = *local ? jobs : 0;
+      options.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+      options.tls = {flags.GetOr("tls_cert", ""), flags.GetOr("tls_key", ""),
+                     flags.GetOr("tls_ca", "")};
+      absl::StatusOr<std::unique_ptr<ClusterRunner>> cluster = ClusterRunner::Create(options);
+      if (!cluster.ok()) return cluster.status();
+      placement->cluster_ = *std::move(cluster);
+      inner = placement->cluster_.get();
+    }
+  }
+  if (request.out_dir.empty()) {
+    placement->top_ = inner;
+    return placement;
+  }
+  pb::StoreManifest manifest;
+  manifest.set_command(request.command);
+  for (std::string& arg : CommandArgs(flags)) manifest.add_args(std::move(arg));
+  manifest.set_build_digest(BuildDigest());
+  manifest.set_schema_digest(sweep::SchemaDigest());
+  sweep::StoreOptions store{request.out_dir, *resume || request.merge, request.merge,
+                            placement->shard_};
+  absl::StatusOr<std::unique_ptr<sweep::StoreRunner>> runner =
+      sweep::StoreRunner::Create(inner, store, std::move(manifest));
+  if (!runner.ok()) return runner.status();
+  placement->store_ = *std::move(runner);
+  placement->top_ = placement->store_.get();
+  return placement;
+}
+
+absl::Status Placement::Finish(const std::vector<pb::JobResult>& results) const {
+  if (cluster_) std::fprintf(stderr, "cluster: %s\n", cluster_->Summary().c_str());
+  if (store_ && store_->taken() > 0) {
+    std::fprintf(stderr, "store: %zu jobs taken from %s, %zu run\n", store_->taken(),
+                 sweep::StoreFolder(out_dir_).c_str(), store_->ran());
+  }
+  if (store_ && !store_->missing().empty()) {
+    return absl::NotFoundError(absl::StrCat("no result for jobs ",
+                                            List(store_->missing()),
+                                            " in the folders given (a shard missing or cut short)"));
+  }
+  std::vector<size_t> lost;
+  std::string why;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const pb::JobResult& r = results[i];
+    if (r.status_code() != static_cast<int32_t>(absl::StatusCode::kAborted)) continue;
+    if (r.status_message().find(": in shard ") != std::string::npos) continue;
+    lost.push_back(i);
+    if (why.empty()) why = r.status_message();
+  }
+  if (!lost.empty()) {
+    return absl::UnavailableError(absl::StrCat(
+        "jobs ", List(lost), " not done (", why, ")",
+        out_dir_.empty() ? "" : "; the others are kept: run again with --resume"));
+  }
+  if (store_ && !store_->write_status().ok()) return store_->write_status();
+  if (partial()) {
+    std::fprintf(stderr, "shard %u/%u: %zu jobs run, results in %s; join the shards with "
+                 "ahbm merge\n", shard_.index, shard_.count, store_->ran() + store_->taken(),
+                 sweep::StoreFolder(out_dir_).c_str());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ahbm::cluster
