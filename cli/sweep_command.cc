@@ -140,7 +140,16 @@ absl::Status RunSweep(const ParsedFlags& flags, const pb::Chip& chip, pb::Worklo
   absl::StatusOr<std::unique_ptr<cluster::Placement>> placement =
       cluster::MakePlacement(flags, {.command = "sweep", .out_dir = out_dir, .merge = merge});
   if (!placement.ok()) return placement.status();
-  const std::vector<pb::JobResult> results = (*placement)->runner().Run(run);
+  // With workers, one line per finished job on stderr: how far, and the jobs per worker.
+  size_t done = 0;
+  const std::vector<pb::JobResult> results =
+      (*placement)->runner().Run(run, [&](size_t, const pb::JobResult&) {
+        ++done;
+        if (const std::string note = (*placement)->ProgressNote(); !note.empty()) {
+          std::fprintf(stderr, "sweep: %zu of %zu runs done; %s\n", done, run.size(),
+                       note.c_str());
+        }
+      });
   if (absl::Status s = (*placement)->Finish(results); !s.ok() || (*placement)->partial()) {
     return s;  // a shard: its results are in the store, the rows come from `ahbm merge`
   }

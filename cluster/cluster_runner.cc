@@ -322,6 +322,14 @@ std::vector<SlotReport> ClusterRunner::slots() const {
   return reports;
 }
 
+std::string ClusterRunner::Tally() const {
+  std::vector<std::string> parts;
+  for (const Slot& slot : impl_->slots) {
+    parts.push_back(absl::StrCat(slot.name, " ", slot.jobs_done, slot.alive ? "" : " (lost)"));
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
 std::string ClusterRunner::Summary() const {
   std::vector<std::string> parts;
   for (const Slot& slot : impl_->slots) {

@@ -57,6 +57,8 @@ class ClusterRunner : public sweep::Runner {
                                       const Done& on_done) override;
 
   std::string Summary() const;
+  // The jobs each worker (and "local") has answered so far: "127.0.0.1:4001 5, local 3".
+  std::string Tally() const;
   std::vector<SlotReport> slots() const;
   // Each re-run job: its name and the worker it was lost on.
   const std::vector<std::pair<size_t, std::string>>& reruns() const { return reruns_; }

@@ -54,6 +54,26 @@ grep -qE "cluster: 127.0.0.1:$p1 [0-9]+ jobs, 127.0.0.1:$p2 [0-9]+ jobs" two.err
   fail "no jobs per worker: $(cat two.err)"
 grep -q "took job" w1.log && grep -q "took job" w2.log || fail "a worker took no job"
 
+# Workers and this machine's cores together (--local defaults to true).
+sweep --out_dir=mixed --workers=127.0.0.1:$p2 --jobs=1 >mixed.out 2>mixed.err ||
+  fail "sweep on a worker and local cores exited $?: $(cat mixed.err)"
+same "a worker and local cores" local/sweep.csv mixed/sweep.csv
+grep -qE "cluster: 127.0.0.1:$p2 [0-9]+ jobs, local [0-9]+ jobs" mixed.err ||
+  fail "no jobs per worker: $(cat mixed.err)"
+grep -qE "^sweep: 12 of 12 runs done; jobs per worker: 127.0.0.1:$p2 [0-9]+, local [0-9]+$" \
+  mixed.err || fail "no progress line with the jobs per worker: $(cat mixed.err)"
+
+# A client killed mid-run: the worker goes on serving the next one.
+taken=$(grep -c "took job" w2.log)
+sweep --workers=127.0.0.1:$p2 --local=false >/dev/null 2>&1 &
+client=$!
+for _ in $(seq 400); do [[ $(grep -c "took job" w2.log) -gt $taken ]] && break; sleep 0.02; done
+kill -9 $client
+wait $client 2>/dev/null
+sweep --out_dir=after_kill --workers=127.0.0.1:$p2 --local=false >/dev/null 2>after_kill.err ||
+  fail "the worker did not serve after a client was killed: $(cat after_kill.err)"
+same "after a killed client" local/sweep.csv after_kill/sweep.csv
+
 # 2. A worker that exits after taking 3 jobs: its jobs run elsewhere, the same report.
 start_worker dying --jobs=1 --exit_after_jobs=3
 sweep --out_dir=died --workers=127.0.0.1:$port,127.0.0.1:$p1 --local=false >died.out 2>died.err ||
@@ -99,8 +119,8 @@ start_worker stopper --jobs=1 --exit_after_jobs=3
 sweep --out_dir=resumed --workers=127.0.0.1:$port --local=false >stopped.out 2>stopped.err
 rc=$?
 [[ $rc -eq 1 ]] || fail "the stopped sweep exited $rc, want 1"
-grep -qE "^ahbm sweep: jobs 2, 3, .* not done \(job 2: not done: no worker left .*run again with --resume$" \
-  stopped.err || fail "the stopped sweep's last line: $(tail -1 stopped.err)"
+last='^ahbm sweep: jobs 2, 3, .* not done \(job 2: not done: no worker left .*--resume$'
+grep -qE "$last" stopped.err || fail "the stopped sweep's last line: $(tail -1 stopped.err)"
 [[ $(ls resumed/jobs/*.result | wc -l) -eq 2 ]] || fail "the stopped sweep kept not 2 results"
 sweep --out_dir=resumed --resume >resumed.out 2>resumed.err || fail "resume exited $?"
 grep -q "store: 2 jobs taken from resumed/jobs, 10 run" resumed.err ||
@@ -122,8 +142,9 @@ done
 [[ -s worker.crt && -s client.crt && -s stranger.crt ]] || fail "openssl made no certificates"
 out=$("$ahbm" worker --listen=127.0.0.1:0 --port_file=bad.port --tls_cert=worker.crt \
   --tls_key=client.key --tls_ca=ca.crt 2>&1)
-[[ $? -eq 2 && $out == "ahbm worker: --tls_key: client.key does not match the certificate in worker.crt" ]] ||
-  fail "a worker with a mismatched key: $out"
+rc=$?
+want="ahbm worker: --tls_key: client.key does not match the certificate in worker.crt"
+[[ $rc -eq 2 && $out == "$want" ]] || fail "a worker with a mismatched key: $out"
 [[ ! -e bad.port ]] || fail "a worker with a mismatched key listened"
 start_worker tls --jobs=2 --tls_cert=worker.crt --tls_key=worker.key --tls_ca=ca.crt
 tls_port=$port
@@ -146,13 +167,14 @@ start_worker other --build_digest=0123456789abcdef
 out=$(sweep --workers=127.0.0.1:$port 2>&1 >/dev/null)
 rc=$?
 [[ $rc -eq 2 && $(wc -l <<<"$out") -eq 1 ]] || fail "another build: exit $rc, $out"
-[[ $out =~ ^"ahbm sweep: --workers: 127.0.0.1:$port refused this client: build digest "[0-9a-f]{16}" differs from the worker's 0123456789abcdef" ]] ||
-  fail "another build: $out"
+want="refused this client: build digest [0-9a-f]{16} differs from the worker's 0123456789abcdef"
+[[ $out =~ ^"ahbm sweep: --workers: 127.0.0.1:$port "$want ]] || fail "another build: $out"
 
 # 8. The milestone (a small one) through two workers, and as three shards merged: the same
 # report files as a local run.
 ms=(--quick --studies=tile --panels=single_user_decode --variants=opt1,opt3)
-report_files="milestone.csv milestone.json sweep_tile.csv sweep_tile.svg timeline.csv timeline.svg index.html"
+report_files="milestone.csv milestone.json sweep_tile.csv sweep_tile.svg timeline.csv timeline.svg
+  index.html"
 timeout 600 "$ahbm" milestone "${ms[@]}" --out_dir=ms_local >ms_local.out 2>ms_local.err ||
   fail "local milestone exited $?: $(tail -1 ms_local.err)"
 timeout 600 "$ahbm" milestone "${ms[@]}" --out_dir=ms_two --local=false \

@@ -29,7 +29,8 @@ std::tuple<job_atom, uint64_t, bool, std::string> RunOne(uint64_t index,
   }
   absl::StatusOr<sweep::Job> job = sweep::FromSpec(spec);
   if (!job.ok()) {
-    return {job_atom::value, index, false, absl::StrCat("job ", index, ": ", job.status().message())};
+    return {job_atom::value, index, false,
+            absl::StrCat("job ", index, ": ", job.status().message())};
   }
   return {job_atom::value, index, true, sweep::ExecuteInChild(*job, index).SerializeAsString()};
 }

@@ -166,6 +166,10 @@ absl::StatusOr<std::unique_ptr<Placement>> MakePlacement(const cli::ParsedFlags&
   return placement;
 }
 
+std::string Placement::ProgressNote() const {
+  return cluster_ ? absl::StrCat("jobs per worker: ", cluster_->Tally()) : "";
+}
+
 absl::Status Placement::Finish(const std::vector<pb::JobResult>& results) const {
   if (cluster_) std::fprintf(stderr, "cluster: %s\n", cluster_->Summary().c_str());
   if (store_ && store_->taken() > 0) {
@@ -173,9 +177,8 @@ absl::Status Placement::Finish(const std::vector<pb::JobResult>& results) const 
                  sweep::StoreFolder(out_dir_).c_str(), store_->ran());
   }
   if (store_ && !store_->missing().empty()) {
-    return absl::NotFoundError(absl::StrCat("no result for jobs ",
-                                            List(store_->missing()),
-                                            " in the folders given (a shard missing or cut short)"));
+    return absl::NotFoundError(absl::StrCat("no result for jobs ", List(store_->missing()),
+                                            " in the folders given (a shard cut short)"));
   }
   std::vector<size_t> lost;
   std::string why;

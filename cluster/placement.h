@@ -50,6 +50,9 @@ class Placement {
   sweep::Runner& runner() { return *top_; }
   bool partial() const { return shard_.count > 0; }
   absl::Status Finish(const std::vector<pb::JobResult>& results) const;
+  // For a progress line while the jobs run: "jobs per worker: 127.0.0.1:4001 5, local 3" with
+  // --workers, "" otherwise.
+  std::string ProgressNote() const;
 
  private:
   friend absl::StatusOr<std::unique_ptr<Placement>> MakePlacement(const cli::ParsedFlags&,

@@ -57,7 +57,9 @@ absl::Status CheckTls(const TlsFiles& files) {
   absl::StatusOr<Certificate> cert = ReadCertificate("tls_cert", files.cert);
   if (!cert.ok()) return cert.status();
   File key_file(std::fopen(files.key.c_str(), "r"));
-  if (!key_file) return absl::InvalidArgumentError(absl::StrCat("--tls_key: cannot read ", files.key));
+  if (!key_file) {
+    return absl::InvalidArgumentError(absl::StrCat("--tls_key: cannot read ", files.key));
+  }
   std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(
       PEM_read_PrivateKey(key_file.get(), nullptr, nullptr, nullptr), EVP_PKEY_free);
   if (!key) {

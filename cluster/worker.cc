@@ -21,13 +21,6 @@ namespace ahbm::cluster {
 
 namespace {
 
-struct WorkerConfig {
-  uint32_t slots = 1;
-  uint64_t exit_after = 0;  // 0: never
-  std::string build;
-  std::string schema;
-};
-
 struct WorkerState {
   WorkerConfig config;
   uint32_t running = 0;
@@ -121,6 +114,10 @@ absl::StatusOr<uint64_t> Count(const cli::ParsedFlags& flags, const std::string&
 
 }  // namespace
 
+caf::actor SpawnWorker(caf::actor_system& system, const WorkerConfig& config) {
+  return system.spawn(Worker, config);
+}
+
 absl::StatusOr<HostPort> ParseHostPort(const std::string& flag, const std::string& text,
                                        bool allow_port_zero) {
   const size_t colon = text.rfind(':');
@@ -196,7 +193,7 @@ absl::Status RunWorker(const cli::ParsedFlags& flags) {
   }
   cfg.set("scheduler.max-threads", 2);
   caf::actor_system system{cfg};
-  caf::actor worker = system.spawn(Worker, config);
+  caf::actor worker = SpawnWorker(system, config);
   const caf::expected<uint16_t> port =
       tls.enabled() ? caf::openssl::publish(worker, listen->port, listen->host.c_str(), true)
                     : system.middleman().publish(worker, listen->port, listen->host.c_str(), true);

@@ -24,9 +24,21 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "caf/actor.hpp"
+#include "caf/actor_system.hpp"
 #include "cli/flags.h"
 
 namespace ahbm::cluster {
+
+struct WorkerConfig {
+  uint32_t slots = 1;       // jobs at once
+  uint64_t exit_after = 0;  // --exit_after_jobs (0: never)
+  std::string build;        // the build digest it compares and announces
+  std::string schema;       // sweep::SchemaDigest()
+};
+
+// The worker's actor (the protocol of protocol.h), for RunWorker to publish and tests to call.
+caf::actor SpawnWorker(caf::actor_system& system, const WorkerConfig& config);
 
 struct HostPort {
   std::string host;

@@ -63,7 +63,7 @@ class ProgressLine {
         tty_(isatty(fileno(stderr)) != 0),
         start_(std::chrono::steady_clock::now()) {}
 
-  void Done(const std::string& what, uint64_t events) {
+  void Done(const std::string& what, uint64_t events, const std::string& note = "") {
     ++done_;
     events_ += events;
     const double elapsed =
@@ -72,8 +72,8 @@ class ProgressLine {
         absl::StrFormat("%.0f s", elapsed / done_ * (total_ - std::min(done_, total_)));
     const std::string rate = elapsed <= 0 ? "-" : absl::StrFormat("%.3g", events_ / elapsed);
     const std::string line =
-        absl::StrFormat("milestone: %s done, run %d of %d, %s simulated events/s, ETA %s", what,
-                        done_, total_, rate, eta);
+        absl::StrFormat("milestone: %s done, run %d of %d, %s simulated events/s, ETA %s%s",
+                        what, done_, total_, rate, eta, note.empty() ? "" : "; " + note);
     if (tty_) {
       std::fprintf(stderr, "\r%-*s", static_cast<int>(std::max(width_, line.size())), line.c_str());
     } else {
@@ -108,8 +108,8 @@ PageInput PageOf(const cli::ParsedFlags& flags, const pb::Chip& chip, const Tool
   PageInput page;
   page.title = "ahbm milestone: Llama3-70B GQA attention (ADR-0060)";
   page.command = "ahbm milestone";
-  // Without --out_dir and where the jobs ran (--jobs, --workers, ...): none changes a figure, and the page stays the same bytes
-  // wherever and on however many cores it is made.
+  // Without --out_dir and where the jobs ran (--jobs, --workers, --shard, ...): none changes a
+  // figure, and the page stays the same bytes wherever and on however many cores it is made.
   for (const auto& [name, value] : flags.values()) {
     if (name != "out_dir" && !cluster::IsPlacementFlag(name)) {
       absl::StrAppend(&page.command, " --", name, "=", value);
@@ -243,8 +243,9 @@ absl::Status RunMilestoneCommand(const cli::ParsedFlags& flags, const pb::Chip& 
   }
   const std::vector<pb::Workload> numeric_workloads = NumericWorkloads({});
   if (absl::Status s = ValidateNumericWorkloads(chip, numeric_workloads); !s.ok()) {
-    return absl::Status(s.code(), absl::StrReplaceAll(s.message(), {{"(numerical check, ",
-                                                                     "(milestone numerical check "}}));
+    return absl::Status(s.code(),
+                        absl::StrReplaceAll(s.message(), {{"(numerical check, ",
+                                                           "(milestone numerical check "}}));
   }
 
   // Every run of the milestone in one list (panels, studies, timeline, numerical checks), so
@@ -273,7 +274,7 @@ absl::Status RunMilestoneCommand(const cli::ParsedFlags& flags, const pb::Chip& 
   ProgressLine line(all.size());
   const std::vector<pb::JobResult> results =
       (*placement)->runner().Run(all, [&](size_t i, const pb::JobResult& result) {
-        line.Done(labels[i], result.report().events());
+        line.Done(labels[i], result.report().events(), (*placement)->ProgressNote());
       });
   line.Finish();
   if (absl::Status s = (*placement)->Finish(results); !s.ok() || (*placement)->partial()) {

@@ -32,7 +32,9 @@ absl::Status WriteWhole(const fs::path& path, const std::string& bytes) {
     std::ofstream out(temp, std::ios::binary | std::ios::trunc);
     out << bytes;
     out.close();
-    if (!out) return absl::InvalidArgumentError(absl::StrCat("--out_dir: cannot write ", temp.string()));
+    if (!out) {
+      return absl::InvalidArgumentError(absl::StrCat("--out_dir: cannot write ", temp.string()));
+    }
   }
   std::error_code error;
   fs::rename(temp, path, error);
