@@ -224,6 +224,10 @@ absl::StatusOr<std::unique_ptr<ClusterRunner>> ClusterRunner::Create(
   impl->cfg->set("scheduler.max-threads", 2);
   impl->system = std::make_unique<caf::actor_system>(*impl->cfg);
   caf::actor_system& system = *impl->system;
+  // Reaching a worker and its hello: a live one answers in milliseconds, so a frozen one
+  // is not waited for as long as a job may take.
+  const std::chrono::milliseconds hello_timeout =
+      std::min(options.timeout, std::chrono::milliseconds(30000));
   std::vector<std::string> unreached;
   {
     caf::scoped_actor self{system};
@@ -234,7 +238,7 @@ absl::StatusOr<std::unique_ptr<ClusterRunner>> ClusterRunner::Create(
       const std::string& name = options.workers[w];
       caf::actor worker;
       std::string why;
-      self->request(manager, options.timeout, caf::connect_atom::value, addresses[w].host,
+      self->request(manager, hello_timeout, caf::connect_atom::value, addresses[w].host,
                     addresses[w].port)
           .receive(
               [&](const caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>&) {
@@ -249,7 +253,7 @@ absl::StatusOr<std::unique_ptr<ClusterRunner>> ClusterRunner::Create(
       }
       uint32_t slots = 0;
       std::string refused;
-      self->request(worker, options.timeout, hello_atom::value, BuildDigest(),
+      self->request(worker, hello_timeout, hello_atom::value, BuildDigest(),
                     sweep::SchemaDigest())
           .receive(
               [&](hello_atom, bool accepted, std::string& reason, uint32_t offered,

@@ -37,7 +37,8 @@ namespace ahbm::cluster {
 struct ClusterOptions {
   std::vector<std::string> workers;  // host:port
   int local_slots = 0;               // jobs at once on this machine (0: workers only)
-  std::chrono::milliseconds timeout{600000};  // one job's answer, and the connection + hello
+  // One job's answer; reaching a worker and its hello: the smaller of this and 30 s.
+  std::chrono::milliseconds timeout{600000};
   TlsFiles tls;
 };
 

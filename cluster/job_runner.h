@@ -6,7 +6,9 @@
 //   (job_atom, index, JobSpec bytes) -> (job_atom, index, ok, JobResult bytes | refusal)
 //
 // A spec that does not parse or whose chip fails validation is refused (ok false, one line);
-// never a crash.
+// never a crash. The fork happens in a process with CAF's threads running: the child only runs
+// ExecuteJob (its own actor system, new threads) and writes to its pipe; glibc's and jemalloc's
+// fork handlers keep the allocator usable, and no lock of CAF's is taken in the child.
 #ifndef AHBMSIM_CLUSTER_JOB_RUNNER_H_
 #define AHBMSIM_CLUSTER_JOB_RUNNER_H_
 

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <fstream>
 #include <set>
 #include <tuple>
@@ -21,9 +22,19 @@ namespace ahbm::cluster {
 
 namespace {
 
+// Jobs beyond --jobs at once (another client's, or a killed client's still running) wait here.
+inline constexpr size_t kMaxWaitingJobs = 4096;
+
+struct WaitingJob {
+  caf::response_promise promise;
+  uint64_t index;
+  std::string bytes;
+};
+
 struct WorkerState {
   WorkerConfig config;
   uint32_t running = 0;
+  std::deque<WaitingJob> waiting;
   uint64_t taken = 0;
   std::set<caf::node_id> clients;
 };
@@ -33,6 +44,32 @@ using JobResultOrPromise = caf::result<job_atom, uint64_t, bool, std::string>;
 void Log(const std::string& line) {
   std::fprintf(stderr, "ahbm worker: %s\n", line.c_str());
   std::fflush(stderr);
+}
+
+// Starts waiting jobs while fewer than --jobs run, each on its own job runner (job_runner.h).
+void StartWaiting(caf::stateful_actor<WorkerState>* self) {
+  WorkerState& st = self->state;
+  while (st.running < st.config.slots && !st.waiting.empty()) {
+    WaitingJob job = std::move(st.waiting.front());
+    st.waiting.pop_front();
+    ++st.running;
+    const uint64_t index = job.index;
+    self->request(SpawnJobRunner(self->system()), caf::infinite, job_atom::value, index,
+                  std::move(job.bytes))
+        .then(
+            [self, promise = job.promise](job_atom, uint64_t i, bool ok,
+                                          std::string& payload) mutable {
+              --self->state.running;
+              promise.deliver(job_atom::value, i, ok, std::move(payload));
+              StartWaiting(self);
+            },
+            [self, promise = job.promise, index](caf::error& error) mutable {
+              --self->state.running;
+              promise.deliver(job_atom::value, index, false,
+                              absl::StrCat("job ", index, ": ", self->system().render(error)));
+              StartWaiting(self);
+            });
+  }
 }
 
 caf::behavior Worker(caf::stateful_actor<WorkerState>* self, WorkerConfig config) {
@@ -71,9 +108,8 @@ caf::behavior Worker(caf::stateful_actor<WorkerState>* self, WorkerConfig config
         if (bytes.size() > kMaxJobBytes) {
           return refuse(absl::StrCat(bytes.size(), " bytes, above the limit of ", kMaxJobBytes));
         }
-        if (st.running >= st.config.slots) {
-          return refuse(absl::StrCat("refused: busy (", st.running, " jobs running, --jobs ",
-                                     st.config.slots, ")"));
+        if (st.waiting.size() >= kMaxWaitingJobs) {
+          return refuse(absl::StrCat("refused: ", st.waiting.size(), " jobs already waiting"));
         }
         ++st.taken;
         Log(absl::StrCat("took job ", index, " (", st.taken, " taken)"));
@@ -81,19 +117,8 @@ caf::behavior Worker(caf::stateful_actor<WorkerState>* self, WorkerConfig config
           Log(absl::StrCat("exiting after ", st.taken, " jobs (--exit_after_jobs)"));
           std::_Exit(0);
         }
-        ++st.running;
-        caf::response_promise promise = self->make_response_promise();
-        self->request(SpawnJobRunner(self->system()), caf::infinite, job_atom::value, index,
-                      std::move(bytes))
-            .then([self, promise](job_atom, uint64_t i, bool ok, std::string& payload) mutable {
-              --self->state.running;
-              promise.deliver(job_atom::value, i, ok, std::move(payload));
-            },
-            [self, promise, index](caf::error& error) mutable {
-              --self->state.running;
-              promise.deliver(job_atom::value, index, false,
-                              absl::StrCat("job ", index, ": ", self->system().render(error)));
-            });
+        st.waiting.push_back({self->make_response_promise(), index, std::move(bytes)});
+        StartWaiting(self);
         return caf::delegated<job_atom, uint64_t, bool, std::string>();
       },
   };

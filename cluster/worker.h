@@ -10,8 +10,10 @@
 //   writes the port to --port_file when given.
 // - A client first passes the hello (protocol.h): build and schema digests equal, else it is
 //   refused with one line naming both digests. Jobs from a node that did not pass it, above
-//   kMaxJobBytes, malformed, or beyond --jobs at once are refused with a reason; each job runs
-//   in a forked child (job_runner.h). One line on stderr per client accepted and job taken.
+//   kMaxJobBytes or malformed are refused with a reason; each job runs in a forked child
+//   (job_runner.h), --jobs at once, the rest wait in arrival order (another client's, or jobs
+//   of a killed client still running; 4096 at most, then refused). One line on stderr per
+//   client accepted and job taken.
 // - --exit_after_jobs=k: the worker exits at once when its k-th job arrives, answering none
 //   still running (stands in for a machine that dies; tests of the client's re-runs).
 // - --build_digest=X announces X instead of the binary's own digest (tests of the refusal).

@@ -4,6 +4,7 @@
 #include "cluster/worker.h"
 
 #include <string>
+#include <vector>
 #include <tuple>
 
 #include "caf/all.hpp"
@@ -93,6 +94,23 @@ TEST_F(WorkerTest, RunsAJobAsTheJobPoolDoes) {
   EXPECT_GT(remote.report().latency_ps(), 0u);
   const pb::JobResult local = sweep::ExecuteJob(*sweep::FromSpec(spec));
   EXPECT_EQ(bytes, local.SerializeAsString());
+}
+
+TEST_F(WorkerTest, JobsBeyondItsSlotsWaitTheirTurn) {
+  ASSERT_TRUE(std::get<0>(Hello(config_.build, config_.schema)));
+  const std::string bytes = SmallJob().SerializeAsString();
+  caf::scoped_actor self{system_};
+  for (uint64_t i = 0; i < 4; ++i) {  // 4 jobs at once on 1 slot
+    self->send(worker_, job_atom::value, i, bytes);
+  }
+  std::vector<uint64_t> answered;
+  for (int k = 0; k < 4; ++k) {
+    self->receive([&](job_atom, uint64_t i, bool ok, std::string& payload) {
+      EXPECT_TRUE(ok) << payload;
+      answered.push_back(i);
+    });
+  }
+  EXPECT_EQ(answered, (std::vector<uint64_t>{0, 1, 2, 3}));
 }
 
 TEST_F(WorkerTest, RefusesMalformedOversizedAndInvalidJobsAndKeepsServing) {

@@ -13,6 +13,8 @@
 #include "absl/strings/str_split.h"
 #include "actors/observe/op_log.h"
 #include "base/text_proto.h"
+#include "google/protobuf/io/gzip_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/text_format.h"
 
 namespace ahbm::sweep {
@@ -50,7 +52,9 @@ absl::StatusOr<pb::StoredResult> ReadStored(const fs::path& path) {
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path.string()));
   const std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   pb::StoredResult stored;
-  if (!stored.ParseFromString(bytes)) {
+  google::protobuf::io::ArrayInputStream raw(bytes.data(), static_cast<int>(bytes.size()));
+  google::protobuf::io::GzipInputStream unzipped(&raw, google::protobuf::io::GzipInputStream::GZIP);
+  if (bytes.size() > (1u << 30) || !stored.ParseFromZeroCopyStream(&unzipped)) {
     return absl::DataLossError(absl::StrCat(path.string(), ": not a stored job result"));
   }
   return stored;
@@ -103,8 +107,16 @@ absl::StatusOr<std::vector<pb::StoredResult>> ReadResults(const std::string& dir
 }
 
 absl::Status WriteStored(const std::string& dir, const pb::StoredResult& stored) {
-  return WriteWhole(fs::path(StoreFolder(dir)) / ResultName(stored.index()),
-                    stored.SerializeAsString());
+  // gzip: a full-chip report is ~480 KiB of mostly repeated unit names, ~37 KiB compressed.
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream raw(&bytes);
+    google::protobuf::io::GzipOutputStream zipped(&raw);
+    if (!stored.SerializeToZeroCopyStream(&zipped) || !zipped.Close()) {
+      return absl::InternalError(absl::StrCat("job ", stored.index(), ": cannot compress"));
+    }
+  }
+  return WriteWhole(fs::path(StoreFolder(dir)) / ResultName(stored.index()), bytes);
 }
 
 absl::StatusOr<pb::StoreManifest> MergeStores(const std::vector<std::string>& dirs,

@@ -5,8 +5,8 @@
 // Layout: <dir>/jobs/manifest.textproto (pb::StoreManifest: the command, its flags, the job
 // list's length and digest, the shard, the build and schema digests) and one
 // <dir>/jobs/<index>.result per finished job (pb::StoredResult: index, the JobSpec's digest,
-// the JobResult), each written to a temporary name and renamed, so a killed run leaves whole
-// files only.
+// the JobResult; gzip-compressed), each written to a temporary name and renamed, so a killed
+// run leaves whole files only.
 //
 // Contract (StoreRunner, around any Runner):
 // - The command's jobs are numbered in order over every Run call (one list). A job is taken from

@@ -10,6 +10,7 @@ packages=(
   libssl-dev          # OpenSSL 3: `ahbm worker`'s mutual TLS (cluster/)
   openssl             # the openssl command: certificates for workers (README, tests)
   libprotobuf-dev     # protobuf 3.21 runtime
+  zlib1g-dev          # zlib: protobuf's gzip streams (the job store)
   protobuf-compiler   # protoc 3.21
   libabsl-dev         # Abseil 20220623
   libgtest-dev
