@@ -35,19 +35,26 @@ std::tuple<job_atom, uint64_t, bool, std::string> RunOne(uint64_t index,
   return {job_atom::value, index, true, sweep::ExecuteInChild(*job, index).SerializeAsString()};
 }
 
-caf::behavior JobRunner(caf::event_based_actor* self) {
-  return {
-      [self](job_atom, uint64_t index, const std::string& bytes) {
-        self->quit();
-        return RunOne(index, bytes);
-      },
-  };
-}
+// A class, not a function: CAF 0.17 spawns an argument-less function actor through a null
+// std::shared_ptr<std::tuple<>> that it dereferences (UBSan: reference binding to null).
+class JobRunner : public caf::event_based_actor {
+ public:
+  explicit JobRunner(caf::actor_config& config) : caf::event_based_actor(config) {}
+
+  caf::behavior make_behavior() override {
+    return {
+        [this](job_atom, uint64_t index, const std::string& bytes) {
+          quit();
+          return RunOne(index, bytes);
+        },
+    };
+  }
+};
 
 }  // namespace
 
 caf::actor SpawnJobRunner(caf::actor_system& system) {
-  return system.spawn<caf::detached>(JobRunner);
+  return system.spawn<JobRunner, caf::detached>();
 }
 
 }  // namespace ahbm::cluster
