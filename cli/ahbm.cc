@@ -39,6 +39,7 @@
 #include "actors/observe/trace_diff.h"
 #include "base/check.h"
 #include "cluster/worker.h"
+#include "sweep/job_pool.h"
 #include "sweep/store.h"
 #include "cli/flags.h"
 #include "cli/sweep_command.h"
@@ -803,6 +804,8 @@ int Main(int argc, char** argv) {
     return kExitBadInput;
   }
   const std::string name = argv[1];
+  // A job run by a worker or a client with workers in a fresh process (sweep/job_pool.h).
+  if (name == sweep::kJobCommand && argc == 2) return sweep::JobChildMain();
   const std::vector<std::string> args(argv + 2, argv + argc);
   if (name == "help" || name == "--help" || name == "-h") return Help(args);
   if (name == "version" || name == "--version") {

@@ -15,6 +15,7 @@
 #include "cluster/worker.h"
 #include "proto/job.pb.h"
 #include "sweep/job.h"
+#include "sweep/job_pool.h"
 
 namespace ahbm::cluster {
 
@@ -213,6 +214,7 @@ absl::StatusOr<std::unique_ptr<ClusterRunner>> ClusterRunner::Create(
     }
     addresses.push_back(*address);
   }
+  sweep::UseJobProgram("/proc/self/exe");  // no fork while CAF's threads run (job_pool.h)
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   impl->cfg = std::make_unique<caf::actor_system_config>();

@@ -202,6 +202,7 @@ absl::Status RunWorker(const cli::ParsedFlags& flags) {
   if (!slots.ok()) return slots.status();
   absl::StatusOr<uint64_t> exit_after = Count(flags, "exit_after_jobs", 0, true);
   if (!exit_after.ok()) return exit_after.status();
+  sweep::UseJobProgram("/proc/self/exe");  // no fork while CAF's threads run (job_pool.h)
   WorkerConfig config;
   config.slots = static_cast<uint32_t>(std::min<uint64_t>(*slots, 1024));
   config.exit_after = *exit_after;

@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "proto/job.pb.h"
 #include "sweep/job.h"
+#include "sweep/job_pool.h"
 #include "topology/loader.h"
 
 namespace ahbm::cluster {
@@ -139,3 +140,13 @@ TEST_F(WorkerTest, RefusesMalformedOversizedAndInvalidJobsAndKeepsServing) {
 
 }  // namespace
 }  // namespace ahbm::cluster
+
+// The jobs run in fresh processes of this binary (sweep::UseJobProgram("/proc/self/exe")).
+int main(int argc, char** argv) {
+  if (argc == 2 && std::string(argv[1]) == ahbm::sweep::kJobCommand) {
+    return ahbm::sweep::JobChildMain();
+  }
+  ahbm::sweep::UseJobProgram("/proc/self/exe");
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

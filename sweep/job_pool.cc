@@ -1,7 +1,9 @@
 #include "sweep/job_pool.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -142,7 +144,95 @@ std::vector<pb::JobResult> JobPool::RunNamed(const std::vector<Job>& jobs,
   return results;
 }
 
+namespace {
+
+std::string& JobProgram() {
+  static std::string program;
+  return program;
+}
+
+bool ReadAll(int fd, std::string* out) {
+  char buffer[1 << 16];
+  while (true) {
+    const ssize_t n = read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return false;
+    if (n == 0) return true;
+    out->append(buffer, static_cast<size_t>(n));
+  }
+}
+
+// `<program> __job` with `spec` on its stdin: its stdout, or how it ended.
+absl::StatusOr<std::string> SpawnJob(const std::string& program, const std::string& spec,
+                                     size_t index) {
+  int in[2], out[2];
+  AHBM_CHECK(pipe2(in, O_CLOEXEC) == 0 && pipe2(out, O_CLOEXEC) == 0)
+      << "pipe: " << std::strerror(errno);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, in[0], 0);
+  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  std::string arg0 = program, arg1 = kJobCommand;
+  char* argv[] = {arg0.data(), arg1.data(), nullptr};
+  pid_t pid = 0;
+  const int spawned = posix_spawn(&pid, program.c_str(), &actions, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(in[0]);
+  close(out[1]);
+  if (spawned != 0) {
+    close(in[1]);
+    close(out[0]);
+    return absl::InternalError(absl::StrCat("job ", index, ": cannot start ", program, ": ",
+                                            std::strerror(spawned)));
+  }
+  // The child reads all of its stdin before it writes: write, close, then read.
+  WriteAll(in[1], spec);
+  close(in[1]);
+  Child child{pid, out[0], 0, index, {}};
+  const bool read_ok = ReadAll(out[0], &child.bytes);
+  close(out[0]);
+  absl::StatusOr<std::string> result = Reap(child);
+  if (result.ok() && !read_ok) {
+    return absl::InternalError(absl::StrCat("job ", index, ": reading its result failed"));
+  }
+  return result;
+}
+
+}  // namespace
+
+void UseJobProgram(const std::string& program) {
+  JobProgram() = program;
+  signal(SIGPIPE, SIG_IGN);  // a child that died before reading its stdin is its job's failure
+}
+
+int JobChildMain() {
+  std::string bytes;
+  pb::JobSpec spec;
+  if (!ReadAll(0, &bytes) || !spec.ParseFromString(bytes)) {
+    std::fprintf(stderr, "ahbm %s: stdin holds no JobSpec (%zu bytes)\n", kJobCommand,
+                 bytes.size());
+    return 2;
+  }
+  absl::StatusOr<Job> job = FromSpec(spec);
+  if (!job.ok()) {
+    std::fprintf(stderr, "ahbm %s: %s\n", kJobCommand,
+                 std::string(job.status().message()).c_str());
+    return 2;
+  }
+  const std::string result = ExecuteJob(*job).SerializeAsString();
+  std::fflush(nullptr);
+  return WriteAll(1, result) ? 0 : 1;
+}
+
 pb::JobResult ExecuteInChild(const Job& job, size_t index) {
+  if (const std::string& program = JobProgram(); !program.empty()) {
+    absl::StatusOr<pb::JobSpec> spec = ToSpec(job);
+    if (!spec.ok()) {
+      return FailedResult(absl::Status(spec.status().code(),
+                                       absl::StrCat("job ", index, ": ", spec.status().message())));
+    }
+    return ParseChildResult(index, SpawnJob(program, spec->SerializeAsString(), index));
+  }
   std::vector<absl::StatusOr<std::string>> bytes = ForkEach(
       1, 1, [&job](size_t) { return ExecuteJob(job).SerializeAsString(); }, nullptr, {index});
   return ParseChildResult(index, bytes[0]);

@@ -73,10 +73,22 @@ absl::Status JobStatus(const pb::JobResult& result);
 // A result that is only a failure: INTERNAL (a dead child, a lost job) with `message`.
 pb::JobResult FailedResult(const absl::Status& status);
 
-// One job in a forked child (crash isolation for a process that must outlive its jobs, such as
-// a worker): ExecuteJob's result, or how the child died ("job <index>: killed by signal 9
-// (Killed)"), exactly as JobPool reports it.
+// One job in a child process (crash isolation for a process that must outlive its jobs, such
+// as a worker): ExecuteJob's result, or how the child died ("job <index>: killed by signal 9
+// (Killed)"), exactly as JobPool reports it. The child is a fork of this process unless
+// UseJobProgram named a program, then a fresh process of it (posix_spawn).
 pb::JobResult ExecuteInChild(const Job& job, size_t index);
+
+// A fork copies only the calling thread, with every lock another thread held at that moment
+// (an allocator's, CAF's): a process running CAF's threads (a worker, a client with workers)
+// must not fork a simulation. It names a program instead — /proc/self/exe, the very binary
+// running — and ExecuteInChild runs `<program> __job` with the JobSpec on its stdin and reads
+// the JobResult from its stdout; that program's main calls JobChildMain() for "__job".
+inline constexpr char kJobCommand[] = "__job";
+void UseJobProgram(const std::string& program);
+// Reads a pb::JobSpec from stdin, runs it, writes the pb::JobResult to stdout: exit 0; a spec
+// that does not parse or does not validate: exit 2 with one line on stderr.
+int JobChildMain();
 
 // The pool's engine: work(i) for i in [0, n) each in a forked child (at most
 // `workers` at once), returning the bytes the child's work returned, in index
