@@ -9,6 +9,7 @@ cd "$tmp" || exit 1
 ln -sfn "$OLDPWD/topology" topology
 failures=0
 pids=()
+declare -A worker_pid
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 cleanup() {
   for pid in "${pids[@]}"; do kill -CONT "$pid" 2>/dev/null; kill "$pid" 2>/dev/null; done
@@ -24,6 +25,7 @@ start_worker() {
   "$ahbm" worker --listen=127.0.0.1:0 --port_file="$name.port" "$@" >"$name.log" 2>&1 &
   pids+=($!)
   pid=$!
+  worker_pid[$name]=$pid
   for _ in $(seq 200); do [[ -s $name.port ]] && break; sleep 0.05; done
   port=$(cat "$name.port" 2>/dev/null)
   [[ -n $port ]] || fail "worker $name did not start: $(cat "$name.log")"
@@ -193,6 +195,12 @@ done
 for run in ms_local ms_two ms_merged; do grep -v '^wrote ms_' $run.out >$run.table; done
 same "milestone on workers (stdout)" ms_local.table ms_two.table
 same "milestone merged (stdout)" ms_local.table ms_merged.table
+
+# Every worker not told to exit is still serving (a crash, or a sanitizer's report, ends it).
+for name in w1 w2 frozen tls other; do
+  kill -0 "${worker_pid[$name]}" 2>/dev/null || fail "worker $name is gone: $(tail -3 "$name.log")"
+done
+grep -l "Sanitizer\|runtime error" ./*.log && fail "a sanitizer report in a worker's log"
 
 if [[ $failures -gt 0 ]]; then
   echo "$failures check(s) failed"
