@@ -185,7 +185,7 @@ absl::Status Placement::Finish(const std::vector<pb::JobResult>& results) const 
   for (size_t i = 0; i < results.size(); ++i) {
     const pb::JobResult& r = results[i];
     if (r.status_code() != static_cast<int32_t>(absl::StatusCode::kAborted)) continue;
-    if (r.status_message().find(": in shard ") != std::string::npos) continue;
+    if (shard_.count > 0 && i % shard_.count != shard_.index) continue;  // another shard's
     lost.push_back(i);
     if (why.empty()) why = r.status_message();
   }
