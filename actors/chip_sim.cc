@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "base/text_escape.h"
 #include "actors/models/hbm_bank_model.h"
 #include "actors/observe/report.h"
@@ -120,12 +121,9 @@ absl::StatusOr<std::unique_ptr<ChipSim>> ChipSim::Create(const pb::Chip& chip,
     }
     sim->cubes_.insert(c);
   }
-  if (absl::Status s = SetIslands(options.islands, sim->cubes_, ctx.index,
-                                  ctx.op_log != nullptr || options.message_trace_stream != nullptr,
-                                  *sim->engine_);
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(SetIslands(options.islands, sim->cubes_, ctx.index,
+      ctx.op_log != nullptr || options.message_trace_stream != nullptr,
+      *sim->engine_));
   if (options.message_trace_stream != nullptr) {
     sim->message_trace_ =
         std::make_unique<observe::MessageTraceWriter>(options.message_trace_stream);
@@ -182,7 +180,7 @@ ChipSim::~ChipSim() {
 }
 
 absl::Status ChipSim::SetProgram(uint32_t pe, CpuProgram program) {
-  if (absl::Status s = ClaimCpu(pe); !s.ok()) return s;
+  RETURN_IF_ERROR(ClaimCpu(pe));
   streams_.push_back(std::make_unique<CommandStream>(*ctx_, pe, std::move(program)));
   streams_.back()->Start();
   return absl::OkStatus();

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/check.h"
+#include "base/status_macros.h"
 
 namespace ahbm::sim {
 namespace {
@@ -208,9 +209,9 @@ absl::Status CommandChecker::Tensor(const pb::TensorRef& t, const CheckRole& rol
 
 absl::Status CommandChecker::GemmShapes(const pb::TensorRef& a, const pb::TensorRef& b,
                                         const pb::TensorRef& out) const {
-  if (absl::Status s = Rank2(a, "operand a", "[M, K]"); !s.ok()) return s;
-  if (absl::Status s = Rank2(b, "operand b", "[K, N]"); !s.ok()) return s;
-  if (absl::Status s = Rank2(out, "out", "[M, N]"); !s.ok()) return s;
+  RETURN_IF_ERROR(Rank2(a, "operand a", "[M, K]"));
+  RETURN_IF_ERROR(Rank2(b, "operand b", "[K, N]"));
+  RETURN_IF_ERROR(Rank2(out, "out", "[M, N]"));
   const Dims sa = ShapeView(a);
   const Dims sb = ShapeView(b);
   if (sb[0] != sa[1]) {
@@ -243,7 +244,7 @@ absl::Status CommandChecker::Epilogue(const pb::CompositeCmd& cmd) const {
     }
     if (!stage.has_operand()) continue;
     const CheckRole operand_role("epilogue", i, " operand");
-    if (absl::Status s = Tensor(stage.operand(), operand_role); !s.ok()) return s;
+    RETURN_IF_ERROR(Tensor(stage.operand(), operand_role));
     const Dims shape = ShapeView(stage.operand());
     if (!BroadcastsOver(shape, out)) {
       const Shape full(out.begin(), out.end());
@@ -283,9 +284,9 @@ absl::Status CommandChecker::Math(const pb::MathCmd& cmd) const {
                 " (got ", cmd.inputs_size(), ")");
   }
   for (int i = 0; i < cmd.inputs_size(); ++i) {
-    if (absl::Status s = Tensor(cmd.inputs(i), CheckRole("inputs", i)); !s.ok()) return s;
+    RETURN_IF_ERROR(Tensor(cmd.inputs(i), CheckRole("inputs", i)));
   }
-  if (absl::Status s = Tensor(cmd.out(), "out"); !s.ok()) return s;
+  RETURN_IF_ERROR(Tensor(cmd.out(), "out"));
   if (op == pb::SCALE && !std::isfinite(cmd.scalar())) {
     return Fail("scalar", "SCALE scalar ", cmd.scalar(), " is not finite");
   }
@@ -356,14 +357,14 @@ absl::Status CommandChecker::Check(const pb::MathCmd& cmd) const {
 }
 
 absl::Status CommandChecker::SoftmaxPv(const pb::SoftmaxPvCmd& cmd) const {
-  if (absl::Status s = Tensor(cmd.s(), "s"); !s.ok()) return s;
-  if (absl::Status s = Tensor(cmd.v(), "v"); !s.ok()) return s;
+  RETURN_IF_ERROR(Tensor(cmd.s(), "s"));
+  RETURN_IF_ERROR(Tensor(cmd.v(), "v"));
   const struct {
     const pb::TensorRef* t;
     const char* role;
   } accs[] = {{&cmd.acc_m(), "acc_m"}, {&cmd.acc_l(), "acc_l"}, {&cmd.acc_o(), "acc_o"}};
   for (const auto& acc : accs) {
-    if (absl::Status s = Tensor(*acc.t, acc.role); !s.ok()) return s;
+    RETURN_IF_ERROR(Tensor(*acc.t, acc.role));
     if (acc.t->space() != pb::TCM) {
       return Fail(acc.role, "the accumulator must be in this PE's TCM (got ",
                   SpaceText(acc.t->space()), ")");
@@ -372,8 +373,8 @@ absl::Status CommandChecker::SoftmaxPv(const pb::SoftmaxPvCmd& cmd) const {
       return Fail(acc.role, "the accumulator must be FP32 (got ", DTypeText(acc.t->dtype()), ")");
     }
   }
-  if (absl::Status s = Rank2(cmd.s(), "s", "[R, T]"); !s.ok()) return s;
-  if (absl::Status s = Rank2(cmd.v(), "v", "[T, D]"); !s.ok()) return s;
+  RETURN_IF_ERROR(Rank2(cmd.s(), "s", "[R, T]"));
+  RETURN_IF_ERROR(Rank2(cmd.v(), "v", "[T, D]"));
   const Dims s = ShapeView(cmd.s());
   const Dims v = ShapeView(cmd.v());
   if (v[0] != s[1]) {
@@ -412,7 +413,7 @@ absl::Status CommandChecker::LseMerge(const pb::LseMergeCmd& cmd) const {
                {&cmd.out_m(), "out_m", true}, {&cmd.out_l(), "out_l", true},
                {&cmd.out_o(), "out_o", false}};
   for (const auto& part : parts) {
-    if (absl::Status s = Tensor(*part.t, part.role); !s.ok()) return s;
+    RETURN_IF_ERROR(Tensor(*part.t, part.role));
     if (part.t->space() != pb::TCM) {
       return Fail(part.role, "lse_merge works in this PE's TCM (got ", SpaceText(part.t->space()), ")");
     }
@@ -420,7 +421,7 @@ absl::Status CommandChecker::LseMerge(const pb::LseMergeCmd& cmd) const {
       return Fail(part.role, "m, l and O are FP32 (got ", DTypeText(part.t->dtype()), ")");
     }
   }
-  if (absl::Status s = Rank2(cmd.acc_o(), "acc_o", "[R, D]"); !s.ok()) return s;
+  RETURN_IF_ERROR(Rank2(cmd.acc_o(), "acc_o", "[R, D]"));
   const Dims o = ShapeView(cmd.acc_o());
   for (const auto& part : parts) {
     const Dims shape = ShapeView(*part.t);
@@ -442,8 +443,8 @@ absl::Status CommandChecker::Check(const pb::LseMergeCmd& cmd) const {
 absl::Status CommandChecker::Dma(const pb::DmaCmd& cmd) const {
   const pb::TensorRef& src = cmd.src();
   const pb::TensorRef& dst = cmd.dst();
-  if (absl::Status s = Tensor(src, "src"); !s.ok()) return s;
-  if (absl::Status s = Tensor(dst, "dst"); !s.ok()) return s;
+  RETURN_IF_ERROR(Tensor(src, "src"));
+  RETURN_IF_ERROR(Tensor(dst, "dst"));
   if (src.space() == pb::HBM && dst.space() == pb::HBM) {
     return Fail("dst", "HBM to HBM is not a DMA path (src is HBM too); stage the data through TCM");
   }

@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "benchmark/benchmark.h"
 #include "kernels/launch/launch.h"
 #include "kernels/replay/replay.h"
@@ -49,17 +50,17 @@ absl::StatusOr<Recorded> Record(const Workload& w) {
   static std::map<std::string, Recorded> done;
   if (auto it = done.find(w.name); it != done.end()) return it->second;
   absl::StatusOr<pb::Chip> chip = Chip();
-  if (!chip.ok()) return chip.status();
+  RETURN_IF_ERROR(chip.status());
   launch::LaunchOptions options;
   options.keep_op_log = false;
   options.trace_path = absl::StrCat(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp",
                                     "/replay_bench_", w.name, ".trace");
   absl::StatusOr<launch::LaunchResult> recorded = launch::RunWorkload(*chip, Proto(w), options);
-  if (!recorded.ok()) return recorded.status();
+  RETURN_IF_ERROR(recorded.status());
   options.trace_path.swap(done[w.name].path);
   options.trace_path.clear();
   absl::StatusOr<launch::LaunchResult> plain = launch::RunWorkload(*chip, Proto(w), options);
-  if (!plain.ok()) return plain.status();
+  RETURN_IF_ERROR(plain.status());
   done[w.name].report = plain->report;
   return done[w.name];
 }

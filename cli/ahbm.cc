@@ -38,6 +38,7 @@
 #include "actors/observe/report.h"
 #include "actors/observe/trace_diff.h"
 #include "base/check.h"
+#include "base/status_macros.h"
 #include "cluster/worker.h"
 #include "sweep/job_pool.h"
 #include "sweep/store.h"
@@ -152,7 +153,7 @@ struct Command {
 absl::Status RunValidate(const ParsedFlags& flags) {
   const std::string path = flags.GetOr("topology", kDefaultTopology);
   absl::StatusOr<pb::Chip> chip = LoadTopologyFlag(flags);
-  if (!chip.ok()) return chip.status();
+  RETURN_IF_ERROR(chip.status());
   std::fputs(topology::TopologySummary(*chip).c_str(), stdout);
   std::printf("%s: valid\n", path.c_str());
   return absl::OkStatus();
@@ -219,39 +220,30 @@ absl::Status WriteRunFiles(const ParsedFlags& flags, const topology::ChipIndex& 
       const std::string cpu = index.Name(index.PeUnit(topology::UnitKind::kPeCpu, index.PeOf(pe)));
       return cpu.substr(0, cpu.rfind('.'));
     });
-    if (absl::Status s = WriteFile("chrome_trace", *file, json); !s.ok()) return s;
+    RETURN_IF_ERROR(WriteFile("chrome_trace", *file, json));
   }
   if (const auto file = flags.Get("report_json")) {
-    if (absl::Status s = WriteFile("report_json", *file, observe::ReportToJson(report)); !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(WriteFile("report_json", *file, observe::ReportToJson(report)));
   }
   if (const auto file = flags.Get("report_csv")) {
-    if (absl::Status s = WriteFile("report_csv", *file, observe::ReportToCsv(report)); !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(WriteFile("report_csv", *file, observe::ReportToCsv(report)));
   }
   return absl::OkStatus();
 }
-
-#define ASSIGN_OR_RETURN_FLAG(lhs, expr) \
-  auto lhs##_or = (expr);                 \
-  if (!lhs##_or.ok()) return lhs##_or.status(); \
-  const auto lhs = *lhs##_or
 
 // ahbm stream: every PE of the chosen CUBEs runs "DMA dma_bytes, then composite GEMM
 // (m, k, n) x count" (actors/inject.h); prints the report table.
 absl::Status RunStream(const ParsedFlags& flags) {
   absl::StatusOr<pb::Chip> chip = LoadTopologyFlag(flags);
-  if (!chip.ok()) return chip.status();
-  ASSIGN_OR_RETURN_FLAG(m, IntFlag(flags, "m", "8"));
-  ASSIGN_OR_RETURN_FLAG(k, IntFlag(flags, "k", "128"));
-  ASSIGN_OR_RETURN_FLAG(n, IntFlag(flags, "n", "256"));
-  ASSIGN_OR_RETURN_FLAG(count, IntFlag(flags, "count", "64"));
-  ASSIGN_OR_RETURN_FLAG(dma_bytes, IntFlag(flags, "dma_bytes", "1048576", /*zero_ok=*/true));
-  ASSIGN_OR_RETURN_FLAG(per_tile_events, BoolFlag(flags, "per_tile_events"));
-  ASSIGN_OR_RETURN_FLAG(per_tile_detail, BoolFlag(flags, "per_tile_detail"));
-  ASSIGN_OR_RETURN_FLAG(table_options, TableFlag(flags));
+  RETURN_IF_ERROR(chip.status());
+  ASSIGN_OR_RETURN(const auto m, IntFlag(flags, "m", "8"));
+  ASSIGN_OR_RETURN(const auto k, IntFlag(flags, "k", "128"));
+  ASSIGN_OR_RETURN(const auto n, IntFlag(flags, "n", "256"));
+  ASSIGN_OR_RETURN(const auto count, IntFlag(flags, "count", "64"));
+  ASSIGN_OR_RETURN(const auto dma_bytes, IntFlag(flags, "dma_bytes", "1048576", /*zero_ok=*/true));
+  ASSIGN_OR_RETURN(const auto per_tile_events, BoolFlag(flags, "per_tile_events"));
+  ASSIGN_OR_RETURN(const auto per_tile_detail, BoolFlag(flags, "per_tile_detail"));
+  ASSIGN_OR_RETURN(const auto table_options, TableFlag(flags));
   if (dma_bytes % 2 != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("--dma_bytes: must hold whole bf16 elements (got ", dma_bytes, ")"));
@@ -281,21 +273,18 @@ absl::Status RunStream(const ParsedFlags& flags) {
     options.op_log_stream = trace.get();
   }
   absl::StatusOr<std::unique_ptr<sim::ChipSim>> created = sim::ChipSim::Create(*chip, options);
-  if (!created.ok()) return created.status();
+  RETURN_IF_ERROR(created.status());
   sim::ChipSim& sim = **created;
   // The stream's HBM footprint must fit the PE's region (checked per command as well).
   const uint32_t pes = chip->sip().cube().pes();
   for (uint32_t cube : options.cubes) {
     for (uint32_t p = 0; p < pes; ++p) {
       const uint32_t pe = cube * pes + p;
-      if (absl::Status s = sim.SetProgram(pe, sim::inject::DmaThenGemmStream(pe, dma_bytes, m, k, n,
-                                                                          static_cast<int>(count)));
-          !s.ok()) {
-        return s;
-      }
+      RETURN_IF_ERROR(sim.SetProgram(pe, sim::inject::DmaThenGemmStream(pe, dma_bytes, m, k, n,
+          static_cast<int>(count))));
     }
   }
-  if (absl::Status s = sim.Run(); !s.ok()) return s;
+  RETURN_IF_ERROR(sim.Run());
   if (trace) {
     trace->close();
     if (!*trace) return absl::InvalidArgumentError("--trace: write failed");
@@ -313,7 +302,7 @@ absl::StatusOr<pb::Workload> WorkloadFromFlags(const ParsedFlags& flags) {
   pb::Workload workload;
   if (const auto file = flags.Get("workload")) {
     absl::StatusOr<pb::Workload> loaded = launch::LoadWorkloadFile(InstallPath(*file));
-    if (!loaded.ok()) return loaded.status();
+    RETURN_IF_ERROR(loaded.status());
     workload = *std::move(loaded);
   }
   for (const launch::WorkloadField& field : launch::WorkloadFields()) {
@@ -328,15 +317,15 @@ absl::StatusOr<pb::Workload> WorkloadFromFlags(const ParsedFlags& flags) {
 
 absl::Status RunRun(const ParsedFlags& flags) {
   absl::StatusOr<pb::Chip> chip = LoadTopologyFlag(flags);
-  if (!chip.ok()) return chip.status();
+  RETURN_IF_ERROR(chip.status());
   absl::StatusOr<pb::Workload> workload_or = WorkloadFromFlags(flags);
-  if (!workload_or.ok()) return workload_or.status();
+  RETURN_IF_ERROR(workload_or.status());
   const pb::Workload& workload = *workload_or;
-  ASSIGN_OR_RETURN_FLAG(per_tile_detail, BoolFlag(flags, "per_tile_detail"));
-  ASSIGN_OR_RETURN_FLAG(save_inputs, BoolFlag(flags, "save_inputs"));
-  ASSIGN_OR_RETURN_FLAG(table_options, TableFlag(flags));
-  ASSIGN_OR_RETURN_FLAG(memo, MemoFlag(flags));
-  ASSIGN_OR_RETURN_FLAG(one_group, BoolFlag(flags, "one_group"));
+  ASSIGN_OR_RETURN(const auto per_tile_detail, BoolFlag(flags, "per_tile_detail"));
+  ASSIGN_OR_RETURN(const auto save_inputs, BoolFlag(flags, "save_inputs"));
+  ASSIGN_OR_RETURN(const auto table_options, TableFlag(flags));
+  ASSIGN_OR_RETURN(const auto memo, MemoFlag(flags));
+  ASSIGN_OR_RETURN(const auto one_group, BoolFlag(flags, "one_group"));
   launch::LaunchOptions options;
   options.hbm_call_memo = memo;
   options.one_group = one_group;
@@ -348,12 +337,8 @@ absl::Status RunRun(const ParsedFlags& flags) {
   options.per_tile_detail = per_tile_detail;
   options.keep_op_log = flags.Get("chrome_trace").has_value();  // only the Chrome trace reads it
   absl::StatusOr<launch::LaunchResult> result = launch::RunWorkload(*chip, workload, options);
-  if (!result.ok()) return result.status();
-  if (absl::Status s =
-          WriteRunFiles(flags, topology::ChipIndex(*chip), result->report, result->op_log);
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(result.status());
+  RETURN_IF_ERROR(WriteRunFiles(flags, topology::ChipIndex(*chip), result->report, result->op_log));
   if (!result->runtime_status.ok()) return result->runtime_status;
   std::fputs(observe::FormatReportTable(result->report, table_options).c_str(), stdout);
   if (result->group_scale > 1) {
@@ -377,13 +362,13 @@ absl::Status RunRun(const ParsedFlags& flags) {
 absl::Status RunReplay(const ParsedFlags& flags) {
   const std::string trace_path = flags.GetOr("trace", "");
   if (trace_path.empty()) return absl::InvalidArgumentError("--trace: the trace to replay is required");
-  ASSIGN_OR_RETURN_FLAG(table_options, TableFlag(flags));
+  ASSIGN_OR_RETURN(const auto table_options, TableFlag(flags));
   absl::StatusOr<replay::RecordedTrace> trace = replay::ReadTraceFile(trace_path);
-  if (!trace.ok()) return trace.status();
+  RETURN_IF_ERROR(trace.status());
   replay::ReplayOptions options;
   if (const auto path = flags.Get("topology")) {
     absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile(InstallPath(*path));
-    if (!chip.ok()) return chip.status();
+    RETURN_IF_ERROR(chip.status());
     options.chip = *chip;
   }
   options.issue_cost_profile = flags.GetOr("issue_cost_profile", "");
@@ -391,13 +376,9 @@ absl::Status RunReplay(const ParsedFlags& flags) {
   options.message_trace = flags.GetOr("message_trace", "");
   options.keep_op_log = flags.Get("chrome_trace").has_value();
   absl::StatusOr<launch::LaunchResult> result = replay::Replay(*trace, options);
-  if (!result.ok()) return result.status();
+  RETURN_IF_ERROR(result.status());
   const pb::Chip& chip = options.chip ? *options.chip : trace->header.chip();
-  if (absl::Status s =
-          WriteRunFiles(flags, topology::ChipIndex(chip), result->report, result->op_log);
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(WriteRunFiles(flags, topology::ChipIndex(chip), result->report, result->op_log));
   if (!result->runtime_status.ok()) return result->runtime_status;
   std::fputs(observe::FormatReportTable(result->report, table_options).c_str(), stdout);
   return absl::OkStatus();
@@ -410,14 +391,14 @@ absl::Status RunDiff(const ParsedFlags& flags) {
         "give two runs, `ahbm diff A B` (traces from --trace/--trace_out or reports from "
         "--report_json)");
   }
-  ASSIGN_OR_RETURN_FLAG(rows, IntFlag(flags, "path_rows", "40"));
+  ASSIGN_OR_RETURN(const auto rows, IntFlag(flags, "path_rows", "40"));
   absl::StatusOr<observe::RunRecord> a = observe::ReadRun(flags.positional()[0]);
-  if (!a.ok()) return a.status();
+  RETURN_IF_ERROR(a.status());
   absl::StatusOr<observe::RunRecord> b = observe::ReadRun(flags.positional()[1]);
-  if (!b.ok()) return b.status();
-  ASSIGN_OR_RETURN_FLAG(force, BoolFlag(flags, "force"));
+  RETURN_IF_ERROR(b.status());
+  ASSIGN_OR_RETURN(const auto force, BoolFlag(flags, "force"));
   if (!force) {
-    if (absl::Status s = observe::CheckSameStreams(*a, *b); !s.ok()) return s;
+    RETURN_IF_ERROR(observe::CheckSameStreams(*a, *b));
   }
   std::fputs(observe::FormatDiff(*a, *b, rows).c_str(), stdout);
   return absl::OkStatus();
@@ -447,14 +428,14 @@ absl::Status RunHbm(const ParsedFlags& flags) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--refresh: unknown '", refresh, "' (want none, all_bank, per_bank or all)"));
   }
-  ASSIGN_OR_RETURN_FLAG(bursts, IntFlag(flags, "bursts", "200000"));
+  ASSIGN_OR_RETURN(const auto bursts, IntFlag(flags, "bursts", "200000"));
   // Ramulator 2's HBM3 6400 Mbps part, or a topology's BANK channel.
   sim::HbmBankTiming timing;
   double tck_ns = 0.625;
   std::string part = "Ramulator 2 HBM3_6400Mbps";
   if (const auto path = flags.Get("topology")) {
     absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile(InstallPath(*path));
-    if (!chip.ok()) return chip.status();
+    RETURN_IF_ERROR(chip.status());
     const pb::HbmChannel& hbm = chip->sip().cube().hbm_channel();
     if (hbm.model() != pb::BANK) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -489,9 +470,9 @@ absl::Status RunHbm(const ParsedFlags& flags) {
 // --reduce_options: opt1/opt3/opt2 x reduce_payload x reduce_merge (CompareReduceOptions).
 absl::Status RunCompare(const ParsedFlags& flags) {
   absl::StatusOr<pb::Chip> chip = LoadTopologyFlag(flags);
-  if (!chip.ok()) return chip.status();
+  RETURN_IF_ERROR(chip.status());
   absl::StatusOr<pb::Workload> workload = WorkloadFromFlags(flags);
-  if (!workload.ok()) return workload.status();
+  RETURN_IF_ERROR(workload.status());
   const std::vector<pb::Kernel> kernels = launch::CompareKernels();
   if (workload->kernel() != pb::KERNEL_UNSPECIFIED &&
       std::find(kernels.begin(), kernels.end(), workload->kernel()) == kernels.end()) {
@@ -510,7 +491,7 @@ absl::Status RunCompare(const ParsedFlags& flags) {
     workload->set_s(spec.default_s);  // a given s, 0 too, is the run's to use or refuse
   }
   const absl::StatusOr<bool> by_options_or = BoolFlag(flags, "reduce_options");
-  if (!by_options_or.ok()) return by_options_or.status();
+  RETURN_IF_ERROR(by_options_or.status());
   const bool by_options = *by_options_or;
   std::vector<pb::Variant> variants;
   const std::string default_variants =
@@ -543,7 +524,7 @@ absl::Status RunCompare(const ParsedFlags& flags) {
   absl::StatusOr<std::vector<launch::CompareRow>> rows =
       by_options ? launch::CompareReduceOptions(*chip, *workload, variants)
                  : launch::Compare(*chip, *workload, variants);
-  if (!rows.ok()) return rows.status();
+  RETURN_IF_ERROR(rows.status());
   std::fputs(launch::FormatCompareTable(*chip, *rows, by_options).c_str(), stdout);
   return absl::OkStatus();
 }
@@ -583,15 +564,15 @@ std::vector<FlagSpec> CompareFlags() {
 // ahbm sweep (cli/sweep_command.h): the chip and workload as `ahbm run` reads them.
 absl::Status RunSweepCommand(const ParsedFlags& flags, bool merge = false) {
   absl::StatusOr<pb::Chip> chip = LoadTopologyFlag(flags);
-  if (!chip.ok()) return chip.status();
+  RETURN_IF_ERROR(chip.status());
   absl::StatusOr<pb::Workload> workload = WorkloadFromFlags(flags);
-  if (!workload.ok()) return workload.status();
+  RETURN_IF_ERROR(workload.status());
   return RunSweep(flags, *chip, *std::move(workload), merge);
 }
 
 absl::Status RunMilestone(const ParsedFlags& flags, bool merge = false) {
   absl::StatusOr<pb::Chip> chip = LoadTopologyFlag(flags);
-  if (!chip.ok()) return chip.status();
+  RETURN_IF_ERROR(chip.status());
   return milestone::RunMilestoneCommand(flags, *chip, {kVersion, AHBM_GIT_COMMIT}, merge);
 }
 
@@ -605,7 +586,7 @@ absl::Status RunMerge(const ParsedFlags& flags) {
     return absl::InvalidArgumentError("--out_dir: required (the folder the report goes to)");
   }
   absl::StatusOr<pb::StoreManifest> manifest = sweep::MergeStores(flags.positional(), *out_dir);
-  if (!manifest.ok()) return manifest.status();
+  RETURN_IF_ERROR(manifest.status());
   std::vector<std::string> args(manifest->args().begin(), manifest->args().end());
   args.push_back("--out_dir=" + *out_dir);
   const bool sweep = manifest->command() == "sweep";

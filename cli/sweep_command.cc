@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
 #include "cluster/placement.h"
 #include "kernels/launch/launcher.h"
 #include "sweep/grid.h"
@@ -95,7 +96,7 @@ std::vector<FlagSpec> SweepFlags() {
 absl::Status RunSweep(const ParsedFlags& flags, const pb::Chip& chip, pb::Workload workload,
                       bool merge) {
   absl::StatusOr<std::vector<sweep::Param>> params = ParamsOf(flags);
-  if (!params.ok()) return params.status();
+  RETURN_IF_ERROR(params.status());
   const std::string out_dir = flags.GetOr("out_dir", "");
   if (!out_dir.empty()) {
     std::error_code error;
@@ -117,7 +118,7 @@ absl::Status RunSweep(const ParsedFlags& flags, const pb::Chip& chip, pb::Worklo
     outputs.push_back({"out_dir", (std::filesystem::path(out_dir) / "sweep.json").string(), true});
   }
   for (const auto& [flag, path, json] : outputs) {
-    if (absl::Status s = Writable(flag, path); !s.ok()) return s;
+    RETURN_IF_ERROR(Writable(flag, path));
   }
   if (workload.kernel() == pb::KERNEL_UNSPECIFIED) workload.set_kernel(pb::DECODE);
   bool s_swept = false;
@@ -128,7 +129,7 @@ absl::Status RunSweep(const ParsedFlags& flags, const pb::Chip& chip, pb::Worklo
     workload.set_s(launcher->Compare().default_s);
   }
   absl::StatusOr<std::vector<sweep::Point>> points = sweep::BuildGrid(chip, workload, *params);
-  if (!points.ok()) return points.status();
+  RETURN_IF_ERROR(points.status());
   std::vector<sweep::Job> run;
   for (const sweep::Point& point : *points) {
     if (!point.refused.ok()) continue;
@@ -139,7 +140,7 @@ absl::Status RunSweep(const ParsedFlags& flags, const pb::Chip& chip, pb::Worklo
   }
   absl::StatusOr<std::unique_ptr<cluster::Placement>> placement =
       cluster::MakePlacement(flags, {.command = "sweep", .out_dir = out_dir, .merge = merge});
-  if (!placement.ok()) return placement.status();
+  RETURN_IF_ERROR(placement.status());
   // With workers, one line per finished job on stderr: how far, and the jobs per worker.
   size_t done = 0;
   const std::vector<pb::JobResult> results =
@@ -161,9 +162,7 @@ absl::Status RunSweep(const ParsedFlags& flags, const pb::Chip& chip, pb::Worklo
   const std::string csv = sweep::FormatCsv(*params, rows);
   const std::string json = sweep::FormatJson(*params, rows);
   for (const Output& output : outputs) {
-    if (absl::Status s = Write(output.flag, output.path, output.json ? json : csv); !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(Write(output.flag, output.path, output.json ? json : csv));
   }
   std::fputs(sweep::FormatTable(*params, rows).c_str(), stdout);
   return absl::OkStatus();

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "caf/all.hpp"
 #include "caf/io/all.hpp"
 #include "caf/openssl/all.hpp"
@@ -202,11 +203,11 @@ ClusterRunner::~ClusterRunner() = default;
 
 absl::StatusOr<std::unique_ptr<ClusterRunner>> ClusterRunner::Create(
     const ClusterOptions& options) {
-  if (absl::Status s = CheckTls(options.tls); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckTls(options.tls));
   std::vector<HostPort> addresses;
   for (const std::string& text : options.workers) {
     absl::StatusOr<HostPort> address = ParseHostPort("workers", text, false);
-    if (!address.ok()) return address.status();
+    RETURN_IF_ERROR(address.status());
     if (!options.tls.enabled() && !IsLoopback(address->host)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--workers: ", text, " is not loopback: give --tls_cert, --tls_key and --tls_ca "

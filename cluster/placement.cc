@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
 #include "cluster/cluster_runner.h"
 #include "cluster/protocol.h"
 #include "sweep/job.h"
@@ -95,9 +96,9 @@ absl::StatusOr<std::unique_ptr<Placement>> MakePlacement(const cli::ParsedFlags&
     }
   }
   absl::StatusOr<bool> local = Bool(flags, "local", true);
-  if (!local.ok()) return local.status();
+  RETURN_IF_ERROR(local.status());
   absl::StatusOr<bool> resume = Bool(flags, "resume", false);
-  if (!resume.ok()) return resume.status();
+  RETURN_IF_ERROR(resume.status());
   double timeout_s = 600;
   if (const std::optional<std::string> text = flags.Get("worker_timeout")) {
     if (!absl::SimpleAtod(*text, &timeout_s) || !std::isfinite(timeout_s) || timeout_s <= 0 ||
@@ -109,7 +110,7 @@ absl::StatusOr<std::unique_ptr<Placement>> MakePlacement(const cli::ParsedFlags&
   }
   if (const std::optional<std::string> text = flags.Get("shard")) {
     absl::StatusOr<sweep::Shard> shard = sweep::ParseShard(*text);
-    if (!shard.ok()) return shard.status();
+    RETURN_IF_ERROR(shard.status());
     placement->shard_ = *shard;
   }
   if (request.out_dir.empty() && (placement->shard_.count > 0 || *resume)) {
@@ -142,7 +143,7 @@ absl::StatusOr<std::unique_ptr<Placement>> MakePlacement(const cli::ParsedFlags&
       options.tls = {flags.GetOr("tls_cert", ""), flags.GetOr("tls_key", ""),
                      flags.GetOr("tls_ca", "")};
       absl::StatusOr<std::unique_ptr<ClusterRunner>> cluster = ClusterRunner::Create(options);
-      if (!cluster.ok()) return cluster.status();
+      RETURN_IF_ERROR(cluster.status());
       placement->cluster_ = *std::move(cluster);
       inner = placement->cluster_.get();
     }
@@ -160,7 +161,7 @@ absl::StatusOr<std::unique_ptr<Placement>> MakePlacement(const cli::ParsedFlags&
                             placement->shard_};
   absl::StatusOr<std::unique_ptr<sweep::StoreRunner>> runner =
       sweep::StoreRunner::Create(inner, store, std::move(manifest));
-  if (!runner.ok()) return runner.status();
+  RETURN_IF_ERROR(runner.status());
   placement->store_ = *std::move(runner);
   placement->top_ = placement->store_.get();
   return placement;

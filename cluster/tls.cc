@@ -9,6 +9,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "base/status_macros.h"
 
 namespace ahbm::cluster {
 
@@ -55,7 +57,7 @@ absl::Status CheckTls(const TlsFiles& files) {
     }
   }
   absl::StatusOr<Certificate> cert = ReadCertificate("tls_cert", files.cert);
-  if (!cert.ok()) return cert.status();
+  RETURN_IF_ERROR(cert.status());
   File key_file(std::fopen(files.key.c_str(), "r"));
   if (!key_file) {
     return absl::InvalidArgumentError(absl::StrCat("--tls_key: cannot read ", files.key));
@@ -72,9 +74,7 @@ absl::Status CheckTls(const TlsFiles& files) {
     return absl::InvalidArgumentError(
         absl::StrCat("--tls_key: ", files.key, " does not match the certificate in ", files.cert));
   }
-  if (absl::StatusOr<Certificate> ca = ReadCertificate("tls_ca", files.ca); !ca.ok()) {
-    return ca.status();
-  }
+  RETURN_IF_ERROR(ReadCertificate("tls_ca", files.ca).status());
   return absl::OkStatus();
 }
 

@@ -9,6 +9,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "caf/all.hpp"
 #include "caf/io/all.hpp"
 #include "caf/openssl/all.hpp"
@@ -189,19 +190,19 @@ std::vector<cli::FlagSpec> WorkerFlags() {
 absl::Status RunWorker(const cli::ParsedFlags& flags) {
   absl::StatusOr<HostPort> listen =
       ParseHostPort("listen", flags.GetOr("listen", "127.0.0.1:0"), /*allow_port_zero=*/true);
-  if (!listen.ok()) return listen.status();
+  RETURN_IF_ERROR(listen.status());
   const TlsFiles tls{flags.GetOr("tls_cert", ""), flags.GetOr("tls_key", ""),
                      flags.GetOr("tls_ca", "")};
-  if (absl::Status s = CheckTls(tls); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckTls(tls));
   if (!tls.enabled() && !IsLoopback(listen->host)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--listen: ", listen->host, " is not loopback: give --tls_cert, --tls_key and --tls_ca "
         "(mutual TLS) to listen there"));
   }
   absl::StatusOr<uint64_t> slots = Count(flags, "jobs", sweep::DefaultWorkers(), false);
-  if (!slots.ok()) return slots.status();
+  RETURN_IF_ERROR(slots.status());
   absl::StatusOr<uint64_t> exit_after = Count(flags, "exit_after_jobs", 0, true);
-  if (!exit_after.ok()) return exit_after.status();
+  RETURN_IF_ERROR(exit_after.status());
   sweep::UseJobProgram("/proc/self/exe");  // no fork while CAF's threads run (job_pool.h)
   WorkerConfig config;
   config.slots = static_cast<uint32_t>(std::min<uint64_t>(*slots, 1024));

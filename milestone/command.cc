@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/str_replace.h"
 #include "actors/observe/op_log.h"
+#include "base/status_macros.h"
 #include "cluster/placement.h"
 #include "kernels/launch/launch.h"
 #include "milestone/numerics.h"
@@ -185,11 +186,11 @@ absl::Status RunMilestoneCommand(const cli::ParsedFlags& flags, const pb::Chip& 
                                  const ToolInfo& tool, bool merge) {
   Options options;
   absl::StatusOr<uint64_t> decode = Number(flags, "decode_context", options.decode_context);
-  if (!decode.ok()) return decode.status();
+  RETURN_IF_ERROR(decode.status());
   absl::StatusOr<uint64_t> prefill = Number(flags, "prefill_context", options.prefill_context);
-  if (!prefill.ok()) return prefill.status();
+  RETURN_IF_ERROR(prefill.status());
   absl::StatusOr<uint64_t> users = Number(flags, "users", options.users);
-  if (!users.ok()) return users.status();
+  RETURN_IF_ERROR(users.status());
   options.decode_context = *decode;
   options.prefill_context = *prefill;
   if (*users > 16) {  // checked again with the panels (milestone.cc); here before narrowing
@@ -211,13 +212,13 @@ absl::Status RunMilestoneCommand(const cli::ParsedFlags& flags, const pb::Chip& 
   }
   options.issue_cost_profiles = IssueCostProfiles(chip);  // decode under each (§9.6)
   absl::StatusOr<std::vector<Job>> jobs = BuildJobs(options);
-  if (!jobs.ok()) return jobs.status();
+  RETURN_IF_ERROR(jobs.status());
   absl::StatusOr<std::vector<Study>> all_studies =
       BuildStudies(chip, StudyOptions{.quick = options.quick});
-  if (!all_studies.ok()) return all_studies.status();
+  RETURN_IF_ERROR(all_studies.status());
   absl::StatusOr<std::vector<Study>> studies =
       SelectStudies(*std::move(all_studies), flags.GetOr("studies", "all"));
-  if (!studies.ok()) return studies.status();
+  RETURN_IF_ERROR(studies.status());
 
   // The report folder is checked before the runs (minutes) start.
   const std::filesystem::path out_dir = flags.GetOr("out_dir", "report");
@@ -228,13 +229,13 @@ absl::Status RunMilestoneCommand(const cli::ParsedFlags& flags, const pb::Chip& 
                                                    error ? ": " + error.message() : ""));
   }
   const std::filesystem::path probe = out_dir / ".milestone_probe";
-  if (absl::Status s = WriteFile(probe, ""); !s.ok()) return s;
+  RETURN_IF_ERROR(WriteFile(probe, ""));
   std::filesystem::remove(probe, error);
 
   const std::vector<TimelineJob> timeline_jobs = TimelineJobs(chip);
   // Every run is validated before any runs (a study's refused point is a row), so a chip that
   // cannot host one is refused before minutes of runs.
-  if (absl::Status s = ValidateJobs(chip, *jobs); !s.ok()) return s;
+  RETURN_IF_ERROR(ValidateJobs(chip, *jobs));
   for (const TimelineJob& t : timeline_jobs) {
     if (absl::Status s = launch::ValidateWorkload(chip, t.job.workload); !s.ok()) {
       return absl::Status(s.code(),
@@ -270,7 +271,7 @@ absl::Status RunMilestoneCommand(const cli::ParsedFlags& flags, const pb::Chip& 
 
   absl::StatusOr<std::unique_ptr<cluster::Placement>> placement = cluster::MakePlacement(
       flags, {.command = "milestone", .out_dir = out_dir.string(), .merge = merge});
-  if (!placement.ok()) return placement.status();
+  RETURN_IF_ERROR(placement.status());
   ProgressLine line(all.size());
   const std::vector<pb::JobResult> results =
       (*placement)->runner().Run(all, [&](size_t i, const pb::JobResult& result) {
@@ -293,21 +294,17 @@ absl::Status RunMilestoneCommand(const cli::ParsedFlags& flags, const pb::Chip& 
 
   // The panels (ADR §A).
   absl::StatusOr<std::vector<Row>> rows = RowsFrom(chip, *jobs, panel_results);
-  if (!rows.ok()) return rows.status();
-  if (absl::Status s = WriteFile(out_dir / "milestone.csv", ToCsv(chip, *rows, tool)); !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = WriteFile(out_dir / "milestone.json", ToJson(chip, *rows, tool)); !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(rows.status());
+  RETURN_IF_ERROR(WriteFile(out_dir / "milestone.csv", ToCsv(chip, *rows, tool)));
+  RETURN_IF_ERROR(WriteFile(out_dir / "milestone.json", ToJson(chip, *rows, tool)));
   // The studies (ADR §9, §B): each answer from its CSV.
   absl::StatusOr<std::vector<StudyOutcome>> outcomes =
       OutcomesFrom(*studies, study_results, out_dir);
-  if (!outcomes.ok()) return outcomes.status();
+  RETURN_IF_ERROR(outcomes.status());
   // One PE's engines under opt1, opt3 and opt2 (ADR §5.6), from their op logs.
   absl::StatusOr<std::vector<TimelineRun>> timeline =
       TimelineRunsFrom(timeline_jobs, timeline_results);
-  if (!timeline.ok()) return timeline.status();
+  RETURN_IF_ERROR(timeline.status());
   // Each kernel once in data mode against the float64 reference.
   const std::vector<NumericCheck> checks_list = ChecksFrom(numeric_workloads, numeric_results);
   const std::vector<NumericCheck>* checks = &checks_list;
@@ -323,18 +320,15 @@ absl::Status RunMilestoneCommand(const cli::ParsedFlags& flags, const pb::Chip& 
     const Study& study = (*studies)[i];
     const StudyOutcome& outcome = (*outcomes)[i];
     absl::StatusOr<std::vector<std::string>> svgs = PlotStudy(study, out_dir.string());
-    if (!svgs.ok()) return svgs.status();
+    RETURN_IF_ERROR(svgs.status());
     page_studies.push_back({study.name, study.adr, study.question,
                             outcome.answer.ok()
                                 ? *outcome.answer
                                 : absl::StrCat("no answer: ", outcome.answer.status().message()),
                             absl::StrCat("sweep_", study.name, ".csv"), *svgs});
   }
-  if (absl::Status s = TimelineSvg(*timeline, (out_dir / "timeline.csv").string(),
-                                   (out_dir / "timeline.svg").string());
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(TimelineSvg(*timeline, (out_dir / "timeline.csv").string(),
+      (out_dir / "timeline.svg").string()));
   PageInput page = PageOf(flags, chip, tool, *rows, *checks);
   page.studies = std::move(page_studies);
   page.timeline_svg = "timeline.svg";
@@ -345,7 +339,7 @@ absl::Status RunMilestoneCommand(const cli::ParsedFlags& flags, const pb::Chip& 
     const std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
     page.files.push_back({name, observe::BytesDigest(bytes)});
   }
-  if (absl::Status s = WriteFile(out_dir / "index.html", IndexHtml(page)); !s.ok()) return s;
+  RETURN_IF_ERROR(WriteFile(out_dir / "index.html", IndexHtml(page)));
   std::printf("\nwrote %s: index.html (open it first), milestone.json, milestone.csv, %zu "
               "sweep_*.csv with their plots, timeline.svg\n",
               out_dir.c_str(), outcomes->size());

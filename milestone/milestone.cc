@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "actors/observe/op_log.h"
 #include "base/check.h"
+#include "base/status_macros.h"
 #include "base/text_escape.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
@@ -335,7 +336,7 @@ std::vector<sweep::Job> PanelPoolJobs(const pb::Chip& chip, const std::vector<Jo
 absl::StatusOr<std::vector<Row>> RunJobs(const pb::Chip& chip, const std::vector<Job>& jobs,
                                          const Progress& progress, int workers) {
   // Every job is validated before any runs: a refusal comes at once, naming its row.
-  if (absl::Status s = ValidateJobs(chip, jobs); !s.ok()) return s;
+  RETURN_IF_ERROR(ValidateJobs(chip, jobs));
   // The runs are independent: on `workers` processes at once (sweep::JobPool), results in job
   // order, so the rows never depend on the core count.
   size_t done = 0;

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
 #include "kernels/launch/launch.h"
 #include "sweep/job_pool.h"
 #include "tests/attention_reference.h"
@@ -113,7 +114,7 @@ absl::StatusOr<std::vector<NumericCheck>> RunNumericChecks(
     const pb::Chip& chip, int workers, const NumericShape& shape,
     const std::function<void(size_t done, size_t n)>& on_done) {
   const std::vector<pb::Workload> workloads = NumericWorkloads(shape);
-  if (absl::Status s = ValidateNumericWorkloads(chip, workloads); !s.ok()) return s;
+  RETURN_IF_ERROR(ValidateNumericWorkloads(chip, workloads));
   size_t done = 0;
   const std::vector<pb::JobResult> results = sweep::JobPool(workers).Run(
       NumericPoolJobs(chip, workloads), [&](size_t, const pb::JobResult&) {

@@ -23,6 +23,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
 
 namespace ahbm::milestone {
 namespace {
@@ -78,13 +79,13 @@ absl::StatusOr<double> Number(const CsvTable& table, const std::string& csv_path
 absl::StatusOr<PlotData> Collect(const PlotSpec& spec, const CsvTable& table,
                                  const std::string& csv_path) {
   absl::StatusOr<size_t> x = RequireColumn(table, csv_path, spec.x);
-  if (!x.ok()) return x.status();
+  RETURN_IF_ERROR(x.status());
   absl::StatusOr<size_t> y = RequireColumn(table, csv_path, spec.y);
-  if (!y.ok()) return y.status();
+  RETURN_IF_ERROR(y.status());
   std::vector<size_t> series_columns;
   for (const std::string& name : spec.series) {
     absl::StatusOr<size_t> column = RequireColumn(table, csv_path, name);
-    if (!column.ok()) return column.status();
+    RETURN_IF_ERROR(column.status());
     series_columns.push_back(*column);
   }
   if (spec.argmin_series && series_columns.size() != 1) {
@@ -114,14 +115,14 @@ absl::StatusOr<PlotData> Collect(const PlotSpec& spec, const CsvTable& table,
       x_value = static_cast<double>(it->second);
     } else {
       absl::StatusOr<double> parsed = Number(table, csv_path, r, *x);
-      if (!parsed.ok()) return parsed.status();
+      RETURN_IF_ERROR(parsed.status());
       x_value = *parsed;
     }
     absl::StatusOr<double> y_value = Number(table, csv_path, r, *y);
-    if (!y_value.ok()) return y_value.status();
+    RETURN_IF_ERROR(y_value.status());
     if (spec.argmin_series) {
       absl::StatusOr<double> series_value = Number(table, csv_path, r, series_columns[0]);
-      if (!series_value.ok()) return series_value.status();
+      RETURN_IF_ERROR(series_value.status());
       auto [it, inserted] = best_index.emplace(row[*x], best.size());
       if (inserted) {
         best.push_back({x_value, *y_value, *series_value});
@@ -397,24 +398,21 @@ absl::Status RunGnuplot(const std::string& script_path, const std::string& svg_p
 absl::Status PlotSvg(const PlotSpec& spec, const std::string& csv_path,
                      const std::string& svg_path) {
   absl::StatusOr<std::string> csv_text = ReadTextFile(csv_path);
-  if (!csv_text.ok()) return csv_text.status();
+  RETURN_IF_ERROR(csv_text.status());
   absl::StatusOr<CsvTable> table = ParseCsv(*csv_text);
   if (!table.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(csv_path, " ", table.status().message()));
   }
   absl::StatusOr<PlotData> data = Collect(spec, *table, csv_path);
-  if (!data.ok()) return data.status();
+  RETURN_IF_ERROR(data.status());
 
   const fs::path svg(svg_path);
   const std::string stem = svg.stem().string();
   const fs::path dir = svg.parent_path();
   const std::string dat_path = (dir / (stem + ".dat")).string();
   const std::string gp_path = (dir / (stem + ".gp")).string();
-  if (absl::Status s = WriteTextFile(dat_path, DataText(*data)); !s.ok()) return s;
-  if (absl::Status s =
-          WriteTextFile(gp_path, ScriptText(spec, *data, stem, svg.filename().string()));
-      !s.ok())
-    return s;
+  RETURN_IF_ERROR(WriteTextFile(dat_path, DataText(*data)));
+  RETURN_IF_ERROR(WriteTextFile(gp_path, ScriptText(spec, *data, stem, svg.filename().string())));
   // A stale SVG must not pass for this run's.
   std::error_code ignored;
   fs::remove(svg, ignored);

@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/check.h"
+#include "base/status_macros.h"
 #include "sweep/job_pool.h"
 
 namespace ahbm::milestone {
@@ -164,7 +165,7 @@ absl::StatusOr<std::map<uint64_t, const Sample*>> BestPerS(const std::vector<Sam
   std::map<uint64_t, const Sample*> best;
   for (const Sample& s : samples) {
     absl::StatusOr<uint64_t> v = Uint(s_name, s.keys[s_key]);
-    if (!v.ok()) return v.status();
+    RETURN_IF_ERROR(v.status());
     auto [it, fresh] = best.emplace(*v, &s);
     if (!fresh && s.latency_ps < it->second->latency_ps) it->second = &s;
   }
@@ -231,9 +232,9 @@ Study DecodeC(const pb::Chip& chip, const StudyOptions& o) {
                .argmin_series = true}};
   st.answer = [](const CsvTable& csv) -> absl::StatusOr<std::string> {
     absl::StatusOr<std::vector<Sample>> samples = Samples(csv, {"s", "c"});
-    if (!samples.ok()) return samples.status();
+    RETURN_IF_ERROR(samples.status());
     absl::StatusOr<std::map<uint64_t, const Sample*>> best = BestPerS(*samples, 0, "s");
-    if (!best.ok()) return best.status();
+    RETURN_IF_ERROR(best.status());
     std::vector<std::pair<uint64_t, std::string>> by_s;
     for (const auto& [s, sample] : *best) by_s.emplace_back(s, sample->keys[1]);
     return absl::StrCat("best C: ", Ranges(by_s));
@@ -262,9 +263,9 @@ Study DecodeVariants(const pb::Chip& chip, const StudyOptions& o) {
                .series = {"variant"}}};
   st.answer = [](const CsvTable& csv) -> absl::StatusOr<std::string> {
     absl::StatusOr<std::vector<Sample>> samples = Samples(csv, {"s", "variant"});
-    if (!samples.ok()) return samples.status();
+    RETURN_IF_ERROR(samples.status());
     absl::StatusOr<std::map<uint64_t, const Sample*>> best = BestPerS(*samples, 0, "s");
-    if (!best.ok()) return best.status();
+    RETURN_IF_ERROR(best.status());
     std::vector<std::pair<uint64_t, std::string>> by_s;
     for (const auto& [s, sample] : *best) by_s.emplace_back(s, sample->keys[1]);
     // The margin at the longest context: the runner-up.
@@ -315,7 +316,7 @@ Study Tile(const pb::Chip& chip, const StudyOptions& o) {
                .series = {"s"}}};
   st.answer = [](const CsvTable& csv) -> absl::StatusOr<std::string> {
     absl::StatusOr<std::vector<Sample>> samples = Samples(csv, {"s", "tile"});
-    if (!samples.ok()) return samples.status();
+    RETURN_IF_ERROR(samples.status());
     std::vector<std::string> parts;
     for (const auto& [s, unused] : BestPerGroup(*samples, 0)) {
       const Sample* best_tile = nullptr;
@@ -370,7 +371,7 @@ Study Pipeline(const pb::Chip& chip, const StudyOptions& o) {
   st.answer = [](const CsvTable& csv) -> absl::StatusOr<std::string> {
     absl::StatusOr<std::vector<Sample>> samples =
         Samples(csv, {"s", "max_inflight_composites", "lookahead"});
-    if (!samples.ok()) return samples.status();
+    RETURN_IF_ERROR(samples.status());
     std::vector<std::string> parts;
     for (const auto& [s, best] : BestPerGroup(*samples, 0)) {
       const Sample* smallest = nullptr;
@@ -378,9 +379,9 @@ Study Pipeline(const pb::Chip& chip, const StudyOptions& o) {
       for (const Sample& x : *samples) {
         if (x.keys[0] != s || x.latency_ps > best->latency_ps * 1.01) continue;
         absl::StatusOr<uint64_t> inflight = Uint("max_inflight_composites", x.keys[1]);
-        if (!inflight.ok()) return inflight.status();
+        RETURN_IF_ERROR(inflight.status());
         absl::StatusOr<uint64_t> ahead = Uint("lookahead", x.keys[2]);
-        if (!ahead.ok()) return ahead.status();
+        RETURN_IF_ERROR(ahead.status());
         if (smallest == nullptr || std::make_pair(*inflight, *ahead) < smallest_key) {
           smallest = &x;
           smallest_key = {*inflight, *ahead};
@@ -424,7 +425,7 @@ Study ReduceTopology(const pb::Chip& chip, const StudyOptions& o) {
   st.answer = [](const CsvTable& csv) -> absl::StatusOr<std::string> {
     absl::StatusOr<std::vector<Sample>> samples =
         Samples(csv, {"s", "level1_reduce", "level2_reduce"});
-    if (!samples.ok()) return samples.status();
+    RETURN_IF_ERROR(samples.status());
     std::vector<std::string> parts;
     for (const auto& [s, best] : BestPerGroup(*samples, 0)) {
       std::string part = absl::StrCat("S ", s, ": ", best->keys[1], "/", best->keys[2], " ",
@@ -479,7 +480,7 @@ Study Ring(const pb::Chip& chip, const StudyOptions& o) {
   st.answer = [](const CsvTable& csv) -> absl::StatusOr<std::string> {
     absl::StatusOr<std::vector<Sample>> samples =
         Samples(csv, {"s", "ring_depth", "ring_message_bytes"});
-    if (!samples.ok()) return samples.status();
+    RETURN_IF_ERROR(samples.status());
     std::vector<std::string> parts;
     for (auto [s, best] : BestPerGroup(*samples, 0)) {
       const Sample* worst = nullptr;
@@ -540,17 +541,17 @@ Study RingVsReduce(const pb::Chip& chip, const StudyOptions& o) {
                .series = {"kernel", "s"}}};
   st.answer = [](const CsvTable& csv) -> absl::StatusOr<std::string> {
     absl::StatusOr<std::vector<Sample>> samples = Samples(csv, {"s", "t_q", "kernel", "workload"});
-    if (!samples.ok()) return samples.status();
+    RETURN_IF_ERROR(samples.status());
     std::vector<std::string> parts;
     for (const auto& [s_text, unused] : BestPerGroup(*samples, 0)) {
       absl::StatusOr<uint64_t> s = Uint("s", s_text);
-      if (!s.ok()) return s.status();
+      RETURN_IF_ERROR(s.status());
       std::map<uint64_t, std::pair<const Sample*, const Sample*>> by_tq;  // decode, prefill
       const Sample* shape = nullptr;
       for (const Sample& x : *samples) {
         if (x.keys[0] != s_text) continue;
         absl::StatusOr<uint64_t> tq = Uint("t_q", x.keys[1]);
-        if (!tq.ok()) return tq.status();
+        RETURN_IF_ERROR(tq.status());
         if (x.keys[2] == "decode") {
           by_tq[*tq].first = &x;
           shape = &x;
@@ -592,7 +593,7 @@ Study RingVsReduce(const pb::Chip& chip, const StudyOptions& o) {
         std::map<std::string, uint64_t> f;
         for (const char* name : {"h_q", "h_kv", "c", "p"}) {
           absl::StatusOr<uint64_t> v = WorkloadField(shape->keys[3], name);
-          if (!v.ok()) return v.status();
+          RETURN_IF_ERROR(v.status());
           if (*v == 0) return absl::InvalidArgumentError(absl::StrCat("workload: ", name, "=0"));
           f[name] = *v;
         }
@@ -657,7 +658,7 @@ Study ShortLong(const pb::Chip& chip, const StudyOptions& o) {
   st.answer = [](const CsvTable& csv) -> absl::StatusOr<std::string> {
     absl::StatusOr<std::vector<Sample>> samples =
         Samples(csv, {"kernel", "s", "variant", "kv_per_cube"});
-    if (!samples.ok()) return samples.status();
+    RETURN_IF_ERROR(samples.status());
     std::vector<std::string> parts;
     for (const auto& [kernel, unused] : BestPerGroup(*samples, 0)) {
       // Per S: the best short_context row and the long kernel's row.
@@ -667,7 +668,7 @@ Study ShortLong(const pb::Chip& chip, const StudyOptions& o) {
       for (const Sample& x : *samples) {
         if (x.keys[0] != kernel) continue;
         absl::StatusOr<uint64_t> s = Uint("s", x.keys[1]);
-        if (!s.ok()) return s.status();
+        RETURN_IF_ERROR(s.status());
         auto& [short_best, long_row] = by_s[*s];
         if (x.keys[2] != "short_context") {
           long_row = &x;
@@ -742,7 +743,7 @@ Study IssueCost(const pb::Chip& chip, const StudyOptions& o) {
   st.answer = [](const CsvTable& csv) -> absl::StatusOr<std::string> {
     absl::StatusOr<std::vector<Sample>> samples =
         Samples(csv, {"issue_cost_profile", "s", "variant"});
-    if (!samples.ok()) return samples.status();
+    RETURN_IF_ERROR(samples.status());
     std::vector<std::string> parts;
     for (const auto& [profile, unused] : BestPerGroup(*samples, 0)) {
       std::vector<std::string> ratios;
@@ -813,7 +814,7 @@ Study QuerySplit(const pb::Chip& chip, const StudyOptions& o) {
                .series = {"s"}}};
   st.answer = [](const CsvTable& csv) -> absl::StatusOr<std::string> {
     absl::StatusOr<std::vector<Sample>> samples = Samples(csv, {"s", "query_split"});
-    if (!samples.ok()) return samples.status();
+    RETURN_IF_ERROR(samples.status());
     return AgainstReference(*samples, "zigzag", "S ");
   };
   return st;
@@ -845,7 +846,7 @@ Study KLayout(const pb::Chip& chip, const StudyOptions& o) {
                .series = {"kernel"}}};
   st.answer = [](const CsvTable& csv) -> absl::StatusOr<std::string> {
     absl::StatusOr<std::vector<Sample>> samples = Samples(csv, {"kernel", "k_layout"});
-    if (!samples.ok()) return samples.status();
+    RETURN_IF_ERROR(samples.status());
     return AgainstReference(*samples, "tile_major", "");
   };
   return st;

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "base/check.h"
+#include "base/status_macros.h"
 #include "base/text_escape.h"
 #include "milestone/plot.h"
 
@@ -191,12 +192,9 @@ absl::Status TimelineSvg(const std::vector<TimelineRun>& runs, const std::string
   const std::string stem = svg.stem().string();
   const std::filesystem::path dir = svg.parent_path();
   const std::string gp_path = (dir / (stem + ".gp")).string();
-  if (absl::Status s = WriteTextFile(csv_path, csv); !s.ok()) return s;
-  if (absl::Status s = WriteTextFile((dir / (stem + ".dat")).string(), dat); !s.ok()) return s;
-  if (absl::Status s = WriteTextFile(gp_path, Script(runs, window_ps, stem, svg.filename()));
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(WriteTextFile(csv_path, csv));
+  RETURN_IF_ERROR(WriteTextFile((dir / (stem + ".dat")).string(), dat));
+  RETURN_IF_ERROR(WriteTextFile(gp_path, Script(runs, window_ps, stem, svg.filename())));
   std::error_code ignored;
   std::filesystem::remove(svg, ignored);
   return RunGnuplot(gp_path, svg_path);

@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "actors/observe/op_log.h"
+#include "base/status_macros.h"
 #include "base/text_proto.h"
 #include "google/protobuf/io/gzip_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
@@ -79,9 +80,9 @@ std::string StoreFolder(const std::string& dir) { return (fs::path(dir) / "jobs"
 absl::StatusOr<pb::StoreManifest> ReadManifest(const std::string& dir) {
   const std::string path = (fs::path(StoreFolder(dir)) / kManifest).string();
   absl::StatusOr<std::string> text = ReadTextFile(path, "job store manifest");
-  if (!text.ok()) return text.status();
+  RETURN_IF_ERROR(text.status());
   pb::StoreManifest manifest;
-  if (absl::Status s = ParseTextProto(*text, path, &manifest); !s.ok()) return s;
+  RETURN_IF_ERROR(ParseTextProto(*text, path, &manifest));
   return manifest;
 }
 
@@ -92,7 +93,7 @@ absl::StatusOr<std::vector<pb::StoredResult>> ReadResults(const std::string& dir
     const std::string name = entry.path().filename().string();
     if (!name.ends_with(".result")) continue;
     absl::StatusOr<pb::StoredResult> stored = ReadStored(entry.path());
-    if (!stored.ok()) return stored.status();
+    RETURN_IF_ERROR(stored.status());
     if (name != ResultName(stored->index())) {
       return absl::DataLossError(
           absl::StrCat(entry.path().string(), ": holds job ", stored->index()));
@@ -128,7 +129,7 @@ absl::StatusOr<pb::StoreManifest> MergeStores(const std::vector<std::string>& di
   std::vector<pb::StoreManifest> manifests;
   for (const std::string& dir : dirs) {
     absl::StatusOr<pb::StoreManifest> manifest = ReadManifest(dir);
-    if (!manifest.ok()) return manifest.status();
+    RETURN_IF_ERROR(manifest.status());
     manifests.push_back(*std::move(manifest));
   }
   for (const std::string& dir : dirs) {
@@ -193,14 +194,14 @@ absl::StatusOr<pb::StoreManifest> MergeStores(const std::vector<std::string>& di
   std::map<uint64_t, std::string> digest_of;
   for (const std::string& dir : dirs) {
     absl::StatusOr<std::vector<pb::StoredResult>> results = ReadResults(dir);
-    if (!results.ok()) return results.status();
+    RETURN_IF_ERROR(results.status());
     for (const pb::StoredResult& stored : *results) {
       const auto [it, fresh] = digest_of.emplace(stored.index(), stored.spec_digest());
       if (!fresh && it->second != stored.spec_digest()) {
         return absl::InvalidArgumentError(absl::StrCat(
             "job ", stored.index(), " has two different jobs' results (", dir, ")"));
       }
-      if (absl::Status s = WriteStored(out_dir, stored); !s.ok()) return s;
+      RETURN_IF_ERROR(WriteStored(out_dir, stored));
     }
   }
   pb::StoreManifest merged = first;
@@ -208,7 +209,7 @@ absl::StatusOr<pb::StoreManifest> MergeStores(const std::vector<std::string>& di
   merged.set_shard_count(0);
   std::string text;
   google::protobuf::TextFormat::PrintToString(merged, &text);
-  if (absl::Status s = WriteWhole(folder / kManifest, text); !s.ok()) return s;
+  RETURN_IF_ERROR(WriteWhole(folder / kManifest, text));
   return first;
 }
 

@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "actors/chip_sim.h"
 #include "actors/inject.h"
+#include "base/status_macros.h"
 #include "kernels/launch/launch.h"
 #include "proto/report.pb.h"
 #include "proto/topology.pb.h"
@@ -78,10 +79,10 @@ absl::StatusOr<Outcome> RunStream(const pb::Chip& chip, const StreamSpec& spec,
   options.per_tile_detail = spec.per_tile_detail;
   options.workload_summary = spec.summary;
   absl::StatusOr<std::unique_ptr<sim::ChipSim>> created = sim::ChipSim::Create(chip, options);
-  if (!created.ok()) return created.status();
+  RETURN_IF_ERROR(created.status());
   sim::ChipSim& s = **created;
   for (auto& [pe, program] : spec.programs(chip)) {
-    if (absl::Status st = s.SetProgram(pe, std::move(program)); !st.ok()) return st;
+    RETURN_IF_ERROR(s.SetProgram(pe, std::move(program)));
   }
   Outcome out;
   out.extra = absl::StrCat("run_status=", s.Run().ToString(), "\n");
@@ -193,7 +194,7 @@ absl::StatusOr<Outcome> LaunchOutcome(const pb::Chip& chip, const pb::Workload& 
   options.per_pe_message_ids = knobs.per_pe_message_ids;
   options.message_trace_path = knobs.message_trace_path;
   absl::StatusOr<launch::LaunchResult> r = launch::RunWorkload(chip, w, options);
-  if (!r.ok()) return r.status();
+  RETURN_IF_ERROR(r.status());
   Outcome out;
   out.records = std::move(r->op_log);
   out.report = std::move(r->report);

@@ -22,6 +22,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
 #include "gtest/gtest.h"
 #include "proto/topology.pb.h"
 #include "tests/golden_cases.h"
@@ -37,9 +38,9 @@ constexpr char kEventsLine[] = "report events=";
 
 absl::StatusOr<std::string> Render(const Case& c) {
   absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile(c.topology);
-  if (!chip.ok()) return chip.status();
+  RETURN_IF_ERROR(chip.status());
   absl::StatusOr<Outcome> out = c.run(*chip, RunKnobs());
-  if (!out.ok()) return out.status();
+  RETURN_IF_ERROR(out.status());
   std::string text = RenderText(*out);
   if (!c.digest_only) return text;
   // The digest leaves out the event count (in clear below), so that folding events (issue 10)

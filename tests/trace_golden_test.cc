@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "actors/observe/report.h"
+#include "base/status_macros.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 #include "kernels/launch/launch.h"
@@ -68,17 +69,17 @@ pb::Chip TwiceTheHbm(pb::Chip chip) {
 absl::StatusOr<std::pair<std::string, std::string>> ReplayReports(const std::string& trace_path,
                                                                   const std::string& trace_out) {
   absl::StatusOr<replay::RecordedTrace> trace = replay::ReadTraceFile(trace_path);
-  if (!trace.ok()) return trace.status();
+  RETURN_IF_ERROR(trace.status());
   replay::ReplayOptions same;
   same.trace_out = trace_out;
   same.keep_op_log = false;
   absl::StatusOr<launch::LaunchResult> a = replay::Replay(*trace, same);
-  if (!a.ok()) return a.status();
+  RETURN_IF_ERROR(a.status());
   replay::ReplayOptions fast;
   fast.chip = TwiceTheHbm(trace->header.chip());
   fast.keep_op_log = false;
   absl::StatusOr<launch::LaunchResult> b = replay::Replay(*trace, fast);
-  if (!b.ok()) return b.status();
+  RETURN_IF_ERROR(b.status());
   return std::make_pair(observe::ReportToJson(a->report), observe::ReportToJson(b->report));
 }
 

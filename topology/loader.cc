@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "base/text_proto.h"
 #include "topology/validate.h"
 
@@ -19,7 +20,7 @@ absl::StatusOr<pb::Chip> ParseTopologyText(std::string_view text, std::string_vi
         absl::StrCat(source, ": too large for a topology (", text.size(), " bytes)"));
   }
   pb::Chip chip;
-  if (absl::Status status = ParseTextProto(text, source, &chip); !status.ok()) return status;
+  RETURN_IF_ERROR(ParseTextProto(text, source, &chip));
   if (absl::Status status = Validate(chip); !status.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(source, ": ", status.message()));
   }
@@ -28,7 +29,7 @@ absl::StatusOr<pb::Chip> ParseTopologyText(std::string_view text, std::string_vi
 
 absl::StatusOr<pb::Chip> LoadTopologyFile(const std::string& path) {
   absl::StatusOr<std::string> contents = ReadTextFile(path, "topology file");
-  if (!contents.ok()) return contents.status();
+  RETURN_IF_ERROR(contents.status());
   return ParseTopologyText(*contents, path);
 }
 

@@ -11,15 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "base/status_macros.h"
 #include "base/text_escape.h"
-
-// Evaluates a Status expression and returns it from the enclosing function unless it is ok.
-#define AHBM_RETURN_IF_ERROR(expr)                      \
-  do {                                                  \
-    if (absl::Status status_ = (expr); !status_.ok()) { \
-      return status_;                                   \
-    }                                                   \
-  } while (false)
 
 namespace ahbm::topology {
 namespace {
@@ -61,7 +54,7 @@ absl::Status Positive(absl::string_view path, uint64_t value) {
 }
 
 absl::Status Clock(absl::string_view path, uint32_t clock_mhz) {
-  AHBM_RETURN_IF_ERROR(Positive(path, clock_mhz));
+  RETURN_IF_ERROR(Positive(path, clock_mhz));
   if (kPicosecondsPerMicrosecond % clock_mhz == 0) return absl::OkStatus();
   return Invalid(path, " must divide ", kPicosecondsPerMicrosecond,
                  " so that one cycle is a whole number of picoseconds, the simulator's ",
@@ -81,8 +74,8 @@ absl::Status MeshHolds(const pb::MeshShape& mesh, absl::string_view mesh_path, u
                        absl::string_view count_path) {
   const std::string rows = Field(mesh_path, "rows");
   const std::string cols = Field(mesh_path, "cols");
-  AHBM_RETURN_IF_ERROR(Positive(rows, mesh.rows()));
-  AHBM_RETURN_IF_ERROR(Positive(cols, mesh.cols()));
+  RETURN_IF_ERROR(Positive(rows, mesh.rows()));
+  RETURN_IF_ERROR(Positive(cols, mesh.cols()));
   const uint64_t slots = uint64_t{mesh.rows()} * mesh.cols();
   if (count == slots) return absl::OkStatus();
   return Invalid(count_path, " (", count, ") must equal ", rows, " * ", cols, " (", mesh.rows(),
@@ -91,8 +84,8 @@ absl::Status MeshHolds(const pb::MeshShape& mesh, absl::string_view mesh_path, u
 }
 
 absl::Status ValidateLink(const pb::Link& link, absl::string_view path) {
-  AHBM_RETURN_IF_ERROR(Clock(Field(path, "clock_mhz"), link.clock_mhz()));
-  AHBM_RETURN_IF_ERROR(Positive(Field(path, "bytes_per_cycle"), link.bytes_per_cycle()));
+  RETURN_IF_ERROR(Clock(Field(path, "clock_mhz"), link.clock_mhz()));
+  RETURN_IF_ERROR(Positive(Field(path, "bytes_per_cycle"), link.bytes_per_cycle()));
   return Positive(Field(path, "latency_cycles"), link.latency_cycles());
 }
 
@@ -100,7 +93,7 @@ absl::Status ValidateLink(const pb::Link& link, absl::string_view path) {
 absl::Status ValidateHbmBank(const pb::HbmChannel& hbm, absl::string_view path) {
   const pb::HbmBankConfig& b = hbm.bank();
   const std::string bank = Field(path, "bank");
-  AHBM_RETURN_IF_ERROR(Present(hbm.has_bank(), bank));
+  RETURN_IF_ERROR(Present(hbm.has_bank(), bank));
   const std::pair<const char*, uint32_t> positive[] = {
       {"stack_ids", b.stack_ids()}, {"bank_groups", b.bank_groups()},
       {"banks_per_group", b.banks_per_group()}, {"row_bytes", b.row_bytes()},
@@ -115,7 +108,7 @@ absl::Status ValidateHbmBank(const pb::HbmChannel& hbm, absl::string_view path) 
       {"t_faw_cycles", b.t_faw_cycles()}, {"t_wtr_s_cycles", b.t_wtr_s_cycles()},
       {"t_rtw_cycles", b.t_rtw_cycles()}, {"queue_depth", b.queue_depth()}};
   for (const auto& [name, value] : positive) {
-    AHBM_RETURN_IF_ERROR(Positive(Field(bank, name), value));
+    RETURN_IF_ERROR(Positive(Field(bank, name), value));
   }
   // Each channel keeps a state per bank and a request queue: bounded like the unit count.
   const absl::uint128 banks =
@@ -159,15 +152,15 @@ absl::Status ValidateHbmBank(const pb::HbmChannel& hbm, absl::string_view path) 
                    ") must cover the DRAM's idle read, t_rcd_rd + t_cl + burst = ", idle, " cycles");
   }
   if (b.refresh() == pb::ALL_BANK) {
-    AHBM_RETURN_IF_ERROR(Positive(Field(bank, "t_rfc_cycles"), b.t_rfc_cycles()));
+    RETURN_IF_ERROR(Positive(Field(bank, "t_rfc_cycles"), b.t_rfc_cycles()));
     if (b.t_refi_cycles() <= b.t_rfc_cycles()) {
       return Invalid(Field(bank, "t_refi_cycles"), " (", b.t_refi_cycles(), ") must exceed ",
                      Field(bank, "t_rfc_cycles"), " (", b.t_rfc_cycles(), ")");
     }
   }
   if (b.refresh() == pb::PER_BANK) {
-    AHBM_RETURN_IF_ERROR(Positive(Field(bank, "t_rfc_pb_cycles"), b.t_rfc_pb_cycles()));
-    AHBM_RETURN_IF_ERROR(Positive(Field(bank, "t_refi_pb_cycles"), b.t_refi_pb_cycles()));
+    RETURN_IF_ERROR(Positive(Field(bank, "t_rfc_pb_cycles"), b.t_rfc_pb_cycles()));
+    RETURN_IF_ERROR(Positive(Field(bank, "t_refi_pb_cycles"), b.t_refi_pb_cycles()));
     const uint64_t banks = uint64_t{b.stack_ids()} * b.bank_groups() * b.banks_per_group();
     if (uint64_t{b.t_refi_pb_cycles()} * banks <= b.t_rfc_pb_cycles()) {
       return Invalid(Field(bank, "t_refi_pb_cycles"), " (", b.t_refi_pb_cycles(), ") x ", banks,
@@ -179,11 +172,11 @@ absl::Status ValidateHbmBank(const pb::HbmChannel& hbm, absl::string_view path) 
 }
 
 absl::Status ValidateHbmChannel(const pb::HbmChannel& hbm, absl::string_view path) {
-  AHBM_RETURN_IF_ERROR(Clock(Field(path, "clock_mhz"), hbm.clock_mhz()));
-  AHBM_RETURN_IF_ERROR(Positive(Field(path, "bytes_per_cycle"), hbm.bytes_per_cycle()));
-  AHBM_RETURN_IF_ERROR(
+  RETURN_IF_ERROR(Clock(Field(path, "clock_mhz"), hbm.clock_mhz()));
+  RETURN_IF_ERROR(Positive(Field(path, "bytes_per_cycle"), hbm.bytes_per_cycle()));
+  RETURN_IF_ERROR(
       Positive(Field(path, "first_byte_latency_cycles"), hbm.first_byte_latency_cycles()));
-  AHBM_RETURN_IF_ERROR(Positive(Field(path, "interleave_bytes"), hbm.interleave_bytes()));
+  RETURN_IF_ERROR(Positive(Field(path, "interleave_bytes"), hbm.interleave_bytes()));
   if (hbm.has_fifo_efficiency_ppm()) {
     const std::string eff = Field(path, "fifo_efficiency_ppm");
     if (hbm.model() == pb::BANK) {
@@ -202,24 +195,24 @@ absl::Status ValidateHbmChannel(const pb::HbmChannel& hbm, absl::string_view pat
 }
 
 absl::Status ValidateGemm(const pb::GemmEngine& gemm, absl::string_view path) {
-  AHBM_RETURN_IF_ERROR(Positive(Field(path, "array_rows"), gemm.array_rows()));
-  AHBM_RETURN_IF_ERROR(Positive(Field(path, "array_cols"), gemm.array_cols()));
+  RETURN_IF_ERROR(Positive(Field(path, "array_rows"), gemm.array_rows()));
+  RETURN_IF_ERROR(Positive(Field(path, "array_cols"), gemm.array_cols()));
   return Set(gemm.has_fill_drain_cycles(), Field(path, "fill_drain_cycles"));
 }
 
 absl::Status ValidateMath(const pb::MathEngine& math, absl::string_view path) {
-  AHBM_RETURN_IF_ERROR(Positive(Field(path, "lanes_per_cycle"), math.lanes_per_cycle()));
-  AHBM_RETURN_IF_ERROR(
+  RETURN_IF_ERROR(Positive(Field(path, "lanes_per_cycle"), math.lanes_per_cycle()));
+  RETURN_IF_ERROR(
       Positive(Field(path, "transcendental_per_cycle"), math.transcendental_per_cycle()));
-  AHBM_RETURN_IF_ERROR(
+  RETURN_IF_ERROR(
       Set(math.has_reduction_extra_cycles(), Field(path, "reduction_extra_cycles")));
   return Set(math.has_startup_cycles(), Field(path, "startup_cycles"));
 }
 
 absl::Status ValidateDma(const pb::DmaEngine& dma, absl::string_view path) {
   const std::string chunk = Field(path, "chunk_bytes");
-  AHBM_RETURN_IF_ERROR(Positive(chunk, dma.chunk_bytes()));
-  AHBM_RETURN_IF_ERROR(
+  RETURN_IF_ERROR(Positive(chunk, dma.chunk_bytes()));
+  RETURN_IF_ERROR(
       Set(dma.has_remote_channel_extra_cycles(), Field(path, "remote_channel_extra_cycles")));
   if (IsPowerOfTwo(dma.chunk_bytes())) return absl::OkStatus();
   return Invalid(chunk, " must be a power of two (got ", dma.chunk_bytes(), ")");
@@ -228,17 +221,17 @@ absl::Status ValidateDma(const pb::DmaEngine& dma, absl::string_view path) {
 absl::Status ValidateTcm(const pb::Tcm& tcm, absl::string_view path) {
   const std::string total = Field(path, "total_bytes");
   const std::string scratch = Field(path, "scratch_bytes");
-  AHBM_RETURN_IF_ERROR(Positive(total, tcm.total_bytes()));
-  AHBM_RETURN_IF_ERROR(Positive(scratch, tcm.scratch_bytes()));
+  RETURN_IF_ERROR(Positive(total, tcm.total_bytes()));
+  RETURN_IF_ERROR(Positive(scratch, tcm.scratch_bytes()));
   if (tcm.scratch_bytes() <= tcm.total_bytes()) return absl::OkStatus();
   return Invalid(scratch, " (", tcm.scratch_bytes(), ") must be <= ", total, " (",
                  tcm.total_bytes(), "): the scratch arena is part of the TCM");
 }
 
 absl::Status ValidateScheduler(const pb::Scheduler& scheduler, absl::string_view path) {
-  AHBM_RETURN_IF_ERROR(Positive(Field(path, "tile_m"), scheduler.tile_m()));
-  AHBM_RETURN_IF_ERROR(Positive(Field(path, "tile_k"), scheduler.tile_k()));
-  AHBM_RETURN_IF_ERROR(Positive(Field(path, "tile_n"), scheduler.tile_n()));
+  RETURN_IF_ERROR(Positive(Field(path, "tile_m"), scheduler.tile_m()));
+  RETURN_IF_ERROR(Positive(Field(path, "tile_k"), scheduler.tile_k()));
+  RETURN_IF_ERROR(Positive(Field(path, "tile_n"), scheduler.tile_n()));
   return Positive(Field(path, "max_inflight_composites"), scheduler.max_inflight_composites());
 }
 
@@ -254,7 +247,7 @@ absl::Status ValidateIssueCosts(const pb::IssueCostProfile& p, absl::string_view
       {p.has_ex_composite_cycles(), "ex_composite_cycles"},
       {p.has_resume_after_wait_cycles(), "resume_after_wait_cycles"},
   };
-  for (const auto& [has, name] : costs) AHBM_RETURN_IF_ERROR(Set(has, Field(path, name)));
+  for (const auto& [has, name] : costs) RETURN_IF_ERROR(Set(has, Field(path, name)));
   return absl::OkStatus();
 }
 
@@ -268,7 +261,7 @@ absl::Status ValidateIssueCostProfiles(const pb::Pe& pe, absl::string_view path)
     const std::string& name = pe.issue_cost_profiles(i).name();
     const std::string name_path = absl::StrCat(profiles, "[", i, "].name");
     if (name.empty()) return Invalid(name_path, " must not be empty");
-    AHBM_RETURN_IF_ERROR(ValidateIssueCosts(pe.issue_cost_profiles(i),
+    RETURN_IF_ERROR(ValidateIssueCosts(pe.issue_cost_profiles(i),
                                             absl::StrCat(profiles, "[", i, "]")));
     if (!names.insert(name).second) {
       return Invalid(name_path, " \"", PrintableAscii(name), "\" is not unique");
@@ -285,28 +278,28 @@ absl::Status ValidateIssueCostProfiles(const pb::Pe& pe, absl::string_view path)
 }
 
 absl::Status ValidatePe(const pb::Pe& pe, absl::string_view path) {
-  AHBM_RETURN_IF_ERROR(Clock(Field(path, "clock_mhz"), pe.clock_mhz()));
-  AHBM_RETURN_IF_ERROR(Positive(Field(path, "hbm_channels"), pe.hbm_channels()));
-  AHBM_RETURN_IF_ERROR(Present(pe.has_gemm(), Field(path, "gemm")));
-  AHBM_RETURN_IF_ERROR(ValidateGemm(pe.gemm(), Field(path, "gemm")));
-  AHBM_RETURN_IF_ERROR(Present(pe.has_math(), Field(path, "math")));
-  AHBM_RETURN_IF_ERROR(ValidateMath(pe.math(), Field(path, "math")));
-  AHBM_RETURN_IF_ERROR(Present(pe.has_dma(), Field(path, "dma")));
-  AHBM_RETURN_IF_ERROR(ValidateDma(pe.dma(), Field(path, "dma")));
-  AHBM_RETURN_IF_ERROR(Present(pe.has_tcm(), Field(path, "tcm")));
-  AHBM_RETURN_IF_ERROR(ValidateTcm(pe.tcm(), Field(path, "tcm")));
-  AHBM_RETURN_IF_ERROR(Present(pe.has_scheduler(), Field(path, "scheduler")));
-  AHBM_RETURN_IF_ERROR(ValidateScheduler(pe.scheduler(), Field(path, "scheduler")));
+  RETURN_IF_ERROR(Clock(Field(path, "clock_mhz"), pe.clock_mhz()));
+  RETURN_IF_ERROR(Positive(Field(path, "hbm_channels"), pe.hbm_channels()));
+  RETURN_IF_ERROR(Present(pe.has_gemm(), Field(path, "gemm")));
+  RETURN_IF_ERROR(ValidateGemm(pe.gemm(), Field(path, "gemm")));
+  RETURN_IF_ERROR(Present(pe.has_math(), Field(path, "math")));
+  RETURN_IF_ERROR(ValidateMath(pe.math(), Field(path, "math")));
+  RETURN_IF_ERROR(Present(pe.has_dma(), Field(path, "dma")));
+  RETURN_IF_ERROR(ValidateDma(pe.dma(), Field(path, "dma")));
+  RETURN_IF_ERROR(Present(pe.has_tcm(), Field(path, "tcm")));
+  RETURN_IF_ERROR(ValidateTcm(pe.tcm(), Field(path, "tcm")));
+  RETURN_IF_ERROR(Present(pe.has_scheduler(), Field(path, "scheduler")));
+  RETURN_IF_ERROR(ValidateScheduler(pe.scheduler(), Field(path, "scheduler")));
   return ValidateIssueCostProfiles(pe, path);
 }
 
 absl::Status ValidateIpcq(const pb::Ipcq& ipcq, absl::string_view path) {
-  AHBM_RETURN_IF_ERROR(Present(ipcq.has_link(), Field(path, "link")));
-  AHBM_RETURN_IF_ERROR(ValidateLink(ipcq.link(), Field(path, "link")));
+  RETURN_IF_ERROR(Present(ipcq.has_link(), Field(path, "link")));
+  RETURN_IF_ERROR(ValidateLink(ipcq.link(), Field(path, "link")));
   const std::string queue = Field(path, "queue_bytes");
   const std::string chunk = Field(path, "chunk_bytes");
-  AHBM_RETURN_IF_ERROR(Positive(queue, ipcq.queue_bytes()));
-  AHBM_RETURN_IF_ERROR(Positive(chunk, ipcq.chunk_bytes()));
+  RETURN_IF_ERROR(Positive(queue, ipcq.queue_bytes()));
+  RETURN_IF_ERROR(Positive(chunk, ipcq.chunk_bytes()));
   if (ipcq.chunk_bytes() <= ipcq.queue_bytes()) return absl::OkStatus();
   return Invalid(chunk, " (", ipcq.chunk_bytes(), ") must be <= ", queue, " (", ipcq.queue_bytes(),
                  "): a larger chunk could never be sent");
@@ -318,17 +311,17 @@ absl::Status ValidateCube(const pb::Cube& cube, absl::string_view path) {
   const std::string hbm_bytes = Field(path, "hbm_bytes");
   const std::string hbm_channel = Field(path, "hbm_channel");
   const std::string pe = Field(path, "pe");
-  AHBM_RETURN_IF_ERROR(Positive(pes, cube.pes()));
-  AHBM_RETURN_IF_ERROR(Present(cube.has_pe_mesh(), Field(path, "pe_mesh")));
-  AHBM_RETURN_IF_ERROR(MeshHolds(cube.pe_mesh(), Field(path, "pe_mesh"), cube.pes(), pes));
-  AHBM_RETURN_IF_ERROR(Positive(channels, cube.hbm_pseudo_channels()));
-  AHBM_RETURN_IF_ERROR(Positive(hbm_bytes, cube.hbm_bytes()));
-  AHBM_RETURN_IF_ERROR(Present(cube.has_hbm_channel(), hbm_channel));
-  AHBM_RETURN_IF_ERROR(ValidateHbmChannel(cube.hbm_channel(), hbm_channel));
-  AHBM_RETURN_IF_ERROR(Present(cube.has_pe(), pe));
-  AHBM_RETURN_IF_ERROR(ValidatePe(cube.pe(), pe));
-  AHBM_RETURN_IF_ERROR(Present(cube.has_ipcq(), Field(path, "ipcq")));
-  AHBM_RETURN_IF_ERROR(ValidateIpcq(cube.ipcq(), Field(path, "ipcq")));
+  RETURN_IF_ERROR(Positive(pes, cube.pes()));
+  RETURN_IF_ERROR(Present(cube.has_pe_mesh(), Field(path, "pe_mesh")));
+  RETURN_IF_ERROR(MeshHolds(cube.pe_mesh(), Field(path, "pe_mesh"), cube.pes(), pes));
+  RETURN_IF_ERROR(Positive(channels, cube.hbm_pseudo_channels()));
+  RETURN_IF_ERROR(Positive(hbm_bytes, cube.hbm_bytes()));
+  RETURN_IF_ERROR(Present(cube.has_hbm_channel(), hbm_channel));
+  RETURN_IF_ERROR(ValidateHbmChannel(cube.hbm_channel(), hbm_channel));
+  RETURN_IF_ERROR(Present(cube.has_pe(), pe));
+  RETURN_IF_ERROR(ValidatePe(cube.pe(), pe));
+  RETURN_IF_ERROR(Present(cube.has_ipcq(), Field(path, "ipcq")));
+  RETURN_IF_ERROR(ValidateIpcq(cube.ipcq(), Field(path, "ipcq")));
 
   const uint64_t split = uint64_t{cube.pes()} * cube.pe().hbm_channels();
   if (cube.hbm_pseudo_channels() != split) {
@@ -354,12 +347,12 @@ absl::Status ValidateCube(const pb::Cube& cube, absl::string_view path) {
 }
 
 absl::Status ValidateNoc(const pb::Noc& noc, absl::string_view path) {
-  AHBM_RETURN_IF_ERROR(Present(noc.has_link(), Field(path, "link")));
-  AHBM_RETURN_IF_ERROR(ValidateLink(noc.link(), Field(path, "link")));
-  AHBM_RETURN_IF_ERROR(Positive(Field(path, "packet_bytes"), noc.packet_bytes()));
-  AHBM_RETURN_IF_ERROR(Positive(Field(path, "credits_per_link"), noc.credits_per_link()));
+  RETURN_IF_ERROR(Present(noc.has_link(), Field(path, "link")));
+  RETURN_IF_ERROR(ValidateLink(noc.link(), Field(path, "link")));
+  RETURN_IF_ERROR(Positive(Field(path, "packet_bytes"), noc.packet_bytes()));
+  RETURN_IF_ERROR(Positive(Field(path, "credits_per_link"), noc.credits_per_link()));
   const std::string queue = Field(path, "endpoint_queue_bytes");
-  AHBM_RETURN_IF_ERROR(Positive(queue, noc.endpoint_queue_bytes()));
+  RETURN_IF_ERROR(Positive(queue, noc.endpoint_queue_bytes()));
   if (noc.endpoint_queue_bytes() >= noc.packet_bytes()) return absl::OkStatus();
   return Invalid(queue, " (", noc.endpoint_queue_bytes(), ") must be >= ",
                  Field(path, "packet_bytes"), " (", noc.packet_bytes(),
@@ -368,22 +361,22 @@ absl::Status ValidateNoc(const pb::Noc& noc, absl::string_view path) {
 
 absl::Status ValidateSip(const pb::Sip& sip, absl::string_view path) {
   const std::string cubes = Field(path, "cubes");
-  AHBM_RETURN_IF_ERROR(Positive(cubes, sip.cubes()));
-  AHBM_RETURN_IF_ERROR(Present(sip.has_cube_mesh(), Field(path, "cube_mesh")));
-  AHBM_RETURN_IF_ERROR(MeshHolds(sip.cube_mesh(), Field(path, "cube_mesh"), sip.cubes(), cubes));
-  AHBM_RETURN_IF_ERROR(Present(sip.has_cube(), Field(path, "cube")));
-  AHBM_RETURN_IF_ERROR(ValidateCube(sip.cube(), Field(path, "cube")));
-  AHBM_RETURN_IF_ERROR(Present(sip.has_noc(), Field(path, "noc")));
+  RETURN_IF_ERROR(Positive(cubes, sip.cubes()));
+  RETURN_IF_ERROR(Present(sip.has_cube_mesh(), Field(path, "cube_mesh")));
+  RETURN_IF_ERROR(MeshHolds(sip.cube_mesh(), Field(path, "cube_mesh"), sip.cubes(), cubes));
+  RETURN_IF_ERROR(Present(sip.has_cube(), Field(path, "cube")));
+  RETURN_IF_ERROR(ValidateCube(sip.cube(), Field(path, "cube")));
+  RETURN_IF_ERROR(Present(sip.has_noc(), Field(path, "noc")));
   return ValidateNoc(sip.noc(), Field(path, "noc"));
 }
 
 // Runs after the SIP passed, so sip.cube_mesh is known to be valid.
 absl::Status ValidateUcie(const pb::Ucie& ucie, const pb::MeshShape& cube_mesh,
                           absl::string_view path) {
-  AHBM_RETURN_IF_ERROR(Present(ucie.has_link(), Field(path, "link")));
-  AHBM_RETURN_IF_ERROR(ValidateLink(ucie.link(), Field(path, "link")));
+  RETURN_IF_ERROR(Present(ucie.has_link(), Field(path, "link")));
+  RETURN_IF_ERROR(ValidateLink(ucie.link(), Field(path, "link")));
   const std::string port = Field(path, "port_cube");
-  AHBM_RETURN_IF_ERROR(Present(ucie.has_port_cube(), port));
+  RETURN_IF_ERROR(Present(ucie.has_port_cube(), port));
   const pb::MeshCoord& coord = ucie.port_cube();
   if (coord.row() < cube_mesh.rows() && coord.col() < cube_mesh.cols()) {
     return absl::OkStatus();
@@ -422,14 +415,13 @@ absl::Status UnitsFit(const pb::Chip& chip) {
 
 absl::Status Validate(const pb::Chip& chip) {
   if (chip.name().empty()) return Invalid("name must not be empty");
-  AHBM_RETURN_IF_ERROR(Positive("sips", chip.sips()));
-  AHBM_RETURN_IF_ERROR(Present(chip.has_sip(), "sip"));
-  AHBM_RETURN_IF_ERROR(ValidateSip(chip.sip(), "sip"));
-  AHBM_RETURN_IF_ERROR(UnitsFit(chip));
-  AHBM_RETURN_IF_ERROR(Present(chip.has_ucie(), "ucie"));
+  RETURN_IF_ERROR(Positive("sips", chip.sips()));
+  RETURN_IF_ERROR(Present(chip.has_sip(), "sip"));
+  RETURN_IF_ERROR(ValidateSip(chip.sip(), "sip"));
+  RETURN_IF_ERROR(UnitsFit(chip));
+  RETURN_IF_ERROR(Present(chip.has_ucie(), "ucie"));
   return ValidateUcie(chip.ucie(), chip.sip().cube_mesh(), "ucie");
 }
 
-#undef AHBM_RETURN_IF_ERROR
 
 }  // namespace ahbm::topology

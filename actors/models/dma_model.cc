@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/check.h"
+#include "base/status_macros.h"
 
 namespace ahbm::sim {
 namespace {
@@ -202,13 +203,10 @@ uint32_t DmaModel::ChannelOf(uint32_t owner_pe, Addr addr) const {
 
 absl::StatusOr<DmaPlan> DmaModel::PlanHbm(const HbmTensor& tensor, DmaKind kind) const {
   DmaPlan plan;
-  if (absl::Status s = PlanHbmWithContext(TensorView{tensor.owner_pe, tensor.base.value(),
-                                                     tensor.element_bytes.value(), tensor.shape,
-                                                     tensor.strides},
-                                          kind, /*cmd=*/nullptr, plan);
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(PlanHbmWithContext(TensorView{tensor.owner_pe, tensor.base.value(),
+      tensor.element_bytes.value(), tensor.shape,
+      tensor.strides},
+      kind, /*cmd=*/nullptr, plan));
   return plan;
 }
 
@@ -388,7 +386,7 @@ void DmaModel::FillPlan(DmaKind kind, uint32_t owner_pe, const topology::PeId& o
 
 absl::StatusOr<DmaPlan> DmaModel::PlanTcmCopy(Bytes bytes) const {
   DmaPlan plan;
-  if (absl::Status s = PlanTcmCopyInto(bytes, plan); !s.ok()) return s;
+  RETURN_IF_ERROR(PlanTcmCopyInto(bytes, plan));
   return plan;
 }
 
@@ -409,7 +407,7 @@ absl::Status DmaModel::PlanTcmCopyInto(Bytes bytes, DmaPlan& plan) const {
 
 absl::StatusOr<DmaPlan> DmaModel::Plan(const pb::DmaCmd& cmd) const {
   DmaPlan plan;
-  if (absl::Status s = PlanInto(cmd, plan); !s.ok()) return s;
+  RETURN_IF_ERROR(PlanInto(cmd, plan));
   return plan;
 }
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/check.h"
+#include "base/status_macros.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
@@ -251,7 +252,7 @@ absl::StatusOr<std::vector<pb::TraceRecord>> ReadOpLog(std::istream& in) {
   while (true) {
     pb::TraceRecord record;
     absl::StatusOr<bool> more = reader.Next(record);
-    if (!more.ok()) return more.status();
+    RETURN_IF_ERROR(more.status());
     if (!*more) return records;
     records.push_back(std::move(record));
   }

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "actors/tensor_ref.h"
+#include "base/status_macros.h"
 #include "kernels/attention/lse_merge.h"
 #include "kernels/attention/reduce_tree.h"
 #include "kernels/host/placement.h"
@@ -210,8 +211,8 @@ absl::StatusOr<std::map<uint32_t, RingLinks>> FanoutRing(const DecodeGeometry& g
   for (size_t i = 0; n > 1 && i < n; ++i) {
     absl::StatusOr<Peer> next = link(i, (i + 1) % n);
     absl::StatusOr<Peer> prev = link(i, (i + n - 1) % n);
-    if (!next.ok()) return next.status();
-    if (!prev.ok()) return prev.status();
+    RETURN_IF_ERROR(next.status());
+    RETURN_IF_ERROR(prev.status());
     links[ring[i].first * per_cube + ring[i].second] = RingLinks{*next, *prev};
   }
   return links;
@@ -236,9 +237,9 @@ absl::StatusOr<DecodeLaunch> LaunchFanout(const pb::Chip& chip, const DecodeConf
   const bool group = kind == BaselineKind::kFanoutGroup;
   const DecodeConfig gcfg = group ? cfg : OneCube(cfg);
   absl::StatusOr<DecodeGeometry> geo = MakeDecodeGeometry(chip, gcfg);
-  if (!geo.ok()) return geo.status();
+  RETURN_IF_ERROR(geo.status());
   absl::StatusOr<std::vector<uint32_t>> cubes = BaselineCubes(chip, cfg, kind);
-  if (!cubes.ok()) return cubes.status();
+  RETURN_IF_ERROR(cubes.status());
   const uint32_t g = cfg.h_q / cfg.h_kv;
   const bool data = store != nullptr && !inputs.empty();
   // Each copy places every KV head once: kFanoutGroup one copy on the decode geometry;
@@ -270,12 +271,12 @@ absl::StatusOr<DecodeLaunch> LaunchFanout(const pb::Chip& chip, const DecodeConf
       absl::StatusOr<PlacedRequest> placed = PlaceDecodeRequest(
           *geo, gcfg, u, copies[copy], KLayout::kTransposed, allocator, store,
           data ? &inputs[u] : nullptr);
-      if (!placed.ok()) return placed.status();
+      RETURN_IF_ERROR(placed.status());
       for (uint32_t h = 0; h < cfg.h_kv; ++h) {
         std::vector<uint32_t> ring_cubes;
         for (uint32_t ci : cube_snake) ring_cubes.push_back(placed->cubes[h][ci]);
         absl::StatusOr<std::map<uint32_t, RingLinks>> ring = FanoutRing(*geo, ring_cubes);
-        if (!ring.ok()) return ring.status();
+        RETURN_IF_ERROR(ring.status());
         const DecodeLaunch::Output root = placed->outputs[h];
         // The query rows this copy's instances serve and their request ids (module comment).
         std::vector<uint32_t> rows;
@@ -302,11 +303,8 @@ absl::StatusOr<DecodeLaunch> LaunchFanout(const pb::Chip& chip, const DecodeConf
             plan.o_addr = root.addr + uint64_t{gi} * cfg.d * 2;
             const uint32_t request = group ? u * g + gi : u;
             // Message stream: the KV head (a PE may hold several with kv_per_cube).
-            if (absl::Status s = runtime.AddKernel(
-                    rank.pe, request, h, [plan](Tl& tl) { return BaselineRank(tl, plan); });
-                !s.ok()) {
-              return s;
-            }
+            RETURN_IF_ERROR(runtime.AddKernel(
+                rank.pe, request, h, [plan](Tl& tl) { return BaselineRank(tl, plan); }));
           }
         }
       }
@@ -321,11 +319,11 @@ absl::StatusOr<DecodeLaunch> LaunchRev1(const pb::Chip& chip, const DecodeConfig
                                         const std::vector<DecodeInputs>& inputs) {
   const DecodeConfig one = OneCube(cfg);
   absl::StatusOr<DecodeGeometry> geo = MakeDecodeGeometry(chip, one);
-  if (!geo.ok()) return geo.status();
+  RETURN_IF_ERROR(geo.status());
   absl::StatusOr<std::vector<uint32_t>> cubes = BaselineCubes(chip, cfg, BaselineKind::kRev1Tree);
-  if (!cubes.ok()) return cubes.status();
+  RETURN_IF_ERROR(cubes.status());
   absl::StatusOr<std::vector<ReduceNode>> tree = Level2Tree(*geo, cfg.level2);
-  if (!tree.ok()) return tree.status();
+  RETURN_IF_ERROR(tree.status());
   const uint32_t g = cfg.h_q / cfg.h_kv;
   const uint32_t p = cfg.p;
   const bool data = store != nullptr && !inputs.empty();
@@ -358,15 +356,15 @@ absl::StatusOr<DecodeLaunch> LaunchRev1(const pb::Chip& chip, const DecodeConfig
       const std::vector<uint64_t> qshape = {g, cfg.d};
       absl::StatusOr<host::PlacedTensor> q = host::PlaceReplicated(
           allocator, absl::StrCat("q[", u, "][", h, "]"), qshape, pb::BF16, pes);
-      if (!q.ok()) return q.status();
+      RETURN_IF_ERROR(q.status());
       if (data) {
         const auto first = inputs[u].q.data.begin() + uint64_t{h} * g * cfg.d;
         host::NpyArray group{qshape, std::vector<float>(first, first + uint64_t{g} * cfg.d)};
-        if (absl::Status s = host::Scatter(*store, *q, group); !s.ok()) return s;
+        RETURN_IF_ERROR(host::Scatter(*store, *q, group));
       }
       const uint32_t root_pe = pes[geo->pe_root];
       absl::StatusOr<uint64_t> o_addr = allocator.Allocate(root_pe, uint64_t{g} * cfg.d * 2);
-      if (!o_addr.ok()) return o_addr.status();
+      RETURN_IF_ERROR(o_addr.status());
       launch.outputs[u][h] = DecodeLaunch::Output{root_pe, *o_addr};
       for (uint32_t node = 0; node < p; ++node) {
         const uint32_t k = (node + p - start) % p;  // rev1's (pe_id - start_pe) mod N
@@ -374,9 +372,9 @@ absl::StatusOr<DecodeLaunch> LaunchRev1(const pb::Chip& chip, const DecodeConfig
         plan.q_addr = q->shards()[node].ref.addr();
         plan.len = context / p + (k < context % p ? 1 : 0);
         absl::StatusOr<uint64_t> k_addr = allocator.Allocate(pes[node], tiles * cfg.tile * cfg.d * 2);
-        if (!k_addr.ok()) return k_addr.status();
+        RETURN_IF_ERROR(k_addr.status());
         absl::StatusOr<uint64_t> v_addr = allocator.Allocate(pes[node], slots * cfg.d * 2);
-        if (!v_addr.ok()) return v_addr.status();
+        RETURN_IF_ERROR(v_addr.status());
         plan.k_addr = *k_addr;
         plan.v_addr = *v_addr;
         if (data && plan.len > 0) {
@@ -393,8 +391,8 @@ absl::StatusOr<DecodeLaunch> LaunchRev1(const pb::Chip& chip, const DecodeConfig
                                                          {padded / cfg.tile * cfg.d, cfg.tile});
           const pb::TensorRef v_ref =
               sim::MakeTensorRef(pb::HBM, pes[node], plan.v_addr, pb::BF16, {plan.len, cfg.d});
-          if (absl::Status s = store->Write(k_ref, kt); !s.ok()) return s;
-          if (absl::Status s = store->Write(v_ref, v); !s.ok()) return s;
+          RETURN_IF_ERROR(store->Write(k_ref, kt));
+          RETURN_IF_ERROR(store->Write(v_ref, v));
         }
         for (uint32_t child : (*tree)[node].children) {
           plan.children.push_back(Peer::Ipcq(DirectionTo(mesh, geo->pes[node], geo->pes[child])));
@@ -404,11 +402,8 @@ absl::StatusOr<DecodeLaunch> LaunchRev1(const pb::Chip& chip, const DecodeConfig
         }
         plan.store_output = node == geo->pe_root;
         plan.o_addr = *o_addr;
-        if (absl::Status s =
-                runtime.AddKernel(pes[node], u, h, [plan](Tl& tl) { return Rev1Rank(tl, plan); });
-            !s.ok()) {
-          return s;
-        }
+        RETURN_IF_ERROR(
+            runtime.AddKernel(pes[node], u, h, [plan](Tl& tl) { return Rev1Rank(tl, plan); }));
       }
     }
   }
@@ -424,13 +419,11 @@ absl::StatusOr<std::vector<uint32_t>> BaselineCubes(const pb::Chip& chip, const 
   if (group && cfg.kv_per_cube != 0) return Field("kv_per_cube", "the baselines do not use it");
   const DecodeConfig gcfg = group ? cfg : OneCube(cfg);
   absl::StatusOr<DecodeGeometry> geo = MakeDecodeGeometry(chip, gcfg);
-  if (!geo.ok()) return geo.status();
+  RETURN_IF_ERROR(geo.status());
   // The message pattern must fit the PE mesh: the ring's IPCQ hops, the rev1 tree's edges.
   if (kind == BaselineKind::kRev1Tree) {
-    if (absl::Status s = Level2Tree(*geo, cfg.level2).status(); !s.ok()) return s;
-  } else if (absl::Status s = FanoutRing(*geo, geo->HeadCubes(gcfg)[0]).status(); !s.ok()) {
-    return s;
-  }
+    RETURN_IF_ERROR(Level2Tree(*geo, cfg.level2).status());
+  } else RETURN_IF_ERROR(FanoutRing(*geo, geo->HeadCubes(gcfg)[0]).status());
   switch (kind) {
     case BaselineKind::kFanoutGroup:
       return DecodeCubes(chip, cfg);
@@ -447,7 +440,7 @@ absl::StatusOr<std::vector<std::vector<uint32_t>>> BaselineCubeSets(const pb::Ch
                                                                     BaselineKind kind) {
   if (kind == BaselineKind::kFanoutGroup) return DecodeCubeSets(chip, cfg);
   absl::StatusOr<std::vector<uint32_t>> cubes = BaselineCubes(chip, cfg, kind);
-  if (!cubes.ok()) return cubes.status();
+  RETURN_IF_ERROR(cubes.status());
   std::vector<std::vector<uint32_t>> sets;
   for (uint32_t cube : *cubes) sets.push_back({cube});
   return sets;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "actors/tensor_ref.h"
 #include "base/check.h"
+#include "base/status_macros.h"
 #include "topology/groups.h"
 #include "topology/ids.h"
 #include "topology/kv_placement.h"
@@ -34,7 +35,7 @@ static absl::Status CheckKvPerCube(const DecodeConfig& cfg) {
 
 absl::StatusOr<DecodeGeometry> MakeDecodeGeometry(const pb::Chip& chip, const DecodeConfig& cfg) {
   const topology::ChipIndex index(chip);
-  if (absl::Status s = CheckKvPerCube(cfg); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckKvPerCube(cfg));
   if (cfg.h_kv == 0) return Field("h_kv", "must be > 0");
   if (cfg.h_q == 0 || cfg.h_q % cfg.h_kv != 0) {
     return Field("h_q", absl::StrCat("must be a positive multiple of h_kv = ", cfg.h_kv,
@@ -70,7 +71,7 @@ absl::StatusOr<DecodeGeometry> MakeDecodeGeometry(const pb::Chip& chip, const De
   }
   absl::StatusOr<topology::CubeGroups> groups = topology::CubeGroups::Partition(
       index.cube_mesh(), cfg.c, topology::GroupShape{cfg.group_rows, cfg.group_cols});
-  if (!groups.ok()) return groups.status();
+  RETURN_IF_ERROR(groups.status());
   DecodeGeometry geo{index, *groups};
   geo.pe_cols = std::min(cfg.p, pe_mesh.cols());
   geo.pe_rows = cfg.p / geo.pe_cols;
@@ -81,7 +82,7 @@ absl::StatusOr<DecodeGeometry> MakeDecodeGeometry(const pb::Chip& chip, const De
   // is the whole rectangle).
   absl::StatusOr<topology::CubeGroups> pe_rect = topology::CubeGroups::Partition(
       topology::Mesh(geo.pe_rows, geo.pe_cols), cfg.p);
-  if (!pe_rect.ok()) return pe_rect.status();
+  RETURN_IF_ERROR(pe_rect.status());
   geo.pe_root = pe_rect->root_in_group();
   geo.groups_per_sip = groups->num_groups();
   const uint32_t heads_per_group = cfg.kv_per_cube == 0 ? 1 : cfg.kv_per_cube;
@@ -165,7 +166,7 @@ absl::Status PlaceCausalMasks(host::HbmAllocator& allocator, MemoryStore* store,
   if (first == tiles) return absl::OkStatus();
   absl::StatusOr<uint64_t> addr =
       allocator.Allocate(pe, (tiles - first) * uint64_t{rows} * cfg.tile * 2);
-  if (!addr.ok()) return addr.status();
+  RETURN_IF_ERROR(addr.status());
   plan.first_masked_tile = first;
   plan.mask_addr = *addr;
   if (store == nullptr) return absl::OkStatus();
@@ -185,7 +186,7 @@ absl::Status PlaceCausalMasks(host::HbmAllocator& allocator, MemoryStore* store,
     const pb::TensorRef ref =
         sim::MakeTensorRef(pb::HBM, pe, *addr + (j - first) * uint64_t{rows} * cfg.tile * 2,
                            pb::BF16, {rows, len});
-    if (absl::Status st = store->Write(ref, mask); !st.ok()) return st;
+    RETURN_IF_ERROR(store->Write(ref, mask));
   }
   return absl::OkStatus();
 }
@@ -194,7 +195,7 @@ absl::Status PlaceCausalMasks(host::HbmAllocator& allocator, MemoryStore* store,
 
 absl::StatusOr<std::vector<uint32_t>> DecodeCubes(const pb::Chip& chip, const DecodeConfig& cfg) {
   absl::StatusOr<DecodeGeometry> geo = MakeDecodeGeometry(chip, cfg);
-  if (!geo.ok()) return geo.status();
+  RETURN_IF_ERROR(geo.status());
   std::set<uint32_t> cubes;
   for (const std::vector<uint32_t>& head : geo->HeadCubes(cfg)) cubes.insert(head.begin(), head.end());
   return std::vector<uint32_t>(cubes.begin(), cubes.end());
@@ -203,7 +204,7 @@ absl::StatusOr<std::vector<uint32_t>> DecodeCubes(const pb::Chip& chip, const De
 absl::StatusOr<std::vector<std::vector<uint32_t>>> DecodeCubeSets(const pb::Chip& chip,
                                                                   const DecodeConfig& cfg) {
   absl::StatusOr<DecodeGeometry> geo = MakeDecodeGeometry(chip, cfg);
-  if (!geo.ok()) return geo.status();
+  RETURN_IF_ERROR(geo.status());
   return geo->HeadCubes(cfg);
 }
 
@@ -218,7 +219,7 @@ std::vector<std::vector<uint32_t>> DecodeGeometry::HeadCubes(const DecodeConfig&
 absl::StatusOr<std::vector<ReduceNode>> Level2Tree(const DecodeGeometry& geo, ReduceShape shape) {
   absl::StatusOr<std::vector<ReduceNode>> l2 =
       BuildReduceTree(geo.pe_rows, geo.pe_cols, geo.pe_root, shape);
-  if (!l2.ok()) return l2.status();
+  RETURN_IF_ERROR(l2.status());
   // IPCQ links are one hop: every Level-2 edge must join mesh neighbours (a chain over the
   // snake always does).
   for (uint32_t k = 0; k < l2->size(); ++k) {
@@ -231,7 +232,7 @@ absl::StatusOr<std::vector<ReduceNode>> Level2Tree(const DecodeGeometry& geo, Re
 
 absl::StatusOr<std::vector<uint32_t>> Level2Ring(const DecodeGeometry& geo) {
   absl::StatusOr<std::vector<uint32_t>> cycle = RingCycle(geo.pe_rows, geo.pe_cols, geo.pe_root);
-  if (!cycle.ok()) return cycle.status();
+  RETURN_IF_ERROR(cycle.status());
   // Every node sends to its successor: each link of the cycle, the closing one too, must be
   // one IPCQ hop.
   for (size_t k = 0; cycle->size() > 1 && k < cycle->size(); ++k) {
@@ -258,23 +259,23 @@ absl::StatusOr<PlacedRequest> PlaceDecodeRequest(
   const uint64_t context = cfg.ContextOf(u);
   absl::StatusOr<topology::KvPlacement> kv = topology::KvPlacement::Create(
       cfg.c, cfg.p, cfg.MaxContextOf(u), cfg.start_cube + rot, cfg.start_pe + rot);
-  if (!kv.ok()) return kv.status();
+  RETURN_IF_ERROR(kv.status());
   std::vector<host::KvHeadGroup> heads(cfg.h_kv);
   for (uint32_t h = 0; h < cfg.h_kv; ++h) heads[h] = host::KvHeadGroup{head_cubes.at(h), geo.pes};
   const std::vector<uint64_t> kv_shape = {cfg.h_kv, context, cfg.d};
   absl::StatusOr<host::PlacedTensor> k = host::PlaceKvCache(
       allocator, absl::StrCat("k[", u, "]"), kv_shape, pb::BF16, *kv, heads,
       HostKvLayout(k_layout, cfg.tile, kv->block()));
-  if (!k.ok()) return k.status();
+  RETURN_IF_ERROR(k.status());
   if (cfg.kv_bank_interleaved) {
-    if (absl::Status s = host::PadForBankInterleave(allocator, *k); !s.ok()) return s;
+    RETURN_IF_ERROR(host::PadForBankInterleave(allocator, *k));
   }
   absl::StatusOr<host::PlacedTensor> v = host::PlaceKvCache(
       allocator, absl::StrCat("v[", u, "]"), kv_shape, pb::BF16, *kv, heads, host::KvLayout{});
-  if (!v.ok()) return v.status();
+  RETURN_IF_ERROR(v.status());
   if (data) {
-    if (absl::Status s = host::Scatter(*store, *k, in->k); !s.ok()) return s;
-    if (absl::Status s = host::Scatter(*store, *v, in->v); !s.ok()) return s;
+    RETURN_IF_ERROR(host::Scatter(*store, *k, in->k));
+    RETURN_IF_ERROR(host::Scatter(*store, *v, in->v));
   }
   PlacedRequest placed;
   placed.block = kv->block();
@@ -289,7 +290,7 @@ absl::StatusOr<PlacedRequest> PlaceDecodeRequest(
     const std::vector<uint64_t> qshape = {rows, cfg.d};
     absl::StatusOr<host::PlacedTensor> q = host::PlaceReplicated(
         allocator, absl::StrCat("q[", u, "][", h, "]"), qshape, pb::BF16, rank_pes);
-    if (!q.ok()) return q.status();
+    RETURN_IF_ERROR(q.status());
     if (data) {
       host::NpyArray group{qshape, std::vector<float>(uint64_t{rows} * cfg.d)};
       for (uint32_t gi = 0; gi < g; ++gi) {
@@ -299,13 +300,13 @@ absl::StatusOr<PlacedRequest> PlaceDecodeRequest(
                       group.data.begin() + (uint64_t{gi} * cfg.t_q + t) * cfg.d);
         }
       }
-      if (absl::Status s = host::Scatter(*store, *q, group); !s.ok()) return s;
+      RETURN_IF_ERROR(host::Scatter(*store, *q, group));
     }
     // The group root: cube_in_group root, Level-2 root PE.
     const uint32_t root_cube = heads[h].cubes[geo.groups.root_in_group()];
     const uint32_t root_pe = root_cube * index.pes_per_cube() + geo.pes[geo.pe_root];
     absl::StatusOr<uint64_t> o_addr = allocator.Allocate(root_pe, uint64_t{rows} * cfg.d * 2);
-    if (!o_addr.ok()) return o_addr.status();
+    RETURN_IF_ERROR(o_addr.status());
     placed.outputs.push_back(DecodeLaunch::Output{root_pe, *o_addr});
     placed.ranks.emplace_back();
     for (uint32_t r = 0; r < kv->ranks(); ++r) {
@@ -327,9 +328,9 @@ absl::StatusOr<PlacedRequest> PlaceDecodeRequest(
 absl::StatusOr<DecodeLaunch> LaunchDecode(const pb::Chip& chip, const DecodeConfig& cfg,
                                           KernelRuntime& runtime, MemoryStore* store,
                                           const std::vector<DecodeInputs>& inputs) {
-  if (absl::Status s = CheckDecodeCapacity(chip, cfg); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckDecodeCapacity(chip, cfg));
   absl::StatusOr<DecodeGeometry> geo_or = MakeDecodeGeometry(chip, cfg);
-  if (!geo_or.ok()) return geo_or.status();
+  RETURN_IF_ERROR(geo_or.status());
   const DecodeGeometry& geo = *geo_or;
   const topology::ChipIndex& index = geo.index;
   const uint32_t g = cfg.h_q / cfg.h_kv;
@@ -347,22 +348,22 @@ absl::StatusOr<DecodeLaunch> LaunchDecode(const pb::Chip& chip, const DecodeConf
   std::vector<uint32_t> l2_cycle, l1_cycle;
   if (l2_ring) {
     absl::StatusOr<std::vector<uint32_t>> cycle = Level2Ring(geo);
-    if (!cycle.ok()) return cycle.status();
+    RETURN_IF_ERROR(cycle.status());
     l2_cycle = *std::move(cycle);
   } else {
     absl::StatusOr<std::vector<ReduceNode>> tree = Level2Tree(geo, cfg.level2);
-    if (!tree.ok()) return tree.status();
+    RETURN_IF_ERROR(tree.status());
     l2 = *std::move(tree);
   }
   if (l1_ring) {
     absl::StatusOr<std::vector<uint32_t>> cycle =
         RingCycle(gs.rows, gs.cols, geo.groups.root_in_group());
-    if (!cycle.ok()) return cycle.status();
+    RETURN_IF_ERROR(cycle.status());
     l1_cycle = *std::move(cycle);
   } else {
     absl::StatusOr<std::vector<ReduceNode>> tree =
         BuildReduceTree(gs.rows, gs.cols, geo.groups.root_in_group(), cfg.level1);
-    if (!tree.ok()) return tree.status();
+    RETURN_IF_ERROR(tree.status());
     l1 = *std::move(tree);
   }
   // A node's ring position (the root's is nodes - 1).
@@ -378,7 +379,7 @@ absl::StatusOr<DecodeLaunch> LaunchDecode(const pb::Chip& chip, const DecodeConf
   launch.level2_ring = l2_ring && cfg.p > 1 ? cfg.p : 0;
   launch.level1_ring = l1_ring && cfg.c > 1 ? cfg.c : 0;
   absl::StatusOr<std::vector<uint32_t>> cubes = DecodeCubes(chip, cfg);
-  if (!cubes.ok()) return cubes.status();
+  RETURN_IF_ERROR(cubes.status());
   launch.cubes = *cubes;
 
   DecodeShape shape;
@@ -399,7 +400,7 @@ absl::StatusOr<DecodeLaunch> LaunchDecode(const pb::Chip& chip, const DecodeConf
   for (uint32_t u = 0; u < cfg.users; ++u) {
     absl::StatusOr<PlacedRequest> placed = PlaceDecodeRequest(
         geo, cfg, u, head_cubes, cfg.k_layout, allocator, store, data ? &inputs[u] : nullptr);
-    if (!placed.ok()) return placed.status();
+    RETURN_IF_ERROR(placed.status());
     launch.outputs.push_back(placed->outputs);
     for (uint32_t h = 0; h < cfg.h_kv; ++h) {
       for (const PlacedRank& rank : placed->ranks[h]) {
@@ -412,11 +413,8 @@ absl::StatusOr<DecodeLaunch> LaunchDecode(const pb::Chip& chip, const DecodeConf
         plan.block = placed->block;
         plan.v_addr = rank.v_addr;
         plan.my_len = rank.len;
-        if (absl::Status st = PlaceCausalMasks(allocator, store, cfg, rows, cfg.ContextOf(u),
-                                               rank.block_start, pe, plan);
-            !st.ok()) {
-          return st;
-        }
+        RETURN_IF_ERROR(PlaceCausalMasks(allocator, store, cfg, rows, cfg.ContextOf(u),
+            rank.block_start, pe, plan));
         const auto ipcq = [&](uint32_t to) {
           return Peer::Ipcq(DirectionTo(pe_mesh, geo.pes[node], geo.pes[to]));
         };
@@ -448,11 +446,8 @@ absl::StatusOr<DecodeLaunch> LaunchDecode(const pb::Chip& chip, const DecodeConf
           }
         }
         // Message stream: the KV head (its group's instances message only each other).
-        if (absl::Status s = runtime.AddKernel(
-                pe, u, h, [shape, plan](Tl& tl) { return DecodeRank(tl, shape, plan); });
-            !s.ok()) {
-          return s;
-        }
+        RETURN_IF_ERROR(runtime.AddKernel(
+            pe, u, h, [shape, plan](Tl& tl) { return DecodeRank(tl, shape, plan); }));
       }
     }
   }
@@ -710,7 +705,7 @@ uint64_t OneShotTile(const DecodeConfig& cfg) {
 
 absl::Status CheckDecodeCapacity(const pb::Chip& chip, const DecodeConfig& cfg) {
   absl::StatusOr<DecodeGeometry> geo_or = MakeDecodeGeometry(chip, cfg);
-  if (!geo_or.ok()) return geo_or.status();
+  RETURN_IF_ERROR(geo_or.status());
   const DecodeGeometry& geo = *geo_or;
   const uint64_t rows = uint64_t{cfg.h_q / cfg.h_kv} * cfg.t_q;
   const uint64_t heads_per_pe = cfg.kv_per_cube == 0 ? 1 : std::min(cfg.kv_per_cube, cfg.h_kv);
@@ -807,7 +802,7 @@ absl::StatusOr<std::vector<float>> GatherDecodeOutput(const MemoryStore& store,
     ref.add_shape(uint64_t{g} * cfg.t_q);
     ref.add_shape(cfg.d);
     absl::StatusOr<std::vector<float>> values = store.Read(ref);
-    if (!values.ok()) return values.status();
+    RETURN_IF_ERROR(values.status());
     // Row gi·T_q + t of head group h is query head h·G + gi, token t.
     std::copy(values->begin(), values->end(), o.begin() + uint64_t{h} * g * cfg.t_q * cfg.d);
   }

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "actors/tensor_ref.h"
+#include "base/status_macros.h"
 #include "kernels/attention/baseline.h"
 #include "kernels/attention/lse_merge.h"
 #include "kernels/attention/reduce_tree.h"
@@ -227,7 +228,7 @@ absl::StatusOr<PrefillLaunch> LaunchPrefillFanout(const pb::Chip& chip, const Pr
                                                   MemoryStore* store,
                                                   const std::vector<DecodeInputs>& inputs) {
   absl::StatusOr<std::vector<uint32_t>> cubes = BaselineCubes(chip, gcfg, BaselineKind::kFanout);
-  if (!cubes.ok()) return cubes.status();
+  RETURN_IF_ERROR(cubes.status());
   const bool data = store != nullptr;
   const uint32_t G = cfg.G(), P = cfg.P();
   const uint32_t a = P / 2, b = (P - 1) / 2;  // ⌈(P − 1) / 2⌉, ⌊(P − 1) / 2⌋
@@ -280,7 +281,7 @@ absl::StatusOr<PrefillLaunch> LaunchPrefillFanout(const pb::Chip& chip, const Pr
     const uint64_t S = cfg.ContextOf(u), Tq = cfg.QueriesOf(u);
     absl::StatusOr<topology::KvPlacement> kv =
         topology::KvPlacement::Create(1, P, cfg.MaxContextOf(u), 0, cfg.start_pe + rot);
-    if (!kv.ok()) return kv.status();
+    RETURN_IF_ERROR(kv.status());
     const uint64_t qb = (Tq + P - 1) / P;  // query rows per rank
     const uint32_t q_tiles = static_cast<uint32_t>((qb + q - 1) / q);
     const uint32_t chunks = std::max<uint32_t>(1, (q_tiles + cap - 1) / cap);
@@ -294,16 +295,16 @@ absl::StatusOr<PrefillLaunch> LaunchPrefillFanout(const pb::Chip& chip, const Pr
       absl::StatusOr<host::PlacedTensor> k = host::PlaceKvCache(
           allocator, absl::StrCat("k[", u, "][", gi, "]"), kv_shape, pb::BF16, *kv, heads,
           host::KvLayout{host::SlotLayout::kTileMajor, cfg.tile});
-      if (!k.ok()) return k.status();
+      RETURN_IF_ERROR(k.status());
       if (cfg.kv_bank_interleaved) {
-        if (absl::Status s = host::PadForBankInterleave(allocator, *k); !s.ok()) return s;
+        RETURN_IF_ERROR(host::PadForBankInterleave(allocator, *k));
       }
       absl::StatusOr<host::PlacedTensor> v = host::PlaceKvCache(
           allocator, absl::StrCat("v[", u, "][", gi, "]"), kv_shape, pb::BF16, *kv, heads, host::KvLayout{});
-      if (!v.ok()) return v.status();
+      RETURN_IF_ERROR(v.status());
       if (data) {
-        if (absl::Status s = host::Scatter(*store, *k, inputs[u].k); !s.ok()) return s;
-        if (absl::Status s = host::Scatter(*store, *v, inputs[u].v); !s.ok()) return s;
+        RETURN_IF_ERROR(host::Scatter(*store, *k, inputs[u].k));
+        RETURN_IF_ERROR(host::Scatter(*store, *v, inputs[u].v));
       }
       ks.push_back(*std::move(k));
       vs.push_back(*std::move(v));
@@ -316,7 +317,7 @@ absl::StatusOr<PrefillLaunch> LaunchPrefillFanout(const pb::Chip& chip, const Pr
       const uint32_t h = hq / G, gi = hq % G, cube = (*cubes)[hq];
       const std::vector<uint32_t> ring_cubes = {cube};
       absl::StatusOr<std::map<uint32_t, RingLinks>> links = FanoutRing(geo, ring_cubes);
-      if (!links.ok()) return links.status();
+      RETURN_IF_ERROR(links.status());
       for (uint32_t pos = 0; pos < P; ++pos) {
         const uint32_t node = ring[pos], r = kv->PeLocal(node);
         const uint32_t pe = cube * per_cube + geo.pes[node];
@@ -335,16 +336,16 @@ absl::StatusOr<PrefillLaunch> LaunchPrefillFanout(const pb::Chip& chip, const Pr
         uint64_t q_addr = 0, o_addr = 0;
         if (rows > 0) {
           absl::StatusOr<uint64_t> qa = allocator.Allocate(pe, rows * cfg.d * 2);
-          if (!qa.ok()) return qa.status();
+          RETURN_IF_ERROR(qa.status());
           absl::StatusOr<uint64_t> oa = allocator.Allocate(pe, rows * cfg.d * 2);
-          if (!oa.ok()) return oa.status();
+          RETURN_IF_ERROR(oa.status());
           q_addr = *qa;
           o_addr = *oa;
           if (data) {
             const auto src = inputs[u].q.data.begin() + (uint64_t{hq} * Tq + row0) * cfg.d;
             const std::vector<float> values(src, src + rows * cfg.d);
             const pb::TensorRef ref = sim::MakeTensorRef(pb::HBM, pe, q_addr, pb::BF16, {rows, cfg.d});
-            if (absl::Status s = store->Write(ref, values); !s.ok()) return s;
+            RETURN_IF_ERROR(store->Write(ref, values));
           }
         }
         for (uint64_t t0 = 0; t0 < rows; t0 += q) {
@@ -383,18 +384,15 @@ absl::StatusOr<PrefillLaunch> LaunchPrefillFanout(const pb::Chip& chip, const Pr
         }
         for (const auto& [offset, tokens, len] : keys) {
           absl::StatusOr<uint64_t> ma = allocator.Allocate(pe, uint64_t{tokens} * len * 2);
-          if (!ma.ok()) return ma.status();
+          RETURN_IF_ERROR(ma.status());
           plan.masks.push_back(MaskSlot{offset, tokens, len, *ma});
           if (data) WritePrefillMask(store, pe, plan.masks.back(), 1);
         }
         launch.instance_pes.push_back(pe);
         // Message stream: the query head (one per CUBE).
-        if (absl::Status s = runtime.AddKernel(
-                pe, u, hq,
-                [plan = std::move(plan)](Tl& tl) { return FanoutPrefillRank(tl, plan); });
-            !s.ok()) {
-          return s;
-        }
+        RETURN_IF_ERROR(runtime.AddKernel(
+            pe, u, hq,
+            [plan = std::move(plan)](Tl& tl) { return FanoutPrefillRank(tl, plan); }));
       }
     }
   }

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "actors/tensor_ref.h"
 #include "base/check.h"
+#include "base/status_macros.h"
 #include "kernels/attention/baseline.h"
 #include "kernels/attention/prefill_baseline.h"
 #include "kernels/attention/reduce_tree.h"
@@ -206,7 +207,7 @@ std::vector<std::vector<uint32_t>> SplitQueryTiles(uint32_t n, uint32_t pes, Que
 }
 
 absl::StatusOr<std::vector<uint32_t>> PrefillCubes(const pb::Chip& chip, const PrefillConfig& cfg) {
-  if (absl::Status s = Validate(cfg, chip); !s.ok()) return s;
+  RETURN_IF_ERROR(Validate(cfg, chip));
   if (cfg.variant == PrefillVariant::kBaselineFanout) {
     return BaselineCubes(chip, GeometryConfig(cfg), BaselineKind::kFanout);
   }
@@ -215,7 +216,7 @@ absl::StatusOr<std::vector<uint32_t>> PrefillCubes(const pb::Chip& chip, const P
 
 absl::StatusOr<std::vector<std::vector<uint32_t>>> PrefillCubeSets(const pb::Chip& chip,
                                                                    const PrefillConfig& cfg) {
-  if (absl::Status s = Validate(cfg, chip); !s.ok()) return s;
+  RETURN_IF_ERROR(Validate(cfg, chip));
   if (cfg.variant == PrefillVariant::kBaselineFanout) {
     return BaselineCubeSets(chip, GeometryConfig(cfg), BaselineKind::kFanout);
   }
@@ -225,10 +226,10 @@ absl::StatusOr<std::vector<std::vector<uint32_t>>> PrefillCubeSets(const pb::Chi
 absl::StatusOr<PrefillLaunch> LaunchPrefill(const pb::Chip& chip, const PrefillConfig& cfg,
                                             KernelRuntime& runtime, MemoryStore* store,
                                             const std::vector<DecodeInputs>& inputs) {
-  if (absl::Status s = Validate(cfg, chip); !s.ok()) return s;
+  RETURN_IF_ERROR(Validate(cfg, chip));
   const DecodeConfig gcfg = GeometryConfig(cfg);
   absl::StatusOr<DecodeGeometry> geo_or = MakeDecodeGeometry(chip, gcfg);
-  if (!geo_or.ok()) return geo_or.status();
+  RETURN_IF_ERROR(geo_or.status());
   const DecodeGeometry& geo = *geo_or;
   const topology::ChipIndex& index = geo.index;
   const bool data = store != nullptr && !inputs.empty();
@@ -256,12 +257,12 @@ absl::StatusOr<PrefillLaunch> LaunchPrefill(const pb::Chip& chip, const PrefillC
 
   PrefillLaunch launch;
   absl::StatusOr<std::vector<uint32_t>> cubes = DecodeCubes(chip, gcfg);
-  if (!cubes.ok()) return cubes.status();
+  RETURN_IF_ERROR(cubes.status());
   launch.cubes = *cubes;
 
   // The ring's barrier tree over the CUBE's PEs and the snake cycle over the group's CUBEs.
   absl::StatusOr<std::vector<ReduceNode>> tree = Level2Tree(geo, ReduceShape::kTree);
-  if (!tree.ok()) return tree.status();
+  RETURN_IF_ERROR(tree.status());
   const topology::GroupShape gs = geo.groups.shape();
   const std::vector<uint32_t> cycle = SnakeOrder(gs.rows, gs.cols);  // cube_in_group order
 
@@ -281,7 +282,7 @@ absl::StatusOr<PrefillLaunch> LaunchPrefill(const pb::Chip& chip, const PrefillC
     const uint64_t S = cfg.ContextOf(u), Tq = cfg.QueriesOf(u);
     absl::StatusOr<topology::KvPlacement> kv = topology::KvPlacement::Create(
         C, P, cfg.MaxContextOf(u), cfg.start_cube + rot, cfg.start_pe + rot);
-    if (!kv.ok()) return kv.status();
+    RETURN_IF_ERROR(kv.status());
     const uint64_t B = kv->block();
     const TcmNeed need = NeedOf(cfg, g, tokens_per_tile, B);
     if (need.fixed + 2 * need.state > persistent_each) {
@@ -311,16 +312,16 @@ absl::StatusOr<PrefillLaunch> LaunchPrefill(const pb::Chip& chip, const PrefillC
     absl::StatusOr<host::PlacedTensor> k = host::PlaceKvCache(
         allocator, absl::StrCat("k[", u, "]"), kv_shape, pb::BF16, *kv, heads,
         HostKvLayout(cfg.k_layout, cfg.tile, B));
-    if (!k.ok()) return k.status();
+    RETURN_IF_ERROR(k.status());
     if (cfg.kv_bank_interleaved) {
-      if (absl::Status s = host::PadForBankInterleave(allocator, *k); !s.ok()) return s;
+      RETURN_IF_ERROR(host::PadForBankInterleave(allocator, *k));
     }
     absl::StatusOr<host::PlacedTensor> v = host::PlaceKvCache(
         allocator, absl::StrCat("v[", u, "]"), kv_shape, pb::BF16, *kv, heads, host::KvLayout{});
-    if (!v.ok()) return v.status();
+    RETURN_IF_ERROR(v.status());
     if (data) {
-      if (absl::Status s = host::Scatter(*store, *k, inputs[u].k); !s.ok()) return s;
-      if (absl::Status s = host::Scatter(*store, *v, inputs[u].v); !s.ok()) return s;
+      RETURN_IF_ERROR(host::Scatter(*store, *k, inputs[u].k));
+      RETURN_IF_ERROR(host::Scatter(*store, *v, inputs[u].v));
     }
     const uint32_t ranks = kv->ranks();
     const auto pe_of = [&](uint32_t h, uint32_t ci, uint32_t node) {
@@ -347,9 +348,9 @@ absl::StatusOr<PrefillLaunch> LaunchPrefill(const pb::Chip& chip, const PrefillC
             auto& sl = slots[pe_of(h, ci, node)];
             for (int i = 0; i < 2; ++i) {
               absl::StatusOr<uint64_t> ka = allocator.Allocate(pe_of(h, ci, node), kbytes);
-              if (!ka.ok()) return ka.status();
+              RETURN_IF_ERROR(ka.status());
               absl::StatusOr<uint64_t> va = allocator.Allocate(pe_of(h, ci, node), B * cfg.d * 2);
-              if (!va.ok()) return va.status();
+              RETURN_IF_ERROR(va.status());
               sl.k[i] = *ka;
               sl.v[i] = *va;
             }
@@ -432,9 +433,9 @@ absl::StatusOr<PrefillLaunch> LaunchPrefill(const pb::Chip& chip, const PrefillC
           uint64_t q_base = 0, o_base = 0;
           if (rows_total > 0) {
             absl::StatusOr<uint64_t> qa = allocator.Allocate(b.pe, rows_total * cfg.d * 2);
-            if (!qa.ok()) return qa.status();
+            RETURN_IF_ERROR(qa.status());
             absl::StatusOr<uint64_t> oa = allocator.Allocate(b.pe, rows_total * cfg.d * 2);
-            if (!oa.ok()) return oa.status();
+            RETURN_IF_ERROR(oa.status());
             q_base = *qa;
             o_base = *oa;
           }
@@ -458,7 +459,7 @@ absl::StatusOr<PrefillLaunch> LaunchPrefill(const pb::Chip& chip, const PrefillC
           }
           if (data && rows_total > 0) {
             const pb::TensorRef ref = sim::MakeTensorRef(pb::HBM, b.pe, q_base, pb::BF16, {rows_total, cfg.d});
-            if (absl::Status s = store->Write(ref, qvals); !s.ok()) return s;
+            RETURN_IF_ERROR(store->Write(ref, qvals));
           }
           plan.tiles_per_chunk = per_chunk;  // the cap; spread over the chunks below
           // Causal masks: one per distinct (offset, tokens, len) among the masked pairs.
@@ -480,7 +481,7 @@ absl::StatusOr<PrefillLaunch> LaunchPrefill(const pb::Chip& chip, const PrefillC
           }
           for (const auto& [offset, tokens, len] : keys) {
             absl::StatusOr<uint64_t> ma = allocator.Allocate(b.pe, uint64_t{tokens} * g * len * 2);
-            if (!ma.ok()) return ma.status();
+            RETURN_IF_ERROR(ma.status());
             plan.masks.push_back(MaskSlot{offset, tokens, len, *ma});
             if (data) WritePrefillMask(store, b.pe, plan.masks.back(), g);
           }
@@ -513,12 +514,9 @@ absl::StatusOr<PrefillLaunch> LaunchPrefill(const pb::Chip& chip, const PrefillC
     if (!built[i].plan.tiles.empty()) {
       launch.tiles_per_chunk = std::min(launch.tiles_per_chunk, built[i].plan.tiles_per_chunk);
     }
-    if (absl::Status s = runtime.AddKernel(
-            built[i].pe, u, built[i].stream,
-            [shape, plan = built[i].plan](Tl& tl) { return PrefillRank(tl, shape, plan); });
-        !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(runtime.AddKernel(
+        built[i].pe, u, built[i].stream,
+        [shape, plan = built[i].plan](Tl& tl) { return PrefillRank(tl, shape, plan); }));
   }
   if (launch.tiles_per_chunk == UINT32_MAX) launch.tiles_per_chunk = 0;
   return launch;
@@ -533,7 +531,7 @@ absl::StatusOr<std::vector<float>> GatherPrefillOutput(const MemoryStore& store,
     const uint64_t rows = uint64_t{out.tokens} * out.g;
     const pb::TensorRef ref = sim::MakeTensorRef(pb::HBM, out.pe, out.addr, pb::BF16, {rows, cfg.d});
     absl::StatusOr<std::vector<float>> values = store.Read(ref);
-    if (!values.ok()) return values.status();
+    RETURN_IF_ERROR(values.status());
     for (uint64_t r = 0; r < rows; ++r) {
       const uint64_t head = out.head + r % out.g, t = out.t0 + r / out.g;
       std::copy_n(values->begin() + r * cfg.d, cfg.d, o.begin() + (head * Tq + t) * cfg.d);

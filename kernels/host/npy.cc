@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "base/text_escape.h"
 
 namespace ahbm::host {
@@ -93,7 +94,7 @@ class HeaderParser {
       } else if (key == "shape") {
         if (seen_shape) return Fail("key 'shape' repeated");
         seen_shape = true;
-        if (absl::Status status = ParseShape(&header.shape); !status.ok()) return status;
+        RETURN_IF_ERROR(ParseShape(&header.shape));
       } else {
         return Fail(absl::StrCat("unexpected key '", PrintableAscii(key), "'"));
       }

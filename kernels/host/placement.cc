@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "actors/tensor_ref.h"
 #include "base/check.h"
+#include "base/status_macros.h"
 
 namespace ahbm::host {
 namespace {
@@ -239,11 +240,9 @@ KvHeadGroup HeadGroupOf(const topology::ChipIndex& index, const topology::CubeGr
 absl::StatusOr<PlacedTensor> PlaceReplicated(HbmAllocator& allocator, std::string name,
                                              std::vector<uint64_t> shape, pb::DType dtype,
                                              std::span<const uint32_t> pes) {
-  if (absl::Status status = CheckDtype(name, dtype); !status.ok()) return status;
-  if (absl::Status status = CheckPeList(allocator, name, "pes", pes); !status.ok()) return status;
-  if (absl::StatusOr<uint64_t> bytes = BufferBytes(name, shape, shape, dtype); !bytes.ok()) {
-    return bytes.status();
-  }
+  RETURN_IF_ERROR(CheckDtype(name, dtype));
+  RETURN_IF_ERROR(CheckPeList(allocator, name, "pes", pes));
+  RETURN_IF_ERROR(BufferBytes(name, shape, shape, dtype).status());
   PlacedTensor tensor;
   tensor.name_ = std::move(name);
   tensor.shape_ = std::move(shape);
@@ -252,9 +251,7 @@ absl::StatusOr<PlacedTensor> PlaceReplicated(HbmAllocator& allocator, std::strin
   for (size_t i = 0; i < pes.size(); ++i) {
     Shard shard = MakeShard(pes[i], dtype, tensor.shape_, WholeShape(tensor.shape_),
                             static_cast<uint32_t>(i));
-    if (absl::Status status = AllocateShard(allocator, tensor.name_, dtype, shard); !status.ok()) {
-      return status;
-    }
+    RETURN_IF_ERROR(AllocateShard(allocator, tensor.name_, dtype, shard));
     tensor.shards_.push_back(std::move(shard));
   }
   return tensor;
@@ -263,21 +260,17 @@ absl::StatusOr<PlacedTensor> PlaceReplicated(HbmAllocator& allocator, std::strin
 absl::StatusOr<PlacedTensor> PlaceRowWise(HbmAllocator& allocator, std::string name,
                                           std::vector<uint64_t> shape, pb::DType dtype,
                                           uint32_t axis, std::span<const uint32_t> rank_pes) {
-  if (absl::Status status = CheckDtype(name, dtype); !status.ok()) return status;
+  RETURN_IF_ERROR(CheckDtype(name, dtype));
   if (axis >= shape.size()) {
     return TensorError(name, "axis",
                        absl::StrCat(axis, " is not an axis of shape ", ShapeString(shape)));
   }
-  if (absl::Status status = CheckPeList(allocator, name, "rank_pes", rank_pes); !status.ok()) {
-    return status;
-  }
+  RETURN_IF_ERROR(CheckPeList(allocator, name, "rank_pes", rank_pes));
   const uint64_t n = shape[axis];
   const uint64_t block = CeilDiv(n, rank_pes.size());
   std::vector<uint64_t> local_shape = shape;
   local_shape[axis] = block;
-  if (absl::StatusOr<uint64_t> bytes = BufferBytes(name, shape, local_shape, dtype); !bytes.ok()) {
-    return bytes.status();
-  }
+  RETURN_IF_ERROR(BufferBytes(name, shape, local_shape, dtype).status());
   PlacedTensor tensor;
   tensor.name_ = std::move(name);
   tensor.shape_ = std::move(shape);
@@ -290,9 +283,7 @@ absl::StatusOr<PlacedTensor> PlaceRowWise(HbmAllocator& allocator, std::string n
     global[axis] = IndexRange{std::min(r * block, n), std::min((r + 1) * block, n)};
     Shard shard =
         MakeShard(rank_pes[r], dtype, local_shape, std::move(global), static_cast<uint32_t>(r));
-    if (absl::Status status = AllocateShard(allocator, tensor.name_, dtype, shard); !status.ok()) {
-      return status;
-    }
+    RETURN_IF_ERROR(AllocateShard(allocator, tensor.name_, dtype, shard));
     tensor.shards_.push_back(std::move(shard));
   }
   return tensor;
@@ -318,7 +309,7 @@ absl::Status PadForBankInterleave(HbmAllocator& allocator, const PlacedTensor& k
     const uint64_t pad = (want + period - next % period) % period;
     if (pad == 0) continue;
     absl::StatusOr<uint64_t> gap = allocator.Allocate(pe, pad);
-    if (!gap.ok()) return gap.status();
+    RETURN_IF_ERROR(gap.status());
   }
   return absl::OkStatus();
 }
@@ -327,7 +318,7 @@ absl::StatusOr<PlacedTensor> PlaceKvCache(HbmAllocator& allocator, std::string n
                                           std::vector<uint64_t> shape, pb::DType dtype,
                                           const topology::KvPlacement& kv,
                                           std::span<const KvHeadGroup> heads, KvLayout layout) {
-  if (absl::Status status = CheckDtype(name, dtype); !status.ok()) return status;
+  RETURN_IF_ERROR(CheckDtype(name, dtype));
   if (shape.size() != 3) {
     return TensorError(name, "shape", absl::StrCat(ShapeString(shape), " is not [H_kv, S, d]"));
   }
@@ -350,25 +341,17 @@ absl::StatusOr<PlacedTensor> PlaceKvCache(HbmAllocator& allocator, std::string n
   const topology::ChipIndex& index = allocator.index();
   for (size_t h = 0; h < heads.size(); ++h) {
     const std::string field = absl::StrCat("heads[", h, "]");
-    if (absl::Status status = CheckIndexList(name, field + ".cubes", heads[h].cubes, kv.c(), "C",
-                                             index.num_cubes(), "a CUBE of this chip");
-        !status.ok()) {
-      return status;
-    }
-    if (absl::Status status = CheckIndexList(name, field + ".pes", heads[h].pes, kv.p(), "P",
-                                             index.pes_per_cube(), "a PE index inside a CUBE");
-        !status.ok()) {
-      return status;
-    }
+    RETURN_IF_ERROR(CheckIndexList(name, field + ".cubes", heads[h].cubes, kv.c(), "C",
+        index.num_cubes(), "a CUBE of this chip"));
+    RETURN_IF_ERROR(CheckIndexList(name, field + ".pes", heads[h].pes, kv.p(), "P",
+        index.pes_per_cube(), "a PE index inside a CUBE"));
   }
   const uint64_t block = kv.block();
   const std::vector<uint64_t> local_shape =
       layout.slots == SlotLayout::kRowMajor
           ? std::vector<uint64_t>{block, d}
           : std::vector<uint64_t>{CeilDiv(block, layout.tile), d, layout.tile};
-  if (absl::StatusOr<uint64_t> bytes = BufferBytes(name, shape, local_shape, dtype); !bytes.ok()) {
-    return bytes.status();
-  }
+  RETURN_IF_ERROR(BufferBytes(name, shape, local_shape, dtype).status());
   PlacedTensor tensor;
   tensor.name_ = std::move(name);
   tensor.shape_ = std::move(shape);
@@ -383,10 +366,7 @@ absl::StatusOr<PlacedTensor> PlaceKvCache(HbmAllocator& allocator, std::string n
       const uint32_t pe = cube * index.pes_per_cube() + heads[h].pes[kv.PeOfRank(r)];
       const IndexRange positions{std::min(r * block, s), std::min((r + 1) * block, s)};
       Shard shard = MakeShard(pe, dtype, local_shape, {{h, h + 1}, positions, {0, d}}, r);
-      if (absl::Status status = AllocateShard(allocator, tensor.name_, dtype, shard);
-          !status.ok()) {
-        return status;
-      }
+      RETURN_IF_ERROR(AllocateShard(allocator, tensor.name_, dtype, shard));
       tensor.shards_.push_back(std::move(shard));
     }
   }

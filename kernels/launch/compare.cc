@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "kernels/launch/launch.h"
 #include "kernels/launch/launcher.h"
 
@@ -63,7 +64,7 @@ absl::StatusOr<CompareRow> CompareOne(const pb::Chip& chip, const CompareSpec& s
   LaunchOptions options;
   options.keep_op_log = spec.op_log;
   absl::StatusOr<LaunchResult> result = RunWorkload(chip, w, options);
-  if (!result.ok()) return result.status();
+  RETURN_IF_ERROR(result.status());
   if (!result->runtime_status.ok()) return result->runtime_status;
   CompareRow row;
   row.kernel = w.kernel();
@@ -122,7 +123,7 @@ absl::StatusOr<std::vector<CompareRow>> Compare(const pb::Chip& chip, const pb::
                                                 const std::vector<pb::Variant>& variants) {
   const CompareSpec spec = SpecOf(workload);
   if (spec.check) {
-    if (absl::Status s = spec.check(workload, variants); !s.ok()) return s;
+    RETURN_IF_ERROR(spec.check(workload, variants));
   }
   // Every row is validated before any runs; a refusal names its row and the rows that fit.
   for (pb::Variant variant : variants) {
@@ -146,7 +147,7 @@ absl::StatusOr<std::vector<CompareRow>> Compare(const pb::Chip& chip, const pb::
   std::vector<CompareRow> rows;
   for (pb::Variant variant : variants) {
     absl::StatusOr<CompareRow> row = CompareOne(chip, spec, workload, variant);
-    if (!row.ok()) return row.status();
+    RETURN_IF_ERROR(row.status());
     rows.push_back(*std::move(row));
   }
   uint64_t reference = 0;
@@ -172,7 +173,7 @@ absl::StatusOr<std::vector<CompareRow>> CompareReduceOptions(
         w.set_reduce_payload(payload);
         w.set_reduce_merge(merge);
         absl::StatusOr<CompareRow> row = CompareOne(chip, spec, w, variant);
-        if (!row.ok()) return row.status();
+        RETURN_IF_ERROR(row.status());
         rows.push_back(*std::move(row));
       }
     }

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "kernels/attention/baseline.h"
 #include "kernels/attention/prefill_launch.h"
 #include "kernels/host/npy.h"
@@ -232,13 +233,10 @@ absl::Status CheckDataModeMemory(const DecodeConfig& cfg, std::optional<kernels:
 // Everything that must fit before a run starts (decode_run.h "Capacity").
 absl::Status CheckCapacity(const pb::Chip& chip, const DecodeConfig& cfg, const pb::Workload& w) {
   const std::optional<kernels::BaselineKind> kind = BaselineOf(w);
-  if (absl::Status s = kind ? CheckBaselineHbm(chip, cfg, *kind)
-                            : kernels::CheckDecodeCapacity(chip, cfg);
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(kind ? CheckBaselineHbm(chip, cfg, *kind)
+      : kernels::CheckDecodeCapacity(chip, cfg));
   if (kind) {
-    if (absl::Status s = CheckBaselineTcm(chip, cfg, *kind); !s.ok()) return s;
+    RETURN_IF_ERROR(CheckBaselineTcm(chip, cfg, *kind));
   }
   return w.data() ? CheckDataModeMemory(cfg, kind) : absl::OkStatus();
 }
@@ -315,7 +313,7 @@ absl::StatusOr<DecodeConfig> ConfigOf(const pb::Chip& chip, const pb::Workload& 
   cfg.kv_bank_interleaved = w.kv_bank_layout() == pb::INTERLEAVED;
   absl::StatusOr<RequestBatch> batch =
       RequestBatchOf(w, "context length", "the context length, new token included");
-  if (!batch.ok()) return batch.status();
+  RETURN_IF_ERROR(batch.status());
   cfg.users = batch->users;
   cfg.s = batch->s;
   cfg.request_lengths = batch->lengths;
@@ -329,7 +327,7 @@ absl::StatusOr<DecodeConfig> ConfigOf(const pb::Chip& chip, const pb::Workload& 
                                 pb::Variant_Name(w.variant()),
                                 " does not run the ADR reduce (the ADR kernels do)"));
   }
-  if (absl::Status st = CheckDispatchFields(w); !st.ok()) return st;
+  RETURN_IF_ERROR(CheckDispatchFields(w));
   if (w.has_tile() && (w.variant() == pb::BASELINE_FANOUT || w.variant() == pb::BASELINE_FANOUT_GROUP)) {
     return Invalid(absl::StrCat("tile: ", pb::Variant_Name(w.variant()),
                                 " reads each rank's whole KV block with one blocking dot for "
@@ -379,7 +377,7 @@ absl::StatusOr<DecodeConfig> ConfigOf(const pb::Chip& chip, const pb::Workload& 
     case pb::AUTO: {
       // The short/long dispatcher (DispatchAuto; threshold default measured, decode_run.h).
       const AutoChoice pick = DispatchAuto(w, cfg.s);
-      if (absl::Status s = CheckAutoFields(w, pick); !s.ok()) return s;
+      RETURN_IF_ERROR(CheckAutoFields(w, pick));
       cfg.variant = kernels::DecodeVariant::kOpt3;
       if (pick.variant == pb::SHORT_CONTEXT) {
         // The fewest KV heads per CUBE the chip hosts (1 when none does: the geometry refuses).
@@ -403,7 +401,7 @@ absl::StatusOr<DecodeConfig> ConfigOf(const pb::Chip& chip, const pb::Workload& 
                                   "OPT2_LOOKAHEAD, SHORT_CONTEXT, AUTO, BASELINE_FANOUT, "
                                   "BASELINE_FANOUT_GROUP, BASELINE_REV1_TREE, BASELINE_DOT are)"));
   }
-  if (absl::Status s = ApplySweepFields(chip, w, cfg); !s.ok()) return s;
+  RETURN_IF_ERROR(ApplySweepFields(chip, w, cfg));
   for (const auto& [field, topo, out] :
        {std::tuple<const char*, pb::ReduceTopology, kernels::ReduceShape*>{
             "level1_reduce", w.level1_reduce(), &cfg.level1},
@@ -423,14 +421,14 @@ absl::StatusOr<DecodeConfig> ConfigOf(const pb::Chip& chip, const pb::Workload& 
     }
   }
   absl::StatusOr<kernels::KLayout> k_layout = KLayoutOf(w, baseline_variant);
-  if (!k_layout.ok()) return k_layout.status();
+  RETURN_IF_ERROR(k_layout.status());
   cfg.k_layout = *k_layout;
   // Geometry checks (the launcher's, without placing anything).
   const std::optional<kernels::BaselineKind> baseline = BaselineOf(w);
   absl::StatusOr<std::vector<uint32_t>> cubes =
       baseline ? kernels::BaselineCubes(chip, cfg, *baseline) : kernels::DecodeCubes(chip, cfg);
-  if (!cubes.ok()) return cubes.status();
-  if (absl::Status s = CheckCapacity(chip, cfg, w); !s.ok()) return s;
+  RETURN_IF_ERROR(cubes.status());
+  RETURN_IF_ERROR(CheckCapacity(chip, cfg, w));
   *cubes_out = std::move(*cubes);
   return cfg;
 }
@@ -561,7 +559,7 @@ class DecodePlan final : public QkvPlan {
     absl::StatusOr<kernels::DecodeLaunch> launch =
         baseline_ ? kernels::LaunchBaseline(chip_, cfg_, runtime, store, inputs_, *baseline_)
                   : kernels::LaunchDecode(chip_, cfg_, runtime, store, inputs_);
-    if (!launch.ok()) return launch.status();
+    RETURN_IF_ERROR(launch.status());
     launch_ = *std::move(launch);
     return absl::OkStatus();
   }
@@ -612,7 +610,7 @@ class DecodeLauncher final : public KernelLauncher {
                                                       const pb::Workload& w) const override {
     std::vector<uint32_t> cubes;
     absl::StatusOr<DecodeConfig> cfg = ConfigOf(chip, w, &cubes);
-    if (!cfg.ok()) return cfg.status();
+    RETURN_IF_ERROR(cfg.status());
     return std::make_unique<DecodePlan>(chip, w, *std::move(cfg), std::move(cubes));
   }
   CompareSpec Compare() const override {

@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "actors/chip_sim.h"
 #include "base/check.h"
+#include "base/status_macros.h"
 #include "google/protobuf/descriptor.h"
 #include "kernels/launch/launcher.h"
 #include "kernels/launch/workload_io.h"
@@ -47,22 +48,15 @@ absl::StatusOr<const KernelLauncher*> LauncherOf(const pb::Workload& w) {
 // Lookup, unused fields, explicit zeros, Prepare: the plan of a valid workload.
 absl::StatusOr<std::unique_ptr<KernelPlan>> PlanOf(const pb::Chip& chip, const pb::Workload& w) {
   absl::StatusOr<const KernelLauncher*> launcher = LauncherOf(w);
-  if (!launcher.ok()) return launcher.status();
-  if (absl::Status s =
-          CheckUnusedWorkloadFields(w, pb::Kernel_Name(w.kernel()), (*launcher)->Fields());
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = CheckGivenValues(w); !s.ok()) return s;
+  RETURN_IF_ERROR(launcher.status());
+  RETURN_IF_ERROR(CheckUnusedWorkloadFields(w, pb::Kernel_Name(w.kernel()), (*launcher)->Fields()));
+  RETURN_IF_ERROR(CheckGivenValues(w));
   return (*launcher)->Prepare(chip, w);
 }
 
 absl::Status WriteArrays(const std::string& dir, const NpyArrays& arrays) {
   for (const auto& [stem, array] : arrays) {
-    if (absl::Status s = host::WriteNpy(host::NpyPath(dir, stem), array.shape, array.data);
-        !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(host::WriteNpy(host::NpyPath(dir, stem), array.shape, array.data));
   }
   return absl::OkStatus();
 }
@@ -211,9 +205,9 @@ absl::StatusOr<host::NpyArray> ReadNpyInput(const std::string& dir, const std::s
                                             const std::vector<uint64_t>& shape) {
   const std::string path = host::NpyPath(dir, stem);
   absl::StatusOr<host::NpyArray> array = host::ReadNpy(path);
-  if (!array.ok()) return array.status();
-  if (absl::Status s = host::ExpectShape(path, *array, shape); !s.ok()) return s;
-  if (absl::Status s = host::ExpectFinite(path, *array); !s.ok()) return s;
+  RETURN_IF_ERROR(array.status());
+  RETURN_IF_ERROR(host::ExpectShape(path, *array, shape));
+  RETURN_IF_ERROR(host::ExpectFinite(path, *array));
   return array;
 }
 
@@ -280,7 +274,7 @@ absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& given_chip, const pb::W
     }
   }
   absl::StatusOr<std::unique_ptr<KernelPlan>> plan_or = PlanOf(chip, w);
-  if (!plan_or.ok()) return plan_or.status();
+  RETURN_IF_ERROR(plan_or.status());
   KernelPlan& plan = **plan_or;
   for (const auto& [flag, dir, has] :
        {std::tuple<std::string, std::string, bool>{"inputs_dir", options.inputs_dir,
@@ -291,7 +285,7 @@ absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& given_chip, const pb::W
     if (!has) return Invalid(absl::StrCat(flag, ": ", pb::Kernel_Name(w.kernel()), " has none"));
   }
   if (data) {
-    if (absl::Status s = plan.LoadInputs(options.inputs_dir, w.seed()); !s.ok()) return s;
+    RETURN_IF_ERROR(plan.LoadInputs(options.inputs_dir, w.seed()));
   }
 
   // The simulation of the kernel's CUBEs, its op log streamed to trace_path.
@@ -338,18 +332,18 @@ absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& given_chip, const pb::W
     sim_options.workload = w;
   }
   absl::StatusOr<std::unique_ptr<sim::ChipSim>> created = sim::ChipSim::Create(chip, sim_options);
-  if (!created.ok()) return created.status();
+  RETURN_IF_ERROR(created.status());
   std::unique_ptr<sim::ChipSim> sim = std::move(*created);
   std::unique_ptr<kernels::MemoryStore> store;
   if (data) store = std::make_unique<kernels::MemoryStore>(chip);
   kernels::KernelRuntime runtime(sim.get(), store.get());
   if (one_group) runtime.KeepOnlyCubes({sets[0].begin(), sets[0].end()});
   if (options.per_pe_message_ids) runtime.UsePerPeMessageIds();
-  if (absl::Status s = plan.Launch(runtime, store.get()); !s.ok()) return s;
+  RETURN_IF_ERROR(plan.Launch(runtime, store.get()));
 
   if (data) {
     absl::StatusOr<NpyArrays> seen = plan.SeenInputs(*store);
-    if (!seen.ok()) return seen.status();
+    RETURN_IF_ERROR(seen.status());
     result.inputs = std::move(*seen);
   }
   result.reduce_rounds = plan.ReduceRounds();
@@ -395,14 +389,14 @@ absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& given_chip, const pb::W
   result.op_log = sim->TakeOpLogRecords();
   if (result.runtime_status.ok() && data) {
     absl::StatusOr<NpyArrays> outputs = plan.Gather(*store);
-    if (!outputs.ok()) return outputs.status();
+    RETURN_IF_ERROR(outputs.status());
     result.outputs = std::move(*outputs);
     if (!options.outputs_dir.empty()) {
-      if (absl::Status s = WriteArrays(options.outputs_dir, result.outputs); !s.ok()) return s;
+      RETURN_IF_ERROR(WriteArrays(options.outputs_dir, result.outputs));
     }
   }
   if (options.save_inputs) {
-    if (absl::Status s = WriteArrays(options.outputs_dir, result.inputs); !s.ok()) return s;
+    RETURN_IF_ERROR(WriteArrays(options.outputs_dir, result.inputs));
   }
   return result;
 }

@@ -32,6 +32,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/status_macros.h"
 #include "kernels/attention/decode_launch.h"
 #include "kernels/host/npy.h"
 #include "kernels/memory/memory_store.h"
@@ -190,7 +191,7 @@ absl::StatusOr<std::vector<Qkv>> ReadQkvInputs(
                                {"v", &in.v}}) {
       absl::StatusOr<host::NpyArray> read = ReadNpyInput(
           dir, RequestStem(users, stem, u), *stem == 'q' ? q_shape(u) : kv_shape(u));
-      if (!read.ok()) return read.status();
+      RETURN_IF_ERROR(read.status());
       *array = *std::move(read);
     }
     out.push_back(std::move(in));
@@ -224,7 +225,7 @@ class QkvPlan : public KernelPlan {
           ReadQkvInputs<kernels::DecodeInputs>(
               inputs_dir, Users(), [this](uint32_t u) { return QShape(u); },
               [this](uint32_t u) { return KvShape(u); });
-      if (!read.ok()) return read.status();
+      RETURN_IF_ERROR(read.status());
       inputs_ = *std::move(read);
       return absl::OkStatus();
     }
@@ -240,7 +241,7 @@ class QkvPlan : public KernelPlan {
     NpyArrays out;
     for (uint32_t u = 0; u < Users(); ++u) {
       absl::StatusOr<std::vector<float>> o = GatherOutput(store, u);
-      if (!o.ok()) return o.status();
+      RETURN_IF_ERROR(o.status());
       out[RequestStem(Users(), "o", u)] = host::NpyArray{QShape(u), std::move(*o)};
     }
     return out;

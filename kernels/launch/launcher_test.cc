@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "base/status_macros.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/host/npy.h"
@@ -31,7 +32,7 @@ class ToyPlan final : public KernelPlan {
   absl::Status LoadInputs(const std::string& inputs_dir, uint64_t seed) override {
     if (!inputs_dir.empty()) {
       absl::StatusOr<host::NpyArray> q = ReadNpyInput(inputs_dir, "q", {2, w_.s()});
-      if (!q.ok()) return q.status();
+      RETURN_IF_ERROR(q.status());
       q_ = *std::move(q);
       return absl::OkStatus();
     }

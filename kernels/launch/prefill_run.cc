@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "kernels/attention/prefill_launch.h"
 #include "kernels/launch/decode_run.h"
 #include "kernels/launch/launcher.h"
@@ -99,7 +100,7 @@ absl::StatusOr<PrefillConfig> ConfigOf(const pb::Chip& chip, const pb::Workload&
   cfg.rotate_by_request = !w.no_rotation();
   cfg.kv_bank_interleaved = w.kv_bank_layout() == pb::INTERLEAVED;
   absl::StatusOr<RequestBatch> batch = RequestBatchOf(w, "prompt length", "the prompt length");
-  if (!batch.ok()) return batch.status();
+  RETURN_IF_ERROR(batch.status());
   cfg.users = batch->users;
   cfg.s = batch->s;
   cfg.request_lengths = batch->lengths;
@@ -121,7 +122,7 @@ absl::StatusOr<PrefillConfig> ConfigOf(const pb::Chip& chip, const pb::Workload&
     default:
       return Invalid(absl::StrCat("query_split: unknown value ", static_cast<int>(w.query_split())));
   }
-  if (absl::Status st = CheckDispatchFields(w); !st.ok()) return st;
+  RETURN_IF_ERROR(CheckDispatchFields(w));
   pb::Variant variant = w.variant() == pb::VARIANT_UNSPECIFIED ? pb::RING : w.variant();
   bool auto_short = false;  // AUTO picked SHORT_CONTEXT
   *label = pb::Variant_Name(variant);
@@ -186,7 +187,7 @@ absl::StatusOr<PrefillConfig> ConfigOf(const pb::Chip& chip, const pb::Workload&
   }
   absl::StatusOr<kernels::KLayout> k_layout =
       KLayoutOf(w, cfg.variant == PrefillVariant::kBaselineFanout);
-  if (!k_layout.ok()) return k_layout.status();
+  RETURN_IF_ERROR(k_layout.status());
   cfg.k_layout = *k_layout;
   // The pipeline and ring knobs (prefill_launch.h): a value given is a value used or refused.
   if (w.has_lookahead()) {
@@ -233,7 +234,7 @@ absl::StatusOr<PrefillConfig> ConfigOf(const pb::Chip& chip, const pb::Workload&
     }
   }
   absl::StatusOr<std::vector<uint32_t>> used = kernels::PrefillCubes(chip, cfg);
-  if (!used.ok()) return used.status();
+  RETURN_IF_ERROR(used.status());
   *cubes = *std::move(used);
   // Data mode keeps inputs, outputs and their HBM image on the host (4 B per value).
   if (w.data()) {
@@ -305,7 +306,7 @@ class PrefillPlan final : public QkvPlan {
       return absl::InvalidArgumentError(
           absl::StrCat(field, ": the prompts do not fit the PEs' HBM: ", launch.status().message()));
     }
-    if (!launch.ok()) return launch.status();
+    RETURN_IF_ERROR(launch.status());
     launch_ = *std::move(launch);
     return absl::OkStatus();
   }
@@ -357,7 +358,7 @@ class PrefillLauncher final : public KernelLauncher {
     std::string label;
     std::vector<uint32_t> cubes;
     absl::StatusOr<PrefillConfig> cfg = ConfigOf(chip, w, &label, &cubes);
-    if (!cfg.ok()) return cfg.status();
+    RETURN_IF_ERROR(cfg.status());
     return std::make_unique<PrefillPlan>(chip, w, *std::move(cfg), std::move(label), std::move(cubes));
   }
   CompareSpec Compare() const override {

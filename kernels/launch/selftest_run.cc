@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "kernels/host/placement.h"
 #include "kernels/launch/launcher.h"
 #include "kernels/selftest/selftest.h"
@@ -89,7 +90,7 @@ class SelftestPlan : public KernelPlan {
       const HostTensor& t = tensors_[i];
       if (!inputs_dir.empty()) {
         absl::StatusOr<host::NpyArray> array = ReadNpyInput(inputs_dir, t.name, t.shape);
-        if (!array.ok()) return array.status();
+        RETURN_IF_ERROR(array.status());
         arrays_[t.name] = std::move(*array);
         continue;
       }
@@ -110,22 +111,20 @@ class SelftestPlan : public KernelPlan {
       absl::StatusOr<host::PlacedTensor> p =
           t.row_wise ? host::PlaceRowWise(allocator_, t.name, t.shape, t.dtype, 0, pes_)
                      : host::PlaceReplicated(allocator_, t.name, t.shape, t.dtype, first);
-      if (!p.ok()) return p.status();
+      RETURN_IF_ERROR(p.status());
       placed_.emplace(t.name, std::move(*p));
     }
     if (store != nullptr) {
       for (size_t i = 0; i < inputs_; ++i) {
         const std::string& name = tensors_[i].name;
-        if (absl::Status s = host::Scatter(*store, placed_.at(name), arrays_.at(name)); !s.ok()) {
-          return s;
-        }
+        RETURN_IF_ERROR(host::Scatter(*store, placed_.at(name), arrays_.at(name)));
       }
     }
     Instances instances = MakeInstances();
     std::sort(instances.begin(), instances.end(),
               [](const auto& a, const auto& b) { return a.first < b.first; });
     for (auto& [pe, fn] : instances) {
-      if (absl::Status s = runtime.AddKernel(pe, 0, std::move(fn)); !s.ok()) return s;
+      RETURN_IF_ERROR(runtime.AddKernel(pe, 0, std::move(fn)));
     }
     return absl::OkStatus();
   }
@@ -156,7 +155,7 @@ class SelftestPlan : public KernelPlan {
     for (size_t i = from; i < to; ++i) {
       const host::PlacedTensor& t = placed_.at(tensors_[i].name);
       absl::StatusOr<std::vector<float>> values = host::Gather(store, t);
-      if (!values.ok()) return values.status();
+      RETURN_IF_ERROR(values.status());
       out[tensors_[i].name] = host::NpyArray{t.shape(), std::move(*values)};
     }
     return out;
@@ -204,11 +203,11 @@ class GemmLauncher final : public KernelLauncher {
   std::vector<std::string> Fields() const override { return {"gemm_m", "gemm_k", "gemm_n", "cube"}; }
   absl::StatusOr<std::unique_ptr<KernelPlan>> Prepare(const pb::Chip& chip,
                                                       const pb::Workload& w) const override {
-    if (absl::Status s = CheckCube(chip, w); !s.ok()) return s;
+    RETURN_IF_ERROR(CheckCube(chip, w));
     for (const auto& [field, value] : {std::pair<std::string, uint64_t>{"gemm_m", w.gemm_m()},
                                        {"gemm_k", w.gemm_k()},
                                        {"gemm_n", w.gemm_n()}}) {
-      if (absl::Status s = Positive(field, value); !s.ok()) return s;
+      RETURN_IF_ERROR(Positive(field, value));
     }
     const pb::Tcm& tcm = chip.sip().cube().pe().tcm();
     const uint64_t region = chip.sip().cube().hbm_bytes() / chip.sip().cube().pes();
@@ -276,8 +275,8 @@ class AllReduceLauncher final : public KernelLauncher {
   std::vector<std::string> Fields() const override { return {"vector_len", "cube"}; }
   absl::StatusOr<std::unique_ptr<KernelPlan>> Prepare(const pb::Chip& chip,
                                                       const pb::Workload& w) const override {
-    if (absl::Status s = CheckCube(chip, w); !s.ok()) return s;
-    if (absl::Status s = Positive("vector_len", w.vector_len()); !s.ok()) return s;
+    RETURN_IF_ERROR(CheckCube(chip, w));
+    RETURN_IF_ERROR(Positive("vector_len", w.vector_len()));
     const topology::ChipIndex index(chip);
     const topology::Mesh& mesh = index.pe_mesh();
     if (!kernels::selftest::SnakeRing(mesh.rows(), mesh.cols())) {
@@ -334,7 +333,7 @@ class DeadlockLauncher final : public KernelLauncher {
   std::vector<std::string> Fields() const override { return {"cube"}; }
   absl::StatusOr<std::unique_ptr<KernelPlan>> Prepare(const pb::Chip& chip,
                                                       const pb::Workload& w) const override {
-    if (absl::Status s = CheckCube(chip, w); !s.ok()) return s;
+    RETURN_IF_ERROR(CheckCube(chip, w));
     const topology::ChipIndex index(chip);
     const uint32_t pes = index.pe_mesh().size();
     if (pes < 2) {

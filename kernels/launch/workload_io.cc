@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/check.h"
+#include "base/status_macros.h"
 #include "base/text_proto.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/io/tokenizer.h"
@@ -48,13 +49,13 @@ absl::StatusOr<pb::Workload> ParseWorkloadText(std::string_view text,
         absl::StrCat(source, ": too large for a workload (", text.size(), " bytes)"));
   }
   pb::Workload workload;
-  if (absl::Status status = ParseTextProto(text, source, &workload); !status.ok()) return status;
+  RETURN_IF_ERROR(ParseTextProto(text, source, &workload));
   return workload;
 }
 
 absl::StatusOr<pb::Workload> LoadWorkloadFile(const std::string& path) {
   absl::StatusOr<std::string> contents = ReadTextFile(path, "workload file");
-  if (!contents.ok()) return contents.status();
+  RETURN_IF_ERROR(contents.status());
   return ParseWorkloadText(*contents, path);
 }
 

@@ -35,6 +35,7 @@
 #include "absl/strings/str_join.h"
 #include "actors/tensor_ref.h"
 #include "base/check.h"
+#include "base/status_macros.h"
 
 namespace ahbm::kernels {
 
@@ -175,7 +176,7 @@ absl::StatusOr<MemoryStore::Layout> MemoryStore::Resolve(const pb::TensorRef& t)
   }
   const u128 elements = Elements(t);
   const u128 end = u128{t.addr()} + (last + 1) * layout.elem_bytes;
-  if (absl::Status s = CheckEnd(t.space(), t.pe(), t.addr(), end); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckEnd(t.space(), t.pe(), t.addr(), end));
   const uint64_t space_bytes = t.space() == pb::HBM ? hbm_region_bytes_ : tcm_bytes_;
   if (elements * layout.elem_bytes > space_bytes) {
     return fail("shape ", ShapeText(shape), " with strides ", ShapeText(strides), " holds more bytes than ",
@@ -290,7 +291,7 @@ void MemoryStore::Scatter(const Layout& layout, const uint8_t* in) {
 
 absl::StatusOr<std::vector<uint8_t>> MemoryStore::ReadElements(const pb::TensorRef& tensor) const {
   absl::StatusOr<Layout> layout = Resolve(tensor);
-  if (!layout.ok()) return layout.status();
+  RETURN_IF_ERROR(layout.status());
   std::vector<uint8_t> bytes(layout->elements * layout->elem_bytes);
   Gather(*layout, bytes.data());
   return bytes;
@@ -299,7 +300,7 @@ absl::StatusOr<std::vector<uint8_t>> MemoryStore::ReadElements(const pb::TensorR
 absl::Status MemoryStore::WriteElements(const pb::TensorRef& tensor,
                                         std::span<const uint8_t> bytes) {
   absl::StatusOr<Layout> layout = Resolve(tensor);
-  if (!layout.ok()) return layout.status();
+  RETURN_IF_ERROR(layout.status());
   const uint64_t want = layout->elements * layout->elem_bytes;
   if (bytes.size() != want) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -312,7 +313,7 @@ absl::Status MemoryStore::WriteElements(const pb::TensorRef& tensor,
 
 absl::StatusOr<std::vector<float>> MemoryStore::Read(const pb::TensorRef& tensor) const {
   absl::StatusOr<Layout> layout = Resolve(tensor);
-  if (!layout.ok()) return layout.status();
+  RETURN_IF_ERROR(layout.status());
   std::vector<float> values(layout->elements);
   if (tensor.dtype() == pb::FP32) {
     Gather(*layout, reinterpret_cast<uint8_t*>(values.data()));
@@ -326,7 +327,7 @@ absl::StatusOr<std::vector<float>> MemoryStore::Read(const pb::TensorRef& tensor
 
 absl::Status MemoryStore::Write(const pb::TensorRef& tensor, std::span<const float> values) {
   absl::StatusOr<Layout> layout = Resolve(tensor);
-  if (!layout.ok()) return layout.status();
+  RETURN_IF_ERROR(layout.status());
   if (values.size() != layout->elements) {
     return absl::InvalidArgumentError(absl::StrCat(
         PeName(tensor.pe()), ": got ", values.size(), " values for a tensor of shape ",
@@ -344,7 +345,7 @@ absl::Status MemoryStore::Write(const pb::TensorRef& tensor, std::span<const flo
 
 absl::StatusOr<std::vector<uint8_t>> MemoryStore::ReadBytes(pb::MemorySpace space, uint32_t pe,
                                                             uint64_t addr, uint64_t size) const {
-  if (absl::Status s = CheckRange(space, pe, addr, size); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckRange(space, pe, addr, size));
   Layout layout{.space = space, .pe = pe, .addr = addr, .elem_bytes = 1, .elements = size,
                 .run_bytes = size, .outer_sizes = {}, .outer_stride_bytes = {}};
   std::vector<uint8_t> bytes(size);
@@ -354,7 +355,7 @@ absl::StatusOr<std::vector<uint8_t>> MemoryStore::ReadBytes(pb::MemorySpace spac
 
 absl::Status MemoryStore::WriteBytes(pb::MemorySpace space, uint32_t pe, uint64_t addr,
                                      std::span<const uint8_t> bytes) {
-  if (absl::Status s = CheckRange(space, pe, addr, bytes.size()); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckRange(space, pe, addr, bytes.size()));
   Layout layout{.space = space, .pe = pe, .addr = addr, .elem_bytes = 1,
                 .elements = bytes.size(), .run_bytes = bytes.size(), .outer_sizes = {},
                 .outer_stride_bytes = {}};
@@ -500,15 +501,15 @@ absl::StatusOr<std::vector<float>> Gemm(const Ctx& ctx, const MemoryStore& store
                                         const pb::TensorRef& a_ref, const pb::TensorRef& b_ref,
                                         const pb::TensorRef& out_ref, bool accumulate) {
   absl::StatusOr<Tensor> a = ctx.Load(store, a_ref, "operand a");
-  if (!a.ok()) return a.status();
+  RETURN_IF_ERROR(a.status());
   absl::StatusOr<Tensor> b = ctx.Load(store, b_ref, "operand b");
-  if (!b.ok()) return b.status();
+  RETURN_IF_ERROR(b.status());
   const Shape out_shape = ShapeOf(out_ref);
-  if (absl::Status s = GemmShapes(ctx, a->shape, b->shape, out_shape); !s.ok()) return s;
+  RETURN_IF_ERROR(GemmShapes(ctx, a->shape, b->shape, out_shape));
   std::vector<float> seed;
   if (accumulate) {
     absl::StatusOr<Tensor> old = ctx.Load(store, out_ref, "out");
-    if (!old.ok()) return old.status();
+    RETURN_IF_ERROR(old.status());
     seed = std::move(old->values);
   }
   return MatMul(a->values, b->values, a->shape[0], a->shape[1], b->shape[1],
@@ -531,7 +532,7 @@ absl::Status DataExecutor::Execute(const pb::DmaCmd& cmd) {
     return ctx.Wrap("dst", store_->WriteElements(cmd.dst(), *bytes));
   }
   absl::StatusOr<Tensor> src = ctx.Load(*store_, cmd.src(), "src");
-  if (!src.ok()) return src.status();
+  RETURN_IF_ERROR(src.status());
   return ctx.Store(*store_, cmd.dst(), src->values, "dst");
 }
 
@@ -539,7 +540,7 @@ absl::Status DataExecutor::Execute(const pb::GemmCmd& cmd) {
   const Ctx ctx("gemm", cmd.cmd_id());
   absl::StatusOr<std::vector<float>> out =
       Gemm(ctx, *store_, cmd.a(), cmd.b(), cmd.out(), cmd.accumulate());
-  if (!out.ok()) return out.status();
+  RETURN_IF_ERROR(out.status());
   return ctx.Store(*store_, cmd.out(), *out, "out");
 }
 
@@ -557,7 +558,7 @@ absl::Status DataExecutor::Execute(const pb::CompositeCmd& cmd) {
     }
     if (!stage.has_operand() || !IsBinary(stage.op())) continue;
     absl::StatusOr<Tensor> operand = ctx.Load(*store_, stage.operand(), role + " operand");
-    if (!operand.ok()) return operand.status();
+    RETURN_IF_ERROR(operand.status());
     if (out_shape.size() != 2 || !BroadcastsOver(operand->shape, out_shape)) {
       return ctx.Fail(role + " operand", "shape ", ShapeText(operand->shape),
                       " does not broadcast over out ", ShapeText(out_shape));
@@ -566,7 +567,7 @@ absl::Status DataExecutor::Execute(const pb::CompositeCmd& cmd) {
   }
   absl::StatusOr<std::vector<float>> out =
       Gemm(ctx, *store_, cmd.a(), cmd.b(), cmd.out(), /*accumulate=*/false);
-  if (!out.ok()) return out.status();
+  RETURN_IF_ERROR(out.status());
   std::vector<float>& x = *out;
   for (int i = 0; i < cmd.epilogue_size(); ++i) {
     const pb::EpilogueStage& stage = cmd.epilogue(i);
@@ -618,11 +619,11 @@ absl::Status DataExecutor::Execute(const pb::MathCmd& cmd) {
     return ctx.Wrap("out", store_->WriteElements(cmd.out(), *bytes));
   }
   absl::StatusOr<Tensor> in = ctx.Load(*store_, cmd.inputs(0), "inputs[0]");
-  if (!in.ok()) return in.status();
+  RETURN_IF_ERROR(in.status());
 
   if (IsBinary(op)) {
     absl::StatusOr<Tensor> other = ctx.Load(*store_, cmd.inputs(1), "inputs[1]");
-    if (!other.ok()) return other.status();
+    RETURN_IF_ERROR(other.status());
     std::vector<float> out;
     if (BroadcastsOver(other->shape, in->shape)) {
       if (out_shape != in->shape) {
@@ -725,15 +726,15 @@ absl::Status DataExecutor::Execute(const pb::MathCmd& cmd) {
 absl::Status DataExecutor::Execute(const pb::SoftmaxPvCmd& cmd) {
   const Ctx ctx("softmax_pv", cmd.cmd_id());
   absl::StatusOr<Tensor> s = ctx.Load(*store_, cmd.s(), "s");
-  if (!s.ok()) return s.status();
+  RETURN_IF_ERROR(s.status());
   absl::StatusOr<Tensor> v = ctx.Load(*store_, cmd.v(), "v");
-  if (!v.ok()) return v.status();
+  RETURN_IF_ERROR(v.status());
   absl::StatusOr<Tensor> m = ctx.Load(*store_, cmd.acc_m(), "acc_m");
-  if (!m.ok()) return m.status();
+  RETURN_IF_ERROR(m.status());
   absl::StatusOr<Tensor> l = ctx.Load(*store_, cmd.acc_l(), "acc_l");
-  if (!l.ok()) return l.status();
+  RETURN_IF_ERROR(l.status());
   absl::StatusOr<Tensor> o = ctx.Load(*store_, cmd.acc_o(), "acc_o");
-  if (!o.ok()) return o.status();
+  RETURN_IF_ERROR(o.status());
   if (s->shape.size() != 2) return ctx.Fail("s", "shape ", ShapeText(s->shape), " is not [R, T]");
   if (v->shape.size() != 2 || v->shape[0] != s->shape[1]) {
     return ctx.Fail("v", "shape ", ShapeText(v->shape), " is not [T, D] with T = ", s->shape[1]);
@@ -776,8 +777,8 @@ absl::Status DataExecutor::Execute(const pb::SoftmaxPvCmd& cmd) {
     }
     m->values[r] = m_new;
   }
-  if (absl::Status st = ctx.Store(*store_, cmd.acc_m(), m->values, "acc_m"); !st.ok()) return st;
-  if (absl::Status st = ctx.Store(*store_, cmd.acc_l(), l->values, "acc_l"); !st.ok()) return st;
+  RETURN_IF_ERROR(ctx.Store(*store_, cmd.acc_m(), m->values, "acc_m"));
+  RETURN_IF_ERROR(ctx.Store(*store_, cmd.acc_l(), l->values, "acc_l"));
   return ctx.Store(*store_, cmd.acc_o(), o->values, "acc_o");
 }
 
@@ -789,7 +790,7 @@ absl::Status DataExecutor::Execute(const pb::LseMergeCmd& cmd) {
   std::vector<Tensor> t;
   for (const auto& [ref, role] : parts) {
     absl::StatusOr<Tensor> x = ctx.Load(*store_, *ref, role);
-    if (!x.ok()) return x.status();
+    RETURN_IF_ERROR(x.status());
     t.push_back(*std::move(x));
   }
   const Tensor& ma = t[0];
@@ -824,8 +825,8 @@ absl::Status DataExecutor::Execute(const pb::LseMergeCmd& cmd) {
       o[r * dims + c] = oa_sa + ob_sb;
     }
   }
-  if (absl::Status st = ctx.Store(*store_, cmd.out_m(), m, "out_m"); !st.ok()) return st;
-  if (absl::Status st = ctx.Store(*store_, cmd.out_l(), l, "out_l"); !st.ok()) return st;
+  RETURN_IF_ERROR(ctx.Store(*store_, cmd.out_m(), m, "out_m"));
+  RETURN_IF_ERROR(ctx.Store(*store_, cmd.out_l(), l, "out_l"));
   return ctx.Store(*store_, cmd.out_o(), o, "out_o");
 }
 

@@ -9,6 +9,7 @@
 #include "actors/chip_sim.h"
 #include "actors/observe/op_log.h"
 #include "base/check.h"
+#include "base/status_macros.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "kernels/launch/launcher.h"
 #include "kernels/runtime/runtime.h"
@@ -41,7 +42,7 @@ absl::Status CheckReferences(const pb::CallRecord& r) {
   };
   for (const pb::InputGroup& g : r.inputs()) {
     for (uint64_t p : g.producers()) {
-      if (absl::Status s = check(p, "an input of"); !s.ok()) return s;
+      RETURN_IF_ERROR(check(p, "an input of"));
     }
   }
   return check(r.wait_on(), "wait on");
@@ -112,7 +113,7 @@ absl::StatusOr<RecordedTrace> ReadTrace(std::istream& in) {
              first != Tag(pb::TraceRecord::kIssueFieldNumber) &&
              first != Tag(pb::TraceRecord::kStallFieldNumber);
     });
-    if (!more.ok()) return more.status();
+    RETURN_IF_ERROR(more.status());
     if (!*more) break;
     if (reader.records_read() == 1 &&
         (bytes.empty() || bytes[0] != Tag(pb::TraceRecord::kHeaderFieldNumber))) {
@@ -276,7 +277,7 @@ absl::StatusOr<launch::LaunchResult> Replay(const RecordedTrace& trace,
     sim_options.islands = launch::IslandsOf(CubeSets(trace.launch), cubes);
   }
   absl::StatusOr<std::unique_ptr<sim::ChipSim>> created = sim::ChipSim::Create(chip, sim_options);
-  if (!created.ok()) return created.status();
+  RETURN_IF_ERROR(created.status());
   std::unique_ptr<sim::ChipSim> sim = std::move(*created);
   launch::LaunchResult result;
   absl::Status bad;  // a call with a reference the trace cannot hold
@@ -312,7 +313,7 @@ absl::StatusOr<launch::LaunchResult> Replay(const RecordedTrace& trace,
     }
     if (sim_options.record_calls) sim->context().op_log->AddReport(result.report);
   }
-  if (!bad.ok()) return bad;
+  RETURN_IF_ERROR(bad);
   if (messages) {
     messages->close();
     if (!*messages) return Invalid(absl::StrCat("message_trace: write to ", options.message_trace, " failed"));

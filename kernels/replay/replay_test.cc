@@ -2,6 +2,7 @@
 // byte-identical to the recorded one (header, launch, instances, calls, and every op, issue and
 // stall record), and the report and run status are the same. Every kernel variant on the
 // small chip, single- and multi-user, causal T_q, data mode, a kernel error and a deadlock.
+#include "base/status_macros.h"
 #include "kernels/replay/replay.h"
 
 #include <cstdio>
@@ -273,7 +274,7 @@ absl::Status ReplayRecords(const std::vector<pb::TraceRecord>& records,
   const std::string path = TmpPath("guard.changed.trace");
   EXPECT_TRUE(observe::WriteOpLogFile(path, records).ok());
   absl::StatusOr<RecordedTrace> trace = ReadTraceFile(path);
-  if (!trace.ok()) return trace.status();
+  RETURN_IF_ERROR(trace.status());
   return Replay(*trace, options).status();
 }
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "actors/tensor_ref.h"
 #include "base/check.h"
+#include "base/status_macros.h"
 #include "proto/trace.pb.h"
 
 namespace ahbm::kernels {
@@ -104,7 +105,7 @@ absl::Status KernelRuntime::AddKernel(uint32_t pe, uint32_t request_id, uint32_t
     }
   }
   if (!cpus_.contains(pe)) {
-    if (absl::Status s = sim_->ClaimCpu(pe); !s.ok()) return s;
+    RETURN_IF_ERROR(sim_->ClaimCpu(pe));
     Cpu& cpu = cpus_.try_emplace(pe, sim_->context(), pe, this).first->second;
     if (cpu_by_pe_.size() <= pe) cpu_by_pe_.resize(pe + 1, nullptr);
     cpu_by_pe_[pe] = &cpu;
@@ -148,7 +149,7 @@ absl::Status KernelRuntime::Run() {
     }
   }
   absl::Status status = sim_->Run();
-  if (!status.ok()) return status;
+  RETURN_IF_ERROR(status);
   std::vector<std::string> waits;
   for (const auto& inst : instances_) {
     if (inst->state() != sim::CpuInstance::State::kDone) {
