@@ -39,7 +39,6 @@ struct Slot {
 
 // One RunNamed call, owned by the calling thread, which waits while the coordinator works.
 struct RunState {
-  const std::vector<sweep::Job>* jobs = nullptr;
   const std::vector<size_t>* names = nullptr;
   const sweep::Runner::Done* on_done = nullptr;
   std::vector<std::string> specs;  // serialized JobSpecs ("" when the job has none)
@@ -293,7 +292,6 @@ std::vector<pb::JobResult> ClusterRunner::RunNamed(const std::vector<sweep::Job>
                                                    const std::vector<size_t>& names,
                                                    const Done& on_done) {
   RunState run;
-  run.jobs = &jobs;
   run.names = &names;
   run.on_done = &on_done;
   run.results.resize(jobs.size());
@@ -323,27 +321,24 @@ std::vector<pb::JobResult> ClusterRunner::RunNamed(const std::vector<sweep::Job>
   return std::move(run.results);
 }
 
-std::vector<SlotReport> ClusterRunner::slots() const {
-  std::vector<SlotReport> reports;
-  for (const Slot& slot : impl_->slots) reports.push_back({slot.name, slot.jobs_done, slot.lost});
-  return reports;
-}
+namespace {
 
-std::string ClusterRunner::Tally() const {
+// "127.0.0.1:4001 5<unit>, local 3<unit>", a lost worker marked.
+std::string JobsPerSlot(const std::vector<Slot>& slots, const char* unit) {
   std::vector<std::string> parts;
-  for (const Slot& slot : impl_->slots) {
-    parts.push_back(absl::StrCat(slot.name, " ", slot.jobs_done, slot.alive ? "" : " (lost)"));
+  for (const Slot& slot : slots) {
+    parts.push_back(
+        absl::StrCat(slot.name, " ", slot.jobs_done, unit, slot.alive ? "" : " (lost)"));
   }
   return absl::StrJoin(parts, ", ");
 }
 
+}  // namespace
+
+std::string ClusterRunner::Tally() const { return JobsPerSlot(impl_->slots, ""); }
+
 std::string ClusterRunner::Summary() const {
-  std::vector<std::string> parts;
-  for (const Slot& slot : impl_->slots) {
-    parts.push_back(absl::StrCat(slot.name, " ", slot.jobs_done, " jobs",
-                                 slot.lost.empty() ? "" : " (lost)"));
-  }
-  std::string out = absl::StrJoin(parts, ", ");
+  std::string out = JobsPerSlot(impl_->slots, " jobs");
   if (!reruns_.empty()) {
     std::vector<std::string> listed;
     for (const auto& [name, from] : reruns_) listed.push_back(absl::StrCat(name, " (", from, ")"));

@@ -42,12 +42,6 @@ struct ClusterOptions {
   TlsFiles tls;
 };
 
-struct SlotReport {
-  std::string name;  // host:port or "local"
-  size_t jobs_done = 0;
-  std::string lost;  // why it was lost ("" if not)
-};
-
 class ClusterRunner : public sweep::Runner {
  public:
   static absl::StatusOr<std::unique_ptr<ClusterRunner>> Create(const ClusterOptions& options);
@@ -60,16 +54,13 @@ class ClusterRunner : public sweep::Runner {
   std::string Summary() const;
   // The jobs each worker (and "local") has answered so far: "127.0.0.1:4001 5, local 3".
   std::string Tally() const;
-  std::vector<SlotReport> slots() const;
-  // Each re-run job: its name and the worker it was lost on.
-  const std::vector<std::pair<size_t, std::string>>& reruns() const { return reruns_; }
 
   struct Impl;
 
  private:
   explicit ClusterRunner(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
-  std::vector<std::pair<size_t, std::string>> reruns_;
+  std::vector<std::pair<size_t, std::string>> reruns_;  // each re-run job and the worker lost
 };
 
 }  // namespace ahbm::cluster

@@ -11,6 +11,7 @@
 #include "base/status_macros.h"
 #include "cluster/cluster_runner.h"
 #include "cluster/protocol.h"
+#include "base/status_macros.h"
 #include "sweep/job.h"
 
 namespace ahbm::cluster {
@@ -82,12 +83,7 @@ std::vector<std::string> CommandArgs(const cli::ParsedFlags& flags) {
   return args;
 }
 
-Placement::~Placement() = default;
-
-absl::StatusOr<std::unique_ptr<Placement>> MakePlacement(const cli::ParsedFlags& flags,
-                                                        const PlacementRequest& request) {
-  auto placement = std::unique_ptr<Placement>(new Placement());
-  placement->out_dir_ = request.out_dir;
+absl::StatusOr<int> JobsFlag(const cli::ParsedFlags& flags) {
   int jobs = sweep::DefaultWorkers();
   if (const std::optional<std::string> text = flags.Get("jobs")) {
     if (!absl::SimpleAtoi(*text, &jobs) || jobs < 1 || jobs > 1024) {
@@ -95,6 +91,16 @@ absl::StatusOr<std::unique_ptr<Placement>> MakePlacement(const cli::ParsedFlags&
           absl::StrCat("--jobs: must be an integer from 1 to 1024 (got '", *text, "')"));
     }
   }
+  return jobs;
+}
+
+Placement::~Placement() = default;
+
+absl::StatusOr<std::unique_ptr<Placement>> MakePlacement(const cli::ParsedFlags& flags,
+                                                        const PlacementRequest& request) {
+  auto placement = std::unique_ptr<Placement>(new Placement());
+  placement->out_dir_ = request.out_dir;
+  ASSIGN_OR_RETURN(const int jobs, JobsFlag(flags));
   absl::StatusOr<bool> local = Bool(flags, "local", true);
   RETURN_IF_ERROR(local.status());
   absl::StatusOr<bool> resume = Bool(flags, "resume", false);

@@ -38,6 +38,10 @@ class ClusterRunner;
 std::vector<cli::FlagSpec> PlacementFlags();
 bool IsPlacementFlag(std::string_view name);
 
+// --jobs: simulations at once on this machine, 1 to 1024 (default its cores); InvalidArgument
+// "--jobs: must be an integer from 1 to 1024 (got '<text>')". Also `ahbm worker`'s --jobs.
+absl::StatusOr<int> JobsFlag(const cli::ParsedFlags& flags);
+
 struct PlacementRequest {
   std::string command;  // "sweep", "milestone": the store's manifest
   std::string out_dir;  // "" : no store (then no --shard, no --resume)

@@ -14,6 +14,7 @@
 #include "caf/io/all.hpp"
 #include "caf/openssl/all.hpp"
 #include "cluster/job_runner.h"
+#include "cluster/placement.h"
 #include "cluster/protocol.h"
 #include "cluster/tls.h"
 #include "sweep/job.h"
@@ -125,19 +126,6 @@ caf::behavior Worker(caf::stateful_actor<WorkerState>* self, WorkerConfig config
   };
 }
 
-absl::StatusOr<uint64_t> Count(const cli::ParsedFlags& flags, const std::string& name,
-                               uint64_t fallback, bool allow_zero) {
-  const std::optional<std::string> text = flags.Get(name);
-  if (!text) return fallback;
-  uint64_t value = 0;
-  if (!absl::SimpleAtoi(*text, &value) || (!allow_zero && value == 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--", name, ": must be a ", allow_zero ? "non-negative" : "positive", " integer (got '",
-        *text, "')"));
-  }
-  return value;
-}
-
 }  // namespace
 
 caf::actor SpawnWorker(caf::actor_system& system, const WorkerConfig& config) {
@@ -199,14 +187,17 @@ absl::Status RunWorker(const cli::ParsedFlags& flags) {
         "--listen: ", listen->host, " is not loopback: give --tls_cert, --tls_key and --tls_ca "
         "(mutual TLS) to listen there"));
   }
-  absl::StatusOr<uint64_t> slots = Count(flags, "jobs", sweep::DefaultWorkers(), false);
-  RETURN_IF_ERROR(slots.status());
-  absl::StatusOr<uint64_t> exit_after = Count(flags, "exit_after_jobs", 0, true);
-  RETURN_IF_ERROR(exit_after.status());
+  ASSIGN_OR_RETURN(const int slots, JobsFlag(flags));
+  uint64_t exit_after = 0;
+  if (const std::optional<std::string> text = flags.Get("exit_after_jobs");
+      text && !absl::SimpleAtoi(*text, &exit_after)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--exit_after_jobs: must be a non-negative integer (got '", *text, "')"));
+  }
   sweep::UseJobProgram("/proc/self/exe");  // no fork while CAF's threads run (job_pool.h)
   WorkerConfig config;
-  config.slots = static_cast<uint32_t>(std::min<uint64_t>(*slots, 1024));
-  config.exit_after = *exit_after;
+  config.slots = static_cast<uint32_t>(slots);
+  config.exit_after = exit_after;
   config.build = flags.GetOr("build_digest", "");
   if (config.build.empty()) config.build = BuildDigest();
   config.schema = sweep::SchemaDigest();

@@ -61,6 +61,22 @@ absl::StatusOr<pb::StoredResult> ReadStored(const fs::path& path) {
   return stored;
 }
 
+// Creates <dir>/jobs; with `clear`, removes the results (and partial writes) of an earlier run.
+absl::Status PrepareFolder(const fs::path& folder, bool clear) {
+  std::error_code error;
+  fs::create_directories(folder, error);
+  if (error || !fs::is_directory(folder)) {
+    return absl::InvalidArgumentError(absl::StrCat("--out_dir: cannot create ", folder.string(),
+                                                   error ? ": " + error.message() : ""));
+  }
+  if (!clear) return absl::OkStatus();
+  for (const fs::directory_entry& entry : fs::directory_iterator(folder, error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.ends_with(".result") || name.ends_with(".partial")) fs::remove(entry.path(), error);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<Shard> ParseShard(const std::string& text) {
@@ -182,15 +198,7 @@ absl::StatusOr<pb::StoreManifest> MergeStores(const std::vector<std::string>& di
     }
   }
   const fs::path folder = StoreFolder(out_dir);
-  std::error_code error;
-  fs::create_directories(folder, error);
-  if (error || !fs::is_directory(folder)) {
-    return absl::InvalidArgumentError(absl::StrCat("--out_dir: cannot create ", folder.string(),
-                                                   error ? ": " + error.message() : ""));
-  }
-  for (const fs::directory_entry& entry : fs::directory_iterator(folder, error)) {
-    if (entry.path().filename().string().ends_with(".result")) fs::remove(entry.path(), error);
-  }
+  RETURN_IF_ERROR(PrepareFolder(folder, /*clear=*/true));
   std::map<uint64_t, std::string> digest_of;
   for (const std::string& dir : dirs) {
     absl::StatusOr<std::vector<pb::StoredResult>> results = ReadResults(dir);
@@ -216,19 +224,8 @@ absl::StatusOr<pb::StoreManifest> MergeStores(const std::vector<std::string>& di
 absl::StatusOr<std::unique_ptr<StoreRunner>> StoreRunner::Create(Runner* inner,
                                                                  StoreOptions options,
                                                                  pb::StoreManifest manifest) {
-  const fs::path folder = StoreFolder(options.dir);
-  std::error_code error;
-  fs::create_directories(folder, error);
-  if (error || !fs::is_directory(folder)) {
-    return absl::InvalidArgumentError(absl::StrCat("--out_dir: cannot create ", folder.string(),
-                                                   error ? ": " + error.message() : ""));
-  }
-  if (!options.resume && !options.merge) {
-    for (const fs::directory_entry& entry : fs::directory_iterator(folder, error)) {
-      const std::string name = entry.path().filename().string();
-      if (name.ends_with(".result") || name.ends_with(".partial")) fs::remove(entry.path(), error);
-    }
-  }
+  RETURN_IF_ERROR(
+      PrepareFolder(StoreFolder(options.dir), /*clear=*/!options.resume && !options.merge));
   manifest.set_shard_index(options.shard.index);
   manifest.set_shard_count(options.shard.count);
   return std::unique_ptr<StoreRunner>(
@@ -245,7 +242,7 @@ std::vector<pb::JobResult> StoreRunner::RunNamed(const std::vector<Job>& jobs,
   for (size_t i = 0; i < jobs.size(); ++i) {
     const uint64_t index = offset_ + names[i];
     absl::StatusOr<pb::JobSpec> spec = ToSpec(jobs[i]);
-    digests[i] = spec.ok() ? SpecDigest(*spec) : "local";
+    digests[i] = spec.ok() ? SpecDigest(*spec) : "";  // "": a local-only job, never stored
     absl::StrAppend(&list_digests_, digests[i]);
     if (options_.resume || options_.merge) {
       absl::StatusOr<pb::StoredResult> stored =
@@ -289,7 +286,7 @@ std::vector<pb::JobResult> StoreRunner::RunNamed(const std::vector<Job>& jobs,
         to_run, to_run_names, [&](size_t name, const pb::JobResult& result) {
           const size_t i = at.at(name);
           if (result.status_code() != static_cast<int32_t>(absl::StatusCode::kAborted) &&
-              digests[i] != "local") {
+              !digests[i].empty()) {
             pb::StoredResult stored;
             stored.set_index(name);
             stored.set_spec_digest(digests[i]);

@@ -11,7 +11,8 @@
 namespace ahbm::sweep {
 namespace {
 
-// Runs nothing: each job's result names its workload's s, and the runner counts the jobs.
+// Runs nothing: each job's result names its workload's s (or, with `lose`, is ABORTED as a
+// job no worker was left for), and the runner counts the jobs.
 class FakeRunner : public Runner {
  public:
   std::vector<pb::JobResult> RunNamed(const std::vector<Job>& jobs,
@@ -19,8 +20,9 @@ class FakeRunner : public Runner {
                                       const Done& on_done) override {
     std::vector<pb::JobResult> out;
     for (size_t i = 0; i < jobs.size(); ++i) {
-      pb::JobResult r;
-      r.set_status_message(std::to_string(jobs[i].workload.s()));
+      pb::JobResult r = lose ? FailedResult(absl::AbortedError("not done: no worker left"))
+                             : pb::JobResult();
+      if (!lose) r.set_status_message(std::to_string(jobs[i].workload.s()));
       ran.push_back(names[i]);
       if (on_done) on_done(names[i], r);
       out.push_back(r);
@@ -28,6 +30,7 @@ class FakeRunner : public Runner {
     return out;
   }
   std::vector<size_t> ran;
+  bool lose = false;
 };
 
 std::vector<Job> Jobs(size_t n) {
@@ -167,19 +170,8 @@ TEST(StoreRunnerTest, WithoutResumeOldResultsAreRemoved) {
 }
 
 TEST(StoreRunnerTest, AbortedResultsAreNotStored) {
-  class Losing : public Runner {
-   public:
-    std::vector<pb::JobResult> RunNamed(const std::vector<Job>& jobs,
-                                        const std::vector<size_t>& names,
-                                        const Done& on_done) override {
-      std::vector<pb::JobResult> out;
-      for (size_t i = 0; i < jobs.size(); ++i) {
-        out.push_back(FailedResult(absl::AbortedError("not done: no worker left")));
-        if (on_done) on_done(names[i], out.back());
-      }
-      return out;
-    }
-  } losing;
+  FakeRunner losing;
+  losing.lose = true;
   const std::string dir = TempDir("aborted");
   auto runner = StoreRunner::Create(&losing, {dir, false, false, {}}, Manifest());
   ASSERT_TRUE(runner.ok());
