@@ -26,10 +26,11 @@ namespace {
 constexpr double kTolerance = kAttentionTolerance;
 
 // A capacity refusal says what does not fit: TCM ("at most N request(s) fit", prefill's "N
-// instance(s) per PE leave each B"), HBM ("its region holds"), the data-mode host bound ("would
-// hold", "host memory").
+// instance(s) per PE leave each B", the decode baselines' "the arena gives each B"), HBM ("its
+// region holds"), the data-mode host bound ("would hold", "host memory").
 bool IsCapacityRefusal(const std::string& message) {
-  for (const char* words : {" fit", "holds", "would hold", "host memory", "leave each"}) {
+  for (const char* words :
+       {" fit", "holds", "would hold", "host memory", "leave each", "the arena gives each"}) {
     if (absl::StrContains(message, words)) return true;
   }
   return false;
