@@ -19,6 +19,7 @@
 #include "actors/units/ucie_actor.h"
 #include "actors/units/pe_scheduler.h"
 #include "base/check.h"
+#include "base/errors.h"
 
 namespace ahbm::sim {
 
@@ -203,7 +204,7 @@ absl::Status ChipSim::Run() {
   ran_ = true;
   engine_->Run();
   latency_ = engine_->now();
-  if (const std::string* first = ctx_->FirstError()) return absl::InvalidArgumentError(*first);
+  if (const absl::Status* first = ctx_->FirstError()) return *first;
   if (!ctx_->cpu_waiting.empty()) {
     std::vector<std::string> lines;
     for (const auto& [pe, what] : ctx_->cpu_waiting) {
@@ -211,8 +212,7 @@ absl::Status ChipSim::Run() {
                                                                        ctx_->index.PeOf(pe))),
                                    " waits on ", what));
     }
-    return absl::FailedPreconditionError(
-        absl::StrCat("deadlock: no event left; ", absl::StrJoin(lines, "; ")));
+    return DeadlockError(absl::StrCat("deadlock: no event left; ", absl::StrJoin(lines, "; ")));
   }
   return absl::OkStatus();
 }

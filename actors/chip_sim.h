@@ -13,9 +13,10 @@
 //   SetProgram (one program per PE, before Run).
 // - The op log starts with a TraceHeader (schema 1, topology name and digest, issue-cost
 //   profile, per-tile flag) and is also streamed to options.op_log_stream if given.
-// - Run() delivers events until none is left. It fails with InvalidArgument carrying the first
-//   command error (one line naming the PE, the command and the reason), or with
-//   FailedPrecondition "deadlock: ..." listing what each unfinished PE CPU waits on.
+// - Run() delivers events until none is left. It fails with the first error in event order
+//   (one line naming the PE, the command and the reason; its kind, base/errors.h, says whose
+//   fault: UnitContext::errors), or with a DeadlockError "deadlock: ..." listing what each
+//   unfinished PE CPU waits on.
 // - latency() = the time of the last event; the report's per-unit stats come from the units'
 //   counters (exact busy time), its roofline from those counters (DESIGN §2): per PE, HBM bytes
 //   moved by its DMA / its channels' peak bandwidth, GEMM tile-plan time (fill/drain excluded:

@@ -9,10 +9,11 @@
 // Relative paths are taken from the current directory; the default topology, and a shipped
 // topology or workload file named by its repository path (topology/small.textproto) that is
 // not there, are read from the install (InstallPath).
-// Exit codes: 0 success, 2 bad input (InvalidArgument / NotFound: one line naming the field or
-// file and the reason), 3 kernel deadlock (FailedPrecondition "deadlock: ..." naming each
-// waiting PE), 70 an internal error (a failed AHBM_CHECK: the simulator's bug, reported with
-// the command line and commit, base/check.h), 1 anything else.
+// Exit codes, by the failure's kind (base/errors.h): 0 success, 2 bad input (one line naming
+// the field or file and the reason), 3 kernel deadlock (naming each waiting PE), 4 a kernel's
+// fault at run time (a command its PE refuses, an arena overflow), 70 the simulator's own bug
+// (an invariant: a failed AHBM_CHECK, reported with the command line and commit, base/check.h,
+// or a status of that kind), 1 anything else (a file not writable, a worker lost).
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -38,6 +39,7 @@
 #include "actors/observe/report.h"
 #include "actors/observe/trace_diff.h"
 #include "base/check.h"
+#include "base/errors.h"
 #include "base/status_macros.h"
 #include "cluster/worker.h"
 #include "sweep/job_pool.h"
@@ -58,10 +60,6 @@
 namespace ahbm::cli {
 namespace {
 
-constexpr int kExitOk = 0;
-constexpr int kExitBadInput = 2;
-constexpr int kExitDeadlock = 3;
-constexpr int kExitOther = 1;
 constexpr char kDefaultTopology[] = "topology/chip_4sip.textproto";
 constexpr char kVersion[] = "0.1";
 
@@ -681,7 +679,7 @@ const std::vector<Command>& Commands() {
        RunStream},
       {"run",
        "run a workload's kernels (decode, prefill, selftest_gemm, selftest_allreduce, "
-       "selftest_deadlock) and print the report",
+       "selftest_deadlock, selftest_arena_overflow) and print the report",
        RunFlags(), RunRun},
       {"replay",
        "run a recorded trace's kernel calls again (no kernel code), here or on another topology",
@@ -810,12 +808,7 @@ int Main(int argc, char** argv) {
   // this is the last guard of the one-line contract).
   const std::string line = absl::StrReplaceAll(message, {{"\n", "\\n"}, {"\r", "\\r"}});
   std::fprintf(stderr, "ahbm %s: %s\n", name.c_str(), line.c_str());
-  // Bad input, including an input file cut short or malformed (DataLoss).
-  if (absl::IsInvalidArgument(status) || absl::IsNotFound(status) || absl::IsDataLoss(status)) {
-    return kExitBadInput;
-  }
-  if (absl::IsFailedPrecondition(status) && message.starts_with("deadlock")) return kExitDeadlock;
-  return kExitOther;
+  return ExitCodeOf(status);  // by the status's kind (base/errors.h)
 }
 
 }  // namespace

@@ -216,6 +216,15 @@ for pe in 0 1 2 3; do
 done
 grep -q '"traceEvents"' "$tmp/deadlock.json" || fail "deadlock run wrote no chrome trace"
 
+# A kernel's fault (its arena overflows at run time) exits 4, one line naming the PE.
+out=$(timeout 30 "$ahbm" run --topology=$small --kernel=selftest_arena_overflow --cube=1 2>"$tmp/err")
+rc=$?
+[[ $rc -eq 4 ]] || fail "arena overflow run exited $rc, want 4: $(cat "$tmp/err")"
+[[ -z "$out" ]] || fail "arena overflow run wrote to stdout: $out"
+[[ $(wc -l <"$tmp/err") -eq 1 ]] || fail "arena overflow error is not one line: $(cat "$tmp/err")"
+grep -q "ahbm run: pe [0-9]* (sip0.cube1.pe0): scratch arena overflow: " "$tmp/err" ||
+  fail "arena overflow error lacks the PE or the overflow: $(cat "$tmp/err")"
+
 # Bad input: one line naming the file or the flag.
 expect_one_line_error "$tmp/empty/a.npy: no such file" run --topology=$small \
   --workload=kernels/selftest/gemm.textproto --inputs_dir="$tmp/empty"

@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/str_replace.h"
+#include "base/errors.h"
 #include "actors/observe/op_log.h"
 #include "base/status_macros.h"
 #include "cluster/placement.h"
@@ -238,13 +239,12 @@ absl::Status RunMilestoneCommand(const cli::ParsedFlags& flags, const pb::Chip& 
   RETURN_IF_ERROR(ValidateJobs(chip, *jobs));
   for (const TimelineJob& t : timeline_jobs) {
     if (absl::Status s = launch::ValidateWorkload(chip, t.job.workload); !s.ok()) {
-      return absl::Status(s.code(),
-                          absl::StrCat(s.message(), " (milestone timeline ", t.label, ")"));
+      return WithMessage(s, absl::StrCat(s.message(), " (milestone timeline ", t.label, ")"));
     }
   }
   const std::vector<pb::Workload> numeric_workloads = NumericWorkloads({});
   if (absl::Status s = ValidateNumericWorkloads(chip, numeric_workloads); !s.ok()) {
-    return absl::Status(s.code(),
+    return WithMessage(s,
                         absl::StrReplaceAll(s.message(), {{"(numerical check, ",
                                                            "(milestone numerical check "}}));
   }

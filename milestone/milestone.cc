@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/errors.h"
 #include "actors/observe/op_log.h"
 #include "base/check.h"
 #include "base/status_macros.h"
@@ -315,8 +316,8 @@ absl::Status ValidateJobs(const pb::Chip& chip, const std::vector<Job>& jobs) {
   for (const Job& job : jobs) {
     const absl::Status s = launch::ValidateWorkload(chip, job.workload);
     if (!s.ok()) {
-      return absl::Status(s.code(), absl::StrCat(s.message(), " (milestone panel ", job.panel,
-                                                 ", variant ", Lower(job.workload.variant()), ")"));
+      return WithMessage(s, absl::StrCat(s.message(), " (milestone panel ", job.panel,
+                                         ", variant ", Lower(job.workload.variant()), ")"));
     }
   }
   return absl::OkStatus();
@@ -358,8 +359,8 @@ absl::StatusOr<std::vector<Row>> RowsFrom(const pb::Chip& chip, const std::vecto
     const Job& job = jobs[i];
     const pb::JobResult& result = results[i];
     if (const absl::Status s = sweep::JobStatus(result); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat(s.message(), " (milestone panel ", job.panel,
-                                                 ", variant ", Lower(job.workload.variant()), ")"));
+      return WithMessage(s, absl::StrCat(s.message(), " (milestone panel ", job.panel,
+                                         ", variant ", Lower(job.workload.variant()), ")"));
     }
     Row row;
     row.panel = job.panel;

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "base/errors.h"
 #include "base/status_macros.h"
 #include "kernels/launch/launch.h"
 #include "sweep/job_pool.h"
@@ -73,8 +74,8 @@ absl::Status ValidateNumericWorkloads(const pb::Chip& chip,
                                       const std::vector<pb::Workload>& workloads) {
   for (const pb::Workload& w : workloads) {
     if (const absl::Status s = launch::ValidateWorkload(chip, w); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat(s.message(), " (numerical check, ",
-                                                 Lower(w.kernel()), " ", Lower(w.variant()), ")"));
+      return WithMessage(s, absl::StrCat(s.message(), " (numerical check, ", Lower(w.kernel()), " ",
+                                         Lower(w.variant()), ")"));
     }
   }
   return absl::OkStatus();

@@ -23,6 +23,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/errors.h"
 #include "base/status_macros.h"
 
 namespace ahbm::milestone {
@@ -304,7 +305,7 @@ absl::StatusOr<std::vector<std::string>> PlotStudy(const Study& study, const std
     const absl::Status s = PlotSvg(study.plots[i], csv, (fs::path(dir) / svg).string());
     if (absl::IsFailedPrecondition(s)) continue;  // no row ran: nothing to draw
     if (!s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("study ", study.name, ": ", s.message()));
+      return Annotate(s, absl::StrCat("study ", study.name, ": "));
     }
     svgs.push_back(svg);
   }

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/errors.h"
 #include "base/check.h"
 #include "base/status_macros.h"
 #include "base/text_escape.h"
@@ -130,8 +131,7 @@ absl::StatusOr<std::vector<TimelineRun>> TimelineRunsFrom(
   std::vector<TimelineRun> runs;
   for (size_t i = 0; i < jobs.size(); ++i) {
     if (absl::Status s = sweep::JobStatus(results[i]); !s.ok()) {
-      return absl::Status(s.code(),
-                          absl::StrCat("timeline run ", jobs[i].label, ": ", s.message()));
+      return Annotate(s, absl::StrCat("timeline run ", jobs[i].label, ": "));
     }
     runs.push_back(
         {jobs[i].label,

@@ -15,6 +15,7 @@
 #include "google/protobuf/text_format.h"
 #include "kernels/launch/launch.h"
 #include "kernels/launch/workload_io.h"
+#include "sweep/job.h"
 #include "topology/validate.h"
 
 namespace ahbm::sweep {
@@ -149,9 +150,11 @@ absl::StatusOr<std::vector<Point>> BuildGrid(const pb::Chip& chip, const pb::Wor
       const std::string& value = params[p].values[at[p]];
       point.values.push_back(value);
       if (IsWorkloadField(params[p].name)) {
-        AHBM_CHECK(launch::SetWorkloadField(point.workload, params[p].name, value).ok());
+        const absl::Status set = launch::SetWorkloadField(point.workload, params[p].name, value);
+        AHBM_CHECK(set.ok()) << "a value checked above: " << set;
       } else {
-        AHBM_CHECK(SetChipField(point.chip, params[p].name, value).ok());
+        const absl::Status set = SetChipField(point.chip, params[p].name, value);
+        AHBM_CHECK(set.ok()) << "a value checked above: " << set;
         chip_changed = true;
       }
     }
@@ -172,8 +175,7 @@ Row MakeRow(const Point& point, const pb::JobResult* result) {
   row.workload = point.workload;
   row.status = point.refused;
   if (!row.status.ok() || result == nullptr) return row;
-  row.status =
-      absl::Status(static_cast<absl::StatusCode>(result->status_code()), result->status_message());
+  row.status = JobStatus(*result);
   if (!result->has_report()) return row;
   row.ran = true;
   row.latency_ps = result->report().latency_ps();

@@ -1,12 +1,14 @@
 #include "sweep/job.h"
 
 #include <limits>
+#include <optional>
 #include <set>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "actors/observe/op_log.h"
+#include "base/errors.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/descriptor.pb.h"
 #include "sweep/reference_check.h"
@@ -17,11 +19,6 @@ namespace ahbm::sweep {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-void SetStatus(const absl::Status& status, pb::JobResult* out) {
-  out->set_status_code(static_cast<int32_t>(status.code()));
-  out->set_status_message(std::string(status.message()));
-}
 
 // Every file `file` imports, then `file` (each once, dependencies first).
 void CollectFiles(const google::protobuf::FileDescriptor* file,
@@ -40,7 +37,7 @@ pb::JobResult ExecuteJob(const Job& job) {
   if (job.reference_check) options.keep_op_log = false;
   absl::StatusOr<launch::LaunchResult> result =
       launch::RunWorkload(job.chip, job.workload, options);
-  SetStatus(result.ok() ? result->runtime_status : result.status(), &out);
+  SetJobStatus(result.ok() ? result->runtime_status : result.status(), &out);
   if (job.reference_check) {
     OutputError error;
     if (!result.ok()) {
@@ -127,6 +124,27 @@ std::string SchemaDigest() {
     absl::StrAppend(&bytes, observe::MessageDigest(proto));
   }
   return observe::BytesDigest(bytes);
+}
+
+void SetJobStatus(const absl::Status& status, pb::JobResult* out) {
+  out->set_status_code(static_cast<int32_t>(status.code()));
+  out->set_status_message(std::string(status.message()));
+  out->clear_error_kind();
+  if (!status.ok()) out->set_error_kind(std::string(KindName(KindOf(status))));
+}
+
+absl::Status JobStatus(const pb::JobResult& result) {
+  absl::Status status(static_cast<absl::StatusCode>(result.status_code()), result.status_message());
+  if (std::optional<ErrorKind> kind = KindFromName(result.error_kind())) {
+    status = WithKind(std::move(status), *kind);
+  }
+  return status;
+}
+
+pb::JobResult FailedResult(const absl::Status& status) {
+  pb::JobResult result;
+  SetJobStatus(status, &result);
+  return result;
 }
 
 }  // namespace ahbm::sweep

@@ -43,6 +43,12 @@ absl::StatusOr<pb::JobSpec> ToSpec(const Job& job);
 absl::StatusOr<Job> FromSpec(const pb::JobSpec& spec);
 
 std::string SpecDigest(const pb::JobSpec& spec);
+
+// The status a JobResult holds — code, message and kind (base/errors.h), so a deadlock or a
+// kernel's fault in a child or on a worker is still one here — and a result that is only one.
+void SetJobStatus(const absl::Status& status, pb::JobResult* out);
+absl::Status JobStatus(const pb::JobResult& result);
+pb::JobResult FailedResult(const absl::Status& status);
 std::string SchemaDigest();
 
 }  // namespace ahbm::sweep

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "base/errors.h"
 #include "base/check.h"
 
 namespace ahbm::sweep {
@@ -228,8 +229,7 @@ pb::JobResult ExecuteInChild(const Job& job, size_t index) {
   if (const std::string& program = JobProgram(); !program.empty()) {
     absl::StatusOr<pb::JobSpec> spec = ToSpec(job);
     if (!spec.ok()) {
-      return FailedResult(absl::Status(spec.status().code(),
-                                       absl::StrCat("job ", index, ": ", spec.status().message())));
+      return FailedResult(Annotate(spec.status(), absl::StrCat("job ", index, ": ")));
     }
     return ParseChildResult(index, SpawnJob(program, spec->SerializeAsString(), index));
   }
@@ -238,15 +238,6 @@ pb::JobResult ExecuteInChild(const Job& job, size_t index) {
   return ParseChildResult(index, bytes[0]);
 }
 
-pb::JobResult FailedResult(const absl::Status& status) {
-  pb::JobResult result;
-  result.set_status_code(static_cast<int32_t>(status.code()));
-  result.set_status_message(std::string(status.message()));
-  return result;
-}
 
-absl::Status JobStatus(const pb::JobResult& result) {
-  return absl::Status(static_cast<absl::StatusCode>(result.status_code()), result.status_message());
-}
 
 }  // namespace ahbm::sweep

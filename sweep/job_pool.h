@@ -67,12 +67,6 @@ class JobPool : public Runner {
   int workers_;
 };
 
-// The job's status as JobResult holds it.
-absl::Status JobStatus(const pb::JobResult& result);
-
-// A result that is only a failure: INTERNAL (a dead child, a lost job) with `message`.
-pb::JobResult FailedResult(const absl::Status& status);
-
 // One job in a child process (crash isolation for a process that must outlive its jobs, such
 // as a worker): ExecuteJob's result, or how the child died ("job <index>: killed by signal 9
 // (Killed)"), exactly as JobPool reports it. The child is a fork of this process unless

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/errors.h"
 #include "base/check.h"
 #include "base/status_macros.h"
 #include "google/protobuf/io/coded_stream.h"
@@ -287,8 +288,7 @@ absl::StatusOr<std::vector<pb::TraceRecord>> ReadOpLogFile(const std::string& pa
   if (!in.is_open()) return OpenError("for reading", path, errno, absl::StatusCode::kNotFound);
   absl::StatusOr<std::vector<pb::TraceRecord>> records = ReadOpLog(in);
   if (!records.ok()) {
-    return absl::Status(records.status().code(),
-                        absl::StrCat(path, ": ", records.status().message()));
+    return Annotate(records.status(), absl::StrCat(path, ": "));
   }
   return records;
 }

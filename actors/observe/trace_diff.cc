@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/errors.h"
 #include "base/text_escape.h"
 #include "google/protobuf/text_format.h"
 #include "actors/observe/op_log.h"
@@ -32,7 +33,7 @@ absl::StatusOr<RunRecord> ReadTraceRun(const std::string& path, std::istream& in
   while (true) {
     // Calls are the replay's input, not what happened: skipped unread.
     absl::StatusOr<bool> more = reader.NextBytes(bytes, [](char first) { return first != kCallTag; });
-    if (!more.ok()) return absl::Status(more.status().code(), absl::StrCat(path, ": ", more.status().message()));
+    if (!more.ok()) return Annotate(more.status(), absl::StrCat(path, ": "));
     if (!*more) break;
     // A skipped call (empty bytes) before the header is a first record that is not one.
     if (bytes.empty() && run.timeline != nullptr) continue;

@@ -13,6 +13,7 @@
 #include "actors/message_pool.h"
 #include "actors/msg.h"
 #include "base/check.h"
+#include "base/errors.h"
 #include "proto/commands.pb.h"
 
 namespace ahbm::sim {
@@ -295,8 +296,10 @@ void OnData(DmaActorState& st, UnitId self_id, UnitContext* ctx, const pb::DmaDa
   AHBM_CHECK(ctx != nullptr && ctx->data != nullptr)
       << "DMA unit " << self_id << ": DmaData without a data plane (timing mode)";
   if (const absl::Status status = ctx->data->Apply(data.cmd()); !status.ok()) {
-    ctx->AddError(absl::StrCat(PeName(ctx->index, st.model->pe()), ": ", data.op(), " cmd ",
-                               data.cmd().cmd_id(), ": data: ", status.message()));
+    // The command passed the scheduler's checks: the data plane refusing it is our bug.
+    ctx->AddError(InvariantError(absl::StrCat(PeName(ctx->index, st.model->pe()), ": ", data.op(),
+                                              " cmd ", data.cmd().cmd_id(), ": data: ",
+                                              status.message())));
   }
 }
 

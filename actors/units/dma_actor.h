@@ -10,8 +10,9 @@
 //   each), in std::shared_ptr<const pb::HbmResponse> from them (the grants).
 // - in  std::shared_ptr<const pb::DmaData> from the PE scheduler, data mode only: a completed
 //   command's values, moved at delivery through UnitContext::data (a data-plane error goes to
-//   UnitContext::AddError as "<pe>: <op> cmd <id>: data: <reason>"; without a data plane the
-//   message is a bug: AHBM_CHECK).
+//   UnitContext::AddError as an InvariantError "<pe>: <op> cmd <id>: data: <reason>": the
+//   command passed the scheduler's checks; without a data plane the message is a bug:
+//   AHBM_CHECK).
 //
 // Contract:
 // - A DmaCmd is planned with DmaModel::Plan at delivery time now() = issue. If planning fails,

@@ -9,6 +9,7 @@
 #include "actors/command_check.h"
 #include "actors/msg.h"
 #include "base/check.h"
+#include "base/errors.h"
 #include "proto/commands.pb.h"
 #include "proto/trace.pb.h"
 
@@ -103,8 +104,9 @@ void EngineUnit::Compute(const pb::EngineWork& work) {
       return;
   }
   if (!status.ok()) {
-    ctx_->AddError(absl::StrCat(PeName(ctx_->index, pe_), ": ", work.op(), " cmd ", work.cmd_id(),
-                                ": data: ", status.message()));
+    // The command passed the scheduler's checks: the data plane refusing it is our bug.
+    ctx_->AddError(InvariantError(absl::StrCat(PeName(ctx_->index, pe_), ": ", work.op(), " cmd ",
+                                               work.cmd_id(), ": data: ", status.message())));
   }
 }
 

@@ -24,7 +24,8 @@
 //   delivery of its work — the GEMM engine for composite and dot (the composite's epilogue
 //   values included), the MATH engine for math, softmax_pv and lse_merge; EngineWork.command
 //   carries the command to that engine only. A data-plane error goes to UnitContext::AddError
-//   as "<pe>: <op> cmd <id>: data: <message>" (the run then fails with it).
+//   as an InvariantError "<pe>: <op> cmd <id>: data: <message>" (the command passed the
+//   scheduler's checks; the run then fails with it, exit 70).
 #ifndef AHBMSIM_ACTORS_UNITS_ENGINE_UNIT_ACTOR_H_
 #define AHBMSIM_ACTORS_UNITS_ENGINE_UNIT_ACTOR_H_
 

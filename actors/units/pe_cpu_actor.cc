@@ -7,6 +7,7 @@
 #include "actors/msg.h"
 #include "actors/unit_actor.h"
 #include "base/check.h"
+#include "base/errors.h"
 #include "caf/event_based_actor.hpp"
 #include "proto/trace.pb.h"
 
@@ -387,7 +388,7 @@ void PeCpu::OnCheck() {
 }
 
 void PeCpu::OnCommandError(const pb::CommandError& error) {
-  ctx_.AddError(error.message());
+  ctx_.AddError(WithKind(absl::InvalidArgumentError(error.message()), ctx_.refused_command_kind));
   HandleState* slot = Slot(error.cmd_id());
   CpuInstance* inst = slot->owner;
   if (inst == nullptr) return;

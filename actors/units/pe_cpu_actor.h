@@ -34,8 +34,9 @@
 //   event clock holds the CPU for its instance until the clock reaches it (a check event), so
 //   a wait that turns out not to be real never lets another instance in. An instance waiting
 //   for an answer that comes in the same instant (AwaitAnswer) holds the CPU until it comes.
-// - A CommandError's message goes to UnitContext::errors (the run fails); the instance that
-//   issued the command stops if it still runs.
+// - A CommandError's message goes to UnitContext::errors (the run fails), of the kind
+//   UnitContext::refused_command_kind (input for a command stream, kernel fault under the
+//   kernel runtime); the instance that issued the command stops if it still runs.
 #ifndef AHBMSIM_ACTORS_UNITS_PE_CPU_ACTOR_H_
 #define AHBMSIM_ACTORS_UNITS_PE_CPU_ACTOR_H_
 

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "base/errors.h"
 #include "actors/chip_sim.h"
 #include "actors/inject.h"
 #include "gmock/gmock.h"
@@ -364,6 +365,7 @@ TEST_F(SchedulerTest, LseMergeIsOneNonBlockingMathOp) {
 }
 
 // Invalid commands fail with one line naming the PE, the command and the reason; nothing runs.
+// A command stream is the caller's input: its refusal is an input error (exit 2).
 TEST_F(SchedulerTest, InvalidCommandsNameThePeTheCommandAndTheReason) {
   struct Case {
     std::string name;
@@ -395,6 +397,8 @@ TEST_F(SchedulerTest, InvalidCommandsNameThePeTheCommandAndTheReason) {
     const std::string message(run.status.message());
     EXPECT_EQ(message.find('\n'), std::string::npos) << message;
     for (const std::string& e : c.expected) EXPECT_THAT(message, HasSubstr(e)) << c.name;
+    EXPECT_EQ(KindOf(run.status), ErrorKind::kInput) << c.name;
+    EXPECT_EQ(ExitCodeOf(run.status), kExitBadInput) << c.name;
     EXPECT_TRUE(run.Commands().empty()) << c.name;
   }
 }
@@ -649,6 +653,9 @@ TEST_F(SchedulerTest, DataModeEnginesComputeAtTheCompletion) {
   EXPECT_THAT(std::string(run.status.message()),
               testing::HasSubstr(
                   absl::StrCat("pe 0 (sip0.cube0.pe0): math_EXP cmd ", math, ": data: no values")));
+  // The command passed the scheduler's checks: its data plane failing is our invariant (exit 70).
+  EXPECT_EQ(KindOf(run.status), ErrorKind::kInvariant);
+  EXPECT_EQ(ExitCodeOf(run.status), kExitInvariant);
   const std::map<uint64_t, Span> spans = run.Commands();
   ASSERT_TRUE(spans.contains(composite) && spans.contains(math));
   EXPECT_EQ(data.applied, (std::map<uint64_t, uint64_t>{{composite, spans.at(composite).end},

@@ -20,6 +20,7 @@
 #include "actors/observe/op_log.h"
 #include "actors/time.h"
 #include "base/check.h"
+#include "base/errors.h"
 #include "proto/report.pb.h"
 #include "proto/topology.pb.h"
 #include "topology/ids.h"
@@ -118,13 +119,17 @@ struct UnitContext {
   bool per_tile_detail = false;      // op log: one record per tile op, not only per command
   bool record_calls = false;         // op log: the kernel runtime's Instance / Call records
   std::string issue_cost_profile;    // the PE CPUs' ADR-0064 profile (a name in the chip)
-  // Command errors reported to PE CPUs, each with the key of the event that raised it.
-  std::vector<std::pair<Engine::EventKey, std::string>> errors;
-  void AddError(std::string message) {
-    errors.emplace_back(engine->current_key(), std::move(message));
+  // Whose fault a command the PE schedulers refuse is (pe_cpu_actor.h): the input's in a
+  // command stream (the default), the kernel's under the kernel runtime (it sets kKernelFault).
+  ErrorKind refused_command_kind = ErrorKind::kInput;
+  // The run's failures (a refused command, a data-plane error, a kernel's fault), each with the
+  // key of the event that raised it and its kind (base/errors.h).
+  std::vector<std::pair<Engine::EventKey, absl::Status>> errors;
+  void AddError(absl::Status status) {
+    errors.emplace_back(engine->current_key(), std::move(status));
   }
   // The first error in event order (the single heap's, whatever the islands); null: none.
-  const std::string* FirstError() const {
+  const absl::Status* FirstError() const {
     const auto first = std::min_element(errors.begin(), errors.end(), [](const auto& a, const auto& b) {
       return a.first < b.first;
     });

@@ -490,35 +490,43 @@ uint64_t RingScratchBytes(const DecodeConfig& cfg, uint64_t rows, uint32_t nodes
   return (nodes - 1) * (step + o);
 }
 
+// The reduce trees' fan-in (children per node) where the scratch peaks: at the Level-2 root,
+// at the busiest Level-2 node, at the busiest Level-1 CUBE root. A chunked ring's level has
+// none (RingScratchBytes prices it). The trees depend on the geometry and the level shapes
+// only, so the capacity check's bisections over tile, d, t_q and h_q build them once.
+struct ReduceFanIn {
+  uint64_t l2_root = 0, l2_most = 0, l1_most = 0;
+};
+
+absl::StatusOr<ReduceFanIn> ReduceFanInOf(const DecodeGeometry& geo, const DecodeConfig& cfg) {
+  ReduceFanIn fan;
+  if (cfg.level2 != ReduceShape::kRing) {
+    ASSIGN_OR_RETURN(const std::vector<ReduceNode> l2,
+                     BuildReduceTree(geo.pe_rows, geo.pe_cols, geo.pe_root, cfg.level2));
+    for (uint32_t k = 0; k < l2.size(); ++k) {
+      fan.l2_most = std::max<uint64_t>(fan.l2_most, l2[k].children.size());
+      if (k == geo.pe_root) fan.l2_root = l2[k].children.size();
+    }
+  }
+  if (cfg.level1 != ReduceShape::kRing) {
+    const topology::GroupShape gs = geo.groups.shape();
+    ASSIGN_OR_RETURN(const std::vector<ReduceNode> l1,
+                     BuildReduceTree(gs.rows, gs.cols, geo.groups.root_in_group(), cfg.level1));
+    for (const ReduceNode& n : l1) fan.l1_most = std::max<uint64_t>(fan.l1_most, n.children.size());
+  }
+  return fan;
+}
+
 // Scratch bytes of the reduce at the busiest node: per tree merge the received m, l, O and
 // the merge's temporaries (LseMerge: 6 columns and O·sb), a chunked ring's RingScratchBytes;
 // the Level-2 root adds its Level-1 part; plus the stored O at the root.
-uint64_t ReduceScratchBytes(const DecodeGeometry& geo, const DecodeConfig& cfg, uint64_t rows) {
+uint64_t ReduceScratchBytes(const ReduceFanIn& fan, const DecodeConfig& cfg, uint64_t rows) {
   const uint64_t col = AlignUp(rows * 4, 64), full = AlignUp(rows * cfg.d * 4, 64);
   const uint64_t per_merge = 8 * col + 2 * full;
-  uint64_t l2_root = 0, l2_most = 0;  // Level-2: at its root, at its busiest node
-  if (cfg.level2 == ReduceShape::kRing) {
-    l2_root = l2_most = RingScratchBytes(cfg, rows, cfg.p);
-  } else {
-    absl::StatusOr<std::vector<ReduceNode>> l2 =
-        BuildReduceTree(geo.pe_rows, geo.pe_cols, geo.pe_root, cfg.level2);
-    if (!l2.ok()) return 0;  // LaunchDecode reports the tree's error
-    for (uint32_t k = 0; k < l2->size(); ++k) {
-      const uint64_t bytes = (*l2)[k].children.size() * per_merge;
-      l2_most = std::max(l2_most, bytes);
-      if (k == geo.pe_root) l2_root = bytes;
-    }
-  }
-  uint64_t l1 = 0;  // Level-1 at its busiest CUBE root
-  if (cfg.level1 == ReduceShape::kRing) {
-    l1 = RingScratchBytes(cfg, rows, cfg.c);
-  } else {
-    const topology::GroupShape gs = geo.groups.shape();
-    absl::StatusOr<std::vector<ReduceNode>> l1_tree =
-        BuildReduceTree(gs.rows, gs.cols, geo.groups.root_in_group(), cfg.level1);
-    if (!l1_tree.ok()) return 0;
-    for (const ReduceNode& n : *l1_tree) l1 = std::max<uint64_t>(l1, n.children.size() * per_merge);
-  }
+  uint64_t l2_root = fan.l2_root * per_merge, l2_most = fan.l2_most * per_merge;
+  if (cfg.level2 == ReduceShape::kRing) l2_root = l2_most = RingScratchBytes(cfg, rows, cfg.p);
+  const uint64_t l1 = cfg.level1 == ReduceShape::kRing ? RingScratchBytes(cfg, rows, cfg.c)
+                                                       : fan.l1_most * per_merge;
   return std::max(l2_most, l2_root + l1) + AlignUp(rows * cfg.d * 2, 64);
 }
 
@@ -586,17 +594,17 @@ std::string PersistentText(const DecodeConfig& cfg) {
 }
 
 // One instance's TCM need: (persistent, scratch) bytes.
-std::pair<uint64_t, uint64_t> InstanceTcm(const DecodeGeometry& geo, const DecodeConfig& cfg,
+std::pair<uint64_t, uint64_t> InstanceTcm(const ReduceFanIn& fan, const DecodeConfig& cfg,
                                           uint64_t max_block) {
   const uint64_t rows = uint64_t{cfg.h_q / cfg.h_kv} * cfg.t_q;
   return {PersistentBytes(cfg, rows, (max_block + cfg.tile - 1) / cfg.tile),
-          std::max(TileScratchBytes(cfg, rows), ReduceScratchBytes(geo, cfg, rows))};
+          std::max(TileScratchBytes(cfg, rows), ReduceScratchBytes(fan, cfg, rows))};
 }
 
 // Not even one instance fits a PE's TCM: the refusal names the shape field that made it too
 // big (CheckDecodeCapacity's contract in decode_launch.h), its value, the need, the arena and
 // the largest value of that field that fits.
-absl::Status TcmCulprit(const DecodeGeometry& geo, const DecodeConfig& cfg,
+absl::Status TcmCulprit(const ReduceFanIn& fan, const DecodeConfig& cfg,
                         const std::string& pe_name, uint64_t max_block, uint64_t persistent,
                         uint64_t scratch) {
   const uint32_t g = cfg.h_q / cfg.h_kv;
@@ -619,7 +627,7 @@ absl::Status TcmCulprit(const DecodeGeometry& geo, const DecodeConfig& cfg,
        [](DecodeConfig& c, uint64_t v) { c.h_q = static_cast<uint32_t>(v) * c.h_kv; }},
   };
   const auto fits = [&](const DecodeConfig& c) {
-    const auto [p, s] = InstanceTcm(geo, c, max_block);
+    const auto [p, s] = InstanceTcm(fan, c, max_block);
     return p <= persistent && s + 63 <= scratch;
   };
   // The largest value of a candidate that fits, the others as given (0: none), by bisection
@@ -649,7 +657,7 @@ absl::Status TcmCulprit(const DecodeGeometry& geo, const DecodeConfig& cfg,
       culprit_fit = fit;
     }
   }
-  const auto [need_persistent, need_scratch] = InstanceTcm(geo, cfg, max_block);
+  const auto [need_persistent, need_scratch] = InstanceTcm(fan, cfg, max_block);
   const bool in_persistent = need_persistent > persistent;
   const std::string fit_text =
       culprit_fit == 0 ? "; no value of it alone fits"
@@ -666,13 +674,13 @@ absl::Status TcmCulprit(const DecodeGeometry& geo, const DecodeConfig& cfg,
 }
 
 // One-shot's keys do not fit one instance's TCM: the most keys per rank (one tile) that fit.
-absl::Status OneShotRefusal(const DecodeGeometry& geo, const DecodeConfig& cfg,
+absl::Status OneShotRefusal(const ReduceFanIn& fan, const DecodeConfig& cfg,
                             const std::string& pe_name, uint64_t max_block, uint64_t persistent,
                             uint64_t scratch) {
   const auto fits = [&](uint64_t keys) {
     DecodeConfig c = cfg;
     c.tile = static_cast<uint32_t>(keys);
-    const auto [p, s] = InstanceTcm(geo, c, keys);
+    const auto [p, s] = InstanceTcm(fan, c, keys);
     return p <= persistent && s + 63 <= scratch;
   };
   uint64_t lo = 0, hi = cfg.tile;  // fits(lo) or lo == 0; !fits(hi)
@@ -681,7 +689,7 @@ absl::Status OneShotRefusal(const DecodeGeometry& geo, const DecodeConfig& cfg,
     (fits(mid) ? lo : hi) = mid;
   }
   lo = lo / kOneShotTileKeys * kOneShotTileKeys;  // OneShotTile's granule
-  const auto [need_persistent, need_scratch] = InstanceTcm(geo, cfg, max_block);
+  const auto [need_persistent, need_scratch] = InstanceTcm(fan, cfg, max_block);
   const bool in_persistent = need_persistent > persistent;
   return Field("one_shot",
                absl::StrCat("a rank's ", max_block, " keys as one tile need ",
@@ -754,15 +762,16 @@ absl::Status CheckDecodeCapacity(const pb::Chip& chip, const DecodeConfig& cfg) 
   const uint64_t scratch = tcm.scratch_bytes();
   const uint64_t persistent = tcm.total_bytes() - scratch - std::min(staging, tcm.total_bytes() - scratch);
   const uint64_t per_persistent = PersistentBytes(cfg, rows, (max_block + cfg.tile - 1) / cfg.tile);
+  ASSIGN_OR_RETURN(const ReduceFanIn fan, ReduceFanInOf(geo, cfg));
   const uint64_t per_scratch =
-      std::max(TileScratchBytes(cfg, rows), ReduceScratchBytes(geo, cfg, rows));
+      std::max(TileScratchBytes(cfg, rows), ReduceScratchBytes(fan, cfg, rows));
   // An instance's scratch share is at least floor(scratch / n) - 63 (64 B aligned bases).
   const uint64_t fit_scratch = scratch / (per_scratch + 63);
   const uint64_t fit_persistent = persistent / per_persistent;
   const uint64_t fit_users = std::min(fit_scratch, fit_persistent) / heads_per_pe;
   if (per_persistent > persistent || per_scratch + 63 > scratch) {
-    if (cfg.one_shot) return OneShotRefusal(geo, cfg, pe_name, max_block, persistent, scratch);
-    return TcmCulprit(geo, cfg, pe_name, max_block, persistent, scratch);
+    if (cfg.one_shot) return OneShotRefusal(fan, cfg, pe_name, max_block, persistent, scratch);
+    return TcmCulprit(fan, cfg, pe_name, max_block, persistent, scratch);
   }
   const std::string who = absl::StrCat(cfg.users, " request(s) x ", heads_per_pe,
                                        " KV head(s) = ", instances, " kernel instances on ",

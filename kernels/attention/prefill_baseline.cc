@@ -386,7 +386,7 @@ absl::StatusOr<PrefillLaunch> LaunchPrefillFanout(const pb::Chip& chip, const Pr
           absl::StatusOr<uint64_t> ma = allocator.Allocate(pe, uint64_t{tokens} * len * 2);
           RETURN_IF_ERROR(ma.status());
           plan.masks.push_back(MaskSlot{offset, tokens, len, *ma});
-          if (data) WritePrefillMask(store, pe, plan.masks.back(), 1);
+          if (data) RETURN_IF_ERROR(WritePrefillMask(store, pe, plan.masks.back(), 1));
         }
         launch.instance_pes.push_back(pe);
         // Message stream: the query head (one per CUBE).

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/errors.h"
 #include "gtest/gtest.h"
 #include "kernels/attention/decode_test_util.h"
 #include "kernels/attention/prefill_launch.h"
@@ -183,6 +184,7 @@ TEST(PrefillRingDepth, SubBlocksLargerThanTheEndpointQueue) {
   first.ring_send_first = true;
   PrefillRun stuck = testing::RunWith(chip, first, {}, "zero", PrefillCubes, LaunchPrefill,
                                       /*keep_op_log=*/false);
+  EXPECT_EQ(KindOf(stuck.status), ErrorKind::kDeadlock) << stuck.status;
   EXPECT_TRUE(std::string(stuck.status.message()).starts_with("deadlock")) << stuck.status;
 }
 

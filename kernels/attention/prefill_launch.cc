@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/errors.h"
 #include "actors/tensor_ref.h"
 #include "base/check.h"
 #include "base/status_macros.h"
@@ -173,7 +174,7 @@ TcmShare TcmShareOf(const pb::Chip& chip, uint64_t instances) {
   return TcmShare{persistent / instances, tcm.scratch_bytes() / instances - 63};
 }
 
-void WritePrefillMask(MemoryStore* store, uint32_t pe, const MaskSlot& m, uint32_t g) {
+absl::Status WritePrefillMask(MemoryStore* store, uint32_t pe, const MaskSlot& m, uint32_t g) {
   const uint64_t rows = uint64_t{m.tokens} * g;
   std::vector<float> values(rows * m.len);
   for (uint64_t r = 0; r < rows; ++r) {
@@ -183,7 +184,11 @@ void WritePrefillMask(MemoryStore* store, uint32_t pe, const MaskSlot& m, uint32
     }
   }
   const pb::TensorRef ref = sim::MakeTensorRef(pb::HBM, pe, m.addr, pb::BF16, {rows, m.len});
-  AHBM_CHECK(store->Write(ref, values).ok());
+  // The slot came from the HBM allocator: a write outside the PE's region is our bug.
+  if (absl::Status s = store->Write(ref, values); !s.ok()) {
+    return InvariantError(absl::StrCat("prefill mask slot: ", s.message()));
+  }
+  return absl::OkStatus();
 }
 
 std::vector<std::vector<uint32_t>> SplitQueryTiles(uint32_t n, uint32_t pes, QuerySplit split) {
@@ -483,7 +488,7 @@ absl::StatusOr<PrefillLaunch> LaunchPrefill(const pb::Chip& chip, const PrefillC
             absl::StatusOr<uint64_t> ma = allocator.Allocate(b.pe, uint64_t{tokens} * g * len * 2);
             RETURN_IF_ERROR(ma.status());
             plan.masks.push_back(MaskSlot{offset, tokens, len, *ma});
-            if (data) WritePrefillMask(store, b.pe, plan.masks.back(), g);
+            if (data) RETURN_IF_ERROR(WritePrefillMask(store, b.pe, plan.masks.back(), g));
           }
           built.push_back(std::move(b));
         }

@@ -148,8 +148,8 @@ struct TcmShare {
 };
 TcmShare TcmShareOf(const pb::Chip& chip, uint64_t instances);
 // Writes the causal mask `m` ([tokens·g, len] bf16: 0 where key offset + column <= token, else
-// −inf; row t·g + gi) to PE `pe`'s HBM.
-void WritePrefillMask(MemoryStore* store, uint32_t pe, const MaskSlot& m, uint32_t g);
+// −inf; row t·g + gi) to PE `pe`'s HBM; a slot outside the region is an invariant error.
+absl::Status WritePrefillMask(MemoryStore* store, uint32_t pe, const MaskSlot& m, uint32_t g);
 uint64_t Align64(uint64_t v);
 
 // Validates the configuration (errors name the field) and returns the CUBEs it uses.

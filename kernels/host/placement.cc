@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/errors.h"
 #include "actors/tensor_ref.h"
 #include "base/check.h"
 #include "base/status_macros.h"
@@ -21,8 +22,7 @@ absl::Status TensorError(const std::string& name, std::string_view field, std::s
 // The same status with "tensor '<name>': <context>" in front of its message.
 absl::Status Prefixed(const absl::Status& status, const std::string& name,
                       std::string_view context) {
-  return absl::Status(status.code(), absl::StrCat("tensor '", name, "': ", std::string(context),
-                                                  std::string(status.message())));
+  return Annotate(status, absl::StrCat("tensor '", name, "': ", std::string(context)));
 }
 
 std::optional<uint64_t> CheckedProduct(std::span<const uint64_t> dims) {

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/errors.h"
 #include "base/status_macros.h"
 #include "kernels/launch/launch.h"
 #include "kernels/launch/launcher.h"
@@ -135,8 +136,8 @@ absl::StatusOr<std::vector<CompareRow>> Compare(const pb::Chip& chip, const pb::
         fitting.push_back(absl::AsciiStrToLower(pb::Variant_Name(other)));
       }
     }
-    return absl::Status(
-        s.code(), absl::StrCat(s.message(), " (compare row ",
+    return WithMessage(
+        s, absl::StrCat(s.message(), " (compare row ",
                                absl::AsciiStrToLower(pb::Variant_Name(variant)),
                                fitting.empty() ? ""
                                                : absl::StrCat("; --variants=",

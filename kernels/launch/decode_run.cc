@@ -525,11 +525,9 @@ class DecodePlan final : public QkvPlan {
         baseline_(BaselineOf(w)) {}
 
   std::vector<uint32_t> Cubes() const override { return cubes_; }
-  std::vector<std::vector<uint32_t>> CubeSets() const override {
-    absl::StatusOr<std::vector<std::vector<uint32_t>>> sets =
-        baseline_ ? kernels::BaselineCubeSets(chip_, cfg_, *baseline_)
-                  : kernels::DecodeCubeSets(chip_, cfg_);
-    return sets.ok() ? *std::move(sets) : std::vector<std::vector<uint32_t>>{};
+  absl::StatusOr<std::vector<std::vector<uint32_t>>> CubeSets() const override {
+    return baseline_ ? kernels::BaselineCubeSets(chip_, cfg_, *baseline_)
+                     : kernels::DecodeCubeSets(chip_, cfg_);
   }
 
   std::string OneGroupRefusal() const override {

@@ -298,9 +298,8 @@ absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& given_chip, const pb::W
   sim_options.hbm_call_memo = options.hbm_call_memo;
   sim_options.cubes = plan.Cubes();
   LaunchResult result;
-  std::vector<std::vector<uint32_t>> sets;
+  ASSIGN_OR_RETURN(const std::vector<std::vector<uint32_t>> sets, plan.CubeSets());
   if (options.one_group) {
-    sets = plan.CubeSets();
     result.one_group_note = OneGroupRefusal(chip, w, options, plan, sets);
   }
   const bool one_group = options.one_group && result.one_group_note.empty();
@@ -321,7 +320,7 @@ absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& given_chip, const pb::W
   // Nothing records the order of events across CUBE Groups: simulate them one after another.
   if (!options.keep_op_log && options.trace_path.empty() && !message_trace && options.islands &&
       !one_group) {
-    sim_options.islands = IslandsOf(plan.CubeSets(), sim_options.cubes);
+    sim_options.islands = IslandsOf(sets, sim_options.cubes);
   }
   sim_options.workload_summary = plan.Summary();
   if (!options.trace_path.empty()) {
@@ -364,7 +363,7 @@ absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& given_chip, const pb::W
     launch.set_ring_rotations(result.ring_rotations);
     launch.set_composites(result.composites);
     launch.set_grid_composites(result.grid_composites);
-    for (const std::vector<uint32_t>& set : plan.CubeSets()) {
+    for (const std::vector<uint32_t>& set : sets) {
       launch.add_cube_sets()->mutable_cubes()->Assign(set.begin(), set.end());
     }
     sim->context().op_log->AddLaunch(std::move(launch));

@@ -16,9 +16,10 @@
 //   Without inputs_dir the launcher draws them from `seed`.
 //
 // Contract — the run: RunWorkload returns an error status only for bad input (above) or a
-// failure to write a file; a run that fails inside the simulation (a deadlock —
-// FailedPrecondition "deadlock: ..." naming each waiting PE — or a kernel / command error)
-// returns a LaunchResult whose runtime_status says so, with the report and op log of what ran.
+// failure to write a file; a run that fails inside the simulation returns a LaunchResult whose
+// runtime_status says so, with the report and op log of what ran. Its kind (base/errors.h):
+// deadlock ("deadlock: ..." naming each waiting PE), kernel fault (a kernel's error or arena
+// overflow, a command its PE refused) or invariant (a data-plane failure on a checked command).
 // Outputs are read (and written to outputs_dir) only when runtime_status is OK. Timing mode
 // (data = false) moves no values and produces the same op log as data mode.
 #ifndef AHBMSIM_KERNELS_LAUNCH_LAUNCH_H_

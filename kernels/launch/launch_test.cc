@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "base/errors.h"
 #include "actors/observe/op_log.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -235,7 +236,7 @@ TEST(RunWorkload, DeadlockNamesEveryWaitingPe) {
     w.set_cube(2);
     absl::StatusOr<LaunchResult> r = RunWorkload(chip, w, {});
     ASSERT_TRUE(r.ok()) << r.status();
-    ASSERT_TRUE(absl::IsFailedPrecondition(r->runtime_status)) << r->runtime_status;
+    ASSERT_EQ(KindOf(r->runtime_status), ErrorKind::kDeadlock) << r->runtime_status;
     const std::string message(r->runtime_status.message());
     EXPECT_THAT(message, AllOf(StartsWith("deadlock"), Not(HasSubstr("\n"))));
     for (uint32_t p = 0; p < chip.sip().cube().pes(); ++p) {

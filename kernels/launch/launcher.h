@@ -85,8 +85,11 @@ class KernelPlan {
   // Sets of Cubes() whose kernel instances exchange messages only among themselves (a KV
   // head's CUBE Group; a CUBE in no set talks to no other). Empty: unknown, one island. A run
   // without an op log simulates the merged sets as Engine islands, one after the other (the
-  // same results; 512 PEs at once do not fit the host's caches, one CUBE Group does).
-  virtual std::vector<std::vector<uint32_t>> CubeSets() const { return {}; }
+  // same results; 512 PEs at once do not fit the host's caches, one CUBE Group does). Fails
+  // as the kernel's placement does (the run is refused).
+  virtual absl::StatusOr<std::vector<std::vector<uint32_t>>> CubeSets() const {
+    return std::vector<std::vector<uint32_t>>{};
+  }
   // LaunchOptions::one_group (launch.h): empty when every set of CubeSets() does the same work
   // placed the same way (set k's i-th CUBE does what set 0's i-th does: every KV head sees the
   // same requests, with the same rotation inside its group), shown equal to the full chip by

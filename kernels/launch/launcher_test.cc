@@ -98,12 +98,13 @@ TEST_F(Launcher, RegistryListsEveryKernelInEnumOrder) {
   std::vector<pb::Kernel> kernels;
   for (const KernelLauncher* l : Launchers()) kernels.push_back(l->kernel());
   EXPECT_THAT(kernels, ElementsAre(pb::DECODE, pb::PREFILL, pb::SELFTEST_GEMM,
-                                   pb::SELFTEST_ALLREDUCE, pb::SELFTEST_DEADLOCK));
+                                   pb::SELFTEST_ALLREDUCE, pb::SELFTEST_DEADLOCK,
+                                   pb::SELFTEST_ARENA_OVERFLOW));
   EXPECT_THAT(CompareKernels(), ElementsAre(pb::DECODE, pb::PREFILL));
   pb::Workload w;
   EXPECT_EQ(ValidateWorkload(Small(), w).message(),
             "kernel: must be set (implemented: DECODE, PREFILL, SELFTEST_GEMM, "
-            "SELFTEST_ALLREDUCE, SELFTEST_DEADLOCK)");
+            "SELFTEST_ALLREDUCE, SELFTEST_DEADLOCK, SELFTEST_ARENA_OVERFLOW)");
 }
 
 TEST_F(Launcher, TheSharedPathChecksFieldsAndModes) {

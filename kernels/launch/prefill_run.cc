@@ -259,9 +259,8 @@ class PrefillPlan final : public QkvPlan {
       : chip_(chip), w_(w), cfg_(std::move(cfg)), label_(std::move(label)), cubes_(std::move(cubes)) {}
 
   std::vector<uint32_t> Cubes() const override { return cubes_; }
-  std::vector<std::vector<uint32_t>> CubeSets() const override {
-    absl::StatusOr<std::vector<std::vector<uint32_t>>> sets = kernels::PrefillCubeSets(chip_, cfg_);
-    return sets.ok() ? *std::move(sets) : std::vector<std::vector<uint32_t>>{};
+  absl::StatusOr<std::vector<std::vector<uint32_t>>> CubeSets() const override {
+    return kernels::PrefillCubeSets(chip_, cfg_);
   }
 
   std::string OneGroupRefusal() const override {

@@ -11,6 +11,9 @@
 //   SELFTEST_DEADLOCK   field cube. On every PE of the CUBE (at least 2): a receive from its
 //                       first IPCQ neighbour in the order N, S, E, W; nobody sends. No inputs,
 //                       no outputs.
+//   SELFTEST_ARENA_OVERFLOW field cube. On PE 0 of the CUBE: a scratch allocation one 64-byte
+//                       block larger than the scratch arena (the run fails: a kernel fault).
+//                       No inputs, no outputs.
 //   Errors: "cube: 99 is outside the chip's 8 CUBEs", "gemm_m: must be > 0 (got 0)", ...
 //   Inputs from the seed: std::mt19937_64(seed), uniform(-1, 1) in float, drawn in row-major
 //   order of each input in the order listed, then rounded by the store to the tensor's dtype.
@@ -344,10 +347,44 @@ class DeadlockLauncher final : public KernelLauncher {
   }
 };
 
+class ArenaOverflowPlan final : public SelftestPlan {
+ public:
+  ArenaOverflowPlan(const pb::Chip& chip, const pb::Workload& w)
+      : SelftestPlan(chip, w, {}, 0),
+        floats_((chip.sip().cube().pe().tcm().scratch_bytes() + kTcmAlign) / 4) {}
+  std::string Summary() const override {
+    return absl::StrCat("selftest_arena_overflow: PE 0 of CUBE ", w_.cube(),
+                        " allocates past its scratch arena; ", Mode());
+  }
+
+ private:
+  Instances MakeInstances() const override {
+    Instances out;
+    out.emplace_back(pes_[0], [floats = floats_](kernels::Tl& tl) {
+      return kernels::selftest::ArenaOverflow(tl, floats);
+    });
+    return out;
+  }
+
+  uint64_t floats_;  // one 64-byte block more than the scratch arena holds
+};
+
+class ArenaOverflowLauncher final : public KernelLauncher {
+ public:
+  pb::Kernel kernel() const override { return pb::SELFTEST_ARENA_OVERFLOW; }
+  std::vector<std::string> Fields() const override { return {"cube"}; }
+  absl::StatusOr<std::unique_ptr<KernelPlan>> Prepare(const pb::Chip& chip,
+                                                      const pb::Workload& w) const override {
+    RETURN_IF_ERROR(CheckCube(chip, w));
+    return std::make_unique<ArenaOverflowPlan>(chip, w);
+  }
+};
+
 }  // namespace
 
 AHBM_REGISTER_LAUNCHER(GemmLauncher);
 AHBM_REGISTER_LAUNCHER(AllReduceLauncher);
 AHBM_REGISTER_LAUNCHER(DeadlockLauncher);
+AHBM_REGISTER_LAUNCHER(ArenaOverflowLauncher);
 
 }  // namespace ahbm::launch

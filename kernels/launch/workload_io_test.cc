@@ -80,7 +80,7 @@ TEST(SetWorkloadField, BadValuesAreOneLineErrorsNamingTheField) {
   } cases[] = {
       {"kernel", "bogus",
        "kernel: unknown value; one of DECODE, PREFILL, SELFTEST_GEMM, "
-       "SELFTEST_ALLREDUCE, SELFTEST_DEADLOCK (any case) (got 'bogus')"},
+       "SELFTEST_ALLREDUCE, SELFTEST_DEADLOCK, SELFTEST_ARENA_OVERFLOW (any case) (got 'bogus')"},
       // UNSPECIFIED is the unset value: leave the flag out.
       {"variant", "variant_unspecified", "variant: unknown value; one of OPT1, OPT2, OPT3"},
       {"gemm_m", "x", "gemm_m: must be an integer in [0, 4294967295] (got 'x')"},

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/errors.h"
 #include "actors/chip_sim.h"
 #include "actors/observe/op_log.h"
 #include "base/check.h"
@@ -222,7 +223,7 @@ absl::StatusOr<RecordedTrace> ReadTraceFile(const std::string& path) {
   if (!in) return absl::NotFoundError(absl::StrCat("trace: cannot read ", path));
   absl::StatusOr<RecordedTrace> trace = ReadTrace(in);
   if (!trace.ok()) {
-    return absl::Status(trace.status().code(), absl::StrCat(path, ": ", trace.status().message()));
+    return Annotate(trace.status(), absl::StrCat(path, ": "));
   }
   return trace;
 }
@@ -283,6 +284,9 @@ absl::StatusOr<launch::LaunchResult> Replay(const RecordedTrace& trace,
   absl::Status bad;  // a call with a reference the trace cannot hold
   {
     kernels::KernelRuntime runtime(sim.get(), nullptr);
+    // The commands come from the trace file, not from kernel code: a refused one is the input's
+    // fault (an edited trace, or a what-if chip that cannot hold them), not a kernel's.
+    sim->context().refused_command_kind = ErrorKind::kInput;
     for (size_t i = 0; i < trace.instances.size(); ++i) {
       const uint32_t instance = static_cast<uint32_t>(i);
       absl::Status s = runtime.AddKernel(
@@ -291,8 +295,7 @@ absl::StatusOr<launch::LaunchResult> Replay(const RecordedTrace& trace,
             return ReplayCalls(tl, &trace, instance, &bad);
           });
       if (!s.ok()) {
-        return absl::Status(s.code(),
-                            absl::StrCat("trace: instance ", instance, ": ", s.message()));
+        return Annotate(s, absl::StrCat("trace: instance ", instance, ": "));
       }
     }
     if (sim_options.record_calls) sim->context().op_log->AddLaunch(trace.launch);

@@ -27,6 +27,8 @@
 //   launch's islands (LaunchRecord.cube_sets, as `ahbm run` does).
 // - A call's references (inputs, wait) are checked when its instance reaches it: a bad one
 //   stops the replay with InvalidArgument naming the instance and call.
+// - A replayed command the PE refuses is the input's error (base/errors.h: exit 2), as the
+//   trace is; a recorded kernel error replays as the kernel fault it was.
 #ifndef AHBMSIM_KERNELS_REPLAY_REPLAY_H_
 #define AHBMSIM_KERNELS_REPLAY_REPLAY_H_
 

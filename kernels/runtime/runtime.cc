@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "actors/tensor_ref.h"
 #include "base/check.h"
+#include "base/errors.h"
 #include "base/status_macros.h"
 #include "proto/trace.pb.h"
 
@@ -66,6 +67,7 @@ KernelRuntime::KernelRuntime(sim::ChipSim* sim, MemoryStore* store) : sim_(sim),
   sim::UnitContext& ctx = sim_->context();
   AHBM_CHECK(sim::FindIssueCostProfile(ctx.chip, ctx.issue_cost_profile) != nullptr)
       << "no issue cost profile " << ctx.issue_cost_profile;
+  ctx.refused_command_kind = ErrorKind::kKernelFault;  // the kernels wrote the commands
   ipcq_queue_bytes_ = ctx.chip.sip().cube().ipcq().queue_bytes();
   noc_endpoint_bytes_ = ctx.chip.sip().noc().endpoint_queue_bytes();
   if (store_ != nullptr) {
@@ -157,8 +159,7 @@ absl::Status KernelRuntime::Run() {
     }
   }
   if (!waits.empty()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("deadlock: no event left; ", absl::StrJoin(waits, "; ")));
+    return DeadlockError(absl::StrCat("deadlock: no event left; ", absl::StrJoin(waits, "; ")));
   }
   return absl::OkStatus();
 }
@@ -191,7 +192,7 @@ void KernelRuntime::Finish(Instance& inst) {
     r.set_error(message);
     sim_->context().op_log->AddCall(std::move(r));
   }
-  if (!message.empty()) sim_->context().AddError(message);
+  if (!message.empty()) sim_->context().AddError(KernelFaultError(message));
 }
 
 // ---- arenas ----

@@ -71,9 +71,10 @@
 //   its (request, stream) and completes at its delivery (or the post); taking a queued message
 //   returns its credit at that completion.
 // - Data mode: sends copy their payload when issued; receives write it at completion.
-// - A kernel that throws KernelError stops; its message goes to the run's errors.
-// - Deadlock: when no event is left and an instance still waits, Run() fails with
-//   FailedPrecondition "deadlock: ..." naming, per PE, what it waits on (and, for a receive
+// - A kernel that throws KernelError stops; its message goes to the run's errors as a
+//   KernelFaultError (base/errors.h), and so does a command its PE refuses.
+// - Deadlock: when no event is left and an instance still waits, Run() fails with a
+//   DeadlockError "deadlock: ..." naming, per PE, what it waits on (and, for a receive
 //   stuck behind another instance's message, that message; for a NOC send without room, the
 //   destination endpoint's queue in use and that no receive is posted for it).
 #ifndef AHBMSIM_KERNELS_RUNTIME_RUNTIME_H_

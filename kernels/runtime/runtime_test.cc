@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/errors.h"
 #include "actors/chip_sim.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -518,7 +519,8 @@ TEST_F(RuntimeTiming, DeadlockedKernelIsReported) {
                               })
                   .ok());
   const absl::Status status = h.runtime->Run();
-  ASSERT_TRUE(absl::IsFailedPrecondition(status)) << status;
+  ASSERT_EQ(KindOf(status), ErrorKind::kDeadlock) << status;
+  EXPECT_EQ(ExitCodeOf(status), kExitDeadlock);
   EXPECT_THAT(std::string(status.message()),
               ::testing::AllOf(HasSubstr("deadlock"), HasSubstr("pe 2"), HasSubstr("recv")));
 }
@@ -678,7 +680,7 @@ TEST(RuntimeMessages, NocAndUcieSendRecvPayTheirHops) {
   }
 }
 
-// Overflowing an arena is an error naming the PE, the arena and the sizes.
+// Overflowing an arena is the kernel's fault (exit 4), naming the PE, the arena and the sizes.
 TEST(RuntimeErrors, ArenaOverflowNamesPeArenaAndSizes) {
   Harness h(false);
   const uint64_t scratch = h.chip.sip().cube().pe().tcm().scratch_bytes();
@@ -691,11 +693,32 @@ TEST(RuntimeErrors, ArenaOverflowNamesPeArenaAndSizes) {
                               })
                   .ok());
   const absl::Status status = h.runtime->Run();
-  ASSERT_FALSE(status.ok());
+  ASSERT_EQ(KindOf(status), ErrorKind::kKernelFault) << status;
+  EXPECT_EQ(ExitCodeOf(status), kExitKernelFault);
   EXPECT_THAT(std::string(status.message()),
               ::testing::AllOf(HasSubstr("pe 1 (sip0.cube0.pe1)"), HasSubstr("scratch arena overflow"),
                                HasSubstr(absl::StrCat(scratch, " bytes needed")),
                                HasSubstr(absl::StrCat(scratch / 2, " of ", scratch))));
+}
+
+// A command of a kernel's that its PE refuses (a load from outside the PE's HBM region) is the
+// kernel's fault, not the user's input: exit 4, the scheduler's one line.
+TEST(RuntimeErrors, ARefusedCommandIsTheKernelsFault) {
+  Harness h(false);
+  const uint64_t region = h.chip.sip().cube().hbm_bytes() / h.chip.sip().cube().pes();
+  ASSERT_TRUE(h.runtime
+                  ->AddKernel(1, 0,
+                              [&](Tl& tl) -> Task<void> {
+                                const std::vector<uint64_t> shape = {1024};
+                                co_await tl.Load(tl.Ref(region - 1024, shape, pb::BF16));
+                              })
+                  .ok());
+  const absl::Status status = h.runtime->Run();
+  ASSERT_EQ(KindOf(status), ErrorKind::kKernelFault) << status;
+  EXPECT_EQ(ExitCodeOf(status), kExitKernelFault);
+  EXPECT_THAT(std::string(status.message()),
+              ::testing::AllOf(HasSubstr("pe 1 (sip0.cube0.pe1)"), HasSubstr("dma cmd"),
+                               HasSubstr("outside the owner's region")));
 }
 
 // recv_async returns at once (the CPU goes on with other work); Wait blocks until the message

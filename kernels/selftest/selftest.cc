@@ -44,6 +44,12 @@ Task<void> Deadlock(Tl& tl, topology::Dir from) {
   co_await tl.Recv(peer, shape, pb::FP32);
 }
 
+Task<void> ArenaOverflow(Tl& tl, uint64_t floats) {
+  const std::vector<uint64_t> shape = {1, floats};
+  tl.Alloc(shape, pb::FP32);
+  co_return;
+}
+
 namespace {
 
 // The even-rows construction on a rows x cols grid, as (row, col) pairs.

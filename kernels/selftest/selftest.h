@@ -1,6 +1,6 @@
 // Self-test kernels (workload kernels SELFTEST_*): the smallest programs that exercise the `tl`
-// runtime end to end through `ahbm run` — one composite GEMM, an IPCQ ring all-reduce and a
-// deliberate deadlock. Host side (placement, inputs, outputs): kernels/launch/launch.h.
+// runtime end to end through `ahbm run` — one composite GEMM, an IPCQ ring all-reduce, a
+// deliberate deadlock and a deliberate arena overflow. Host side (placement, inputs, outputs): kernels/launch/launch.h.
 //
 // Every kernel takes its HBM addresses from the host (PE-local addresses of this PE's region)
 // and is written for GCC 12's coroutines: argument structs are trivially copyable, shapes are
@@ -49,6 +49,11 @@ Task<void> AllReduce(Tl& tl, AllReduceArgs args);
 // SELFTEST_DEADLOCK: receives a [1, 16] fp32 message from the IPCQ neighbour `from`, which never
 // sends; run on every PE of a CUBE, every CPU waits and the run ends in a deadlock report.
 Task<void> Deadlock(Tl& tl, topology::Dir from);
+
+// SELFTEST_ARENA_OVERFLOW: allocates a [1, floats] fp32 scratch tensor; given more than the
+// scratch arena holds, the runtime stops the kernel with its arena overflow, and the run fails
+// with a kernel fault (base/errors.h: exit 4) — how a kernel's own bug is reported.
+Task<void> ArenaOverflow(Tl& tl, uint64_t floats);
 
 // A ring over a rows x cols mesh whose consecutive nodes (and last and first) are mesh
 // neighbours, as node indices starting at 0, or nullopt when none exists (odd x odd meshes,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Negative goldens (issue 27; tests/README.md): every row of tests/negative/table.txt is a bad
 # input and the exact one line `ahbm` must print on stderr, with its exit code (2 bad input,
-# 3 deadlock). A row passes when ahbm exits with that code, prints exactly that line on stderr
+# 3 deadlock, 4 a kernel's fault; base/errors.h). A row passes when ahbm exits with that code, prints exactly that line on stderr
 # and, for exit 2, nothing on stdout. Exit 0, 70 (our own bug), a signal or a hang fails it.
 #
 #   bazel test //tests:negative_golden_test
@@ -16,7 +16,7 @@
 #   make: <shell command>      0 or more, run first in the row's scratch dir $T (cwd: the
 #                              runfiles root, $R; npy, put_byte and the ahbm binary $AHBM exist)
 #   run: <ahbm's arguments>    word-split by the shell ($T, $R expanded)
-#   exit: 2 | 3
+#   exit: 2 | 3 | 4
 #   stderr: <the exact line>   $T in the line stands for the scratch dir
 set -uo pipefail
 
@@ -99,8 +99,8 @@ for i in "${!names[@]}"; do
   seen[$name]=1
   [[ -z $only || $only == *",$name,"* ]] || continue
   want_exit=${exits[$i]}
-  if [[ $want_exit != 2 && $want_exit != 3 ]]; then
-    echo "FAIL $name ($table:${lines[$i]}): exit must be 2 or 3, not '$want_exit'"
+  if [[ $want_exit != 2 && $want_exit != 3 && $want_exit != 4 ]]; then
+    echo "FAIL $name ($table:${lines[$i]}): exit must be 2, 3 or 4, not '$want_exit'"
     failures=$((failures + 1)); continue
   fi
   T=$scratch/$name
@@ -119,7 +119,7 @@ for i in "${!names[@]}"; do
     0) what="exited 0 on a bad input" ;;
     70) what="reached an internal error (exit 70)" ;;
     124) what="hung (killed after 120 s)" ;;
-    2 | 3) [[ $rc == "$want_exit" ]] || what="exited $rc, want $want_exit" ;;
+    2 | 3 | 4) [[ $rc == "$want_exit" ]] || what="exited $rc, want $want_exit" ;;
     *) what="exited $rc (crash or signal), want $want_exit" ;;
   esac
   if [[ -z $what && $(wc -l <"$T/.stderr") -ne 1 ]]; then
@@ -139,7 +139,7 @@ for i in "${!names[@]}"; do
   fi
   if [[ -n $what ]]; then
     echo "FAIL $name ($table:${lines[$i]}): ahbm ${runs[$i]} $what"
-    [[ $rc != 2 && $rc != 3 ]] && head -5 "$T/.stderr" | sed 's/^/  | /'
+    [[ $rc != 2 && $rc != 3 && $rc != 4 ]] && head -5 "$T/.stderr" | sed 's/^/  | /'
     failures=$((failures + 1))
   else
     passed=$((passed + 1))
