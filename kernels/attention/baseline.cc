@@ -233,7 +233,7 @@ void SetFanoutRounds(uint32_t c, uint32_t p, DecodeLaunch& launch) {
 absl::StatusOr<DecodeLaunch> LaunchFanout(const pb::Chip& chip, const DecodeConfig& cfg,
                                           BaselineKind kind, KernelRuntime& runtime,
                                           MemoryStore* store,
-                                          const std::vector<DecodeInputs>& inputs) {
+                                          const std::vector<QkvInputs>& inputs) {
   const bool group = kind == BaselineKind::kFanoutGroup;
   const DecodeConfig gcfg = group ? cfg : OneCube(cfg);
   absl::StatusOr<DecodeGeometry> geo = MakeDecodeGeometry(chip, gcfg);
@@ -316,7 +316,7 @@ absl::StatusOr<DecodeLaunch> LaunchFanout(const pb::Chip& chip, const DecodeConf
 // kRev1Tree: rev1 §0 / §2.1 round-robin placement on KV head h's CUBE, §4 tree.
 absl::StatusOr<DecodeLaunch> LaunchRev1(const pb::Chip& chip, const DecodeConfig& cfg,
                                         KernelRuntime& runtime, MemoryStore* store,
-                                        const std::vector<DecodeInputs>& inputs) {
+                                        const std::vector<QkvInputs>& inputs) {
   const DecodeConfig one = OneCube(cfg);
   absl::StatusOr<DecodeGeometry> geo = MakeDecodeGeometry(chip, one);
   RETURN_IF_ERROR(geo.status());
@@ -448,7 +448,7 @@ absl::StatusOr<std::vector<std::vector<uint32_t>>> BaselineCubeSets(const pb::Ch
 
 absl::StatusOr<DecodeLaunch> LaunchBaseline(const pb::Chip& chip, const DecodeConfig& cfg,
                                             KernelRuntime& runtime, MemoryStore* store,
-                                            const std::vector<DecodeInputs>& inputs,
+                                            const std::vector<QkvInputs>& inputs,
                                             BaselineKind kind) {
   if (store != nullptr && !inputs.empty() && inputs.size() != cfg.users) {
     return Field("users", absl::StrCat(cfg.users, " requests but ", inputs.size(), " input sets"));

@@ -128,7 +128,7 @@ absl::StatusOr<std::vector<std::vector<uint32_t>>> BaselineCubeSets(
 // g = 1, one output per query head; the others: g = G, one per KV head).
 absl::StatusOr<DecodeLaunch> LaunchBaseline(const pb::Chip& chip, const DecodeConfig& cfg,
                                             KernelRuntime& runtime, MemoryStore* store,
-                                            const std::vector<DecodeInputs>& inputs,
+                                            const std::vector<QkvInputs>& inputs,
                                             BaselineKind kind = BaselineKind::kFanout);
 
 }  // namespace ahbm::kernels

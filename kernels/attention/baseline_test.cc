@@ -26,12 +26,12 @@ namespace {
 
 // One baseline's run (timing mode when `inputs` is empty).
 DecodeRun RunBaseline(const pb::Chip& chip, const DecodeConfig& cfg, BaselineKind kind,
-                      const std::vector<DecodeInputs>& inputs = {}) {
+                      const std::vector<QkvInputs>& inputs = {}) {
   return RunWith(
       chip, cfg, inputs, "zero",
       [kind](const pb::Chip& c, const DecodeConfig& k) { return BaselineCubes(c, k, kind); },
       [kind](const pb::Chip& c, const DecodeConfig& k, KernelRuntime& runtime, MemoryStore* store,
-             const std::vector<DecodeInputs>& in) {
+             const std::vector<QkvInputs>& in) {
         return LaunchBaseline(c, k, runtime, store, in, kind);
       });
 }
@@ -62,7 +62,7 @@ uint32_t Ranks(const DecodeConfig& cfg, BaselineKind kind) {
 
 void ExpectParity(const pb::Chip& chip, const DecodeConfig& cfg, BaselineKind kind,
                   const std::string& what) {
-  const std::vector<DecodeInputs> inputs = BatchInputs(cfg, 17);
+  const std::vector<QkvInputs> inputs = BatchInputs(cfg, 17);
   DecodeRun run = RunBaseline(chip, cfg, kind, inputs);
   ASSERT_TRUE(run.status.ok()) << what << ": " << run.status;
   ExpectRequestsMatchReference(run, cfg, inputs, what);

@@ -250,7 +250,7 @@ absl::StatusOr<std::vector<uint32_t>> Level2Ring(const DecodeGeometry& geo) {
 absl::StatusOr<PlacedRequest> PlaceDecodeRequest(
     const DecodeGeometry& geo, const DecodeConfig& cfg, uint32_t u,
     const std::vector<std::vector<uint32_t>>& head_cubes, KLayout k_layout,
-    host::HbmAllocator& allocator, MemoryStore* store, const DecodeInputs* in) {
+    host::HbmAllocator& allocator, MemoryStore* store, const QkvInputs* in) {
   const topology::ChipIndex& index = geo.index;
   const uint32_t g = cfg.h_q / cfg.h_kv;
   const uint32_t rows = g * cfg.t_q;
@@ -325,65 +325,44 @@ absl::StatusOr<PlacedRequest> PlaceDecodeRequest(
   return placed;
 }
 
-absl::StatusOr<DecodeLaunch> LaunchDecode(const pb::Chip& chip, const DecodeConfig& cfg,
-                                          KernelRuntime& runtime, MemoryStore* store,
-                                          const std::vector<DecodeInputs>& inputs) {
-  RETURN_IF_ERROR(CheckDecodeCapacity(chip, cfg));
-  absl::StatusOr<DecodeGeometry> geo_or = MakeDecodeGeometry(chip, cfg);
-  RETURN_IF_ERROR(geo_or.status());
-  const DecodeGeometry& geo = *geo_or;
-  const topology::ChipIndex& index = geo.index;
-  const uint32_t g = cfg.h_q / cfg.h_kv;
-  const uint32_t rows = g * cfg.t_q;
-  const bool data = store != nullptr && !inputs.empty();
-  if (data && inputs.size() != cfg.users) {
-    return Field("users", absl::StrCat(cfg.users, " requests but ", inputs.size(), " input sets"));
-  }
+namespace {
 
-  // Each level: a tree (parent, children by rectangle node) or the chunked ring (the
-  // rectangle's nodes in ring order, root last).
-  const bool l2_ring = cfg.level2 == ReduceShape::kRing, l1_ring = cfg.level1 == ReduceShape::kRing;
-  const topology::GroupShape gs = geo.groups.shape();
+// The two reduce levels (ADR-0060 rev2 §4): each a tree (parent, children by rectangle node) or
+// the chunked ring (the rectangle's nodes in ring order, root last). Level 2 over the CUBE's
+// PE rectangle, Level 1 over the group's CUBE roots.
+struct ReduceLevels {
+  bool l2_ring = false, l1_ring = false;
   std::vector<ReduceNode> l2, l1;
   std::vector<uint32_t> l2_cycle, l1_cycle;
-  if (l2_ring) {
-    absl::StatusOr<std::vector<uint32_t>> cycle = Level2Ring(geo);
-    RETURN_IF_ERROR(cycle.status());
-    l2_cycle = *std::move(cycle);
-  } else {
-    absl::StatusOr<std::vector<ReduceNode>> tree = Level2Tree(geo, cfg.level2);
-    RETURN_IF_ERROR(tree.status());
-    l2 = *std::move(tree);
-  }
-  if (l1_ring) {
-    absl::StatusOr<std::vector<uint32_t>> cycle =
-        RingCycle(gs.rows, gs.cols, geo.groups.root_in_group());
-    RETURN_IF_ERROR(cycle.status());
-    l1_cycle = *std::move(cycle);
-  } else {
-    absl::StatusOr<std::vector<ReduceNode>> tree =
-        BuildReduceTree(gs.rows, gs.cols, geo.groups.root_in_group(), cfg.level1);
-    RETURN_IF_ERROR(tree.status());
-    l1 = *std::move(tree);
-  }
-  // A node's ring position (the root's is nodes - 1).
-  const auto ring_pos = [](const std::vector<uint32_t>& cycle, uint32_t node) {
-    return static_cast<uint32_t>(std::find(cycle.begin(), cycle.end(), node) - cycle.begin());
-  };
+};
 
-  DecodeLaunch launch;
-  launch.g = g;
-  launch.ranks_per_head = cfg.c * cfg.p;
-  launch.level2_rounds = l2_ring ? 2 * (cfg.p - 1) : ReduceRounds(l2, geo.pe_root);
-  launch.level1_rounds = l1_ring ? 2 * (cfg.c - 1) : ReduceRounds(l1, geo.groups.root_in_group());
-  launch.level2_ring = l2_ring && cfg.p > 1 ? cfg.p : 0;
-  launch.level1_ring = l1_ring && cfg.c > 1 ? cfg.c : 0;
-  absl::StatusOr<std::vector<uint32_t>> cubes = DecodeCubes(chip, cfg);
-  RETURN_IF_ERROR(cubes.status());
-  launch.cubes = *cubes;
+absl::StatusOr<ReduceLevels> BuildReduceLevels(const DecodeGeometry& geo, const DecodeConfig& cfg) {
+  ReduceLevels lv;
+  lv.l2_ring = cfg.level2 == ReduceShape::kRing;
+  lv.l1_ring = cfg.level1 == ReduceShape::kRing;
+  const topology::GroupShape gs = geo.groups.shape();
+  if (lv.l2_ring) {
+    ASSIGN_OR_RETURN(lv.l2_cycle, Level2Ring(geo));
+  } else {
+    ASSIGN_OR_RETURN(lv.l2, Level2Tree(geo, cfg.level2));
+  }
+  if (lv.l1_ring) {
+    ASSIGN_OR_RETURN(lv.l1_cycle, RingCycle(gs.rows, gs.cols, geo.groups.root_in_group()));
+  } else {
+    ASSIGN_OR_RETURN(lv.l1,
+                     BuildReduceTree(gs.rows, gs.cols, geo.groups.root_in_group(), cfg.level1));
+  }
+  return lv;
+}
 
+// A node's ring position (the root's is nodes - 1).
+uint32_t RingPos(const std::vector<uint32_t>& cycle, uint32_t node) {
+  return static_cast<uint32_t>(std::find(cycle.begin(), cycle.end(), node) - cycle.begin());
+}
+
+DecodeShape ShapeOf(const DecodeConfig& cfg) {
   DecodeShape shape;
-  shape.rows = rows;
+  shape.rows = cfg.h_q / cfg.h_kv * cfg.t_q;
   shape.d = cfg.d;
   shape.tile = cfg.tile;
   shape.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(cfg.d)));
@@ -393,61 +372,98 @@ absl::StatusOr<DecodeLaunch> LaunchDecode(const pb::Chip& chip, const DecodeConf
   shape.scratch_scope = cfg.scratch_scope;
   shape.packed_payload = cfg.packed_payload;
   shape.fused_merge = cfg.fused_merge;
+  return shape;
+}
+
+// One level's links of the node at `pos` (a rectangle node, or a CUBE in its group): on the
+// ring its next and previous nodes (none with a single node), else its tree children and parent;
+// `peer` names a node as this rank reaches it.
+template <typename PeerOf>
+void WireLevel(bool ring, const std::vector<uint32_t>& cycle, const std::vector<ReduceNode>& tree,
+               uint32_t pos, uint32_t nodes, const PeerOf& peer, std::optional<RingPlace>& place,
+               std::vector<Peer>& children, std::optional<Peer>& parent) {
+  if (ring) {
+    if (nodes <= 1) return;
+    const uint32_t k = RingPos(cycle, pos);
+    place = RingPlace{peer(cycle[(k + 1) % nodes]), peer(cycle[(k + nodes - 1) % nodes]), k, nodes};
+    return;
+  }
+  for (uint32_t child : tree[pos].children) children.push_back(peer(child));
+  if (tree[pos].parent) parent = peer(*tree[pos].parent);
+}
+
+// A rank's place in the reduce-to-root: its Level-2 neighbours over IPCQ, and at a CUBE root its
+// Level-1 neighbours (the other CUBE roots, over the NOC) and, at the group root, where O goes.
+void WireReduce(const DecodeGeometry& geo, const DecodeConfig& cfg, const ReduceLevels& lv,
+                const PlacedRequest& placed, uint32_t h, const PlacedRank& rank, RankPlan& plan) {
+  const topology::Mesh& pe_mesh = geo.index.pe_mesh();
+  const uint32_t node = rank.node;  // Level-2 rectangle node
+  const auto ipcq = [&](uint32_t to) {
+    return Peer::Ipcq(DirectionTo(pe_mesh, geo.pes[node], geo.pes[to]));
+  };
+  WireLevel(lv.l2_ring, lv.l2_cycle, lv.l2, node, cfg.p, ipcq, plan.l2_ring, plan.l2_children,
+            plan.l2_parent);
+  if (node != geo.pe_root) return;
+  // A CUBE root: Level-1 over the group's CUBE roots.
+  const auto cube_root = [&](uint32_t cube_in_group) {
+    return Peer::Pe(placed.cubes[h][cube_in_group] * geo.index.pes_per_cube() +
+                    geo.pes[geo.pe_root]);
+  };
+  const uint32_t ci = rank.cube_in_group;
+  WireLevel(lv.l1_ring, lv.l1_cycle, lv.l1, ci, cfg.c, cube_root, plan.l1_ring,
+            plan.l1_children, plan.l1_parent);
+  if (ci == geo.groups.root_in_group()) {
+    plan.store_output = true;
+    plan.o_addr = placed.outputs[h].addr;
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<DecodeLaunch> LaunchDecode(const pb::Chip& chip, const DecodeConfig& cfg,
+                                          KernelRuntime& runtime, MemoryStore* store,
+                                          const std::vector<QkvInputs>& inputs) {
+  RETURN_IF_ERROR(CheckDecodeCapacity(chip, cfg));
+  ASSIGN_OR_RETURN(const DecodeGeometry geo, MakeDecodeGeometry(chip, cfg));
+  const uint32_t rows = cfg.h_q / cfg.h_kv * cfg.t_q;
+  const bool data = store != nullptr && !inputs.empty();
+  if (data && inputs.size() != cfg.users) {
+    return Field("users", absl::StrCat(cfg.users, " requests but ", inputs.size(), " input sets"));
+  }
+  ASSIGN_OR_RETURN(const ReduceLevels lv, BuildReduceLevels(geo, cfg));
+
+  DecodeLaunch launch;
+  launch.g = cfg.h_q / cfg.h_kv;
+  launch.ranks_per_head = cfg.c * cfg.p;
+  launch.level2_rounds = lv.l2_ring ? 2 * (cfg.p - 1) : ReduceRounds(lv.l2, geo.pe_root);
+  launch.level1_rounds =
+      lv.l1_ring ? 2 * (cfg.c - 1) : ReduceRounds(lv.l1, geo.groups.root_in_group());
+  launch.level2_ring = lv.l2_ring && cfg.p > 1 ? cfg.p : 0;
+  launch.level1_ring = lv.l1_ring && cfg.c > 1 ? cfg.c : 0;
+  ASSIGN_OR_RETURN(launch.cubes, DecodeCubes(chip, cfg));
+  const DecodeShape shape = ShapeOf(cfg);
 
   host::HbmAllocator allocator(chip);
-  const topology::Mesh& pe_mesh = index.pe_mesh();
   const std::vector<std::vector<uint32_t>> head_cubes = geo.HeadCubes(cfg);
   for (uint32_t u = 0; u < cfg.users; ++u) {
-    absl::StatusOr<PlacedRequest> placed = PlaceDecodeRequest(
-        geo, cfg, u, head_cubes, cfg.k_layout, allocator, store, data ? &inputs[u] : nullptr);
-    RETURN_IF_ERROR(placed.status());
-    launch.outputs.push_back(placed->outputs);
+    ASSIGN_OR_RETURN(const PlacedRequest placed,
+                     PlaceDecodeRequest(geo, cfg, u, head_cubes, cfg.k_layout, allocator, store,
+                                        data ? &inputs[u] : nullptr));
+    launch.outputs.push_back(placed.outputs);
     for (uint32_t h = 0; h < cfg.h_kv; ++h) {
-      for (const PlacedRank& rank : placed->ranks[h]) {
-        const uint32_t ci = rank.cube_in_group;
-        const uint32_t node = rank.node;  // Level-2 rectangle node
-        const uint32_t pe = rank.pe;
+      for (const PlacedRank& rank : placed.ranks[h]) {
         RankPlan plan;
         plan.q_addr = rank.q_addr;
         plan.k_addr = rank.k_addr;
-        plan.block = placed->block;
+        plan.block = placed.block;
         plan.v_addr = rank.v_addr;
         plan.my_len = rank.len;
         RETURN_IF_ERROR(PlaceCausalMasks(allocator, store, cfg, rows, cfg.ContextOf(u),
-            rank.block_start, pe, plan));
-        const auto ipcq = [&](uint32_t to) {
-          return Peer::Ipcq(DirectionTo(pe_mesh, geo.pes[node], geo.pes[to]));
-        };
-        if (l2_ring && cfg.p > 1) {
-          const uint32_t k = ring_pos(l2_cycle, node);
-          plan.l2_ring = RingPlace{ipcq(l2_cycle[(k + 1) % cfg.p]),
-                                   ipcq(l2_cycle[(k + cfg.p - 1) % cfg.p]), k, cfg.p};
-        } else if (!l2_ring) {
-          for (uint32_t child : l2[node].children) plan.l2_children.push_back(ipcq(child));
-          if (l2[node].parent) plan.l2_parent = ipcq(*l2[node].parent);
-        }
-        if (node == geo.pe_root) {
-          // A CUBE root: Level-1 over the group's CUBE roots.
-          const auto cube_root = [&](uint32_t cube_in_group) {
-            return Peer::Pe(placed->cubes[h][cube_in_group] * index.pes_per_cube() +
-                            geo.pes[geo.pe_root]);
-          };
-          if (l1_ring && cfg.c > 1) {
-            const uint32_t k = ring_pos(l1_cycle, ci);
-            plan.l1_ring = RingPlace{cube_root(l1_cycle[(k + 1) % cfg.c]),
-                                     cube_root(l1_cycle[(k + cfg.c - 1) % cfg.c]), k, cfg.c};
-          } else if (!l1_ring) {
-            for (uint32_t child : l1[ci].children) plan.l1_children.push_back(cube_root(child));
-            if (l1[ci].parent) plan.l1_parent = cube_root(*l1[ci].parent);
-          }
-          if (ci == geo.groups.root_in_group()) {
-            plan.store_output = true;
-            plan.o_addr = placed->outputs[h].addr;
-          }
-        }
+                                         rank.block_start, rank.pe, plan));
+        WireReduce(geo, cfg, lv, placed, h, rank, plan);
         // Message stream: the KV head (its group's instances message only each other).
         RETURN_IF_ERROR(runtime.AddKernel(
-            pe, u, h, [shape, plan](Tl& tl) { return DecodeRank(tl, shape, plan); }));
+            rank.pe, u, h, [shape, plan](Tl& tl) { return DecodeRank(tl, shape, plan); }));
       }
     }
   }
@@ -818,11 +834,11 @@ absl::StatusOr<std::vector<float>> GatherDecodeOutput(const MemoryStore& store,
   return o;
 }
 
-DecodeInputs RandomDecodeInputs(const DecodeConfig& cfg, uint32_t user, std::mt19937_64& rng) {
+QkvInputs RandomDecodeInputs(const DecodeConfig& cfg, uint32_t user, std::mt19937_64& rng) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
   const uint64_t s = cfg.ContextOf(user);
-  DecodeInputs in;
+  QkvInputs in;
   in.q.shape = {cfg.h_q, cfg.t_q, cfg.d};
   in.k.shape = in.v.shape = {cfg.h_kv, s, cfg.d};
   in.q.data.resize(uint64_t{cfg.h_q} * cfg.t_q * cfg.d);
@@ -834,7 +850,7 @@ DecodeInputs RandomDecodeInputs(const DecodeConfig& cfg, uint32_t user, std::mt1
   return in;
 }
 
-std::vector<float> ReferenceDecode(const DecodeConfig& cfg, const DecodeInputs& in) {
+std::vector<float> ReferenceDecode(const DecodeConfig& cfg, const QkvInputs& in) {
   const uint32_t g = cfg.h_q / cfg.h_kv;
   const uint64_t s = in.k.shape.at(1);
   const double scale = 1.0 / std::sqrt(static_cast<double>(cfg.d));

@@ -33,6 +33,7 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/attention/decode.h"
+#include "kernels/attention/qkv_inputs.h"
 #include "kernels/attention/reduce_tree.h"
 #include "kernels/host/placement.h"
 #include "kernels/memory/memory_store.h"
@@ -84,11 +85,6 @@ struct DecodeConfig {
   uint64_t ContextOf(uint32_t u) const { return request_lengths.empty() ? s : request_lengths.at(u); }
   // Request u's KV block sizing: B = ceil(MaxContextOf(u) / (C·P)).
   uint64_t MaxContextOf(uint32_t u) const { return max_context != 0 ? max_context : ContextOf(u); }
-};
-
-// Global inputs of one request (data mode): q [H_q, T_q, d], k and v [H_kv, S, d].
-struct DecodeInputs {
-  host::NpyArray q, k, v;
 };
 
 struct DecodeLaunch {
@@ -198,7 +194,7 @@ struct PlacedRequest {
 absl::StatusOr<PlacedRequest> PlaceDecodeRequest(
     const DecodeGeometry& geo, const DecodeConfig& cfg, uint32_t u,
     const std::vector<std::vector<uint32_t>>& head_cubes, KLayout k_layout,
-    host::HbmAllocator& allocator, MemoryStore* store, const DecodeInputs* in);
+    host::HbmAllocator& allocator, MemoryStore* store, const QkvInputs* in);
 
 // The Level-2 reduce tree (kTree or kChain) over the geometry's PE rectangle (root pe_root);
 // every edge is one IPCQ hop.
@@ -211,7 +207,7 @@ absl::StatusOr<std::vector<uint32_t>> Level2Ring(const DecodeGeometry& geo);
 // kernel instances of every rank and request to `runtime`.
 absl::StatusOr<DecodeLaunch> LaunchDecode(const pb::Chip& chip, const DecodeConfig& cfg,
                                           KernelRuntime& runtime, MemoryStore* store,
-                                          const std::vector<DecodeInputs>& inputs);
+                                          const std::vector<QkvInputs>& inputs);
 
 // After the run: request u's output O [H_q, T_q, d].
 absl::StatusOr<std::vector<float>> GatherDecodeOutput(const MemoryStore& store,
@@ -220,12 +216,12 @@ absl::StatusOr<std::vector<float>> GatherDecodeOutput(const MemoryStore& store,
 
 // Random inputs of request u as ADR rev2 §11 draws them: Q, K ~ N(0, 1), V ~ U(-2, 2), drawn
 // in that order, row-major; K and V hold ContextOf(u) positions.
-DecodeInputs RandomDecodeInputs(const DecodeConfig& cfg, uint32_t user, std::mt19937_64& rng);
+QkvInputs RandomDecodeInputs(const DecodeConfig& cfg, uint32_t user, std::mt19937_64& rng);
 
 // Float64 reference attention over bf16-rounded inputs: o [H_q, T_q, d] where query (h, t),
 // at global position S - T_q + t (S = in.k.shape[1]), attends causally to the keys of head
 // h / G at positions 0 .. S - T_q + t (DESIGN §6; T_q = 1: all S).
-std::vector<float> ReferenceDecode(const DecodeConfig& cfg, const DecodeInputs& in);
+std::vector<float> ReferenceDecode(const DecodeConfig& cfg, const QkvInputs& in);
 
 }  // namespace ahbm::kernels
 

@@ -55,7 +55,7 @@ DecodeConfig WithForm(DecodeConfig cfg, const Form& form) {
 // Runs `cfg` in data mode in every form and checks every request's output against the
 // float64 reference on its own inputs.
 void ExpectParity(const pb::Chip& chip, const DecodeConfig& base, const std::string& name) {
-  std::vector<DecodeInputs> inputs;
+  std::vector<QkvInputs> inputs;
   for (uint32_t u = 0; u < base.users; ++u) inputs.push_back(MakeInputs(base, 100 + u, u));
   for (const Form& form : kForms) {
     const DecodeConfig cfg = WithForm(base, form);
@@ -78,7 +78,7 @@ TEST(DecodeOpt2Lookahead, OutputsAreBitIdenticalToOpt2) {
   base.t_q = 4;
   base.packed_payload = true;
   base.fused_merge = true;
-  std::vector<DecodeInputs> inputs;
+  std::vector<QkvInputs> inputs;
   for (uint32_t u = 0; u < base.users; ++u) inputs.push_back(MakeInputs(base, 200 + u, u));
   DecodeConfig opt2 = base;
   opt2.variant = DecodeVariant::kOpt2;
@@ -181,7 +181,7 @@ TEST(DecodeCausal, ZeroQueryAndOneHotValuesGiveTheUniformWeights) {
   cfg.max_context = 160;
   cfg.t_q = 4;
   cfg.tile = 8;
-  DecodeInputs in = MakeInputs(cfg, 5);
+  QkvInputs in = MakeInputs(cfg, 5);
   std::fill(in.q.data.begin(), in.q.data.end(), 0.0f);
   std::fill(in.v.data.begin(), in.v.data.end(), 0.0f);
   for (uint32_t h = 0; h < cfg.h_kv; ++h) {
@@ -214,7 +214,7 @@ TEST(DecodeLongContext, ScopedSweepMatchesTheReference) {
   DecodeConfig cfg = Small(8, 1, 32768, 1, 1);
   cfg.d = 128;
   cfg.tile = 256;
-  const std::vector<DecodeInputs> inputs = {MakeInputs(cfg, 11)};
+  const std::vector<QkvInputs> inputs = {MakeInputs(cfg, 11)};
   const std::vector<float> want = ReferenceDecode(cfg, inputs[0]);
   for (DecodeVariant variant : {DecodeVariant::kOpt1, DecodeVariant::kOpt3}) {
     cfg.variant = variant;
@@ -274,7 +274,7 @@ TEST(DecodeCausal, EmptyRanksAndMasksKeepTheCommandStream) {
   cfg.t_q = 4;
   cfg.users = 2;
   cfg.request_lengths = {5, 13};
-  const std::vector<DecodeInputs> inputs = {MakeInputs(cfg, 1, 0), MakeInputs(cfg, 2, 1)};
+  const std::vector<QkvInputs> inputs = {MakeInputs(cfg, 1, 0), MakeInputs(cfg, 2, 1)};
   for (const Form& form : kForms) {
     const DecodeConfig fcfg = WithForm(cfg, form);
     DecodeRun timing = RunDecode(chip, fcfg, {});

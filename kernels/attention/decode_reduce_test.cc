@@ -40,9 +40,9 @@ class ReduceOptionsParity : public ::testing::TestWithParam<Case> {};
 TEST_P(ReduceOptionsParity, MatchesTheReferenceAndTheAdrReduceBitForBit) {
   const Case& c = GetParam();
   const pb::Chip chip = Load("topology/small.textproto");
-  const std::vector<DecodeInputs> inputs = BatchInputs(c.cfg, 7);
+  const std::vector<QkvInputs> inputs = BatchInputs(c.cfg, 7);
   std::vector<std::vector<float>> want;
-  for (const DecodeInputs& in : inputs) want.push_back(ReferenceDecode(c.cfg, in));
+  for (const QkvInputs& in : inputs) want.push_back(ReferenceDecode(c.cfg, in));
   for (DecodeVariant variant : kVariants) {
     std::vector<std::vector<float>> adr;  // per user: triplet + primitive, the first option
     for (const Options& o : kOptions) {

@@ -165,7 +165,7 @@ class ChunkedRingParity : public ::testing::TestWithParam<Case> {};
 TEST_P(ChunkedRingParity, MatchesTheReferenceInEveryForm) {
   const Case& c = GetParam();
   const pb::Chip chip = Load("topology/small.textproto");
-  const std::vector<DecodeInputs> inputs = BatchInputs(c.cfg, 11);
+  const std::vector<QkvInputs> inputs = BatchInputs(c.cfg, 11);
   for (DecodeVariant variant : {DecodeVariant::kOpt1, DecodeVariant::kOpt3, DecodeVariant::kOpt2}) {
     std::vector<std::vector<float>> first;
     for (const Options& o : kOptions) {

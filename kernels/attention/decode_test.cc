@@ -33,7 +33,7 @@ class DecodeParity : public ::testing::TestWithParam<ParityCase> {};
 TEST_P(DecodeParity, MatchesTheFloat64Reference) {
   const ParityCase& c = GetParam();
   const pb::Chip chip = Load(c.topology);
-  std::vector<DecodeInputs> inputs;
+  std::vector<QkvInputs> inputs;
   for (uint32_t u = 0; u < c.cfg.users; ++u) inputs.push_back(MakeInputs(c.cfg, 100 + u, u));
   for (DecodeVariant variant : {DecodeVariant::kOpt1, DecodeVariant::kOpt3, DecodeVariant::kOpt2}) {
     DecodeConfig cfg = c.cfg;
@@ -235,7 +235,7 @@ TEST(DecodeStructure, EachVariantTwiceIsByteIdentical) {
 TEST(DecodeBaseline, MatchesTheReferenceAndFansOut) {
   const pb::Chip chip = Load("topology/small.textproto");
   DecodeConfig cfg = Small(4, 2, 600, 1, 4);
-  const std::vector<DecodeInputs> inputs = {MakeInputs(cfg, 7)};
+  const std::vector<QkvInputs> inputs = {MakeInputs(cfg, 7)};
   absl::StatusOr<std::vector<uint32_t>> cubes = BaselineCubes(chip, cfg);
   ASSERT_TRUE(cubes.ok()) << cubes.status();
   sim::ChipSimOptions options;
@@ -293,7 +293,7 @@ TEST(DecodeIsolation, CrossingFinishOrderKeepsRequestsApart) {
   cfg.max_context = 2048;
   cfg.request_lengths = {576, 512};
   cfg.users = 2;
-  const std::vector<DecodeInputs> inputs = BatchInputs(cfg, 7);
+  const std::vector<QkvInputs> inputs = BatchInputs(cfg, 7);
   for (DecodeVariant variant : {DecodeVariant::kOpt1, DecodeVariant::kOpt3, DecodeVariant::kOpt2}) {
     cfg.variant = variant;
     DecodeRun run = RunDecode(chip, cfg, inputs);
@@ -321,7 +321,7 @@ TEST(DecodeIsolation, RaggedBatchUnderRotation) {
   cfg.max_context = 2049;  // every request's cache sized for the longest: short ones leave ranks empty
   cfg.request_lengths = {7, 300, 1000, 2049};
   cfg.users = 4;
-  const std::vector<DecodeInputs> inputs = BatchInputs(cfg, 11);
+  const std::vector<QkvInputs> inputs = BatchInputs(cfg, 11);
   for (DecodeVariant variant : {DecodeVariant::kOpt1, DecodeVariant::kOpt3, DecodeVariant::kOpt2}) {
     cfg.variant = variant;
     DecodeRun run = RunDecode(chip, cfg, inputs);
@@ -373,7 +373,7 @@ TEST(DecodeIsolation, KvHeadsOfOneRequestOnOnePeKeepTheirMessages) {
     cases.push_back({"S 2, kv_per_cube " + std::to_string(kv), cfg, "zero"});
   }
   for (const Case& c : cases) {
-    const std::vector<DecodeInputs> inputs = BatchInputs(c.cfg, 23);
+    const std::vector<QkvInputs> inputs = BatchInputs(c.cfg, 23);
     DecodeRun run = RunDecode(chip, c.cfg, inputs, c.profile);
     ASSERT_TRUE(run.status.ok()) << c.what << ": " << run.status;
     ExpectRequestsMatchReference(run, c.cfg, inputs, c.what);
@@ -424,7 +424,7 @@ TEST(DecodeMessages, OMessagesOfTwoIpcqChunks) {
     cases.push_back({"C 8, 4 requests, packed, fused", cfg, "realistic"});
   }
   for (const Case& c : cases) {
-    const std::vector<DecodeInputs> inputs = BatchInputs(c.cfg, 29);
+    const std::vector<QkvInputs> inputs = BatchInputs(c.cfg, 29);
     DecodeRun run = RunDecode(chip, c.cfg, inputs, c.profile);
     ASSERT_TRUE(run.status.ok()) << c.what << ": " << run.status;
     ExpectRequestsMatchReference(run, c.cfg, inputs, c.what);

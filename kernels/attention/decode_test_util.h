@@ -51,15 +51,15 @@ inline void AssertTimelineNumbers(const pb::Chip& chip) {
 }
 
 // Request u's inputs, Q, K ~ N(0, 1), V ~ U(-2, 2) (§11), from its own seed.
-inline DecodeInputs MakeInputs(const DecodeConfig& cfg, uint32_t seed, uint32_t user = 0) {
+inline QkvInputs MakeInputs(const DecodeConfig& cfg, uint32_t seed, uint32_t user = 0) {
   std::mt19937_64 rng(seed);
   return RandomDecodeInputs(cfg, user, rng);
 }
 
 // Every request's inputs from one generator seeded `seed`, request by request.
-inline std::vector<DecodeInputs> BatchInputs(const DecodeConfig& cfg, uint32_t seed) {
+inline std::vector<QkvInputs> BatchInputs(const DecodeConfig& cfg, uint32_t seed) {
   std::mt19937_64 rng(seed);
-  std::vector<DecodeInputs> inputs;
+  std::vector<QkvInputs> inputs;
   for (uint32_t u = 0; u < cfg.users; ++u) inputs.push_back(RandomDecodeInputs(cfg, u, rng));
   return inputs;
 }
@@ -79,7 +79,7 @@ using DecodeRun = KernelRun<DecodeLaunch>;
 // `launch` places and adds the kernels (LaunchDecode, a baseline's or the prefill launcher);
 // `cubes` the CUBEs it uses. Data mode when `inputs` is not empty.
 template <class Config, class CubesFn, class LaunchFn>
-auto RunWith(const pb::Chip& chip, const Config& cfg, const std::vector<DecodeInputs>& inputs,
+auto RunWith(const pb::Chip& chip, const Config& cfg, const std::vector<QkvInputs>& inputs,
              const std::string& profile, CubesFn cubes_fn, LaunchFn launch_fn,
              bool keep_op_log = true) {
   using Launch = typename decltype(launch_fn(chip, cfg, std::declval<KernelRuntime&>(),
@@ -110,7 +110,7 @@ auto RunWith(const pb::Chip& chip, const Config& cfg, const std::vector<DecodeIn
 }
 
 inline DecodeRun RunDecode(const pb::Chip& chip, const DecodeConfig& cfg,
-                           const std::vector<DecodeInputs>& inputs,
+                           const std::vector<QkvInputs>& inputs,
                            const std::string& profile = "zero", bool keep_op_log = true) {
   return RunWith(chip, cfg, inputs, profile, DecodeCubes, LaunchDecode, keep_op_log);
 }
@@ -137,7 +137,7 @@ inline double MaxAbsError(const std::vector<float>& got, const std::vector<float
 
 // A data-mode run's output of every request against the float64 reference on its inputs.
 inline void ExpectRequestsMatchReference(const DecodeRun& run, const DecodeConfig& cfg,
-                                         const std::vector<DecodeInputs>& inputs,
+                                         const std::vector<QkvInputs>& inputs,
                                          const std::string& what) {
   for (uint32_t u = 0; u < cfg.users; ++u) {
     absl::StatusOr<std::vector<float>> got = GatherDecodeOutput(*run.store, cfg, run.launch, u);

@@ -37,7 +37,7 @@ std::string Name(KLayout layout, DecodeVariant v) {
 void ExpectDecodeParity(const pb::Chip& chip, DecodeConfig base, KLayout layout,
                         const std::string& what) {
   base.k_layout = layout;
-  const std::vector<DecodeInputs> inputs = BatchInputs(base, 11);
+  const std::vector<QkvInputs> inputs = BatchInputs(base, 11);
   for (DecodeVariant variant : kVariants) {
     DecodeConfig cfg = base;
     cfg.variant = variant;

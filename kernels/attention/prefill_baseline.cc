@@ -220,37 +220,13 @@ absl::Status Field(const std::string& field, const std::string& reason) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", reason));
 }
 
-}  // namespace
-
-absl::StatusOr<PrefillLaunch> LaunchPrefillFanout(const pb::Chip& chip, const PrefillConfig& cfg,
-                                                  const DecodeGeometry& geo,
-                                                  const DecodeConfig& gcfg, KernelRuntime& runtime,
-                                                  MemoryStore* store,
-                                                  const std::vector<DecodeInputs>& inputs) {
-  absl::StatusOr<std::vector<uint32_t>> cubes = BaselineCubes(chip, gcfg, BaselineKind::kFanout);
-  RETURN_IF_ERROR(cubes.status());
-  const bool data = store != nullptr;
-  const uint32_t G = cfg.G(), P = cfg.P();
-  const uint32_t a = P / 2, b = (P - 1) / 2;  // ⌈(P − 1) / 2⌉, ⌊(P − 1) / 2⌋
-  const uint32_t per_cube = geo.index.pes_per_cube();
-  const std::vector<uint32_t> ring = SnakeOrder(geo.pe_rows, geo.pe_cols);  // rectangle nodes
-
-  PrefillLaunch launch;
-  launch.cubes = *cubes;
-  launch.fanout_rounds = a;
-
-  FanoutPrefillPlan base;
-  base.d = cfg.d;
-  base.tile = cfg.tile;
-  base.q_tile = cfg.q_tile;
-  base.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(cfg.d)));
-  base.message_bytes = cfg.fanout_message_bytes != 0 ? cfg.fanout_message_bytes
-                                                     : chip.sip().cube().ipcq().queue_bytes();
-
-  // TCM per instance (one per request on every PE of the head's CUBE): FanoutPrefillRank's
-  // allocations. Persistent: own, 2 + 2 received K / V tiles, the mask, then per query tile of
-  // a chunk Q and a running state; scratch: a fold's temporaries (FoldTileBlocking: Sj,
-  // centred, P, P·V, three columns) or the stored O.
+// The query tiles a fan-out instance may hold at once, or the refusal when not even one fits
+// its TCM share (one instance per request on every PE of the head's CUBE). FanoutPrefillRank's
+// allocations — persistent: own, 2 + 2 received K / V tiles (a: from the previous PEs, b: from
+// the next), the mask, then per query tile of a chunk Q and a running state; scratch: a fold's
+// temporaries (FoldTileBlocking: Sj, centred, P, P·V, three columns) or the stored O.
+absl::StatusOr<uint32_t> FanoutTileCap(const pb::Chip& chip, const PrefillConfig& cfg, uint32_t a,
+                                       uint32_t b) {
   const TcmShare share = TcmShareOf(chip, cfg.users);
   const uint64_t q = cfg.q_tile, t = cfg.tile, d = cfg.d;
   const uint64_t kv_buf = Align64(d * t * 2);
@@ -271,90 +247,168 @@ absl::StatusOr<PrefillLaunch> LaunchPrefillFanout(const pb::Chip& chip, const Pr
                                          " B of TCM scratch; ", cfg.users,
                                          " instance(s) per PE leave each ", share.scratch, " B"));
   }
-  const uint32_t cap = static_cast<uint32_t>(
-      std::min<uint64_t>(UINT32_MAX, (share.persistent - fixed) / per_tile));
+  return static_cast<uint32_t>(std::min<uint64_t>(UINT32_MAX, (share.persistent - fixed) / per_tile));
+}
+
+// Request u's K and V once per query head: copy gi of every KV head h on query head h·G + gi's
+// CUBE (written in data mode).
+struct FanoutKv {
+  std::vector<host::PlacedTensor> k, v;  // [gi]
+};
+
+absl::StatusOr<FanoutKv> PlaceFanoutKv(const PrefillConfig& cfg, const DecodeGeometry& geo,
+                                       const std::vector<uint32_t>& cubes, uint32_t u,
+                                       const topology::KvPlacement& kv,
+                                       host::HbmAllocator& allocator, MemoryStore* store,
+                                       const std::vector<QkvInputs>& inputs) {
+  const uint32_t G = cfg.G();
+  const std::vector<uint64_t> kv_shape = {cfg.h_kv, cfg.ContextOf(u), cfg.d};
+  FanoutKv placed;
+  for (uint32_t gi = 0; gi < G; ++gi) {
+    std::vector<host::KvHeadGroup> heads;
+    for (uint32_t h = 0; h < cfg.h_kv; ++h) heads.push_back({{cubes[h * G + gi]}, geo.pes});
+    ASSIGN_OR_RETURN(host::PlacedTensor k,
+                     host::PlaceKvCache(allocator, absl::StrCat("k[", u, "][", gi, "]"), kv_shape,
+                                        pb::BF16, kv, heads,
+                                        host::KvLayout{host::SlotLayout::kTileMajor, cfg.tile}));
+    if (cfg.kv_bank_interleaved) RETURN_IF_ERROR(host::PadForBankInterleave(allocator, k));
+    ASSIGN_OR_RETURN(host::PlacedTensor v,
+                     host::PlaceKvCache(allocator, absl::StrCat("v[", u, "][", gi, "]"), kv_shape,
+                                        pb::BF16, kv, heads, host::KvLayout{}));
+    if (store != nullptr) {
+      RETURN_IF_ERROR(host::Scatter(*store, k, inputs[u].k));
+      RETURN_IF_ERROR(host::Scatter(*store, v, inputs[u].v));
+    }
+    placed.k.push_back(std::move(k));
+    placed.v.push_back(std::move(v));
+  }
+  return placed;
+}
+
+// Query rows [row0, row0 + rows) of query head hq on `pe`: Q and O back to back in its HBM (Q
+// written in data mode), split into q_tile tiles; where each tile's output lands.
+absl::Status PlaceFanoutQueries(const PrefillConfig& cfg, uint32_t u, uint32_t hq, uint32_t pe,
+                                uint64_t row0, uint64_t rows, host::HbmAllocator& allocator,
+                                MemoryStore* store, const std::vector<QkvInputs>& inputs,
+                                FanoutPrefillPlan& plan, PrefillLaunch& launch) {
+  const uint64_t S = cfg.ContextOf(u), Tq = cfg.QueriesOf(u), q = cfg.q_tile;
+  uint64_t q_addr = 0, o_addr = 0;
+  if (rows > 0) {
+    ASSIGN_OR_RETURN(q_addr, allocator.Allocate(pe, rows * cfg.d * 2));
+    ASSIGN_OR_RETURN(o_addr, allocator.Allocate(pe, rows * cfg.d * 2));
+    if (store != nullptr) {
+      const auto src = inputs[u].q.data.begin() + (uint64_t{hq} * Tq + row0) * cfg.d;
+      const std::vector<float> values(src, src + rows * cfg.d);
+      const pb::TensorRef ref = sim::MakeTensorRef(pb::HBM, pe, q_addr, pb::BF16, {rows, cfg.d});
+      RETURN_IF_ERROR(store->Write(ref, values));
+    }
+  }
+  for (uint64_t t0 = 0; t0 < rows; t0 += q) {
+    const uint32_t tokens = static_cast<uint32_t>(std::min(q, rows - t0));
+    plan.tiles.push_back(QueryTile{S - Tq + row0 + t0, tokens, q_addr + t0 * cfg.d * 2,
+                                   o_addr + t0 * cfg.d * 2});
+    launch.outputs[u].push_back(
+        PrefillLaunch::Output{pe, o_addr + t0 * cfg.d * 2, hq, 1, row0 + t0, tokens});
+  }
+  return absl::OkStatus();
+}
+
+// Every (query tile, KV tile) pair of every block the instance folds: 2 dots each (no causal
+// skip: the baseline computes the full grid); a mask per distinct (offset, tokens, len) for
+// the pairs not wholly visible, placed in its HBM and written in data mode.
+absl::Status PlaceFanoutMasks(const PrefillConfig& cfg, uint32_t pe, host::HbmAllocator& allocator,
+                              MemoryStore* store, FanoutPrefillPlan& plan, PrefillLaunch& launch) {
+  std::set<std::tuple<int64_t, uint32_t, uint32_t>> keys;
+  std::vector<FanoutBlock> blocks = {plan.own};
+  blocks.insert(blocks.end(), plan.from_prev.begin(), plan.from_prev.end());
+  blocks.insert(blocks.end(), plan.from_next.begin(), plan.from_next.end());
+  for (const QueryTile& qt : plan.tiles) {
+    for (const FanoutBlock& blk : blocks) {
+      for (uint64_t kpos = blk.pos; kpos < blk.pos + blk.len; kpos += cfg.tile) {
+        const uint32_t len = static_cast<uint32_t>(std::min<uint64_t>(cfg.tile, blk.pos + blk.len - kpos));
+        launch.composites += 2;
+        const CausalPair pair = ClassifyPair(qt.pos, qt.tokens, kpos, len);
+        if (pair == CausalPair::kFull) continue;
+        const int64_t offset = pair == CausalPair::kSkip
+                                   ? int64_t{qt.tokens}
+                                   : static_cast<int64_t>(kpos) - static_cast<int64_t>(qt.pos);
+        keys.insert({offset, qt.tokens, len});
+      }
+    }
+  }
+  for (const auto& [offset, tokens, len] : keys) {
+    ASSIGN_OR_RETURN(const uint64_t addr, allocator.Allocate(pe, uint64_t{tokens} * len * 2));
+    plan.masks.push_back(MaskSlot{offset, tokens, len, addr});
+    if (store != nullptr) RETURN_IF_ERROR(WritePrefillMask(store, pe, plan.masks.back(), 1));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<PrefillLaunch> LaunchPrefillFanout(const pb::Chip& chip, const PrefillConfig& cfg,
+                                                  const DecodeGeometry& geo,
+                                                  const DecodeConfig& gcfg, KernelRuntime& runtime,
+                                                  MemoryStore* store,
+                                                  const std::vector<QkvInputs>& inputs) {
+  ASSIGN_OR_RETURN(const std::vector<uint32_t> cubes,
+                   BaselineCubes(chip, gcfg, BaselineKind::kFanout));
+  const uint32_t G = cfg.G(), P = cfg.P();
+  const uint32_t a = P / 2, b = (P - 1) / 2;  // ⌈(P − 1) / 2⌉, ⌊(P − 1) / 2⌋
+  const uint32_t per_cube = geo.index.pes_per_cube();
+  const std::vector<uint32_t> ring = SnakeOrder(geo.pe_rows, geo.pe_cols);  // rectangle nodes
+
+  PrefillLaunch launch;
+  launch.cubes = cubes;
+  launch.fanout_rounds = a;
+
+  FanoutPrefillPlan base;
+  base.d = cfg.d;
+  base.tile = cfg.tile;
+  base.q_tile = cfg.q_tile;
+  base.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(cfg.d)));
+  base.message_bytes = cfg.fanout_message_bytes != 0 ? cfg.fanout_message_bytes
+                                                     : chip.sip().cube().ipcq().queue_bytes();
+  ASSIGN_OR_RETURN(const uint32_t cap, FanoutTileCap(chip, cfg, a, b));
 
   launch.outputs.resize(cfg.users);  // after the TCM check: users may be huge
   host::HbmAllocator allocator(chip);
   for (uint32_t u = 0; u < cfg.users; ++u) {
     const uint32_t rot = cfg.rotate_by_request ? u : 0;
     const uint64_t S = cfg.ContextOf(u), Tq = cfg.QueriesOf(u);
-    absl::StatusOr<topology::KvPlacement> kv =
-        topology::KvPlacement::Create(1, P, cfg.MaxContextOf(u), 0, cfg.start_pe + rot);
-    RETURN_IF_ERROR(kv.status());
+    ASSIGN_OR_RETURN(const topology::KvPlacement kv,
+                     topology::KvPlacement::Create(1, P, cfg.MaxContextOf(u), 0, cfg.start_pe + rot));
     const uint64_t qb = (Tq + P - 1) / P;  // query rows per rank
-    const uint32_t q_tiles = static_cast<uint32_t>((qb + q - 1) / q);
+    const uint32_t q_tiles = static_cast<uint32_t>((qb + cfg.q_tile - 1) / cfg.q_tile);
     const uint32_t chunks = std::max<uint32_t>(1, (q_tiles + cap - 1) / cap);
     launch.chunks = std::max(launch.chunks, chunks);
-    // K / V once per query head: copy gi of every KV head h on query head h·G + gi's CUBE.
-    const std::vector<uint64_t> kv_shape = {cfg.h_kv, S, cfg.d};
-    std::vector<host::PlacedTensor> ks, vs;
-    for (uint32_t gi = 0; gi < G; ++gi) {
-      std::vector<host::KvHeadGroup> heads;
-      for (uint32_t h = 0; h < cfg.h_kv; ++h) heads.push_back({{(*cubes)[h * G + gi]}, geo.pes});
-      absl::StatusOr<host::PlacedTensor> k = host::PlaceKvCache(
-          allocator, absl::StrCat("k[", u, "][", gi, "]"), kv_shape, pb::BF16, *kv, heads,
-          host::KvLayout{host::SlotLayout::kTileMajor, cfg.tile});
-      RETURN_IF_ERROR(k.status());
-      if (cfg.kv_bank_interleaved) {
-        RETURN_IF_ERROR(host::PadForBankInterleave(allocator, *k));
-      }
-      absl::StatusOr<host::PlacedTensor> v = host::PlaceKvCache(
-          allocator, absl::StrCat("v[", u, "][", gi, "]"), kv_shape, pb::BF16, *kv, heads, host::KvLayout{});
-      RETURN_IF_ERROR(v.status());
-      if (data) {
-        RETURN_IF_ERROR(host::Scatter(*store, *k, inputs[u].k));
-        RETURN_IF_ERROR(host::Scatter(*store, *v, inputs[u].v));
-      }
-      ks.push_back(*std::move(k));
-      vs.push_back(*std::move(v));
-    }
+    ASSIGN_OR_RETURN(const FanoutKv placed,
+                     PlaceFanoutKv(cfg, geo, cubes, u, kv, allocator, store, inputs));
     const auto block_of = [&](uint32_t node) {
-      const uint32_t r = kv->PeLocal(node);
-      return FanoutBlock{kv->GlobalPosition(r, 0), kv->MyLen(r, S)};
+      const uint32_t r = kv.PeLocal(node);
+      return FanoutBlock{kv.GlobalPosition(r, 0), kv.MyLen(r, S)};
     };
     for (uint32_t hq = 0; hq < cfg.h_q; ++hq) {
-      const uint32_t h = hq / G, gi = hq % G, cube = (*cubes)[hq];
+      const uint32_t h = hq / G, gi = hq % G, cube = cubes[hq];
       const std::vector<uint32_t> ring_cubes = {cube};
-      absl::StatusOr<std::map<uint32_t, RingLinks>> links = FanoutRing(geo, ring_cubes);
-      RETURN_IF_ERROR(links.status());
+      ASSIGN_OR_RETURN(const auto links, FanoutRing(geo, ring_cubes));
       for (uint32_t pos = 0; pos < P; ++pos) {
-        const uint32_t node = ring[pos], r = kv->PeLocal(node);
+        const uint32_t node = ring[pos], r = kv.PeLocal(node);
         const uint32_t pe = cube * per_cube + geo.pes[node];
         FanoutPrefillPlan plan = base;
         plan.own = block_of(node);
-        plan.own_k_addr = ks[gi].shards()[h * P + r].ref.addr();
-        plan.own_v_addr = vs[gi].shards()[h * P + r].ref.addr();
+        plan.own_k_addr = placed.k[gi].shards()[h * P + r].ref.addr();
+        plan.own_v_addr = placed.v[gi].shards()[h * P + r].ref.addr();
         for (uint32_t k = 1; k <= a; ++k) plan.from_prev.push_back(block_of(ring[(pos + P - k) % P]));
         for (uint32_t k = 1; k <= b; ++k) plan.from_next.push_back(block_of(ring[(pos + k) % P]));
-        if (auto it = links->find(pe); it != links->end()) {
+        if (auto it = links.find(pe); it != links.end()) {
           plan.next = it->second.next;
           plan.prev = it->second.prev;
         }
-        // Query rows [r·qb, (r+1)·qb) of head hq: Q and O back to back in this PE's HBM.
+        // Query rows [r·qb, (r+1)·qb) of head hq.
         const uint64_t row0 = std::min(Tq, r * qb), rows = std::min(Tq, row0 + qb) - row0;
-        uint64_t q_addr = 0, o_addr = 0;
-        if (rows > 0) {
-          absl::StatusOr<uint64_t> qa = allocator.Allocate(pe, rows * cfg.d * 2);
-          RETURN_IF_ERROR(qa.status());
-          absl::StatusOr<uint64_t> oa = allocator.Allocate(pe, rows * cfg.d * 2);
-          RETURN_IF_ERROR(oa.status());
-          q_addr = *qa;
-          o_addr = *oa;
-          if (data) {
-            const auto src = inputs[u].q.data.begin() + (uint64_t{hq} * Tq + row0) * cfg.d;
-            const std::vector<float> values(src, src + rows * cfg.d);
-            const pb::TensorRef ref = sim::MakeTensorRef(pb::HBM, pe, q_addr, pb::BF16, {rows, cfg.d});
-            RETURN_IF_ERROR(store->Write(ref, values));
-          }
-        }
-        for (uint64_t t0 = 0; t0 < rows; t0 += q) {
-          const uint32_t tokens = static_cast<uint32_t>(std::min(q, rows - t0));
-          plan.tiles.push_back(QueryTile{S - Tq + row0 + t0, tokens, q_addr + t0 * cfg.d * 2,
-                                         o_addr + t0 * cfg.d * 2});
-          launch.outputs[u].push_back(
-              PrefillLaunch::Output{pe, o_addr + t0 * cfg.d * 2, hq, 1, row0 + t0, tokens});
-        }
+        RETURN_IF_ERROR(PlaceFanoutQueries(cfg, u, hq, pe, row0, rows, allocator, store, inputs,
+                                           plan, launch));
         plan.chunks = chunks;
         plan.tiles_per_chunk = std::max<uint32_t>(
             1, static_cast<uint32_t>((plan.tiles.size() + chunks - 1) / chunks));
@@ -363,31 +417,7 @@ absl::StatusOr<PrefillLaunch> LaunchPrefillFanout(const pb::Chip& chip, const Pr
                                        ? plan.tiles_per_chunk
                                        : std::min(launch.tiles_per_chunk, plan.tiles_per_chunk);
         }
-        // Every (query tile, KV tile) pair of every block: 2 dots; a mask unless wholly past.
-        std::set<std::tuple<int64_t, uint32_t, uint32_t>> keys;
-        std::vector<FanoutBlock> blocks = {plan.own};
-        blocks.insert(blocks.end(), plan.from_prev.begin(), plan.from_prev.end());
-        blocks.insert(blocks.end(), plan.from_next.begin(), plan.from_next.end());
-        for (const QueryTile& qt : plan.tiles) {
-          for (const FanoutBlock& blk : blocks) {
-            for (uint64_t kpos = blk.pos; kpos < blk.pos + blk.len; kpos += cfg.tile) {
-              const uint32_t len = static_cast<uint32_t>(std::min<uint64_t>(cfg.tile, blk.pos + blk.len - kpos));
-              launch.composites += 2;
-              const CausalPair pair = ClassifyPair(qt.pos, qt.tokens, kpos, len);
-              if (pair == CausalPair::kFull) continue;
-              const int64_t offset = pair == CausalPair::kSkip
-                                         ? int64_t{qt.tokens}
-                                         : static_cast<int64_t>(kpos) - static_cast<int64_t>(qt.pos);
-              keys.insert({offset, qt.tokens, len});
-            }
-          }
-        }
-        for (const auto& [offset, tokens, len] : keys) {
-          absl::StatusOr<uint64_t> ma = allocator.Allocate(pe, uint64_t{tokens} * len * 2);
-          RETURN_IF_ERROR(ma.status());
-          plan.masks.push_back(MaskSlot{offset, tokens, len, *ma});
-          if (data) RETURN_IF_ERROR(WritePrefillMask(store, pe, plan.masks.back(), 1));
-        }
+        RETURN_IF_ERROR(PlaceFanoutMasks(cfg, pe, allocator, store, plan, launch));
         launch.instance_pes.push_back(pe);
         // Message stream: the query head (one per CUBE).
         RETURN_IF_ERROR(runtime.AddKernel(

@@ -37,6 +37,7 @@
 #include "kernels/attention/decode_launch.h"
 #include "kernels/attention/prefill.h"
 #include "kernels/attention/prefill_launch.h"
+#include "kernels/attention/qkv_inputs.h"
 #include "kernels/memory/memory_store.h"
 #include "kernels/runtime/runtime.h"
 #include "kernels/runtime/task.h"
@@ -79,7 +80,7 @@ absl::StatusOr<PrefillLaunch> LaunchPrefillFanout(const pb::Chip& chip, const Pr
                                                   const DecodeGeometry& geo,
                                                   const DecodeConfig& gcfg, KernelRuntime& runtime,
                                                   MemoryStore* store,
-                                                  const std::vector<DecodeInputs>& inputs);
+                                                  const std::vector<QkvInputs>& inputs);
 
 }  // namespace ahbm::kernels
 

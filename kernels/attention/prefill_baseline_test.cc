@@ -93,7 +93,7 @@ TEST(PrefillBaselineParity, TqChunksWhenStatesOutgrowTheArena) {
   // (64 B each), O 2 KiB. 10816 + 3264 = 14080 fits one tile, not two (17344).
   tcm.set_total_bytes(tcm.scratch_bytes() + 15000);
   PrefillConfig cfg = Small();  // 24 query rows per rank: 2 tiles
-  const std::vector<DecodeInputs> in = testing::PrefillInputs(cfg, 5);
+  const std::vector<QkvInputs> in = testing::PrefillInputs(cfg, 5);
   PrefillRun run = RunPrefill(chip, cfg, in);
   ASSERT_TRUE(run.status.ok()) << run.status;
   EXPECT_EQ(run.launch.chunks, 2u);
@@ -133,7 +133,7 @@ TEST(PrefillBaselineParity, TilesOfTwoIpcqChunksWithRealisticIssueCosts) {
   cfg.users = 2;
   cfg.s = 0;
   cfg.request_lengths = {1200, 800};
-  const std::vector<DecodeInputs> in = testing::PrefillInputs(cfg, 13);
+  const std::vector<QkvInputs> in = testing::PrefillInputs(cfg, 13);
   PrefillRun run = testing::RunWith(chip, cfg, in, "realistic", PrefillCubes, LaunchPrefill);
   ASSERT_TRUE(run.status.ok()) << run.status;
   for (uint32_t u = 0; u < cfg.users; ++u) {

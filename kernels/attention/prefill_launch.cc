@@ -142,6 +142,7 @@ struct RingSlots {
   uint64_t k[2] = {0, 0};
   uint64_t v[2] = {0, 0};
 };
+using RingSlotsByPe = std::map<uint32_t, RingSlots>;  // by global PE
 
 // A step's spans in the order a PE streams them: from the sub-block in its own HBM on, then
 // around. Every PE of a CUBE streams the same P sub-blocks; in the same order they would all
@@ -228,277 +229,289 @@ absl::StatusOr<std::vector<std::vector<uint32_t>>> PrefillCubeSets(const pb::Chi
   return DecodeCubeSets(chip, GeometryConfig(cfg));
 }
 
-absl::StatusOr<PrefillLaunch> LaunchPrefill(const pb::Chip& chip, const PrefillConfig& cfg,
-                                            KernelRuntime& runtime, MemoryStore* store,
-                                            const std::vector<DecodeInputs>& inputs) {
-  RETURN_IF_ERROR(Validate(cfg, chip));
-  const DecodeConfig gcfg = GeometryConfig(cfg);
-  absl::StatusOr<DecodeGeometry> geo_or = MakeDecodeGeometry(chip, gcfg);
-  RETURN_IF_ERROR(geo_or.status());
-  const DecodeGeometry& geo = *geo_or;
-  const topology::ChipIndex& index = geo.index;
-  const bool data = store != nullptr && !inputs.empty();
-  if (data && inputs.size() != cfg.users) {
-    return Field("users", absl::StrCat(cfg.users, " requests but ", inputs.size(), " input sets"));
-  }
-  if (cfg.variant == PrefillVariant::kBaselineFanout) {
-    return LaunchPrefillFanout(chip, cfg, geo, gcfg, runtime, data ? store : nullptr, inputs);
-  }
-  const bool ring = cfg.Ring();
-  const uint32_t G = cfg.G(), C = cfg.C(), P = cfg.P();
-  const uint32_t g = cfg.RowsPerToken();
-  const uint32_t tokens_per_tile = cfg.q_tile / g;
+namespace {
 
+// ---- LaunchPrefill's phases (flash, short context, ring; the fan-out baseline has its own) ----
+
+// What every phase of one launch reads.
+struct LaunchContext {
+  const PrefillConfig& cfg;
+  const DecodeGeometry& geo;
+  const DecodeConfig& gcfg;  // the geometry's view of cfg (GeometryConfig)
   PrefillShape shape;
-  shape.g = g;
+  uint32_t tokens_per_tile = 0;  // query tokens per GEMM tile (q_tile / g)
+  MemoryStore* store = nullptr;  // data mode: write the inputs; null: timing mode
+  const std::vector<QkvInputs>* inputs = nullptr;
+  bool data() const { return store != nullptr; }
+};
+
+// The kernel's shape knobs (PrefillShape) from the configuration.
+PrefillShape ShapeOf(const PrefillConfig& cfg) {
+  PrefillShape shape;
+  shape.g = cfg.RowsPerToken();
   shape.d = cfg.d;
   shape.tile = cfg.tile;
   shape.k_layout = cfg.k_layout;
-  shape.max_tokens = tokens_per_tile;
+  shape.max_tokens = cfg.q_tile / shape.g;
   shape.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(cfg.d)));
   shape.lookahead = cfg.Lookahead();
   shape.blocking_dot = cfg.variant == PrefillVariant::kBaselineDot;
   shape.scratch_scope = cfg.scratch_scope;
+  return shape;
+}
 
-  PrefillLaunch launch;
-  absl::StatusOr<std::vector<uint32_t>> cubes = DecodeCubes(chip, gcfg);
-  RETURN_IF_ERROR(cubes.status());
-  launch.cubes = *cubes;
+// The query tiles an instance may hold at once (its T_q chunk's cap), or the refusal when not
+// even one fits the instance's TCM share: the fixed buffers plus two running states in the
+// persistent arena, one pair's temporaries in scratch.
+absl::StatusOr<uint32_t> TilesPerChunkCap(const LaunchContext& ctx, uint64_t block,
+                                          const TcmShare& share, uint64_t per_pe) {
+  const PrefillConfig& cfg = ctx.cfg;
+  const bool ring = cfg.Ring();
+  const TcmNeed need = NeedOf(cfg, ctx.shape.g, ctx.tokens_per_tile, block);
+  if (need.fixed + 2 * need.state > share.persistent) {
+    return Field(cfg.users > 1      ? "users"
+                 : cfg.Lookahead() > 1 ? "lookahead"
+                 : ring && cfg.ring_depth > 2 ? "ring_depth"
+                 : ring             ? "s, tile, q_tile"
+                                    : "tile, q_tile",
+                 absl::StrCat("a prefill instance needs ", need.fixed + 2 * need.state,
+                              " B of the TCM persistent arena (Q, Sj, mask",
+                              ring ? ", ring sub-block" : "", " buffers and two running states); ",
+                              per_pe, " instance(s) per PE leave each ", share.persistent, " B"));
+  }
+  if (need.scratch > share.scratch) {
+    return Field(cfg.users > 1 ? "users" : "tile, q_tile",
+                 absl::StrCat("a prefill instance needs ", need.scratch, " B of TCM scratch; ",
+                              per_pe, " instance(s) per PE leave each ", share.scratch, " B"));
+  }
+  uint32_t cap = static_cast<uint32_t>(
+      std::min<uint64_t>(UINT32_MAX, (share.persistent - need.fixed) / need.state));
+  if (cfg.max_tiles_per_chunk != 0) cap = std::min(cap, cfg.max_tiles_per_chunk);
+  return cap;
+}
 
-  // The ring's barrier tree over the CUBE's PEs and the snake cycle over the group's CUBEs.
-  absl::StatusOr<std::vector<ReduceNode>> tree = Level2Tree(geo, ReduceShape::kTree);
-  RETURN_IF_ERROR(tree.status());
-  const topology::GroupShape gs = geo.groups.shape();
-  const std::vector<uint32_t> cycle = SnakeOrder(gs.rows, gs.cols);  // cube_in_group order
+// One request's KV cache placed over its KV heads' CUBE Groups (and written in data mode).
+struct RequestKv {
+  uint32_t user = 0;
+  uint64_t s = 0, t_q = 0;  // its context and query tokens
+  topology::KvPlacement kv;
+  std::vector<host::KvHeadGroup> heads;
+  host::PlacedTensor k, v;
 
-  // TCM budget per instance: instances per PE = users x KV heads per PE.
-  // (Short context: a CUBE holds kv_per_cube KV heads, or all of them when there are fewer.)
-  const uint32_t heads_per_pe =
-      cfg.variant == PrefillVariant::kShortContext ? std::min(cfg.kv_per_cube, cfg.h_kv) : 1;
-  const uint64_t per_pe = uint64_t{cfg.users} * heads_per_pe;
-  const TcmShare share = TcmShareOf(chip, per_pe);
-  const uint64_t persistent_each = share.persistent, scratch_each = share.scratch;
+  uint64_t block() const { return kv.block(); }
+  // The global PE of KV head h's CUBE ci, rectangle node `node`.
+  uint32_t PeOf(const DecodeGeometry& geo, uint32_t h, uint32_t ci, uint32_t node) const {
+    return heads[h].cubes[ci] * geo.index.pes_per_cube() + geo.pes[node];
+  }
+  // Rank r's K/V sub-block of KV head h, where its cache holds it.
+  KvSpan SpanOf(const DecodeGeometry& geo, uint32_t h, uint32_t r) const {
+    const uint32_t ranks = kv.ranks();
+    return KvSpan{PeOf(geo, h, kv.CubeInGroupOfRank(r), kv.PeOfRank(r)),
+                  k.shards()[h * ranks + r].ref.addr(), block(),
+                  v.shards()[h * ranks + r].ref.addr(), kv.GlobalPosition(r, 0),
+                  kv.MyLen(r, s)};
+  }
+};
 
-  host::HbmAllocator allocator(chip);
-  std::vector<Built> built;
-  launch.tiles_per_chunk = UINT32_MAX;
-  for (uint32_t u = 0; u < cfg.users; ++u) {
-    const uint32_t rot = cfg.rotate_by_request ? u : 0;
-    const uint64_t S = cfg.ContextOf(u), Tq = cfg.QueriesOf(u);
-    absl::StatusOr<topology::KvPlacement> kv = topology::KvPlacement::Create(
-        C, P, cfg.MaxContextOf(u), cfg.start_cube + rot, cfg.start_pe + rot);
-    RETURN_IF_ERROR(kv.status());
-    const uint64_t B = kv->block();
-    const TcmNeed need = NeedOf(cfg, g, tokens_per_tile, B);
-    if (need.fixed + 2 * need.state > persistent_each) {
-      return Field(cfg.users > 1      ? "users"
-                   : cfg.Lookahead() > 1 ? "lookahead"
-                   : ring && cfg.ring_depth > 2 ? "ring_depth"
-                   : ring             ? "s, tile, q_tile"
-                                      : "tile, q_tile",
-                   absl::StrCat("a prefill instance needs ", need.fixed + 2 * need.state,
-                                " B of the TCM persistent arena (Q, Sj, mask",
-                                ring ? ", ring sub-block" : "", " buffers and two running states); ",
-                                per_pe, " instance(s) per PE leave each ", persistent_each, " B"));
-    }
-    if (need.scratch > scratch_each) {
-      return Field(cfg.users > 1 ? "users" : "tile, q_tile",
-                   absl::StrCat("a prefill instance needs ", need.scratch, " B of TCM scratch; ",
-                                per_pe, " instance(s) per PE leave each ", scratch_each, " B"));
-    }
-    uint32_t per_chunk = static_cast<uint32_t>(
-        std::min<uint64_t>(UINT32_MAX, (persistent_each - need.fixed) / need.state));
-    if (cfg.max_tiles_per_chunk != 0) per_chunk = std::min(per_chunk, cfg.max_tiles_per_chunk);
+// Request u's KV placement over C·P ranks (rotated by the request when asked).
+absl::StatusOr<topology::KvPlacement> RequestPlacement(const PrefillConfig& cfg, uint32_t u) {
+  const uint32_t rot = cfg.rotate_by_request ? u : 0;
+  return topology::KvPlacement::Create(cfg.C(), cfg.P(), cfg.MaxContextOf(u),
+                                       cfg.start_cube + rot, cfg.start_pe + rot);
+}
 
-    std::vector<host::KvHeadGroup> heads(cfg.h_kv);
-    const std::vector<std::vector<uint32_t>> head_cubes = geo.HeadCubes(gcfg);
-    for (uint32_t h = 0; h < cfg.h_kv; ++h) heads[h] = host::KvHeadGroup{head_cubes[h], geo.pes};
-    const std::vector<uint64_t> kv_shape = {cfg.h_kv, S, cfg.d};
-    absl::StatusOr<host::PlacedTensor> k = host::PlaceKvCache(
-        allocator, absl::StrCat("k[", u, "]"), kv_shape, pb::BF16, *kv, heads,
-        HostKvLayout(cfg.k_layout, cfg.tile, B));
-    RETURN_IF_ERROR(k.status());
-    if (cfg.kv_bank_interleaved) {
-      RETURN_IF_ERROR(host::PadForBankInterleave(allocator, *k));
-    }
-    absl::StatusOr<host::PlacedTensor> v = host::PlaceKvCache(
-        allocator, absl::StrCat("v[", u, "]"), kv_shape, pb::BF16, *kv, heads, host::KvLayout{});
-    RETURN_IF_ERROR(v.status());
-    if (data) {
-      RETURN_IF_ERROR(host::Scatter(*store, *k, inputs[u].k));
-      RETURN_IF_ERROR(host::Scatter(*store, *v, inputs[u].v));
-    }
-    const uint32_t ranks = kv->ranks();
-    const auto pe_of = [&](uint32_t h, uint32_t ci, uint32_t node) {
-      return heads[h].cubes[ci] * index.pes_per_cube() + geo.pes[node];
-    };
-    const auto span_of = [&](uint32_t h, uint32_t r) {
-      const uint32_t owner = pe_of(h, kv->CubeInGroupOfRank(r), kv->PeOfRank(r));
-      return KvSpan{owner, k->shards()[h * ranks + r].ref.addr(), B,
-                    v->shards()[h * ranks + r].ref.addr(), kv->GlobalPosition(r, 0),
-                    kv->MyLen(r, S)};
-    };
-    // Query tiles of the request: tokens [t0, t0 + tokens), g rows each.
-    const uint32_t n_tiles = static_cast<uint32_t>((Tq + tokens_per_tile - 1) / tokens_per_tile);
-    const std::vector<std::vector<uint32_t>> split = SplitQueryTiles(n_tiles, P, cfg.query_split);
+absl::StatusOr<RequestKv> PlaceRequestKv(const LaunchContext& ctx, uint32_t u,
+                                         topology::KvPlacement kv, host::HbmAllocator& allocator) {
+  const PrefillConfig& cfg = ctx.cfg;
+  std::vector<host::KvHeadGroup> heads(cfg.h_kv);
+  const std::vector<std::vector<uint32_t>> head_cubes = ctx.geo.HeadCubes(ctx.gcfg);
+  for (uint32_t h = 0; h < cfg.h_kv; ++h) heads[h] = host::KvHeadGroup{head_cubes[h], ctx.geo.pes};
+  const uint64_t s = cfg.ContextOf(u);
+  const std::vector<uint64_t> kv_shape = {cfg.h_kv, s, cfg.d};
+  ASSIGN_OR_RETURN(host::PlacedTensor k,
+                   host::PlaceKvCache(allocator, absl::StrCat("k[", u, "]"), kv_shape, pb::BF16,
+                                      kv, heads, HostKvLayout(cfg.k_layout, cfg.tile, kv.block())));
+  if (cfg.kv_bank_interleaved) RETURN_IF_ERROR(host::PadForBankInterleave(allocator, k));
+  ASSIGN_OR_RETURN(host::PlacedTensor v,
+                   host::PlaceKvCache(allocator, absl::StrCat("v[", u, "]"), kv_shape, pb::BF16,
+                                      kv, heads, host::KvLayout{}));
+  if (ctx.data()) {
+    RETURN_IF_ERROR(host::Scatter(*ctx.store, k, (*ctx.inputs)[u].k));
+    RETURN_IF_ERROR(host::Scatter(*ctx.store, v, (*ctx.inputs)[u].v));
+  }
+  return RequestKv{u, s, cfg.QueriesOf(u), std::move(kv), std::move(heads), std::move(k),
+                   std::move(v)};
+}
 
-    // Ring slots: two sub-blocks per PE of every group CUBE (allocated first, so the spans
-    // of step s >= 1 can name them).
-    std::map<uint32_t, RingSlots> slots;  // by global PE
-    if (ring && C > 1) {
-      const uint64_t kbytes = KBlockBytes(cfg.k_layout, cfg.d, cfg.tile, B);
-      for (uint32_t h = 0; h < cfg.h_kv; ++h) {
-        for (uint32_t ci = 0; ci < C; ++ci) {
-          for (uint32_t node = 0; node < P; ++node) {
-            auto& sl = slots[pe_of(h, ci, node)];
-            for (int i = 0; i < 2; ++i) {
-              absl::StatusOr<uint64_t> ka = allocator.Allocate(pe_of(h, ci, node), kbytes);
-              RETURN_IF_ERROR(ka.status());
-              absl::StatusOr<uint64_t> va = allocator.Allocate(pe_of(h, ci, node), B * cfg.d * 2);
-              RETURN_IF_ERROR(va.status());
-              sl.k[i] = *ka;
-              sl.v[i] = *va;
-            }
-          }
-        }
-      }
-    }
-
-    for (uint32_t h = 0; h < cfg.h_kv; ++h) {
-      // Instances: flash / short: (CUBE of head h, node); ring: (CUBE ci, node).
-      for (uint32_t ci = 0; ci < C; ++ci) {
-        for (uint32_t node = 0; node < P; ++node) {
-          Built b;
-          b.pe = pe_of(h, ci, node);
-          b.stream = h;
-          PrefillPlan& plan = b.plan;
-          uint32_t head = h * G;  // query head of row g = 0
-          if (ring) {
-            const uint32_t k_pos = static_cast<uint32_t>(
-                std::find(cycle.begin(), cycle.end(), ci) - cycle.begin());
-            const auto slice_at = [&](uint32_t pos) {  // slice held at cycle position pos, step 0
-              return (cycle[pos] + C - kv->start_cube()) % C;  // kv->CubeLocal
-            };
-            head = h * G + slice_at(k_pos);
-            RingPlan rp;
-            rp.next = Peer::Pe(pe_of(h, cycle[(k_pos + 1) % C], node));
-            rp.prev = Peer::Pe(pe_of(h, cycle[(k_pos + C - 1) % C], node));
-            rp.block = B;
-            rp.message_bytes = cfg.ring_message_bytes;
-            rp.depth = cfg.ring_depth;
-            rp.send_first = cfg.ring_send_first;
-            const auto& sl = slots[b.pe];
-            for (int i = 0; i < 2; ++i) {
-              rp.slot_k[i] = sl.k[i];
-              rp.slot_v[i] = sl.v[i];
-            }
-            for (uint32_t step = 0; step < C; ++step) {
-              const uint32_t slice = slice_at((k_pos + C - step) % C);
-              std::vector<KvSpan> spans;
-              for (uint32_t q = 0; q < P; ++q) {
-                const uint32_t r = slice * P + q;
-                KvSpan sp = span_of(h, r);
-                if (step > 0) {  // the copy in this CUBE's slot, at the PE of rank r's node
-                  sp.owner = pe_of(h, ci, kv->PeOfRank(r));
-                  const auto& ol = slots[sp.owner];
-                  sp.k_addr = ol.k[step % 2];
-                  sp.v_addr = ol.v[step % 2];
-                }
-                if (kv->PeOfRank(r) == node) {
-                  rp.held_len.push_back(sp.len);
-                  if (step == 0) {
-                    rp.own_k_addr = sp.k_addr;
-                    rp.own_v_addr = sp.v_addr;
-                  }
-                }
-                spans.push_back(sp);
-              }
-              plan.steps.push_back(StartAtOwn(std::move(spans), b.pe));
-            }
-            for (uint32_t child : (*tree)[node].children) {
-              rp.barrier_children.push_back(
-                  Peer::Ipcq(DirectionTo(index.pe_mesh(), geo.pes[node], geo.pes[child])));
-            }
-            if ((*tree)[node].parent) {
-              rp.barrier_parent = Peer::Ipcq(
-                  DirectionTo(index.pe_mesh(), geo.pes[node], geo.pes[*(*tree)[node].parent]));
-            }
-            plan.ring = std::move(rp);
-          } else {
-            std::vector<KvSpan> spans;
-            for (uint32_t r = 0; r < ranks; ++r) spans.push_back(span_of(h, r));
-            plan.steps.push_back(StartAtOwn(std::move(spans), b.pe));
-          }
-          // This instance's query tiles: Q and O back to back in its HBM.
-          const std::vector<uint32_t>& mine = split[node];
-          uint64_t rows_total = 0;
-          for (uint32_t t : mine) {
-            rows_total += std::min<uint64_t>(tokens_per_tile, Tq - uint64_t{t} * tokens_per_tile) * g;
-          }
-          uint64_t q_base = 0, o_base = 0;
-          if (rows_total > 0) {
-            absl::StatusOr<uint64_t> qa = allocator.Allocate(b.pe, rows_total * cfg.d * 2);
-            RETURN_IF_ERROR(qa.status());
-            absl::StatusOr<uint64_t> oa = allocator.Allocate(b.pe, rows_total * cfg.d * 2);
-            RETURN_IF_ERROR(oa.status());
-            q_base = *qa;
-            o_base = *oa;
-          }
-          std::vector<float> qvals;
-          uint64_t row = 0;
-          for (uint32_t t : mine) {
-            const uint64_t t0 = uint64_t{t} * tokens_per_tile;
-            const uint32_t tokens = static_cast<uint32_t>(std::min<uint64_t>(tokens_per_tile, Tq - t0));
-            plan.tiles.push_back(QueryTile{S - Tq + t0, tokens, q_base + row * cfg.d * 2,
-                                           o_base + row * cfg.d * 2});
-            b.outputs.push_back(PrefillLaunch::Output{b.pe, o_base + row * cfg.d * 2, head, g, t0, tokens});
-            if (data) {
-              for (uint32_t tt = 0; tt < tokens; ++tt) {
-                for (uint32_t gi = 0; gi < g; ++gi) {
-                  const float* src = &inputs[u].q.data[((uint64_t{head} + gi) * Tq + t0 + tt) * cfg.d];
-                  qvals.insert(qvals.end(), src, src + cfg.d);
-                }
-              }
-            }
-            row += uint64_t{tokens} * g;
-          }
-          if (data && rows_total > 0) {
-            const pb::TensorRef ref = sim::MakeTensorRef(pb::HBM, b.pe, q_base, pb::BF16, {rows_total, cfg.d});
-            RETURN_IF_ERROR(store->Write(ref, qvals));
-          }
-          plan.tiles_per_chunk = per_chunk;  // the cap; spread over the chunks below
-          // Causal masks: one per distinct (offset, tokens, len) among the masked pairs.
-          std::set<std::tuple<int64_t, uint32_t, uint32_t>> keys;
-          for (uint32_t step = 0; step < plan.steps.size(); ++step) {
-            for (const PrefillPair& pair :
-                 VisiblePairs(shape, plan, step, 0, static_cast<uint32_t>(plan.tiles.size()))) {
-              launch.composites += 2;
-              if (!pair.masked) continue;
-              const KvSpan& sp = plan.steps[step][pair.span];
-              const uint64_t kpos = sp.pos + pair.tile * cfg.tile;
-              keys.insert({static_cast<int64_t>(kpos) - static_cast<int64_t>(plan.tiles[pair.q].pos),
-                           plan.tiles[pair.q].tokens,
-                           static_cast<uint32_t>(std::min<uint64_t>(cfg.tile, sp.pos + sp.len - kpos))});
-            }
-            for (const KvSpan& sp : plan.steps[step]) {
-              launch.grid_composites += 2 * plan.tiles.size() * ((sp.len + cfg.tile - 1) / cfg.tile);
-            }
-          }
-          for (const auto& [offset, tokens, len] : keys) {
-            absl::StatusOr<uint64_t> ma = allocator.Allocate(b.pe, uint64_t{tokens} * g * len * 2);
-            RETURN_IF_ERROR(ma.status());
-            plan.masks.push_back(MaskSlot{offset, tokens, len, *ma});
-            if (data) RETURN_IF_ERROR(WritePrefillMask(store, b.pe, plan.masks.back(), g));
-          }
-          built.push_back(std::move(b));
+// The ring's two HBM slots for received sub-blocks on every PE of every group CUBE, by global
+// PE (allocated before the instances, so the spans of step s >= 1 can name them).
+absl::StatusOr<RingSlotsByPe> AllocateRingSlots(const LaunchContext& ctx, const RequestKv& req,
+                                                host::HbmAllocator& allocator) {
+  const PrefillConfig& cfg = ctx.cfg;
+  RingSlotsByPe slots;
+  if (!cfg.Ring() || cfg.C() <= 1) return slots;
+  const uint64_t kbytes = KBlockBytes(cfg.k_layout, cfg.d, cfg.tile, req.block());
+  for (uint32_t h = 0; h < cfg.h_kv; ++h) {
+    for (uint32_t ci = 0; ci < cfg.C(); ++ci) {
+      for (uint32_t node = 0; node < cfg.P(); ++node) {
+        const uint32_t pe = req.PeOf(ctx.geo, h, ci, node);
+        RingSlots& sl = slots[pe];
+        for (int i = 0; i < 2; ++i) {
+          ASSIGN_OR_RETURN(sl.k[i], allocator.Allocate(pe, kbytes));
+          ASSIGN_OR_RETURN(sl.v[i], allocator.Allocate(pe, req.block() * cfg.d * 2));
         }
       }
     }
   }
-  // The ring's T_q chunks must agree around a ring (every PE of every CUBE runs as many ring
-  // passes): as many as the busiest instance of the request needs, each instance's tiles
-  // spread evenly over them.
-  const uint32_t per_request = cfg.h_kv * C * P;
+  return slots;
+}
+
+// The ring's plan for the instance at (KV head h, group CUBE ci, rectangle node): its
+// neighbours on the snake cycle of the group's CUBEs, the slices it streams at each of the C
+// steps (ADR-0060 rev2 §5: step 0 its own CUBE's slice, then what the previous CUBE held), and
+// the barrier tree over the CUBE's PEs. Returns the query head of its row g = 0.
+uint32_t PlanRingInstance(const LaunchContext& ctx, const RequestKv& req,
+                          const RingSlotsByPe& slots,
+                          const std::vector<ReduceNode>& tree, uint32_t h, uint32_t ci,
+                          uint32_t node, PrefillPlan& plan) {
+  const PrefillConfig& cfg = ctx.cfg;
+  const DecodeGeometry& geo = ctx.geo;
+  const uint32_t C = cfg.C(), P = cfg.P();
+  const topology::GroupShape gs = geo.groups.shape();
+  const std::vector<uint32_t> cycle = SnakeOrder(gs.rows, gs.cols);  // cube_in_group order
+  const uint32_t pe = req.PeOf(geo, h, ci, node);
+  const uint32_t k_pos =
+      static_cast<uint32_t>(std::find(cycle.begin(), cycle.end(), ci) - cycle.begin());
+  const auto slice_at = [&](uint32_t pos) {  // slice held at cycle position pos, step 0
+    return (cycle[pos] + C - req.kv.start_cube()) % C;  // kv.CubeLocal
+  };
+  RingPlan rp;
+  rp.next = Peer::Pe(req.PeOf(geo, h, cycle[(k_pos + 1) % C], node));
+  rp.prev = Peer::Pe(req.PeOf(geo, h, cycle[(k_pos + C - 1) % C], node));
+  rp.block = req.block();
+  rp.message_bytes = cfg.ring_message_bytes;
+  rp.depth = cfg.ring_depth;
+  rp.send_first = cfg.ring_send_first;
+  const RingSlots& own = slots.at(pe);
+  for (int i = 0; i < 2; ++i) {
+    rp.slot_k[i] = own.k[i];
+    rp.slot_v[i] = own.v[i];
+  }
+  for (uint32_t step = 0; step < C; ++step) {
+    const uint32_t slice = slice_at((k_pos + C - step) % C);
+    std::vector<KvSpan> spans;
+    for (uint32_t q = 0; q < P; ++q) {
+      const uint32_t r = slice * P + q;
+      KvSpan sp = req.SpanOf(geo, h, r);
+      if (step > 0) {  // the copy in this CUBE's slot, at the PE of rank r's node
+        sp.owner = req.PeOf(geo, h, ci, req.kv.PeOfRank(r));
+        const RingSlots& at = slots.at(sp.owner);
+        sp.k_addr = at.k[step % 2];
+        sp.v_addr = at.v[step % 2];
+      }
+      if (req.kv.PeOfRank(r) == node) {
+        rp.held_len.push_back(sp.len);
+        if (step == 0) {
+          rp.own_k_addr = sp.k_addr;
+          rp.own_v_addr = sp.v_addr;
+        }
+      }
+      spans.push_back(sp);
+    }
+    plan.steps.push_back(StartAtOwn(std::move(spans), pe));
+  }
+  const topology::Mesh& mesh = geo.index.pe_mesh();
+  for (uint32_t child : tree[node].children) {
+    rp.barrier_children.push_back(
+        Peer::Ipcq(DirectionTo(mesh, geo.pes[node], geo.pes[child])));
+  }
+  if (tree[node].parent) {
+    rp.barrier_parent =
+        Peer::Ipcq(DirectionTo(mesh, geo.pes[node], geo.pes[*tree[node].parent]));
+  }
+  plan.ring = std::move(rp);
+  return h * cfg.G() + slice_at(k_pos);
+}
+
+// The instance's query tiles (`mine`, in tile order): Q and O back to back in its HBM, Q
+// written in data mode, where each tile's output lands.
+absl::Status PlaceQueryTiles(const LaunchContext& ctx, const RequestKv& req,
+                             const std::vector<uint32_t>& mine, uint32_t head,
+                             host::HbmAllocator& allocator, Built& b) {
+  const PrefillConfig& cfg = ctx.cfg;
+  const uint32_t g = ctx.shape.g, per_tile = ctx.tokens_per_tile;
+  const uint64_t Tq = req.t_q;
+  uint64_t rows_total = 0;
+  for (uint32_t t : mine) rows_total += std::min<uint64_t>(per_tile, Tq - uint64_t{t} * per_tile) * g;
+  uint64_t q_base = 0, o_base = 0;
+  if (rows_total > 0) {
+    ASSIGN_OR_RETURN(q_base, allocator.Allocate(b.pe, rows_total * cfg.d * 2));
+    ASSIGN_OR_RETURN(o_base, allocator.Allocate(b.pe, rows_total * cfg.d * 2));
+  }
+  std::vector<float> qvals;
+  uint64_t row = 0;
+  for (uint32_t t : mine) {
+    const uint64_t t0 = uint64_t{t} * per_tile;
+    const uint32_t tokens = static_cast<uint32_t>(std::min<uint64_t>(per_tile, Tq - t0));
+    b.plan.tiles.push_back(QueryTile{req.s - Tq + t0, tokens, q_base + row * cfg.d * 2,
+                                     o_base + row * cfg.d * 2});
+    b.outputs.push_back(
+        PrefillLaunch::Output{b.pe, o_base + row * cfg.d * 2, head, g, t0, tokens});
+    if (ctx.data()) {
+      const host::NpyArray& q = (*ctx.inputs)[req.user].q;
+      for (uint32_t tt = 0; tt < tokens; ++tt) {
+        for (uint32_t gi = 0; gi < g; ++gi) {
+          const float* src = &q.data[((uint64_t{head} + gi) * Tq + t0 + tt) * cfg.d];
+          qvals.insert(qvals.end(), src, src + cfg.d);
+        }
+      }
+    }
+    row += uint64_t{tokens} * g;
+  }
+  if (ctx.data() && rows_total > 0) {
+    const pb::TensorRef ref =
+        sim::MakeTensorRef(pb::HBM, b.pe, q_base, pb::BF16, {rows_total, cfg.d});
+    RETURN_IF_ERROR(ctx.store->Write(ref, qvals));
+  }
+  return absl::OkStatus();
+}
+
+// The causal masks the instance's visible pairs need, one per distinct (offset, tokens, len)
+// (ADR-0060 rev2 §5, causal skip: only the diagonal tiles are masked), placed in its HBM and
+// written in data mode; counts the composites it will issue and the full grid's.
+absl::Status PlaceMasks(const LaunchContext& ctx, host::HbmAllocator& allocator, Built& b,
+                        PrefillLaunch& launch) {
+  const PrefillConfig& cfg = ctx.cfg;
+  const PrefillPlan& plan = b.plan;
+  std::set<std::tuple<int64_t, uint32_t, uint32_t>> keys;
+  for (uint32_t step = 0; step < plan.steps.size(); ++step) {
+    for (const PrefillPair& pair :
+         VisiblePairs(ctx.shape, plan, step, 0, static_cast<uint32_t>(plan.tiles.size()))) {
+      launch.composites += 2;
+      if (!pair.masked) continue;
+      const KvSpan& sp = plan.steps[step][pair.span];
+      const uint64_t kpos = sp.pos + pair.tile * cfg.tile;
+      keys.insert({static_cast<int64_t>(kpos) - static_cast<int64_t>(plan.tiles[pair.q].pos),
+                   plan.tiles[pair.q].tokens,
+                   static_cast<uint32_t>(std::min<uint64_t>(cfg.tile, sp.pos + sp.len - kpos))});
+    }
+    for (const KvSpan& sp : plan.steps[step]) {
+      launch.grid_composites += 2 * plan.tiles.size() * ((sp.len + cfg.tile - 1) / cfg.tile);
+    }
+  }
+  const uint32_t g = ctx.shape.g;
+  for (const auto& [offset, tokens, len] : keys) {
+    ASSIGN_OR_RETURN(const uint64_t addr, allocator.Allocate(b.pe, uint64_t{tokens} * g * len * 2));
+    b.plan.masks.push_back(MaskSlot{offset, tokens, len, addr});
+    if (ctx.data()) RETURN_IF_ERROR(WritePrefillMask(ctx.store, b.pe, b.plan.masks.back(), g));
+  }
+  return absl::OkStatus();
+}
+
+// The ring's T_q chunks must agree around a ring (every PE of every CUBE runs as many ring
+// passes): per request, as many as its busiest instance needs, each instance's tiles spread
+// evenly over them.
+void SpreadChunks(uint32_t per_request, std::vector<Built>& built, PrefillLaunch& launch) {
   for (uint32_t at = 0; at < built.size(); at += per_request) {
     size_t most = 0;
     for (uint32_t i = at; i < at + per_request; ++i) most = std::max(most, built[i].plan.tiles.size());
@@ -507,13 +520,82 @@ absl::StatusOr<PrefillLaunch> LaunchPrefill(const pb::Chip& chip, const PrefillC
     for (uint32_t i = at; i < at + per_request; ++i) {
       PrefillPlan& p = built[i].plan;
       p.chunks = chunks;
-      p.tiles_per_chunk = std::max<uint32_t>(1, static_cast<uint32_t>((p.tiles.size() + chunks - 1) / chunks));
+      p.tiles_per_chunk =
+          std::max<uint32_t>(1, static_cast<uint32_t>((p.tiles.size() + chunks - 1) / chunks));
     }
     launch.chunks = std::max(launch.chunks, chunks);
   }
+}
+
+}  // namespace
+
+absl::StatusOr<PrefillLaunch> LaunchPrefill(const pb::Chip& chip, const PrefillConfig& cfg,
+                                            KernelRuntime& runtime, MemoryStore* store,
+                                            const std::vector<QkvInputs>& inputs) {
+  RETURN_IF_ERROR(Validate(cfg, chip));
+  const DecodeConfig gcfg = GeometryConfig(cfg);
+  ASSIGN_OR_RETURN(const DecodeGeometry geo, MakeDecodeGeometry(chip, gcfg));
+  const bool data = store != nullptr && !inputs.empty();
+  if (data && inputs.size() != cfg.users) {
+    return Field("users", absl::StrCat(cfg.users, " requests but ", inputs.size(), " input sets"));
+  }
+  if (cfg.variant == PrefillVariant::kBaselineFanout) {
+    return LaunchPrefillFanout(chip, cfg, geo, gcfg, runtime, data ? store : nullptr, inputs);
+  }
+  const LaunchContext ctx{cfg, geo, gcfg, ShapeOf(cfg), cfg.q_tile / cfg.RowsPerToken(),
+                          data ? store : nullptr, &inputs};
+  PrefillLaunch launch;
+  ASSIGN_OR_RETURN(launch.cubes, DecodeCubes(chip, gcfg));
+  // The ring's barrier tree over the CUBE's PEs.
+  ASSIGN_OR_RETURN(const std::vector<ReduceNode> tree, Level2Tree(geo, ReduceShape::kTree));
+  // TCM budget per instance: instances per PE = users x KV heads per PE.
+  // (Short context: a CUBE holds kv_per_cube KV heads, or all of them when there are fewer.)
+  const uint32_t heads_per_pe =
+      cfg.variant == PrefillVariant::kShortContext ? std::min(cfg.kv_per_cube, cfg.h_kv) : 1;
+  const uint64_t per_pe = uint64_t{cfg.users} * heads_per_pe;
+  const TcmShare share = TcmShareOf(chip, per_pe);
+
+  host::HbmAllocator allocator(chip);
+  std::vector<Built> built;
+  const uint32_t C = cfg.C(), P = cfg.P();
+  for (uint32_t u = 0; u < cfg.users; ++u) {
+    ASSIGN_OR_RETURN(topology::KvPlacement kv, RequestPlacement(cfg, u));
+    ASSIGN_OR_RETURN(const uint32_t cap, TilesPerChunkCap(ctx, kv.block(), share, per_pe));
+    ASSIGN_OR_RETURN(const RequestKv req, PlaceRequestKv(ctx, u, std::move(kv), allocator));
+    // Query tiles of the request: tokens [t0, t0 + tokens), g rows each, split over the P PEs.
+    const uint32_t n_tiles =
+        static_cast<uint32_t>((req.t_q + ctx.tokens_per_tile - 1) / ctx.tokens_per_tile);
+    const std::vector<std::vector<uint32_t>> split = SplitQueryTiles(n_tiles, P, cfg.query_split);
+    ASSIGN_OR_RETURN(const RingSlotsByPe slots, AllocateRingSlots(ctx, req, allocator));
+    // Instances: flash / short: (CUBE of head h, node); ring: (CUBE ci, node).
+    for (uint32_t h = 0; h < cfg.h_kv; ++h) {
+      for (uint32_t ci = 0; ci < C; ++ci) {
+        for (uint32_t node = 0; node < P; ++node) {
+          Built b;
+          b.pe = req.PeOf(geo, h, ci, node);
+          b.stream = h;
+          uint32_t head = h * cfg.G();  // query head of row g = 0
+          if (cfg.Ring()) {
+            head = PlanRingInstance(ctx, req, slots, tree, h, ci, node, b.plan);
+          } else {
+            std::vector<KvSpan> spans;
+            for (uint32_t r = 0; r < req.kv.ranks(); ++r) spans.push_back(req.SpanOf(geo, h, r));
+            b.plan.steps.push_back(StartAtOwn(std::move(spans), b.pe));
+          }
+          RETURN_IF_ERROR(PlaceQueryTiles(ctx, req, split[node], head, allocator, b));
+          b.plan.tiles_per_chunk = cap;  // the cap; SpreadChunks spreads the tiles
+          RETURN_IF_ERROR(PlaceMasks(ctx, allocator, b, launch));
+          built.push_back(std::move(b));
+        }
+      }
+    }
+  }
+  const uint32_t per_request = cfg.h_kv * C * P;
+  SpreadChunks(per_request, built, launch);
   launch.outputs.resize(cfg.users);
+  launch.tiles_per_chunk = UINT32_MAX;
   for (uint32_t i = 0; i < built.size(); ++i) {
-    const uint32_t u = i / (cfg.h_kv * C * P);
+    const uint32_t u = i / per_request;
     for (const PrefillLaunch::Output& o : built[i].outputs) launch.outputs[u].push_back(o);
     launch.instance_pes.push_back(built[i].pe);
     if (!built[i].plan.tiles.empty()) {
@@ -521,7 +603,7 @@ absl::StatusOr<PrefillLaunch> LaunchPrefill(const pb::Chip& chip, const PrefillC
     }
     RETURN_IF_ERROR(runtime.AddKernel(
         built[i].pe, u, built[i].stream,
-        [shape, plan = built[i].plan](Tl& tl) { return PrefillRank(tl, shape, plan); }));
+        [shape = ctx.shape, plan = built[i].plan](Tl& tl) { return PrefillRank(tl, shape, plan); }));
   }
   if (launch.tiles_per_chunk == UINT32_MAX) launch.tiles_per_chunk = 0;
   return launch;
@@ -557,11 +639,11 @@ DecodeConfig RequestConfig(const PrefillConfig& cfg, uint32_t user) {
 }
 }  // namespace
 
-DecodeInputs RandomPrefillInputs(const PrefillConfig& cfg, uint32_t user, std::mt19937_64& rng) {
+QkvInputs RandomPrefillInputs(const PrefillConfig& cfg, uint32_t user, std::mt19937_64& rng) {
   return RandomDecodeInputs(RequestConfig(cfg, user), 0, rng);
 }
 
-std::vector<float> ReferencePrefill(const PrefillConfig& cfg, uint32_t user, const DecodeInputs& in) {
+std::vector<float> ReferencePrefill(const PrefillConfig& cfg, uint32_t user, const QkvInputs& in) {
   return ReferenceDecode(RequestConfig(cfg, user), in);
 }
 

@@ -47,6 +47,7 @@
 #include "absl/status/statusor.h"
 #include "kernels/attention/decode_launch.h"
 #include "kernels/attention/prefill.h"
+#include "kernels/attention/qkv_inputs.h"
 #include "kernels/memory/memory_store.h"
 #include "kernels/runtime/runtime.h"
 #include "proto/topology.pb.h"
@@ -165,7 +166,7 @@ std::vector<std::vector<uint32_t>> SplitQueryTiles(uint32_t n, uint32_t pes, Que
 // Places the tensors (writing inputs[u] when `store` is given) and adds the instances.
 absl::StatusOr<PrefillLaunch> LaunchPrefill(const pb::Chip& chip, const PrefillConfig& cfg,
                                             KernelRuntime& runtime, MemoryStore* store,
-                                            const std::vector<DecodeInputs>& inputs);
+                                            const std::vector<QkvInputs>& inputs);
 
 // After the run: request u's output O [H_q, T_q, d].
 absl::StatusOr<std::vector<float>> GatherPrefillOutput(const MemoryStore& store,
@@ -173,10 +174,10 @@ absl::StatusOr<std::vector<float>> GatherPrefillOutput(const MemoryStore& store,
                                                        const PrefillLaunch& launch, uint32_t user);
 
 // Request u's inputs: q [H_q, T_q, d], k and v [H_kv, S_u, d] (RandomDecodeInputs' draws).
-DecodeInputs RandomPrefillInputs(const PrefillConfig& cfg, uint32_t user, std::mt19937_64& rng);
+QkvInputs RandomPrefillInputs(const PrefillConfig& cfg, uint32_t user, std::mt19937_64& rng);
 
 // Float64 causal reference (ReferenceDecode) of request u.
-std::vector<float> ReferencePrefill(const PrefillConfig& cfg, uint32_t user, const DecodeInputs& in);
+std::vector<float> ReferencePrefill(const PrefillConfig& cfg, uint32_t user, const QkvInputs& in);
 
 }  // namespace ahbm::kernels
 

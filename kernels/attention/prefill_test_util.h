@@ -36,14 +36,14 @@ inline PrefillConfig SmallPrefill(PrefillVariant variant) {
 
 // Data mode when `inputs` is not empty; the zero issue-cost profile.
 inline PrefillRun RunPrefill(const pb::Chip& chip, const PrefillConfig& cfg,
-                             const std::vector<DecodeInputs>& inputs) {
+                             const std::vector<QkvInputs>& inputs) {
   return RunWith(chip, cfg, inputs, "zero", PrefillCubes, LaunchPrefill);
 }
 
 // Every request's inputs from one generator seeded `seed`, request by request.
-inline std::vector<DecodeInputs> PrefillInputs(const PrefillConfig& cfg, uint32_t seed) {
+inline std::vector<QkvInputs> PrefillInputs(const PrefillConfig& cfg, uint32_t seed) {
   std::mt19937_64 rng(seed);
-  std::vector<DecodeInputs> in;
+  std::vector<QkvInputs> in;
   for (uint32_t u = 0; u < cfg.users; ++u) in.push_back(RandomPrefillInputs(cfg, u, rng));
   return in;
 }
@@ -51,7 +51,7 @@ inline std::vector<DecodeInputs> PrefillInputs(const PrefillConfig& cfg, uint32_
 // A data-mode run of `cfg`: every request within 2e-2 (max abs) of ReferencePrefill.
 inline void ExpectPrefillParity(const pb::Chip& chip, const PrefillConfig& cfg,
                                 const std::string& what, uint32_t seed = 7) {
-  const std::vector<DecodeInputs> in = PrefillInputs(cfg, seed);
+  const std::vector<QkvInputs> in = PrefillInputs(cfg, seed);
   PrefillRun run = RunPrefill(chip, cfg, in);
   ASSERT_TRUE(run.status.ok()) << what << ": " << run.status;
   for (uint32_t u = 0; u < cfg.users; ++u) {

@@ -48,7 +48,7 @@ TEST(DecodeBaselineRun, EachBaselineMatchesTheReferenceAndCountsItsRounds) {
     absl::StatusOr<kernels::DecodeConfig> cfg = DecodeConfigOf(*chip, w);
     ASSERT_TRUE(cfg.ok()) << cfg.status();
     EXPECT_EQ(cfg->c, c.variant == pb::BASELINE_FANOUT_GROUP ? 2u : 1u);
-    kernels::DecodeInputs in{result->inputs.at("q"), result->inputs.at("k"), result->inputs.at("v")};
+    kernels::QkvInputs in{result->inputs.at("q"), result->inputs.at("k"), result->inputs.at("v")};
     const std::vector<float> want = kernels::ReferenceDecode(*cfg, in);
     const std::vector<float>& got = result->outputs.at("o").data;
     ASSERT_EQ(got.size(), want.size());

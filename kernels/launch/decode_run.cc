@@ -25,7 +25,7 @@ namespace ahbm::launch {
 namespace {
 
 using kernels::DecodeConfig;
-using kernels::DecodeInputs;
+using kernels::QkvInputs;
 
 // The long kernel's C when c is unset (and AUTO's): the largest C up to this that the chip
 // hosts for the KV heads (the ADR's C = 8 on the full chip).
@@ -567,7 +567,7 @@ class DecodePlan final : public QkvPlan {
   std::vector<uint64_t> KvShape(uint32_t u) const override {
     return {cfg_.h_kv, cfg_.ContextOf(u), cfg_.d};
   }
-  DecodeInputs Draw(uint32_t u, std::mt19937_64& rng) const override {
+  QkvInputs Draw(uint32_t u, std::mt19937_64& rng) const override {
     return kernels::RandomDecodeInputs(cfg_, u, rng);
   }
   absl::StatusOr<std::vector<float>> GatherOutput(const kernels::MemoryStore& store,

@@ -180,7 +180,7 @@ absl::Status CheckDispatchFields(const pb::Workload& w);
 
 // The attention inputs of DESIGN §6 (decode, prefill): per request u, q [H_q, T_q, d] and k, v
 // [H_kv, S_u, d] in q.npy / k.npy / v.npy, or q<u>.npy ... with several requests. `Qkv` is a
-// struct with host::NpyArray members q, k, v (kernels::DecodeInputs).
+// struct with host::NpyArray members q, k, v (kernels::QkvInputs).
 template <class Qkv>
 absl::StatusOr<std::vector<Qkv>> ReadQkvInputs(
     const std::string& dir, uint32_t users,
@@ -224,8 +224,8 @@ class QkvPlan : public KernelPlan {
  public:
   absl::Status LoadInputs(const std::string& inputs_dir, uint64_t seed) override {
     if (!inputs_dir.empty()) {
-      absl::StatusOr<std::vector<kernels::DecodeInputs>> read =
-          ReadQkvInputs<kernels::DecodeInputs>(
+      absl::StatusOr<std::vector<kernels::QkvInputs>> read =
+          ReadQkvInputs<kernels::QkvInputs>(
               inputs_dir, Users(), [this](uint32_t u) { return QShape(u); },
               [this](uint32_t u) { return KvShape(u); });
       RETURN_IF_ERROR(read.status());
@@ -254,10 +254,10 @@ class QkvPlan : public KernelPlan {
   virtual uint32_t Users() const = 0;
   virtual std::vector<uint64_t> QShape(uint32_t u) const = 0;   // [H_q, T_q, d]; o's too
   virtual std::vector<uint64_t> KvShape(uint32_t u) const = 0;  // [H_kv, S_u, d]
-  virtual kernels::DecodeInputs Draw(uint32_t u, std::mt19937_64& rng) const = 0;
+  virtual kernels::QkvInputs Draw(uint32_t u, std::mt19937_64& rng) const = 0;
   virtual absl::StatusOr<std::vector<float>> GatherOutput(const kernels::MemoryStore& store,
                                                           uint32_t u) const = 0;
-  std::vector<kernels::DecodeInputs> inputs_;
+  std::vector<kernels::QkvInputs> inputs_;
 };
 
 }  // namespace ahbm::launch

@@ -41,7 +41,7 @@
 namespace ahbm::launch {
 namespace {
 
-using kernels::DecodeInputs;
+using kernels::QkvInputs;
 using kernels::PrefillConfig;
 using kernels::PrefillVariant;
 
@@ -317,7 +317,7 @@ class PrefillPlan final : public QkvPlan {
   std::vector<uint64_t> KvShape(uint32_t u) const override {
     return {cfg_.h_kv, cfg_.ContextOf(u), cfg_.d};
   }
-  DecodeInputs Draw(uint32_t u, std::mt19937_64& rng) const override {
+  QkvInputs Draw(uint32_t u, std::mt19937_64& rng) const override {
     return kernels::RandomPrefillInputs(cfg_, u, rng);
   }
   absl::StatusOr<std::vector<float>> GatherOutput(const kernels::MemoryStore& store,

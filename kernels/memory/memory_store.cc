@@ -368,7 +368,7 @@ absl::Status MemoryStore::WriteBytes(pb::MemorySpace space, uint32_t pe, uint64_
 namespace {
 
 // A tensor read as floats, with its shape.
-struct Tensor {
+struct FloatTensor {
   Shape shape;
   std::vector<float> values;
 };
@@ -386,11 +386,11 @@ class Ctx {
     if (status.ok()) return status;
     return Fail(role, status.message());
   }
-  absl::StatusOr<Tensor> Load(const MemoryStore& store, const pb::TensorRef& t,
+  absl::StatusOr<FloatTensor> Load(const MemoryStore& store, const pb::TensorRef& t,
                               const std::string& role) const {
     absl::StatusOr<std::vector<float>> values = store.Read(t);
     if (!values.ok()) return Wrap(role, values.status());
-    return Tensor{ShapeOf(t), *std::move(values)};
+    return FloatTensor{ShapeOf(t), *std::move(values)};
   }
   absl::Status Store(MemoryStore& store, const pb::TensorRef& t, const std::vector<float>& values,
                      const std::string& role) const {
@@ -500,15 +500,15 @@ absl::Status GemmShapes(const Ctx& ctx, const Shape& a, const Shape& b, const Sh
 absl::StatusOr<std::vector<float>> Gemm(const Ctx& ctx, const MemoryStore& store,
                                         const pb::TensorRef& a_ref, const pb::TensorRef& b_ref,
                                         const pb::TensorRef& out_ref, bool accumulate) {
-  absl::StatusOr<Tensor> a = ctx.Load(store, a_ref, "operand a");
+  absl::StatusOr<FloatTensor> a = ctx.Load(store, a_ref, "operand a");
   RETURN_IF_ERROR(a.status());
-  absl::StatusOr<Tensor> b = ctx.Load(store, b_ref, "operand b");
+  absl::StatusOr<FloatTensor> b = ctx.Load(store, b_ref, "operand b");
   RETURN_IF_ERROR(b.status());
   const Shape out_shape = ShapeOf(out_ref);
   RETURN_IF_ERROR(GemmShapes(ctx, a->shape, b->shape, out_shape));
   std::vector<float> seed;
   if (accumulate) {
-    absl::StatusOr<Tensor> old = ctx.Load(store, out_ref, "out");
+    absl::StatusOr<FloatTensor> old = ctx.Load(store, out_ref, "out");
     RETURN_IF_ERROR(old.status());
     seed = std::move(old->values);
   }
@@ -531,7 +531,7 @@ absl::Status DataExecutor::Execute(const pb::DmaCmd& cmd) {
     if (!bytes.ok()) return ctx.Wrap("src", bytes.status());
     return ctx.Wrap("dst", store_->WriteElements(cmd.dst(), *bytes));
   }
-  absl::StatusOr<Tensor> src = ctx.Load(*store_, cmd.src(), "src");
+  absl::StatusOr<FloatTensor> src = ctx.Load(*store_, cmd.src(), "src");
   RETURN_IF_ERROR(src.status());
   return ctx.Store(*store_, cmd.dst(), src->values, "dst");
 }
@@ -547,7 +547,7 @@ absl::Status DataExecutor::Execute(const pb::GemmCmd& cmd) {
 absl::Status DataExecutor::Execute(const pb::CompositeCmd& cmd) {
   const Ctx ctx("composite", cmd.cmd_id());
   // Read every epilogue operand before anything is written.
-  std::vector<Tensor> operands(cmd.epilogue_size());
+  std::vector<FloatTensor> operands(cmd.epilogue_size());
   const Shape out_shape = ShapeOf(cmd.out());
   for (int i = 0; i < cmd.epilogue_size(); ++i) {
     const pb::EpilogueStage& stage = cmd.epilogue(i);
@@ -557,7 +557,7 @@ absl::Status DataExecutor::Execute(const pb::CompositeCmd& cmd) {
                       " is not an epilogue op (SCALE, EXP, ADD, SUB, MUL, DIV, MAXIMUM)");
     }
     if (!stage.has_operand() || !IsBinary(stage.op())) continue;
-    absl::StatusOr<Tensor> operand = ctx.Load(*store_, stage.operand(), role + " operand");
+    absl::StatusOr<FloatTensor> operand = ctx.Load(*store_, stage.operand(), role + " operand");
     RETURN_IF_ERROR(operand.status());
     if (out_shape.size() != 2 || !BroadcastsOver(operand->shape, out_shape)) {
       return ctx.Fail(role + " operand", "shape ", ShapeText(operand->shape),
@@ -618,11 +618,11 @@ absl::Status DataExecutor::Execute(const pb::MathCmd& cmd) {
     if (!bytes.ok()) return ctx.Wrap("inputs[0]", bytes.status());
     return ctx.Wrap("out", store_->WriteElements(cmd.out(), *bytes));
   }
-  absl::StatusOr<Tensor> in = ctx.Load(*store_, cmd.inputs(0), "inputs[0]");
+  absl::StatusOr<FloatTensor> in = ctx.Load(*store_, cmd.inputs(0), "inputs[0]");
   RETURN_IF_ERROR(in.status());
 
   if (IsBinary(op)) {
-    absl::StatusOr<Tensor> other = ctx.Load(*store_, cmd.inputs(1), "inputs[1]");
+    absl::StatusOr<FloatTensor> other = ctx.Load(*store_, cmd.inputs(1), "inputs[1]");
     RETURN_IF_ERROR(other.status());
     std::vector<float> out;
     if (BroadcastsOver(other->shape, in->shape)) {
@@ -725,15 +725,15 @@ absl::Status DataExecutor::Execute(const pb::MathCmd& cmd) {
 
 absl::Status DataExecutor::Execute(const pb::SoftmaxPvCmd& cmd) {
   const Ctx ctx("softmax_pv", cmd.cmd_id());
-  absl::StatusOr<Tensor> s = ctx.Load(*store_, cmd.s(), "s");
+  absl::StatusOr<FloatTensor> s = ctx.Load(*store_, cmd.s(), "s");
   RETURN_IF_ERROR(s.status());
-  absl::StatusOr<Tensor> v = ctx.Load(*store_, cmd.v(), "v");
+  absl::StatusOr<FloatTensor> v = ctx.Load(*store_, cmd.v(), "v");
   RETURN_IF_ERROR(v.status());
-  absl::StatusOr<Tensor> m = ctx.Load(*store_, cmd.acc_m(), "acc_m");
+  absl::StatusOr<FloatTensor> m = ctx.Load(*store_, cmd.acc_m(), "acc_m");
   RETURN_IF_ERROR(m.status());
-  absl::StatusOr<Tensor> l = ctx.Load(*store_, cmd.acc_l(), "acc_l");
+  absl::StatusOr<FloatTensor> l = ctx.Load(*store_, cmd.acc_l(), "acc_l");
   RETURN_IF_ERROR(l.status());
-  absl::StatusOr<Tensor> o = ctx.Load(*store_, cmd.acc_o(), "acc_o");
+  absl::StatusOr<FloatTensor> o = ctx.Load(*store_, cmd.acc_o(), "acc_o");
   RETURN_IF_ERROR(o.status());
   if (s->shape.size() != 2) return ctx.Fail("s", "shape ", ShapeText(s->shape), " is not [R, T]");
   if (v->shape.size() != 2 || v->shape[0] != s->shape[1]) {
@@ -787,18 +787,18 @@ absl::Status DataExecutor::Execute(const pb::LseMergeCmd& cmd) {
   const std::pair<const pb::TensorRef*, const char*> parts[] = {
       {&cmd.acc_m(), "acc_m"}, {&cmd.acc_l(), "acc_l"}, {&cmd.acc_o(), "acc_o"},
       {&cmd.in_m(), "in_m"},   {&cmd.in_l(), "in_l"},   {&cmd.in_o(), "in_o"}};
-  std::vector<Tensor> t;
+  std::vector<FloatTensor> t;
   for (const auto& [ref, role] : parts) {
-    absl::StatusOr<Tensor> x = ctx.Load(*store_, *ref, role);
+    absl::StatusOr<FloatTensor> x = ctx.Load(*store_, *ref, role);
     RETURN_IF_ERROR(x.status());
     t.push_back(*std::move(x));
   }
-  const Tensor& ma = t[0];
-  const Tensor& la = t[1];
-  const Tensor& oa = t[2];
-  const Tensor& mb = t[3];
-  const Tensor& lb = t[4];
-  const Tensor& ob = t[5];
+  const FloatTensor& ma = t[0];
+  const FloatTensor& la = t[1];
+  const FloatTensor& oa = t[2];
+  const FloatTensor& mb = t[3];
+  const FloatTensor& lb = t[4];
+  const FloatTensor& ob = t[5];
   if (oa.shape.size() != 2) return ctx.Fail("acc_o", "shape ", ShapeText(oa.shape), " is not [R, D]");
   const uint64_t rows = oa.shape[0];
   const uint64_t dims = oa.shape[1];
