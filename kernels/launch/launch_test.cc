@@ -404,32 +404,49 @@ int NocSends(const LaunchResult& result) {
   return sends;
 }
 
+// AUTO's choice (the typed AutoChoice and the resolved config), and the run is that kernel's:
+// the short kernel sends nothing over the NOC, OPT3 one Level-1 triplet per non-root CUBE.
 TEST(RunWorkload, AutoDispatchesByContextLength) {
   const pb::Chip chip = LoadChip("small");
   for (uint64_t s : {kShortLongThreshold - 1, kShortLongThreshold}) {
+    const bool short_kernel = s < kShortLongThreshold;
+    const AutoChoice pick = DispatchAuto(SmallAuto(s), s);
+    EXPECT_EQ(pick.variant, short_kernel ? pb::SHORT_CONTEXT : pb::OPT3) << s;
+    EXPECT_EQ(pick.threshold, kShortLongThreshold);
+    absl::StatusOr<kernels::DecodeConfig> cfg = DecodeConfigOf(chip, SmallAuto(s));
+    ASSERT_TRUE(cfg.ok()) << cfg.status();
+    EXPECT_EQ(cfg->c, short_kernel ? 1u : 8u) << s;
     absl::StatusOr<LaunchResult> result = RunWorkload(chip, SmallAuto(s), LaunchOptions{});
     ASSERT_TRUE(result.ok()) << result.status();
     ASSERT_TRUE(result->runtime_status.ok()) << result->runtime_status;
-    const std::string& summary = result->report.workload_summary();
-    if (s < kShortLongThreshold) {
-      EXPECT_EQ(NocSends(*result), 0) << s;
-      EXPECT_THAT(summary, HasSubstr("decode AUTO -> SHORT_CONTEXT (S 2048 < threshold 2049; kv_per_cube 1, "
-                                         "the fewest KV heads per CUBE that host the KV head"));
-      EXPECT_THAT(summary, HasSubstr(", C 1,"));
-    } else {
-      EXPECT_EQ(NocSends(*result), 3 * 7) << s;  // one Level-1 triplet per non-root CUBE
-      EXPECT_THAT(summary, HasSubstr("decode AUTO -> OPT3 (S 2049 >= threshold 2049)"));
-      EXPECT_THAT(summary, HasSubstr(", C 8,"));
-    }
+    EXPECT_EQ(NocSends(*result), short_kernel ? 0 : 3 * 7) << s;
   }
   // The workload's threshold moves the pick.
   pb::Workload w = SmallAuto(100);
   w.set_short_long_threshold(64);
+  const AutoChoice pick = DispatchAuto(w, 100);
+  EXPECT_EQ(pick.variant, pb::OPT3);
+  EXPECT_EQ(pick.threshold, 64u);
   absl::StatusOr<LaunchResult> result = RunWorkload(chip, w, LaunchOptions{});
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(NocSends(*result), 3 * 7);
-  EXPECT_THAT(result->report.workload_summary(),
-              HasSubstr("decode AUTO -> OPT3 (S 100 >= threshold 64)"));
+}
+
+// The report's workload line says what AUTO picked and why, in the user's words.
+TEST(RunWorkload, AutoSummarySaysWhatItPickedAndWhy) {
+  const pb::Chip chip = LoadChip("small");
+  absl::StatusOr<LaunchResult> below = RunWorkload(chip, SmallAuto(2048), LaunchOptions{});
+  ASSERT_TRUE(below.ok()) << below.status();
+  EXPECT_THAT(below->report.workload_summary(),
+              AllOf(HasSubstr("decode AUTO -> SHORT_CONTEXT (S 2048 < threshold 2049; kv_per_cube "
+                              "1, the fewest KV heads per CUBE that host the KV head"),
+                    HasSubstr(", C 1,")));
+  pb::Workload w = SmallAuto(100);
+  w.set_short_long_threshold(64);
+  absl::StatusOr<LaunchResult> above = RunWorkload(chip, w, LaunchOptions{});
+  ASSERT_TRUE(above.ok()) << above.status();
+  EXPECT_THAT(above->report.workload_summary(),
+              AllOf(HasSubstr("decode AUTO -> OPT3 (S 100 >= threshold 64)"), HasSubstr(", C 8,")));
 }
 
 // AUTO never silently overrides a field: what it would override is refused in one line.
@@ -473,27 +490,30 @@ TEST(ValidateWorkload, AutoRefusesFieldsItWouldOverride) {
 void ExpectAutoPicksTheFaster(pb::Kernel kernel, pb::Variant long_variant, uint64_t threshold,
                               const std::vector<uint64_t>& points) {
   const pb::Chip chip = LoadChip("chip_4sip");
-  const auto latency = [&](pb::Variant variant, uint64_t s, std::string* summary) -> uint64_t {
+  const auto workload = [&](pb::Variant variant, uint64_t s) {
     pb::Workload w;
     w.set_kernel(kernel);
     w.set_variant(variant);
     w.set_s(s);
+    return w;
+  };
+  const auto latency = [&](pb::Variant variant, uint64_t s) -> uint64_t {
     LaunchOptions options;
     options.keep_op_log = false;
-    absl::StatusOr<LaunchResult> r = RunWorkload(chip, w, options);
+    absl::StatusOr<LaunchResult> r = RunWorkload(chip, workload(variant, s), options);
     EXPECT_TRUE(r.ok()) << r.status();
     if (!r.ok()) return 0;
     EXPECT_TRUE(r->runtime_status.ok()) << r->runtime_status;
-    if (summary != nullptr) *summary = r->report.workload_summary();
     return r->report.latency_ps();
   };
   for (uint64_t s : points) {
-    std::string summary;
-    const uint64_t auto_ps = latency(pb::AUTO, s, &summary);
-    const uint64_t short_ps = latency(pb::SHORT_CONTEXT, s, nullptr);
-    const uint64_t long_ps = latency(long_variant, s, nullptr);
-    const bool picks_short = summary.find("AUTO -> SHORT_CONTEXT") != std::string::npos;
-    EXPECT_EQ(picks_short, s < threshold) << summary;
+    const AutoChoice pick = DispatchAuto(workload(pb::AUTO, s), s);
+    const bool picks_short = pick.variant == pb::SHORT_CONTEXT;
+    EXPECT_EQ(pick.variant, picks_short ? pb::SHORT_CONTEXT : long_variant) << s;
+    EXPECT_EQ(picks_short, s < threshold) << s << ": " << pick.why;
+    const uint64_t auto_ps = latency(pb::AUTO, s);
+    const uint64_t short_ps = latency(pb::SHORT_CONTEXT, s);
+    const uint64_t long_ps = latency(long_variant, s);
     EXPECT_EQ(auto_ps, picks_short ? short_ps : long_ps) << s;
     EXPECT_LT(auto_ps, picks_short ? long_ps : short_ps)
         << "S " << s << ": short " << short_ps << " ps, long " << long_ps << " ps";
