@@ -392,7 +392,9 @@ uint32_t PlanRingInstance(const LaunchContext& ctx, const RequestKv& req,
   rp.message_bytes = cfg.ring_message_bytes;
   rp.depth = cfg.ring_depth;
   rp.send_first = cfg.ring_send_first;
-  const RingSlots& own = slots.at(pe);
+  // C = 1: no slots (nothing is received); their addresses stay 0.
+  const auto own_it = slots.find(pe);
+  const RingSlots own = own_it != slots.end() ? own_it->second : RingSlots{};
   for (int i = 0; i < 2; ++i) {
     rp.slot_k[i] = own.k[i];
     rp.slot_v[i] = own.v[i];
@@ -405,7 +407,7 @@ uint32_t PlanRingInstance(const LaunchContext& ctx, const RequestKv& req,
       KvSpan sp = req.SpanOf(geo, h, r);
       if (step > 0) {  // the copy in this CUBE's slot, at the PE of rank r's node
         sp.owner = req.PeOf(geo, h, ci, req.kv.PeOfRank(r));
-        const RingSlots& at = slots.at(sp.owner);
+        const RingSlots& at = slots.at(sp.owner);  // step > 0: C > 1, every PE has slots
         sp.k_addr = at.k[step % 2];
         sp.v_addr = at.v[step % 2];
       }

@@ -81,6 +81,17 @@ TEST(PrefillParity, EdgeShapes) {
   batch.users = 3;
   batch.request_lengths = {1, 17, 64};
   ExpectParity(chip, batch, "ring batch T_q 1");
+  // G = 1 (as many KV heads as query heads): a ring of one CUBE, no slots, nothing received
+  // (the launch once looked up slots it had not made: a crash).
+  PrefillConfig one_cube = with(PrefillVariant::kRing, 0, 0);
+  one_cube.h_q = 2;
+  one_cube.h_kv = 2;
+  one_cube.p = 1;
+  one_cube.group_rows = 0;
+  one_cube.group_cols = 0;
+  one_cube.users = 2;
+  one_cube.request_lengths = {138, 58};
+  ExpectParity(chip, one_cube, "ring C = 1");
 }
 
 TEST(PrefillParity, MultiUserMixedLengths) {
