@@ -1,6 +1,6 @@
 // ChipSim: one simulation of a chip — the engine, every unit actor of the chosen CUBEs, the op
-// log and the report (DESIGN §3, §5). This is how tests, benchmarks and (later) the kernel
-// runtime and `ahbm run` drive the simulation core: give PE CPUs command programs, Run(),
+// log and the report (DESIGN §3, §5). This is how tests, benchmarks, the kernel runtime and
+// every `ahbm` command drive the simulation core: give PE CPUs command programs, Run(),
 // read the op log and the report.
 //
 // Contract:

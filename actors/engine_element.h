@@ -1,6 +1,6 @@
 // The CAF mailbox elements Engine::Send builds (engine.h), reused through free lists of the
-// engine's own instead of built and freed per message (issue 10: per-event cost of the CAF
-// path).
+// engine's own instead of built and freed per message (DESIGN §3, speed: the per-event
+// cost of the CAF path).
 //
 // Contract:
 // - PooledElement<Ts...> is a mailbox element like CAF's mailbox_element_vals<Ts...> (same

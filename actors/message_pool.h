@@ -1,6 +1,6 @@
 // Protobuf messages built again and again (the kernels' commands, the scheduler's
-// Completions), reused instead of allocated each time (issue 10: no allocation a pool can
-// avoid).
+// Completions), reused instead of allocated each time (DESIGN §3, speed: no allocation a
+// pool can avoid).
 //
 // Contract:
 // - MessagePool<T, Reset, Alloc>::Make() returns an empty T. When the last copy of the returned

@@ -12,7 +12,7 @@
 // sim_ns_per_s (simulated ns per wall second). In (a) and (b) only event delivery is timed,
 // engine setup and shutdown are not; (c) has its own counters. BM_PingFanIn_CafVsHeap runs the
 // two ping engines alternately in each iteration and reports both rates and caf_to_heap, their
-// ratio in the same run (issue 10's acceptance: >= 0.2). See bench/README.md for running and
+// ratio in the same run (the speed goal: >= 0.2). See bench/README.md for running and
 // comparing commits.
 #include <chrono>
 #include <cstdint>

@@ -1,4 +1,4 @@
-// One HBM pseudo-channel's bank model (actors/models/hbm_bank_model.h) on issue 13's access
+// One HBM pseudo-channel's bank model (actors/models/hbm_bank_model.h) on the calibration's access
 // patterns, per refresh mode: the fraction of peak and the read latency, next to Ramulator 2's
 // measurement (HBM3 6400 Mbps, FR-FCFS, 32-entry read buffer). `ahbm hbm` prints the same.
 // DecodeCalls: a decode sweep's channel calls (hbm_call_memo.h), with the call memo off / on.

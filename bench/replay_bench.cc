@@ -1,5 +1,5 @@
-// Replay against the run it came from (issue 12: "replay is at least as fast as the original
-// run"). For each workload (topology/chip_4sip.textproto, timing mode, zero profile), setup
+// Replay against the run it came from (DESIGN §5: replay is at least as fast as the
+// original run). For each workload (topology/chip_4sip.textproto, timing mode, zero profile), setup
 // records a trace once (`ahbm run --trace`, not timed); then
 //   Record/<workload>   the original run, recording its trace (`ahbm run --trace`);
 //   Run/<workload>      the kernel run as `ahbm run` without --trace: launch::RunWorkload;

@@ -402,7 +402,8 @@ absl::Status RunDiff(const ParsedFlags& flags) {
   return absl::OkStatus();
 }
 
-// ahbm hbm: one pseudo-channel's bank model on issue 13's access patterns (hbm_patterns.h).
+// ahbm hbm: one pseudo-channel's bank model on the calibration's access patterns
+// (hbm_patterns.h).
 absl::Status RunHbm(const ParsedFlags& flags) {
   std::vector<std::string> patterns = sim::HbmPatternNames();
   const std::string pattern = flags.GetOr("pattern", "all");

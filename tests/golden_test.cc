@@ -1,4 +1,4 @@
-// Golden tests (issue 10, "Goldens first"; tests/README.md): a fixed list of runs — every
+// Golden tests (tests/README.md, "Goldens first"): a fixed list of runs — every
 // decode kernel variant and baseline, both issue-cost profiles, multi-user, causal T_q with
 // empty ranks, the reduce options, every prefill variant, the self-test kernels and injected
 // command streams — whose
@@ -43,7 +43,7 @@ absl::StatusOr<std::string> Render(const Case& c) {
   RETURN_IF_ERROR(out.status());
   std::string text = RenderText(*out);
   if (!c.digest_only) return text;
-  // The digest leaves out the event count (in clear below), so that folding events (issue 10)
+  // The digest leaves out the event count (in clear below), so that folding events (a speed change)
   // moves that line only.
   size_t lines = 0;
   std::string hashed;

@@ -1,4 +1,4 @@
-// The HBM bank model in whole kernel runs (issue 13): the small chip with HBM3-like
+// The HBM bank model in whole kernel runs (DESIGN §2): the small chip with HBM3-like
 // pseudo-channels, timed by the FIFO at the same peak and first-byte latency, or by the bank
 // model (topology/chip_4sip_hbm3.textproto's channel). Values never depend on timing; times do.
 #include <cmath>

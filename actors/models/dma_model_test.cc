@@ -247,7 +247,7 @@ TEST(DmaModelTest, StridedRunsOfHalfAChunkPayWholeChunks) {
   EXPECT_EQ(dma.stats().hbm_charged_bytes, Bytes(rows * k.chunk));
 }
 
-// BANK channels (issue 13): the plan lists each chunk's channel-local address, in transfer order,
+// BANK channels (DESIGN §2): the plan lists each chunk's channel-local address, in transfer order,
 // for the bank model to map; the charge is the FIFO plan's. The same strided tile as above: row
 // r is chunk r of the region, block r on channel r % 8 at channel-local block r / 8.
 TEST(DmaModelTest, BankChannelsGetEachChunksChannelLocalAddress) {

@@ -1,4 +1,4 @@
-// A bank, row and refresh model of one HBM pseudo-channel (issue 13; DESIGN §2), the pattern of
+// A bank, row and refresh model of one HBM pseudo-channel (DESIGN §2), the pattern of
 // Ramulator 2's HBM3 device and its FR-FCFS controller, at command level: ACT, PRE, RD, WR,
 // all-bank and per-bank refresh, with the constraints of the stack id, bank group and bank
 // levels. A plain class (STYLE 4): no CAF, no engine; time is whole cycles of the channel clock

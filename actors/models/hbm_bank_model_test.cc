@@ -1,6 +1,6 @@
 // The bank model against hand-derived timelines (Ramulator 2 HBM3_6400Mbps cycles: tRCD 31,
 // CL 20, burst 2, tRP 26, tRAS 45, tRC 72, tRTP 9, tCCD_S 2 / tCCD_L 4, tRRD_S 4, tRFC 560,
-// tRFCpb 320, tRREFD 8), and the calibration table of issue 13 within ±4 points.
+// tRFCpb 320, tRREFD 8), and the calibration table (bench/README.md) within ±4 points.
 #include "actors/models/hbm_bank_model.h"
 
 #include <set>
@@ -122,7 +122,7 @@ TEST(HbmBankModel, APerBankRefreshHoldsOnlyItsBankLong) {
   EXPECT_EQ(done[1], 161u);
 }
 
-// Issue 13's table (Ramulator 2, HBM3 6400 Mbps, FR-FCFS, 32-entry read buffer): the fraction
+// The calibration table (Ramulator 2, HBM3 6400 Mbps, FR-FCFS, 32-entry read buffer): the fraction
 // of one pseudo-channel's peak for long read streams, per refresh mode, within ±4 points.
 TEST(HbmBankModel, ReproducesTheRamulatorTable) {
   struct Row {

@@ -1,4 +1,4 @@
-// A memo of the HBM bank model's calls (issue 13; hbm_bank_model.h). The bank model times every
+// A memo of the HBM bank model's calls (hbm_bank_model.h). The bank model times every
 // 32 B burst at command level, ~0.6 µs of host time each; a kernel's DMA calls repeat a few
 // shapes thousands of times (one channel's 8 KiB share of a K or V tile is 256 bursts over the
 // same eight banks). The model is invariant under a shift in time, and an address map under a

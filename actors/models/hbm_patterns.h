@@ -1,4 +1,4 @@
-// The access patterns of issue 13's calibration table, run on one pseudo-channel's bank model
+// The access patterns of the bank model's calibration table (bench/README.md), run on one pseudo-channel's bank model
 // (hbm_bank_model.h) from a source that keeps the request queue full — Ramulator 2's setup for
 // long read streams — and what they achieve: the fraction of the pseudo-channel's peak
 // (burst_bytes per t_burst cycles) and the read latency from arrival in the queue to the last

@@ -1,4 +1,4 @@
-// The timing-model interface of one HBM pseudo-channel (issue 13; DESIGN §2), in the pattern of
+// The timing-model interface of one HBM pseudo-channel (DESIGN §2), in the pattern of
 // Ramulator 2's IDRAM with registered implementations: a topology names its channel's model
 // (HbmChannel.model) and MakeHbmTimingModel builds the implementation registered for it.
 //

@@ -1,5 +1,6 @@
-// An injected command stream (CpuProgram) as a PE CPU instance: for tests, benchmarks and,
-// later, replay of an op log's per-PE command stream. The CPU (pe_cpu_actor.h) issues it.
+// An injected command stream (CpuProgram) as a PE CPU instance: for tests, benchmarks and
+// `ahbm stream`. The CPU (pe_cpu_actor.h) issues it. (A trace's replay re-issues the kernels'
+// recorded calls through the kernel runtime instead: kernels/replay.)
 //
 // Contract, on top of the PE CPU's (pe_cpu_actor.h):
 // - Step i: the CPU auto-waits on the first handle of `wait_for` not yet complete (a

@@ -581,8 +581,11 @@ Task<void> DecodeRank(Tl& tl, DecodeShape shape, RankPlan plan) {
   st.pack = r.pack;
   if (shape.packed_payload) {
     const Tensor packed_m = PackedViews(shape, r.pack).m;
-    if (st.m.addr() != packed_m.addr()) {  // a sweep that swapped m an unexpected
-      co_await tl.Copy(st.m, packed_m);                // number of times: one copy, still right
+    // InitRunning put the packed m in the slot the sweep ends on (n tiles: slot n % 2;
+    // chained: 0), so this copy does not run for the sweeps we have; a sweep that ends in the
+    // other slot would still send the packed buffer, one copy later.
+    if (st.m.addr() != packed_m.addr()) {
+      co_await tl.Copy(st.m, packed_m);
       st.m = packed_m;
     }
   }

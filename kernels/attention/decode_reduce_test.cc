@@ -1,4 +1,4 @@
-// The decode reduce's options (issue 9 item 5; ADR-0060 rev2 §4): reduce_payload PACKED
+// The decode reduce's options (ADR-0060 rev2 §4): reduce_payload PACKED
 // ([m | l | O] as one message) and reduce_merge FUSED (one lse_merge command per merge).
 // Every variant with every option matches the float64 reference, on empty and ragged ranks too,
 // bit for bit the same output as the ADR's triplet + primitive reduce (the same fp32 ops), with

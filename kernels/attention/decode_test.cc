@@ -280,7 +280,7 @@ TEST(DecodeStructure, ShortContextReducesInsideTheCubeOnly) {
   EXPECT_FALSE(RunDecode(chip, cfg, {}).status.ok());
 }
 
-// Requests are isolated (issue 9): a batch whose finishing order crosses the parent's receive
+// Requests are isolated (DESIGN §4, multi-user): a batch whose finishing order crosses the parent's receive
 // order. C = 1, P = 4 on the 2x2 PE mesh: PE 0 is the Level-2 root, PE 1 its east child.
 // B = max_context / 4 = 512 keys; request 1 is rotated by one PE. Request 0 (S = 576) has
 // rank 0 (512 keys) on PE 0 and rank 1 (64 keys) on PE 1; request 1 (S = 512) has its only

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "gtest/gtest.h"
 #include "base/errors.h"
+#include "gtest/gtest.h"
 #include "kernels/attention/decode_test_util.h"
 #include "kernels/attention/prefill_launch.h"
 #include "proto/report.pb.h"

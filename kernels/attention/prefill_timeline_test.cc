@@ -1,4 +1,4 @@
-// The hand-computed prefill timeline (issue 11; DESIGN §4 "Every variant must be checkable
+// The hand-computed prefill timeline (DESIGN §4 "Every variant must be checkable
 // against a hand-computed timeline"): a 2 x 2-tile flash prefill (ADR-0060 rev2 §5.4,
 // PrefillVariant::kFlash, C = P = 1) on one PE of the default topology, profile `zero`, with a
 // masked pair and a skipped one. Every command's start and end below is derived on paper from

@@ -12,12 +12,14 @@
 // at the end (RequestStem, ReadNpyInput, ReadQkvInputs, Bf16QkvArrays) give DESIGN §6's .npy
 // conventions.
 //
-// The shared path's order (error precedence): lookup ("kernel: ...") → set fields outside
-// Fields() ("<field>: not used by <KERNEL> (got <v>); leave it unset") → explicit zeros
-// (CheckGivenValues, workload_io.h: "<field>: must be > 0 (got 0); ...") → Prepare (defaults,
-// validation, capacity: one-line InvalidArgument naming the field) → inputs_dir / outputs_dir
-// checks (data mode; HasInputs / HasOutputs) → LoadInputs (data mode) → ChipSim over Cubes()
-// with Summary() → Launch → Run → SeenInputs (data mode) → Gather (data mode, run OK).
+// The shared path's order (RunWorkload, launch.cc; also its error precedence): save_inputs's
+// own checks → lookup ("kernel: ...") → set fields outside Fields() ("<field>: not used by
+// <KERNEL> (got <v>); leave it unset") → explicit zeros (CheckGivenValues, workload_io.h:
+// "<field>: must be > 0 (got 0); ...") → Prepare (defaults, validation, capacity: one-line
+// InvalidArgument naming the field) → inputs_dir / outputs_dir checks (data mode; HasInputs /
+// HasOutputs) → LoadInputs (data mode) → Cubes → CubeSets (islands, one_group) → the trace
+// files → ChipSim over the CUBEs with Summary() → Launch → SeenInputs (data mode) → the rounds and
+// counts, CommHops → Run → the report → Gather (data mode, run OK) → the .npy writes.
 #ifndef AHBMSIM_KERNELS_LAUNCH_LAUNCHER_H_
 #define AHBMSIM_KERNELS_LAUNCH_LAUNCHER_H_
 
@@ -47,8 +49,9 @@ namespace ahbm::launch {
 using NpyArrays = std::map<std::string, host::NpyArray>;
 
 // One validated workload of one kernel, from Prepare to Gather. The shared path calls, in order:
-// Cubes, Summary, HasInputs / HasOutputs, LoadInputs (data mode), Launch, SeenInputs (data
-// mode), CommCriticalPathPs, ReduceRounds, Gather (data mode, run OK).
+// HasInputs / HasOutputs, LoadInputs (data mode), Cubes, CubeSets, Summary, Launch, SeenInputs
+// (data mode), ReduceRounds / Level2Rounds / Level1Rounds / RingRotations / Composites /
+// GridComposites, CommHops, then (the run OK, data mode) Gather.
 class KernelPlan {
  public:
   virtual ~KernelPlan() = default;
