@@ -290,8 +290,10 @@ absl::Status ApplySweepFields(const pb::Chip& chip, const pb::Workload& w, Decod
   return absl::OkStatus();
 }
 
-absl::StatusOr<DecodeConfig> ConfigOf(const pb::Chip& chip, const pb::Workload& w,
-                                      std::vector<uint32_t>* cubes_out) {
+// The workload's shape, requests and reduce options, with their defaults; the variant comes
+// next. Unset geometry follows the chip: P = the CUBE's PEs; C the largest C <= 8 that hosts
+// the KV heads.
+absl::StatusOr<DecodeConfig> ShapeConfigOf(const pb::Chip& chip, const pb::Workload& w) {
   DecodeConfig cfg;
   cfg.h_q = w.has_h_q() ? w.h_q() : 64u;
   cfg.h_kv = w.has_h_kv() ? w.h_kv() : 8u;
@@ -299,8 +301,6 @@ absl::StatusOr<DecodeConfig> ConfigOf(const pb::Chip& chip, const pb::Workload& 
   cfg.t_q = w.has_t_q() ? w.t_q() : 1u;
   cfg.s = w.s();
   cfg.max_context = w.max_context();
-  // Unset geometry follows the chip: P = the CUBE's PEs; C (below, once the SIP is known) the
-  // largest C <= 8 that hosts the KV heads.
   cfg.p = w.has_p() ? w.p() : topology::ChipIndex(chip).pes_per_cube();
   cfg.group_rows = w.group_rows();
   cfg.group_cols = w.group_cols();
@@ -311,45 +311,58 @@ absl::StatusOr<DecodeConfig> ConfigOf(const pb::Chip& chip, const pb::Workload& 
   cfg.start_pe = w.start_pe();
   cfg.rotate_by_request = !w.no_rotation();
   cfg.kv_bank_interleaved = w.kv_bank_layout() == pb::INTERLEAVED;
-  absl::StatusOr<RequestBatch> batch =
-      RequestBatchOf(w, "context length", "the context length, new token included");
-  RETURN_IF_ERROR(batch.status());
-  cfg.users = batch->users;
-  cfg.s = batch->s;
-  cfg.request_lengths = batch->lengths;
+  ASSIGN_OR_RETURN(const RequestBatch batch,
+                   RequestBatchOf(w, "context length", "the context length, new token included"));
+  cfg.users = batch.users;
+  cfg.s = batch.s;
+  cfg.request_lengths = batch.lengths;
   cfg.packed_payload = w.reduce_payload() == pb::PACKED;
   cfg.fused_merge = w.reduce_merge() == pb::FUSED;
-  const bool baseline_variant = w.variant() == pb::BASELINE_FANOUT ||
-                                w.variant() == pb::BASELINE_FANOUT_GROUP ||
-                                w.variant() == pb::BASELINE_REV1_TREE;
-  if (baseline_variant && (cfg.packed_payload || cfg.fused_merge)) {
-    return Invalid(absl::StrCat(cfg.packed_payload ? "reduce_payload" : "reduce_merge", ": ",
-                                pb::Variant_Name(w.variant()),
-                                " does not run the ADR reduce (the ADR kernels do)"));
+  return cfg;
+}
+
+// AUTO (DispatchAuto; threshold default measured, decode_run.h): OPT3 on the largest C that
+// hosts the KV heads, or the short kernel on the fewest KV heads per CUBE the chip hosts (1
+// when none does: the geometry refuses).
+absl::Status ApplyAuto(const pb::Chip& chip, const pb::Workload& w, DecodeConfig& cfg) {
+  const AutoChoice pick = DispatchAuto(w, cfg.s);
+  RETURN_IF_ERROR(CheckAutoFields(w, pick));
+  cfg.variant = kernels::DecodeVariant::kOpt3;
+  if (pick.variant != pb::SHORT_CONTEXT) {
+    cfg.c = LargestHostingC(chip, cfg);  // c is unset (CheckAutoFields)
+    return absl::OkStatus();
   }
-  RETURN_IF_ERROR(CheckDispatchFields(w));
-  if (w.has_tile() && (w.variant() == pb::BASELINE_FANOUT || w.variant() == pb::BASELINE_FANOUT_GROUP)) {
-    return Invalid(absl::StrCat("tile: ", pb::Variant_Name(w.variant()),
-                                " reads each rank's whole KV block with one blocking dot for "
-                                "q·Kᵀ and one for P·V; it has no KV tile (leave tile unset)"));
+  cfg.c = 1;
+  if (w.has_kv_per_cube()) {
+    cfg.kv_per_cube = w.kv_per_cube();
+    return absl::OkStatus();
   }
+  for (cfg.kv_per_cube = 1; cfg.kv_per_cube < 8 && !kernels::HostsKvHeads(chip, cfg);
+       cfg.kv_per_cube *= 2) {
+  }
+  if (!kernels::HostsKvHeads(chip, cfg)) cfg.kv_per_cube = 1;
+  return absl::OkStatus();
+}
+
+// The variant's kernel and the fields it fixes or refuses (C, kv_per_cube).
+absl::Status ApplyVariant(const pb::Chip& chip, const pb::Workload& w, DecodeConfig& cfg) {
   switch (w.variant()) {
     case pb::VARIANT_UNSPECIFIED:
     case pb::OPT3:
       cfg.variant = kernels::DecodeVariant::kOpt3;
-      break;
+      return absl::OkStatus();
     case pb::OPT1:
       cfg.variant = kernels::DecodeVariant::kOpt1;
-      break;
+      return absl::OkStatus();
     case pb::OPT2:
       cfg.variant = kernels::DecodeVariant::kOpt2;
-      break;
+      return absl::OkStatus();
     case pb::OPT2_LOOKAHEAD:
       cfg.variant = kernels::DecodeVariant::kOpt2Lookahead;
-      break;
+      return absl::OkStatus();
     case pb::BASELINE_DOT:
       cfg.variant = kernels::DecodeVariant::kBaselineDot;
-      break;
+      return absl::OkStatus();
     case pb::BASELINE_FANOUT:
     case pb::BASELINE_REV1_TREE:
       // One head per CUBE (baseline.h): C = 1, a group of one CUBE.
@@ -362,9 +375,9 @@ absl::StatusOr<DecodeConfig> ConfigOf(const pb::Chip& chip, const pb::Workload& 
         }
       }
       cfg.c = 1;
-      break;
+      return absl::OkStatus();
     case pb::BASELINE_FANOUT_GROUP:
-      break;
+      return absl::OkStatus();
     case pb::SHORT_CONTEXT:
       cfg.variant = kernels::DecodeVariant::kOpt3;
       cfg.kv_per_cube = w.has_kv_per_cube() ? w.kv_per_cube() : 1u;
@@ -373,35 +386,19 @@ absl::StatusOr<DecodeConfig> ConfigOf(const pb::Chip& chip, const pb::Workload& 
                                     w.c()));
       }
       cfg.c = 1;
-      break;
-    case pb::AUTO: {
-      // The short/long dispatcher (DispatchAuto; threshold default measured, decode_run.h).
-      const AutoChoice pick = DispatchAuto(w, cfg.s);
-      RETURN_IF_ERROR(CheckAutoFields(w, pick));
-      cfg.variant = kernels::DecodeVariant::kOpt3;
-      if (pick.variant == pb::SHORT_CONTEXT) {
-        // The fewest KV heads per CUBE the chip hosts (1 when none does: the geometry refuses).
-        cfg.c = 1;
-        if (w.has_kv_per_cube()) {
-          cfg.kv_per_cube = w.kv_per_cube();
-        } else {
-          for (cfg.kv_per_cube = 1; cfg.kv_per_cube < 8 && !kernels::HostsKvHeads(chip, cfg);
-               cfg.kv_per_cube *= 2) {
-          }
-          if (!kernels::HostsKvHeads(chip, cfg)) cfg.kv_per_cube = 1;
-        }
-      } else {
-        cfg.c = LargestHostingC(chip, cfg);  // c is unset (CheckAutoFields)
-      }
-      break;
-    }
+      return absl::OkStatus();
+    case pb::AUTO:
+      return ApplyAuto(chip, w, cfg);
     default:
       return Invalid(absl::StrCat("variant: ", pb::Variant_Name(w.variant()),
                                   " is not a DECODE variant (OPT1, OPT2, OPT3, "
                                   "OPT2_LOOKAHEAD, SHORT_CONTEXT, AUTO, BASELINE_FANOUT, "
                                   "BASELINE_FANOUT_GROUP, BASELINE_REV1_TREE, BASELINE_DOT are)"));
   }
-  RETURN_IF_ERROR(ApplySweepFields(chip, w, cfg));
+}
+
+// level1_reduce / level2_reduce as the kernels' reduce shapes (ADR-0060 rev2 §4).
+absl::Status ApplyReduceTopologies(const pb::Workload& w, DecodeConfig& cfg) {
   for (const auto& [field, topo, out] :
        {std::tuple<const char*, pb::ReduceTopology, kernels::ReduceShape*>{
             "level1_reduce", w.level1_reduce(), &cfg.level1},
@@ -420,16 +417,35 @@ absl::StatusOr<DecodeConfig> ConfigOf(const pb::Chip& chip, const pb::Workload& 
       return Invalid(absl::StrCat(field, ": unknown value ", static_cast<int>(topo)));
     }
   }
-  absl::StatusOr<kernels::KLayout> k_layout = KLayoutOf(w, baseline_variant);
-  RETURN_IF_ERROR(k_layout.status());
-  cfg.k_layout = *k_layout;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DecodeConfig> ConfigOf(const pb::Chip& chip, const pb::Workload& w,
+                                      std::vector<uint32_t>* cubes_out) {
+  ASSIGN_OR_RETURN(DecodeConfig cfg, ShapeConfigOf(chip, w));
+  const bool baseline_variant = w.variant() == pb::BASELINE_FANOUT ||
+                                w.variant() == pb::BASELINE_FANOUT_GROUP ||
+                                w.variant() == pb::BASELINE_REV1_TREE;
+  if (baseline_variant && (cfg.packed_payload || cfg.fused_merge)) {
+    return Invalid(absl::StrCat(cfg.packed_payload ? "reduce_payload" : "reduce_merge", ": ",
+                                pb::Variant_Name(w.variant()),
+                                " does not run the ADR reduce (the ADR kernels do)"));
+  }
+  RETURN_IF_ERROR(CheckDispatchFields(w));
+  if (w.has_tile() && (w.variant() == pb::BASELINE_FANOUT || w.variant() == pb::BASELINE_FANOUT_GROUP)) {
+    return Invalid(absl::StrCat("tile: ", pb::Variant_Name(w.variant()),
+                                " reads each rank's whole KV block with one blocking dot for "
+                                "q·Kᵀ and one for P·V; it has no KV tile (leave tile unset)"));
+  }
+  RETURN_IF_ERROR(ApplyVariant(chip, w, cfg));
+  RETURN_IF_ERROR(ApplySweepFields(chip, w, cfg));
+  RETURN_IF_ERROR(ApplyReduceTopologies(w, cfg));
+  ASSIGN_OR_RETURN(cfg.k_layout, KLayoutOf(w, baseline_variant));
   // Geometry checks (the launcher's, without placing anything).
   const std::optional<kernels::BaselineKind> baseline = BaselineOf(w);
-  absl::StatusOr<std::vector<uint32_t>> cubes =
-      baseline ? kernels::BaselineCubes(chip, cfg, *baseline) : kernels::DecodeCubes(chip, cfg);
-  RETURN_IF_ERROR(cubes.status());
+  ASSIGN_OR_RETURN(*cubes_out, baseline ? kernels::BaselineCubes(chip, cfg, *baseline)
+                                        : kernels::DecodeCubes(chip, cfg));
   RETURN_IF_ERROR(CheckCapacity(chip, cfg, w));
-  *cubes_out = std::move(*cubes);
   return cfg;
 }
 

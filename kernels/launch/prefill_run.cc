@@ -80,8 +80,8 @@ uint32_t BalancedQTile(const PrefillConfig& cfg) {
   return static_cast<uint32_t>(std::min(most, tokens) * g);
 }
 
-absl::StatusOr<PrefillConfig> ConfigOf(const pb::Chip& chip, const pb::Workload& w,
-                                       std::string* label, std::vector<uint32_t>* cubes) {
+// The workload's shape, requests and query split, with their defaults (the variant comes next).
+absl::StatusOr<PrefillConfig> ShapeConfigOf(const pb::Chip& chip, const pb::Workload& w) {
   PrefillConfig cfg;
   cfg.h_q = w.has_h_q() ? w.h_q() : 64u;
   cfg.h_kv = w.has_h_kv() ? w.h_kv() : 8u;
@@ -99,11 +99,11 @@ absl::StatusOr<PrefillConfig> ConfigOf(const pb::Chip& chip, const pb::Workload&
   cfg.start_pe = w.start_pe();
   cfg.rotate_by_request = !w.no_rotation();
   cfg.kv_bank_interleaved = w.kv_bank_layout() == pb::INTERLEAVED;
-  absl::StatusOr<RequestBatch> batch = RequestBatchOf(w, "prompt length", "the prompt length");
-  RETURN_IF_ERROR(batch.status());
-  cfg.users = batch->users;
-  cfg.s = batch->s;
-  cfg.request_lengths = batch->lengths;
+  ASSIGN_OR_RETURN(const RequestBatch batch,
+                   RequestBatchOf(w, "prompt length", "the prompt length"));
+  cfg.users = batch.users;
+  cfg.s = batch.s;
+  cfg.request_lengths = batch.lengths;
   if (cfg.h_kv == 0 || cfg.h_q % cfg.h_kv != 0) {
     return Invalid(absl::StrCat("h_q: must be a positive multiple of h_kv = ", cfg.h_kv,
                                 " (got ", cfg.h_q, ")"));
@@ -122,29 +122,32 @@ absl::StatusOr<PrefillConfig> ConfigOf(const pb::Chip& chip, const pb::Workload&
     default:
       return Invalid(absl::StrCat("query_split: unknown value ", static_cast<int>(w.query_split())));
   }
-  RETURN_IF_ERROR(CheckDispatchFields(w));
-  pb::Variant variant = w.variant() == pb::VARIANT_UNSPECIFIED ? pb::RING : w.variant();
-  bool auto_short = false;  // AUTO picked SHORT_CONTEXT
-  *label = pb::Variant_Name(variant);
-  if (variant == pb::AUTO) {
-    const AutoChoice pick = DispatchAuto(w, cfg.s);
-    if (w.has_c() || w.has_group_rows() || w.has_group_cols()) {
-      return Invalid(absl::StrCat(w.has_c() ? "c" : w.has_group_rows() ? "group_rows" : "group_cols",
-                                  ": AUTO picks the kernel and its C; leave it unset or choose a variant"));
-    }
-    if (w.has_kv_per_cube() && pick.variant != pb::SHORT_CONTEXT) {
-      return Invalid(absl::StrCat("kv_per_cube: AUTO picks RING (", pick.why,
-                                  "), which does not use it; leave it unset or choose a variant"));
-    }
-    if ((w.has_ring_depth() || w.has_ring_message_bytes()) && pick.variant != pb::RING) {
-      return Invalid(absl::StrCat(w.has_ring_depth() ? "ring_depth" : "ring_message_bytes",
-                                  ": AUTO picks ", pb::Variant_Name(pick.variant), " (", pick.why,
-                                  "), which has no ring; leave it unset or choose a variant"));
-    }
-    *label = absl::StrCat("AUTO -> ", pb::Variant_Name(pick.variant), " (", pick.why, ")");
-    variant = pick.variant;
-    auto_short = variant == pb::SHORT_CONTEXT;
+  return cfg;
+}
+
+// AUTO's pick for prompt length `s` (DispatchAuto), refusing the fields it would override;
+// `label` becomes "AUTO -> <VARIANT> (<why>)".
+absl::StatusOr<pb::Variant> ResolveAuto(const pb::Workload& w, uint64_t s, std::string* label) {
+  const AutoChoice pick = DispatchAuto(w, s);
+  if (w.has_c() || w.has_group_rows() || w.has_group_cols()) {
+    return Invalid(absl::StrCat(w.has_c() ? "c" : w.has_group_rows() ? "group_rows" : "group_cols",
+                                ": AUTO picks the kernel and its C; leave it unset or choose a variant"));
   }
+  if (w.has_kv_per_cube() && pick.variant != pb::SHORT_CONTEXT) {
+    return Invalid(absl::StrCat("kv_per_cube: AUTO picks RING (", pick.why,
+                                "), which does not use it; leave it unset or choose a variant"));
+  }
+  if ((w.has_ring_depth() || w.has_ring_message_bytes()) && pick.variant != pb::RING) {
+    return Invalid(absl::StrCat(w.has_ring_depth() ? "ring_depth" : "ring_message_bytes",
+                                ": AUTO picks ", pb::Variant_Name(pick.variant), " (", pick.why,
+                                "), which has no ring; leave it unset or choose a variant"));
+  }
+  *label = absl::StrCat("AUTO -> ", pb::Variant_Name(pick.variant), " (", pick.why, ")");
+  return pick.variant;
+}
+
+// The variant's kernel and the fields it fixes or refuses (C, P, kv_per_cube, query_split).
+absl::Status ApplyVariant(const pb::Workload& w, pb::Variant variant, PrefillConfig& cfg) {
   switch (variant) {
     case pb::FLASH:
       cfg.variant = PrefillVariant::kFlash;
@@ -154,18 +157,18 @@ absl::StatusOr<PrefillConfig> ConfigOf(const pb::Chip& chip, const pb::Workload&
         return Invalid("query_split: FLASH runs on one PE per KV head; nothing to split");
       }
       cfg.p = 1;
-      break;
+      return absl::OkStatus();
     case pb::RING:
       cfg.variant = PrefillVariant::kRing;
       cfg.c = w.c();  // 0: G
-      break;
+      return absl::OkStatus();
     case pb::SHORT_CONTEXT:
       cfg.variant = PrefillVariant::kShortContext;
       cfg.kv_per_cube = w.has_kv_per_cube() ? w.kv_per_cube() : 1u;
       if (w.c() > 1) {
         return Invalid(absl::StrCat("c: SHORT_CONTEXT keeps whole heads per CUBE (C = 1); got ", w.c()));
       }
-      break;
+      return absl::OkStatus();
     case pb::BASELINE_FANOUT:
       cfg.variant = PrefillVariant::kBaselineFanout;
       if (w.c() > 1) {
@@ -175,21 +178,22 @@ absl::StatusOr<PrefillConfig> ConfigOf(const pb::Chip& chip, const pb::Workload&
       if (w.query_split() != pb::QUERY_SPLIT_UNSPECIFIED) {
         return Invalid("query_split: BASELINE_FANOUT splits query rows contiguously (ADR §A)");
       }
-      break;
+      return absl::OkStatus();
     case pb::BASELINE_DOT:
       cfg.variant = PrefillVariant::kBaselineDot;
       cfg.c = w.c();  // 0: G
-      break;
+      return absl::OkStatus();
     default:
       return Invalid(absl::StrCat("variant: ", pb::Variant_Name(variant),
                                   " is not a PREFILL variant (FLASH, RING, SHORT_CONTEXT, AUTO, "
                                   "BASELINE_FANOUT, BASELINE_DOT are)"));
   }
-  absl::StatusOr<kernels::KLayout> k_layout =
-      KLayoutOf(w, cfg.variant == PrefillVariant::kBaselineFanout);
-  RETURN_IF_ERROR(k_layout.status());
-  cfg.k_layout = *k_layout;
-  // The pipeline and ring knobs (prefill_launch.h): a value given is a value used or refused.
+}
+
+// The K layout and the pipeline and ring knobs (prefill_launch.h): a value given is a value
+// used or refused.
+absl::Status ApplyKnobs(const pb::Workload& w, pb::Variant variant, PrefillConfig& cfg) {
+  ASSIGN_OR_RETURN(cfg.k_layout, KLayoutOf(w, cfg.variant == PrefillVariant::kBaselineFanout));
   if (w.has_lookahead()) {
     if (cfg.Baseline()) {
       return Invalid(absl::StrCat("lookahead: ", pb::Variant_Name(variant),
@@ -204,7 +208,56 @@ absl::StatusOr<PrefillConfig> ConfigOf(const pb::Chip& chip, const pb::Workload&
   if (w.has_ring_depth()) cfg.ring_depth = w.ring_depth();
   if (w.has_ring_message_bytes()) cfg.ring_message_bytes = w.ring_message_bytes();
   if (!w.has_q_tile()) cfg.q_tile = BalancedQTile(cfg);
-  if (auto_short && !w.has_kv_per_cube()) {
+  return absl::OkStatus();
+}
+
+// C = G is the ring's own rule, not a choice: when the chip has too few such groups, the hint
+// is fewer KV heads, not another C.
+absl::Status CheckRingHostsHeads(const pb::Chip& chip, const PrefillConfig& cfg) {
+  kernels::DecodeConfig group;
+  group.h_kv = cfg.h_kv;
+  group.c = cfg.G();
+  group.sip = cfg.sip;
+  if (kernels::HostsKvHeads(chip, group)) return absl::OkStatus();
+  const topology::ChipIndex index(chip);
+  const uint32_t fit = index.cubes_per_sip() % group.c != 0 || cfg.sip >= index.sips()
+                           ? 0
+                           : index.cubes_per_sip() / group.c * (index.sips() - cfg.sip);
+  return Invalid(absl::StrCat(
+      "h_kv: the ring puts each KV head on C = G = ", group.c, " CUBEs (one query head each); ",
+      cfg.h_kv, " KV heads need ", uint64_t{cfg.h_kv} * group.c, " CUBEs and the chip has ",
+      fit, " such group(s) from SIP ", cfg.sip,
+      fit > 0 ? absl::StrCat("; at most h_kv = ", fit, " fits (h_q = ", fit * cfg.G(), ")") : ""));
+}
+
+// Data mode keeps inputs, outputs and their HBM image on the host (4 B per value).
+absl::Status CheckDataModeHostBytes(const PrefillConfig& cfg) {
+  uint64_t values = 0;
+  for (uint32_t u = 0; u < cfg.users; ++u) {
+    values += 2 * uint64_t{cfg.h_q} * cfg.QueriesOf(u) * cfg.d +
+              2 * uint64_t{cfg.h_kv} * cfg.ContextOf(u) * cfg.d;
+  }
+  if (3 * 4 * values > kDataModeHostBytes) {
+    return Invalid(absl::StrCat("data: the inputs and outputs need about ", 12 * values >> 20,
+                                " MiB of host memory, above the ", kDataModeHostBytes >> 20,
+                                " MiB data-mode bound; run in timing mode"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PrefillConfig> ConfigOf(const pb::Chip& chip, const pb::Workload& w,
+                                       std::string* label, std::vector<uint32_t>* cubes) {
+  ASSIGN_OR_RETURN(PrefillConfig cfg, ShapeConfigOf(chip, w));
+  RETURN_IF_ERROR(CheckDispatchFields(w));
+  pb::Variant variant = w.variant() == pb::VARIANT_UNSPECIFIED ? pb::RING : w.variant();
+  *label = pb::Variant_Name(variant);
+  const bool auto_picked = variant == pb::AUTO;
+  if (auto_picked) {
+    ASSIGN_OR_RETURN(variant, ResolveAuto(w, cfg.s, label));
+  }
+  RETURN_IF_ERROR(ApplyVariant(w, variant, cfg));
+  RETURN_IF_ERROR(ApplyKnobs(w, variant, cfg));
+  if (auto_picked && variant == pb::SHORT_CONTEXT && !w.has_kv_per_cube()) {
     // The fewest KV heads per CUBE the chip hosts (ShortKvPerCubeWhy, decode_run.h); 1 when
     // none does (PrefillCubes below refuses it).
     for (cfg.kv_per_cube = 1; cfg.kv_per_cube < 8 && !kernels::PrefillCubes(chip, cfg).ok();
@@ -214,41 +267,9 @@ absl::StatusOr<PrefillConfig> ConfigOf(const pb::Chip& chip, const pb::Workload&
     *label = absl::StrCat(label->substr(0, label->size() - 1), "; ",
                           ShortKvPerCubeWhy(cfg.kv_per_cube, cfg.h_kv), ")");
   }
-  if (cfg.Ring() && cfg.c == 0) {
-    // C = G is the ring's own rule, not a choice: the hint is fewer KV heads, not another C.
-    kernels::DecodeConfig group;
-    group.h_kv = cfg.h_kv;
-    group.c = cfg.G();
-    group.sip = cfg.sip;
-    if (!kernels::HostsKvHeads(chip, group)) {
-      const topology::ChipIndex index(chip);
-      const uint32_t fit = index.cubes_per_sip() % group.c != 0 || cfg.sip >= index.sips()
-                               ? 0
-                               : index.cubes_per_sip() / group.c * (index.sips() - cfg.sip);
-      return Invalid(absl::StrCat(
-          "h_kv: the ring puts each KV head on C = G = ", group.c, " CUBEs (one query head each); ",
-          cfg.h_kv, " KV heads need ", uint64_t{cfg.h_kv} * group.c, " CUBEs and the chip has ",
-          fit, " such group(s) from SIP ", cfg.sip,
-          fit > 0 ? absl::StrCat("; at most h_kv = ", fit, " fits (h_q = ", fit * cfg.G(), ")")
-                  : ""));
-    }
-  }
-  absl::StatusOr<std::vector<uint32_t>> used = kernels::PrefillCubes(chip, cfg);
-  RETURN_IF_ERROR(used.status());
-  *cubes = *std::move(used);
-  // Data mode keeps inputs, outputs and their HBM image on the host (4 B per value).
-  if (w.data()) {
-    uint64_t values = 0;
-    for (uint32_t u = 0; u < cfg.users; ++u) {
-      values += 2 * uint64_t{cfg.h_q} * cfg.QueriesOf(u) * cfg.d +
-                2 * uint64_t{cfg.h_kv} * cfg.ContextOf(u) * cfg.d;
-    }
-    if (3 * 4 * values > kDataModeHostBytes) {
-      return Invalid(absl::StrCat("data: the inputs and outputs need about ", 12 * values >> 20,
-                                  " MiB of host memory, above the ", kDataModeHostBytes >> 20,
-                                  " MiB data-mode bound; run in timing mode"));
-    }
-  }
+  if (cfg.Ring() && cfg.c == 0) RETURN_IF_ERROR(CheckRingHostsHeads(chip, cfg));
+  ASSIGN_OR_RETURN(*cubes, kernels::PrefillCubes(chip, cfg));
+  if (w.data()) RETURN_IF_ERROR(CheckDataModeHostBytes(cfg));
   return cfg;
 }
 
