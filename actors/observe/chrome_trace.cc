@@ -124,18 +124,26 @@ bool NaturalLess(const std::string& a, const std::string& b) {
   return a < b;  // equal up to leading zeros: plain order keeps it total
 }
 
-std::string ChromeTraceJson(const std::vector<pb::TraceRecord>& records, const PeNamer& pe_name) {
+namespace {
+
+// The op log's spans by track (a unit's ops, a PE's CPU stalls) and the header, if any.
+struct CollectedTracks {
   std::map<TrackKey, Track> tracks;
   std::vector<Event> events;
-  std::vector<TrackKey> event_track;
+  std::vector<TrackKey> event_track;  // by event
   const pb::TraceHeader* header = nullptr;
+};
+
+CollectedTracks CollectTracks(const std::vector<pb::TraceRecord>& records,
+                              const PeNamer& pe_name) {
+  CollectedTracks c;
   for (size_t r = 0; r < records.size(); ++r) {
     const pb::TraceRecord& record = records[r];
     TrackKey key;
     Event event;
     event.record = r;
     if (record.has_header()) {
-      if (header == nullptr) header = &record.header();
+      if (c.header == nullptr) c.header = &record.header();
       continue;
     } else if (record.has_op()) {
       const pb::OpRecord& op = record.op();
@@ -145,8 +153,8 @@ std::string ChromeTraceJson(const std::vector<pb::TraceRecord>& records, const P
       key = TrackKey{/*stall=*/false, op.unit()};
       event.start_ps = op.start_ps();
       event.end_ps = op.end_ps();
-      if (!tracks.count(key)) {
-        Track& track = tracks[key];
+      if (!c.tracks.count(key)) {
+        Track& track = c.tracks[key];
         track.process = PeOrCubePrefix(op.unit_name());
         track.name = ThreadName(track.process, op.unit_name());
       }
@@ -158,108 +166,132 @@ std::string ChromeTraceJson(const std::vector<pb::TraceRecord>& records, const P
       key = TrackKey{/*stall=*/true, stall.pe()};
       event.start_ps = stall.from_ps();
       event.end_ps = stall.to_ps();
-      if (!tracks.count(key)) {
-        Track& track = tracks[key];
+      if (!c.tracks.count(key)) {
+        Track& track = c.tracks[key];
         track.process = pe_name ? pe_name(stall.pe()) : absl::StrCat("pe", stall.pe());
         track.name = "cpu stalls";
       }
     } else {
       continue;
     }
-    tracks[key].events.push_back(events.size());
-    events.push_back(event);
-    event_track.push_back(key);
+    c.tracks[key].events.push_back(c.events.size());
+    c.events.push_back(event);
+    c.event_track.push_back(key);
   }
+  return c;
+}
+
+// The traceEvents array being written: comma-separated events, one per line.
+class EventWriter {
+ public:
+  explicit EventWriter(std::string* out) : out_(*out) {}
+  std::string& Begin() {
+    if (!first_) out_.append(",\n");
+    first_ = false;
+    return out_;
+  }
+  // A metadata event: args {arg: text} or {arg: number}.
+  void Metadata(const char* name, int pid, int tid, const char* arg, const std::string* text,
+                int number) {
+    absl::StrAppend(&Begin(), "{\"name\":\"", name, "\",\"ph\":\"M\",\"pid\":", pid,
+                    ",\"tid\":", tid, ",\"args\":{\"", arg, "\":");
+    if (text != nullptr) {
+      AppendJsonString(&out_, *text);
+    } else {
+      absl::StrAppend(&out_, number);
+    }
+    out_.append("}}");
+  }
+
+ private:
+  std::string& out_;
+  bool first_ = true;
+};
+
+// One span as a complete event ("ph":"X") on thread `tid` of process `pid`.
+void AppendSpan(std::string& out, const pb::TraceRecord& record, const Event& event, int pid,
+                int tid) {
+  out.append("{\"name\":");
+  if (record.has_op()) {
+    const pb::OpRecord& op = record.op();
+    AppendJsonString(&out, op.label().empty() ? op.op() : op.label());
+    out.append(",\"cat\":\"op\"");
+  } else {
+    AppendJsonString(&out, record.stall().waits_on());
+    out.append(",\"cat\":\"stall\"");
+  }
+  absl::StrAppend(&out, ",\"ph\":\"X\",\"pid\":", pid, ",\"tid\":", tid,
+                  ",\"ts\":", Micros(event.start_ps),
+                  ",\"dur\":", Micros(event.end_ps - event.start_ps), ",\"args\":{");
+  if (record.has_op()) {
+    const pb::OpRecord& op = record.op();
+    out.append("\"op\":");
+    AppendJsonString(&out, op.op());
+    absl::StrAppend(&out, ",\"seq\":", op.seq(), ",\"cmd_id\":", op.cmd_id(),
+                    ",\"request_id\":", op.request_id(), ",\"bytes_read\":", op.bytes_read(),
+                    ",\"bytes_written\":", op.bytes_written(), ",\"flops\":", op.flops());
+  } else {
+    absl::StrAppend(&out, "\"cmd_id\":", record.stall().cmd_id(),
+                    ",\"request_id\":", record.stall().request_id());
+  }
+  out.append("}}");
+}
+
+// The run's identity from the op log's header.
+void AppendOtherData(std::string& out, const pb::TraceHeader& header) {
+  out.append(",\n\"otherData\":{\"topology_name\":");
+  AppendJsonString(&out, header.topology_name());
+  out.append(",\"topology_digest\":");
+  AppendJsonString(&out, header.topology_digest());
+  out.append(",\"workload_digest\":");
+  AppendJsonString(&out, header.workload_digest());
+  out.append(",\"issue_cost_profile\":");
+  AppendJsonString(&out, header.issue_cost_profile());
+  absl::StrAppend(&out, ",\"schema_version\":", header.schema_version(), "}");
+}
+
+}  // namespace
+
+std::string ChromeTraceJson(const std::vector<pb::TraceRecord>& records, const PeNamer& pe_name) {
+  CollectedTracks c = CollectTracks(records, pe_name);
 
   // Numbering: processes in natural name order; threads by (track key, lane).
   std::vector<std::string> processes;
-  for (const auto& [key, track] : tracks) processes.push_back(track.process);
+  for (const auto& [key, track] : c.tracks) processes.push_back(track.process);
   std::sort(processes.begin(), processes.end(), NaturalLess);
   processes.erase(std::unique(processes.begin(), processes.end()), processes.end());
   std::map<std::string, int> pid_of;
   for (size_t p = 0; p < processes.size(); ++p) pid_of[processes[p]] = static_cast<int>(p) + 1;
 
   std::string out = "{\"traceEvents\":[\n";
-  bool first = true;
-  const auto begin_event = [&out, &first]() {
-    if (!first) out.append(",\n");
-    first = false;
-  };
-  const auto metadata = [&](const char* name, int pid, int tid, const char* arg,
-                            const std::string* text, int number) {
-    begin_event();
-    absl::StrAppend(&out, "{\"name\":\"", name, "\",\"ph\":\"M\",\"pid\":", pid, ",\"tid\":", tid,
-                    ",\"args\":{\"", arg, "\":");
-    if (text != nullptr) {
-      AppendJsonString(&out, *text);
-    } else {
-      absl::StrAppend(&out, number);
-    }
-    out.append("}}");
-  };
-
+  EventWriter writer(&out);
   // tid of (track, lane) inside its process; tracks iterate in TrackKey order.
   std::map<std::pair<TrackKey, size_t>, int> tid_of;
   std::map<std::string, int> threads_in;
-  for (auto& [key, track] : tracks) AssignLanes(track, events);
+  for (auto& [key, track] : c.tracks) AssignLanes(track, c.events);
   for (const std::string& process : processes) {
     const int pid = pid_of[process];
-    metadata("process_name", pid, 0, "name", &process, 0);
-    metadata("process_sort_index", pid, 0, "sort_index", nullptr, pid);
+    writer.Metadata("process_name", pid, 0, "name", &process, 0);
+    writer.Metadata("process_sort_index", pid, 0, "sort_index", nullptr, pid);
   }
-  for (const auto& [key, track] : tracks) {
+  for (const auto& [key, track] : c.tracks) {
     const int pid = pid_of[track.process];
     for (size_t lane = 0; lane < track.lanes; ++lane) {
       const int tid = ++threads_in[track.process];
       tid_of[{key, lane}] = tid;
       const std::string name = lane == 0 ? track.name : absl::StrCat(track.name, " #", lane);
-      metadata("thread_name", pid, tid, "name", &name, 0);
-      metadata("thread_sort_index", pid, tid, "sort_index", nullptr, tid);
+      writer.Metadata("thread_name", pid, tid, "name", &name, 0);
+      writer.Metadata("thread_sort_index", pid, tid, "sort_index", nullptr, tid);
     }
   }
-
-  for (size_t e = 0; e < events.size(); ++e) {
-    const Event& event = events[e];
-    const TrackKey& key = event_track[e];
-    const pb::TraceRecord& record = records[event.record];
-    begin_event();
-    out.append("{\"name\":");
-    if (record.has_op()) {
-      const pb::OpRecord& op = record.op();
-      AppendJsonString(&out, op.label().empty() ? op.op() : op.label());
-      out.append(",\"cat\":\"op\"");
-    } else {
-      AppendJsonString(&out, record.stall().waits_on());
-      out.append(",\"cat\":\"stall\"");
-    }
-    absl::StrAppend(&out, ",\"ph\":\"X\",\"pid\":", pid_of[tracks[key].process],
-                    ",\"tid\":", tid_of[{key, event.lane}], ",\"ts\":", Micros(event.start_ps),
-                    ",\"dur\":", Micros(event.end_ps - event.start_ps), ",\"args\":{");
-    if (record.has_op()) {
-      const pb::OpRecord& op = record.op();
-      out.append("\"op\":");
-      AppendJsonString(&out, op.op());
-      absl::StrAppend(&out, ",\"seq\":", op.seq(), ",\"cmd_id\":", op.cmd_id(),
-                      ",\"request_id\":", op.request_id(), ",\"bytes_read\":", op.bytes_read(),
-                      ",\"bytes_written\":", op.bytes_written(), ",\"flops\":", op.flops());
-    } else {
-      absl::StrAppend(&out, "\"cmd_id\":", record.stall().cmd_id(),
-                      ",\"request_id\":", record.stall().request_id());
-    }
-    out.append("}}");
+  for (size_t e = 0; e < c.events.size(); ++e) {
+    const Event& event = c.events[e];
+    const TrackKey& key = c.event_track[e];
+    AppendSpan(writer.Begin(), records[event.record], event, pid_of[c.tracks[key].process],
+               tid_of[{key, event.lane}]);
   }
   out.append("\n],\n\"displayTimeUnit\":\"ns\"");
-  if (header != nullptr) {
-    out.append(",\n\"otherData\":{\"topology_name\":");
-    AppendJsonString(&out, header->topology_name());
-    out.append(",\"topology_digest\":");
-    AppendJsonString(&out, header->topology_digest());
-    out.append(",\"workload_digest\":");
-    AppendJsonString(&out, header->workload_digest());
-    out.append(",\"issue_cost_profile\":");
-    AppendJsonString(&out, header->issue_cost_profile());
-    absl::StrAppend(&out, ",\"schema_version\":", header->schema_version(), "}");
-  }
+  if (c.header != nullptr) AppendOtherData(out, *c.header);
   out.append("}\n");
   return out;
 }
