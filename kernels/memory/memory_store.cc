@@ -33,6 +33,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/errors.h"
 #include "actors/tensor_ref.h"
 #include "base/check.h"
 #include "base/status_macros.h"
@@ -585,6 +586,99 @@ absl::Status DataExecutor::Execute(const pb::CompositeCmd& cmd) {
   return ctx.Store(*store_, cmd.out(), x, "out");
 }
 
+namespace {
+
+// FILL: `out` set to the scalar (absurd shapes refused before allocating).
+absl::Status ExecuteFill(MemoryStore& store, const Ctx& ctx, const pb::MathCmd& cmd) {
+  const u128 count = Elements(cmd.out());
+  const uint64_t space_bytes =
+      cmd.out().space() == pb::TCM ? store.tcm_bytes() : store.hbm_region_bytes();
+  if (count * std::max<uint64_t>(sim::DTypeBytes(cmd.out().dtype()), 1) > space_bytes) {
+    return ctx.Fail("out", "shape ", ShapeText(ShapeOf(cmd.out())), " holds more bytes than ",
+                    SpaceText(cmd.out().space()), " (", space_bytes, ")");
+  }
+  return ctx.Store(store, cmd.out(), std::vector<float>(static_cast<size_t>(count), cmd.scalar()),
+                   "out");
+}
+
+// A binary op: one side may broadcast over the other (a column or a scalar); out has the
+// full shape.
+absl::Status ExecuteBinary(MemoryStore& store, const Ctx& ctx, const pb::MathCmd& cmd,
+                           const FloatTensor& in) {
+  const pb::MathOp op = cmd.op();
+  const Shape out_shape = ShapeOf(cmd.out());
+  ASSIGN_OR_RETURN(const FloatTensor other, ctx.Load(store, cmd.inputs(1), "inputs[1]"));
+  std::vector<float> out;
+  if (BroadcastsOver(other.shape, in.shape)) {
+    if (out_shape != in.shape) {
+      return ctx.Fail("out", "shape ", ShapeText(out_shape), " does not match the broadcast shape ",
+                      ShapeText(in.shape));
+    }
+    out.resize(in.values.size());
+    ApplyBroadcast(op, in.values, in.shape, other.values, other.shape, out);
+  } else if (BroadcastsOver(in.shape, other.shape)) {
+    if (out_shape != other.shape) {
+      return ctx.Fail("out", "shape ", ShapeText(out_shape), " does not match the broadcast shape ",
+                      ShapeText(other.shape));
+    }
+    // in is the broadcast side: out = op(in[.], other[i]).
+    const Shape& full = other.shape;
+    out.resize(other.values.size());
+    for (uint64_t r = 0; r < full[0]; ++r) {
+      for (uint64_t c = 0; c < full[1]; ++c) {
+        const size_t i = r * full[1] + c;
+        out[i] = Apply(op, in.values[BroadcastIndex(in.shape, r, c)], other.values[i]);
+      }
+    }
+  } else {
+    return ctx.Fail("inputs[1]", "shape ", ShapeText(other.shape),
+                    " does not broadcast with inputs[0] ", ShapeText(in.shape));
+  }
+  return ctx.Store(store, cmd.out(), out, "out");
+}
+
+// REDUCE_MAX / REDUCE_SUM over `axis` (-1: the last); out keeps the axis as 1 or drops it.
+absl::Status ExecuteReduce(MemoryStore& store, const Ctx& ctx, const pb::MathCmd& cmd,
+                           const FloatTensor& in) {
+  const Shape& shape = in.shape;
+  const Shape out_shape = ShapeOf(cmd.out());
+  const int rank = static_cast<int>(shape.size());
+  const int axis = cmd.axis() == -1 ? rank - 1 : cmd.axis();
+  if (axis < 0 || axis >= rank) {
+    return ctx.Fail("axis", cmd.axis(), " is not an axis of inputs[0] ", ShapeText(shape));
+  }
+  Shape kept = shape;
+  kept[axis] = 1;
+  Shape removed = shape;
+  removed.erase(removed.begin() + axis);
+  if (out_shape != kept && (removed.empty() || out_shape != removed)) {
+    return ctx.Fail("out", "shape ", ShapeText(out_shape), " is not inputs[0] ", ShapeText(shape),
+                    " reduced over axis ", axis);
+  }
+  uint64_t outer = 1;
+  uint64_t inner = 1;
+  for (int i = 0; i < axis; ++i) outer *= shape[i];
+  for (int i = axis + 1; i < rank; ++i) inner *= shape[i];
+  const uint64_t n = shape[axis];
+  std::vector<float> out(outer * inner);
+  for (uint64_t o = 0; o < outer; ++o) {
+    float* acc = out.data() + o * inner;
+    const float* base = in.values.data() + o * n * inner;
+    std::copy(base, base + inner, acc);
+    for (uint64_t j = 1; j < n; ++j) {
+      const float* row = base + j * inner;
+      if (cmd.op() == pb::REDUCE_SUM) {
+        for (uint64_t i = 0; i < inner; ++i) acc[i] += row[i];
+      } else {
+        for (uint64_t i = 0; i < inner; ++i) acc[i] = Max(acc[i], row[i]);
+      }
+    }
+  }
+  return ctx.Store(store, cmd.out(), out, "out");
+}
+
+}  // namespace
+
 absl::Status DataExecutor::Execute(const pb::MathCmd& cmd) {
   const Ctx ctx("math", cmd.cmd_id());
   const pb::MathOp op = cmd.op();
@@ -597,18 +691,7 @@ absl::Status DataExecutor::Execute(const pb::MathCmd& cmd) {
                     cmd.inputs_size(), ")");
   }
   const Shape out_shape = ShapeOf(cmd.out());
-  if (op == pb::FILL) {
-    // Refuse absurd shapes before allocating; Write checks the exact range.
-    const u128 count = Elements(cmd.out());
-    const uint64_t space_bytes =
-        cmd.out().space() == pb::TCM ? store_->tcm_bytes() : store_->hbm_region_bytes();
-    if (count * std::max<uint64_t>(sim::DTypeBytes(cmd.out().dtype()), 1) > space_bytes) {
-      return ctx.Fail("out", "shape ", ShapeText(out_shape), " holds more bytes than ",
-                      SpaceText(cmd.out().space()), " (", space_bytes, ")");
-    }
-    return ctx.Store(*store_, cmd.out(),
-                     std::vector<float>(static_cast<size_t>(count), cmd.scalar()), "out");
-  }
+  if (op == pb::FILL) return ExecuteFill(*store_, ctx, cmd);
   if (op == pb::COPY && cmd.inputs(0).dtype() == cmd.out().dtype()) {
     if (ShapeOf(cmd.inputs(0)) != out_shape) {
       return ctx.Fail("out", "shape ", ShapeText(out_shape), " does not match inputs[0] ",
@@ -618,43 +701,11 @@ absl::Status DataExecutor::Execute(const pb::MathCmd& cmd) {
     if (!bytes.ok()) return ctx.Wrap("inputs[0]", bytes.status());
     return ctx.Wrap("out", store_->WriteElements(cmd.out(), *bytes));
   }
-  absl::StatusOr<FloatTensor> in = ctx.Load(*store_, cmd.inputs(0), "inputs[0]");
-  RETURN_IF_ERROR(in.status());
+  ASSIGN_OR_RETURN(FloatTensor in, ctx.Load(*store_, cmd.inputs(0), "inputs[0]"));
+  if (IsBinary(op)) return ExecuteBinary(*store_, ctx, cmd, in);
 
-  if (IsBinary(op)) {
-    absl::StatusOr<FloatTensor> other = ctx.Load(*store_, cmd.inputs(1), "inputs[1]");
-    RETURN_IF_ERROR(other.status());
-    std::vector<float> out;
-    if (BroadcastsOver(other->shape, in->shape)) {
-      if (out_shape != in->shape) {
-        return ctx.Fail("out", "shape ", ShapeText(out_shape), " does not match the broadcast shape ",
-                        ShapeText(in->shape));
-      }
-      out.resize(in->values.size());
-      ApplyBroadcast(op, in->values, in->shape, other->values, other->shape, out);
-    } else if (BroadcastsOver(in->shape, other->shape)) {
-      if (out_shape != other->shape) {
-        return ctx.Fail("out", "shape ", ShapeText(out_shape), " does not match the broadcast shape ",
-                        ShapeText(other->shape));
-      }
-      // in is the broadcast side: out = op(in[.], other[i]).
-      const Shape& full = other->shape;
-      out.resize(other->values.size());
-      for (uint64_t r = 0; r < full[0]; ++r) {
-        for (uint64_t c = 0; c < full[1]; ++c) {
-          const size_t i = r * full[1] + c;
-          out[i] = Apply(op, in->values[BroadcastIndex(in->shape, r, c)], other->values[i]);
-        }
-      }
-    } else {
-      return ctx.Fail("inputs[1]", "shape ", ShapeText(other->shape),
-                      " does not broadcast with inputs[0] ", ShapeText(in->shape));
-    }
-    return ctx.Store(*store_, cmd.out(), out, "out");
-  }
-
-  const Shape& shape = in->shape;
-  std::vector<float>& x = in->values;
+  const Shape& shape = in.shape;
+  std::vector<float>& x = in.values;
   switch (op) {
     case pb::EXP:
     case pb::SCALE:
@@ -671,41 +722,8 @@ absl::Status DataExecutor::Execute(const pb::MathCmd& cmd) {
       return ctx.Store(*store_, cmd.out(), x, "out");
     }
     case pb::REDUCE_MAX:
-    case pb::REDUCE_SUM: {
-      const int rank = static_cast<int>(shape.size());
-      const int axis = cmd.axis() == -1 ? rank - 1 : cmd.axis();
-      if (axis < 0 || axis >= rank) {
-        return ctx.Fail("axis", cmd.axis(), " is not an axis of inputs[0] ", ShapeText(shape));
-      }
-      Shape kept = shape;
-      kept[axis] = 1;
-      Shape removed = shape;
-      removed.erase(removed.begin() + axis);
-      if (out_shape != kept && (removed.empty() || out_shape != removed)) {
-        return ctx.Fail("out", "shape ", ShapeText(out_shape), " is not inputs[0] ", ShapeText(shape),
-                        " reduced over axis ", axis);
-      }
-      uint64_t outer = 1;
-      uint64_t inner = 1;
-      for (int i = 0; i < axis; ++i) outer *= shape[i];
-      for (int i = axis + 1; i < rank; ++i) inner *= shape[i];
-      const uint64_t n = shape[axis];
-      std::vector<float> out(outer * inner);
-      for (uint64_t o = 0; o < outer; ++o) {
-        float* acc = out.data() + o * inner;
-        const float* base = x.data() + o * n * inner;
-        std::copy(base, base + inner, acc);
-        for (uint64_t j = 1; j < n; ++j) {
-          const float* row = base + j * inner;
-          if (op == pb::REDUCE_SUM) {
-            for (uint64_t i = 0; i < inner; ++i) acc[i] += row[i];
-          } else {
-            for (uint64_t i = 0; i < inner; ++i) acc[i] = Max(acc[i], row[i]);
-          }
-        }
-      }
-      return ctx.Store(*store_, cmd.out(), out, "out");
-    }
+    case pb::REDUCE_SUM:
+      return ExecuteReduce(*store_, ctx, cmd, in);
     case pb::TRANSPOSE: {
       if (shape.size() != 2) {
         return ctx.Fail("inputs[0]", "TRANSPOSE takes a rank-2 input (got shape ", ShapeText(shape),
@@ -719,7 +737,7 @@ absl::Status DataExecutor::Execute(const pb::MathCmd& cmd) {
     }
     default:
       AHBM_CHECK(false) << "unhandled MATH op " << OpText(op);
-      return absl::InternalError("unreachable");
+      return InvariantError("unreachable");
   }
 }
 
