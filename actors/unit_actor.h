@@ -1,8 +1,8 @@
 // The CAF actor class every simulated unit of a chip is (DESIGN §3): a light local actor whose
-// stamped messages reach their handler by a table lookup (actors/README.md, layers: CAF's per-message
-// categorisation, behaviour matching and result visitor were a seventh of a run once every unit
-// was an actor, and a scheduled actor's mailbox, behaviour stack and stream state were most of a
-// unit's memory).
+// stamped messages reach their handler by a table lookup (actors/README.md, layers: CAF's
+// per-message categorisation, behaviour matching and result visitor were a seventh of a run once
+// every unit was an actor, and a scheduled actor's mailbox, behaviour stack and stream state were
+// most of a unit's memory).
 //
 // Contract:
 // - A unit's behavior function returns `self->Handlers(f1, f2, ...)`: each f takes one

@@ -18,10 +18,10 @@
 //                                                                       not writable, a worker
 //                                                                       lost, ...)
 //
-// Contract: a kind other than input rides on the status as a payload (kKindPayload), so it
-// survives copies, RETURN_IF_ERROR, WithMessage and Annotate; KindOf reads the payload first and falls back
-// to the code (input for InvalidArgument / NotFound / DataLoss, else other). A status rebuilt
-// from its code and message alone loses the kind: use WithMessage or Annotate to add context, and
+// Contract: the kind rides on the status as a payload (kKindPayload), so it survives copies,
+// RETURN_IF_ERROR, WithMessage and Annotate; KindOf reads the payload first and falls back to
+// the code (input for InvalidArgument / NotFound / DataLoss, else other). A status rebuilt from
+// its code and message alone loses the kind: use WithMessage or Annotate to add context, and
 // KindName / KindFromName to carry it through a serialized result (sweep's JobResult).
 #ifndef AHBMSIM_BASE_ERRORS_H_
 #define AHBMSIM_BASE_ERRORS_H_

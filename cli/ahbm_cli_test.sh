@@ -217,7 +217,8 @@ done
 grep -q '"traceEvents"' "$tmp/deadlock.json" || fail "deadlock run wrote no chrome trace"
 
 # A kernel's fault (its arena overflows at run time) exits 4, one line naming the PE.
-out=$(timeout 30 "$ahbm" run --topology=$small --kernel=selftest_arena_overflow --cube=1 2>"$tmp/err")
+out=$(timeout 30 "$ahbm" run --topology=$small --kernel=selftest_arena_overflow --cube=1 \
+  2>"$tmp/err")
 rc=$?
 [[ $rc -eq 4 ]] || fail "arena overflow run exited $rc, want 4: $(cat "$tmp/err")"
 [[ -z "$out" ]] || fail "arena overflow run wrote to stdout: $out"

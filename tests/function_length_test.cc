@@ -114,9 +114,8 @@ std::vector<LongFunction> LongFunctions(const std::string& source) {
       Kind kind = Kind::kOther;
       if (!in_function) {
         const size_t close = head.rfind(')');
-        const bool initializer =
-            head.find_last_not_of(" \t\n") != std::string::npos &&
-            head[head.find_last_not_of(" \t\n")] == '=';
+        const size_t tail = head.find_last_not_of(" \t\n");
+        const bool initializer = tail != std::string::npos && head[tail] == '=';
         if (HasWord(head, "namespace") ||
             ((HasWord(head, "class") || HasWord(head, "struct") || HasWord(head, "enum") ||
               HasWord(head, "union")) &&
@@ -126,12 +125,9 @@ std::vector<LongFunction> LongFunctions(const std::string& source) {
           kind = Kind::kFunction;
         }
       }
-      const size_t first = head.find_first_not_of(" \t\n");
-      const int start =
-          line - static_cast<int>(std::count(head.begin() + (first == std::string::npos
-                                                                  ? head.size()
-                                                                  : first),
-                                             head.end(), '\n'));
+      // The block starts where its head's text does (a signature over several lines).
+      const size_t first = std::min(head.find_first_not_of(" \t\n"), head.size());
+      const int start = line - static_cast<int>(std::count(head.begin() + first, head.end(), '\n'));
       stack.push_back(Open{kind, start});
       last = i + 1;
     } else if (c == '}') {

@@ -1,8 +1,8 @@
-// The access patterns of the bank model's calibration table (bench/README.md), run on one pseudo-channel's bank model
-// (hbm_bank_model.h) from a source that keeps the request queue full — Ramulator 2's setup for
-// long read streams — and what they achieve: the fraction of the pseudo-channel's peak
-// (burst_bytes per t_burst cycles) and the read latency from arrival in the queue to the last
-// byte. `bench/hbm_bench` and `ahbm hbm` print them.
+// The access patterns of the bank model's calibration table (bench/README.md), run on one
+// pseudo-channel's bank model (hbm_bank_model.h) from a source that keeps the request queue full —
+// Ramulator 2's setup for long read streams — and what they achieve: the fraction of the
+// pseudo-channel's peak (burst_bytes per t_burst cycles) and the read latency from arrival in the
+// queue to the last byte. `bench/hbm_bench` and `ahbm hbm` print them.
 #ifndef AHBMSIM_ACTORS_MODELS_HBM_PATTERNS_H_
 #define AHBMSIM_ACTORS_MODELS_HBM_PATTERNS_H_
 

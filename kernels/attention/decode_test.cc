@@ -280,13 +280,13 @@ TEST(DecodeStructure, ShortContextReducesInsideTheCubeOnly) {
   EXPECT_FALSE(RunDecode(chip, cfg, {}).status.ok());
 }
 
-// Requests are isolated (DESIGN §4, multi-user): a batch whose finishing order crosses the parent's receive
-// order. C = 1, P = 4 on the 2x2 PE mesh: PE 0 is the Level-2 root, PE 1 its east child.
-// B = max_context / 4 = 512 keys; request 1 is rotated by one PE. Request 0 (S = 576) has
-// rank 0 (512 keys) on PE 0 and rank 1 (64 keys) on PE 1; request 1 (S = 512) has its only
-// keys, rank 0, on PE 1 and the empty rank 3 on PE 0. So on PE 0 request 1 posts its receive
-// from PE 1 first (no keys to sweep) while PE 1 sends request 0's triplet first (one tile vs
-// eight): matched per queue in FIFO order, request 1 would merge request 0's partial.
+// Requests are isolated (DESIGN §4, multi-user): a batch whose finishing order crosses the parent's
+// receive order. C = 1, P = 4 on the 2x2 PE mesh: PE 0 is the Level-2 root, PE 1 its east child. B
+// = max_context / 4 = 512 keys; request 1 is rotated by one PE. Request 0 (S = 576) has rank 0 (512
+// keys) on PE 0 and rank 1 (64 keys) on PE 1; request 1 (S = 512) has its only keys, rank 0, on PE
+// 1 and the empty rank 3 on PE 0. So on PE 0 request 1 posts its receive from PE 1 first (no keys
+// to sweep) while PE 1 sends request 0's triplet first (one tile vs eight): matched per queue in
+// FIFO order, request 1 would merge request 0's partial.
 TEST(DecodeIsolation, CrossingFinishOrderKeepsRequestsApart) {
   const pb::Chip chip = Load("topology/small.textproto");
   DecodeConfig cfg = Small(8, 1, 0, 1, 4);

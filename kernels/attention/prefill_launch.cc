@@ -240,6 +240,7 @@ struct LaunchContext {
   const DecodeConfig& gcfg;  // the geometry's view of cfg (GeometryConfig)
   PrefillShape shape;
   uint32_t tokens_per_tile = 0;  // query tokens per GEMM tile (q_tile / g)
+  std::vector<uint32_t> cycle;   // the ring's snake cycle over the group's CUBEs (cube_in_group)
   MemoryStore* store = nullptr;  // data mode: write the inputs; null: timing mode
   const std::vector<QkvInputs>* inputs = nullptr;
   bool data() const { return store != nullptr; }
@@ -377,8 +378,7 @@ uint32_t PlanRingInstance(const LaunchContext& ctx, const RequestKv& req,
   const PrefillConfig& cfg = ctx.cfg;
   const DecodeGeometry& geo = ctx.geo;
   const uint32_t C = cfg.C(), P = cfg.P();
-  const topology::GroupShape gs = geo.groups.shape();
-  const std::vector<uint32_t> cycle = SnakeOrder(gs.rows, gs.cols);  // cube_in_group order
+  const std::vector<uint32_t>& cycle = ctx.cycle;
   const uint32_t pe = req.PeOf(geo, h, ci, node);
   const uint32_t k_pos =
       static_cast<uint32_t>(std::find(cycle.begin(), cycle.end(), ci) - cycle.begin());
@@ -544,8 +544,15 @@ absl::StatusOr<PrefillLaunch> LaunchPrefill(const pb::Chip& chip, const PrefillC
   if (cfg.variant == PrefillVariant::kBaselineFanout) {
     return LaunchPrefillFanout(chip, cfg, geo, gcfg, runtime, data ? store : nullptr, inputs);
   }
-  const LaunchContext ctx{cfg, geo, gcfg, ShapeOf(cfg), cfg.q_tile / cfg.RowsPerToken(),
-                          data ? store : nullptr, &inputs};
+  const topology::GroupShape gs = geo.groups.shape();
+  const LaunchContext ctx{cfg,
+                          geo,
+                          gcfg,
+                          ShapeOf(cfg),
+                          cfg.q_tile / cfg.RowsPerToken(),
+                          SnakeOrder(gs.rows, gs.cols),
+                          data ? store : nullptr,
+                          &inputs};
   PrefillLaunch launch;
   ASSIGN_OR_RETURN(launch.cubes, DecodeCubes(chip, gcfg));
   // The ring's barrier tree over the CUBE's PEs.

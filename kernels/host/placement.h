@@ -167,9 +167,9 @@ class PlacedTensor {
     HbmAllocator& allocator, std::string name, std::vector<uint64_t> shape, pb::DType dtype,
     const topology::KvPlacement& kv, std::span<const KvHeadGroup> heads, KvLayout layout = {});
 
-// kv_bank_layout INTERLEAVED (DESIGN §2, HBM banks): pads each PE that holds a shard of `k` so that its next
-// allocation starts half a bank cycle after its first K shard (in the PE's address space: the
-// channels' bank period, burst_bytes x columns x stack ids x bank groups x banks per group per
+// kv_bank_layout INTERLEAVED (DESIGN §2, HBM banks): pads each PE that holds a shard of `k` so that
+// its next allocation starts half a bank cycle after its first K shard (in the PE's address space:
+// the channels' bank period, burst_bytes x columns x stack ids x bank groups x banks per group per
 // channel, times the PE's channels). Place V right after. InvalidArgument unless the chip's
 // channels are BANK.
 [[nodiscard]] absl::Status PadForBankInterleave(HbmAllocator& allocator, const PlacedTensor& k);

@@ -283,10 +283,9 @@ absl::StatusOr<launch::LaunchResult> Replay(const RecordedTrace& trace,
   launch::LaunchResult result;
   absl::Status bad;  // a call with a reference the trace cannot hold
   {
-    kernels::KernelRuntime runtime(sim.get(), nullptr);
     // The commands come from the trace file, not from kernel code: a refused one is the input's
     // fault (an edited trace, or a what-if chip that cannot hold them), not a kernel's.
-    sim->context().refused_command_kind = ErrorKind::kInput;
+    kernels::KernelRuntime runtime(sim.get(), nullptr, ErrorKind::kInput);
     for (size_t i = 0; i < trace.instances.size(); ++i) {
       const uint32_t instance = static_cast<uint32_t>(i);
       absl::Status s = runtime.AddKernel(

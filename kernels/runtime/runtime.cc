@@ -63,11 +63,13 @@ std::string AccKey(const pb::SoftmaxPvCmd& c) {
 
 }  // namespace
 
-KernelRuntime::KernelRuntime(sim::ChipSim* sim, MemoryStore* store) : sim_(sim), store_(store) {
+KernelRuntime::KernelRuntime(sim::ChipSim* sim, MemoryStore* store,
+                             ErrorKind refused_command_kind)
+    : sim_(sim), store_(store) {
   sim::UnitContext& ctx = sim_->context();
   AHBM_CHECK(sim::FindIssueCostProfile(ctx.chip, ctx.issue_cost_profile) != nullptr)
       << "no issue cost profile " << ctx.issue_cost_profile;
-  ctx.refused_command_kind = ErrorKind::kKernelFault;  // the kernels wrote the commands
+  ctx.refused_command_kind = refused_command_kind;
   ipcq_queue_bytes_ = ctx.chip.sip().cube().ipcq().queue_bytes();
   noc_endpoint_bytes_ = ctx.chip.sip().noc().endpoint_queue_bytes();
   if (store_ != nullptr) {

@@ -93,6 +93,7 @@
 
 #include "absl/status/status.h"
 #include "actors/chip_sim.h"
+#include "base/errors.h"
 #include "actors/models/noc_endpoint_model.h"
 #include "actors/time.h"
 #include "actors/units/pe_cpu_actor.h"
@@ -111,8 +112,11 @@ using sim::SimTime;
 
 class KernelRuntime : public sim::CpuRuntime {
  public:
-  // `sim` outlives the runtime; `store` (data mode) may be null (timing mode).
-  KernelRuntime(sim::ChipSim* sim, MemoryStore* store);
+  // `sim` outlives the runtime; `store` (data mode) may be null (timing mode). A command a PE
+  // refuses is `refused_command_kind` (base/errors.h): the kernel's fault, unless the calls
+  // come from elsewhere (a replayed trace: the input's).
+  KernelRuntime(sim::ChipSim* sim, MemoryStore* store,
+                ErrorKind refused_command_kind = ErrorKind::kKernelFault);
   ~KernelRuntime() override;
 
   // The ring order for "ring+"/"ring-" (global CUBE indices); optional.

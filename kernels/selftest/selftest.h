@@ -1,6 +1,7 @@
 // Self-test kernels (workload kernels SELFTEST_*): the smallest programs that exercise the `tl`
 // runtime end to end through `ahbm run` — one composite GEMM, an IPCQ ring all-reduce, a
-// deliberate deadlock and a deliberate arena overflow. Host side (placement, inputs, outputs): kernels/launch/launch.h.
+// deliberate deadlock and a deliberate arena overflow. Host side (placement, inputs, outputs):
+// kernels/launch/launch.h.
 //
 // Every kernel takes its HBM addresses from the host (PE-local addresses of this PE's region)
 // and is written for GCC 12's coroutines: argument structs are trivially copyable, shapes are

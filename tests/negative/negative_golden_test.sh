@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Negative goldens (tests/README.md): every row of tests/negative/table.txt is a bad
-# input and the exact one line `ahbm` must print on stderr, with its exit code (2 bad input,
-# 3 deadlock, 4 a kernel's fault; base/errors.h). A row passes when ahbm exits with that code, prints exactly that line on stderr
-# and, for exit 2, nothing on stdout. Exit 0, 70 (our own bug), a signal or a hang fails it.
+# Negative goldens (tests/README.md): every row of tests/negative/table.txt is a bad input and the
+# exact one line `ahbm` must print on stderr, with its exit code (2 bad input, 3 deadlock, 4 a
+# kernel's fault; base/errors.h). A row passes when ahbm exits with that code, prints exactly that
+# line on stderr and, for exit 2, nothing on stdout. Exit 0, 70 (our own bug), a signal or a hang
+# fails it.
 #
 #   bazel test //tests:negative_golden_test
 #   bazel run //tests:negative_golden_test -- --update [--only=name,name]
