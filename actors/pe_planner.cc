@@ -85,9 +85,18 @@ void PePlanner::Replan(SimTime now) {
 
 void PePlanner::ReplanFrom(SimTime from) {
   ++plan_version_;
-  std::array<EngineState, kNumPlannedEngines> engines = committed_engines_;
-  // The planned decisions before `from` stand (see the contract): they keep their timings and
-  // hold their engines, as committed ops do.
+  EngineStates engines = committed_engines_;
+  KeepDecisionsBefore(from, engines);
+  CollectUndecided();
+  by_start_ = scratch_.kept;  // the new decisions follow, none earlier
+  DecideInOrder(engines);
+  // Commit pops from the back (equal starts commit together, in any order).
+  std::reverse(by_start_.begin(), by_start_.end());
+}
+
+// The planned decisions before `from` stand (see the contract): they keep their timings and
+// hold their engines, as committed ops do.
+void PePlanner::KeepDecisionsBefore(SimTime from, EngineStates& engines) {
   std::vector<std::pair<SimTime, OpId>>& kept = scratch_.kept;
   kept.clear();
   while (!by_start_.empty() && by_start_.back().first < from) {
@@ -98,39 +107,47 @@ void PePlanner::ReplanFrom(SimTime from) {
     kept.push_back(by_start_.back());
     by_start_.pop_back();
   }
+}
 
-  // The ops to decide: uncommitted and not kept, in id order (a dependency before its
-  // dependents). Their ready times are kept incrementally: `base` is the latest known input,
-  // `pending` counts dependencies not yet timed; an op is ready once pending == 0 (and its
-  // external input is known). An op's ready time is max(now, its external input, its
-  // dependencies' ends); retired dependencies count as ended before now. Scratch buffers are
-  // members, reused from re-plan to re-plan; the dependents of todo[i] are
-  // edges[first_edge[i] .. first_edge[i + 1]) (CSR), built only when there are any.
+// Per engine, the ready unplanned ops: `waiting` by ready time (a min-heap of (base, op)),
+// `eligible` by key (a min-heap) once their ready edge is at or before a decision time on
+// that engine. Decision times on one engine only grow, so an eligible op stays eligible.
+namespace {
+bool LaterBase(const std::pair<SimTime, uint32_t>& x, const std::pair<SimTime, uint32_t>& y) {
+  return x > y;
+}
+}  // namespace
+
+// Equal keys (never from the scheduler) go to the older op, so a plan depends on the inputs
+// only, not on the order the heap saw them in (Rule 4, and the incremental re-plan).
+bool PePlanner::LargerKey(uint32_t x, uint32_t y) const {
+  const std::vector<Todo>& todo = scratch_.todo;
+  return std::tie(todo[y].op->spec.key, y) < std::tie(todo[x].op->spec.key, x);
+}
+
+void PePlanner::MakeReady(uint32_t slot) {
+  const Todo& t = scratch_.todo[slot];
+  auto& waiting = scratch_.waiting[static_cast<int>(t.op->spec.engine)];
+  waiting.emplace_back(t.base, slot);
+  std::push_heap(waiting.begin(), waiting.end(), LaterBase);
+}
+
+// The ops to decide: uncommitted and not kept, in id order (a dependency before its
+// dependents). Their ready times are kept incrementally: `base` is the latest known input,
+// `pending` counts dependencies not yet timed; an op is ready once pending == 0 (and its
+// external input is known). An op's ready time is max(now, its external input, its
+// dependencies' ends); retired dependencies count as ended before now. Scratch buffers are
+// members, reused from re-plan to re-plan; the dependents of todo[i] are
+// edges[first_edge[i] .. first_edge[i + 1]) (CSR), built only when there are any.
+void PePlanner::CollectUndecided() {
   std::vector<Todo>& todo = scratch_.todo;
-  std::vector<uint32_t>& first_edge = scratch_.first_edge;
-  std::vector<uint32_t>& edges = scratch_.edges;
   std::vector<std::pair<uint32_t, uint32_t>>& pairs = scratch_.pairs;  // (dep, dependent)
   todo.clear();
   pairs.clear();
-  // Per engine, the ready unplanned ops: `waiting` by ready time (a min-heap of (base, op)),
-  // `eligible` by key (a min-heap) once their ready edge is at or before a decision time on
-  // that engine. Decision times on one engine only grow, so an eligible op stays eligible.
-  const auto later_base = [](const std::pair<SimTime, uint32_t>& x,
-                             const std::pair<SimTime, uint32_t>& y) { return x > y; };
-  // Equal keys (never from the scheduler) go to the older op, so a plan depends on the inputs
-  // only, not on the order the heap saw them in (Rule 4, and the incremental re-plan).
-  const auto larger_key = [&todo](uint32_t x, uint32_t y) {
-    return std::tie(todo[y].op->spec.key, y) < std::tie(todo[x].op->spec.key, x);
-  };
   for (int e = 0; e < kNumPlannedEngines; ++e) {
     scratch_.waiting[e].clear();
     scratch_.eligible[e].clear();
   }
-  const auto make_ready = [&](uint32_t i) {
-    auto& waiting = scratch_.waiting[static_cast<int>(todo[i].op->spec.engine)];
-    waiting.emplace_back(todo[i].base, i);
-    std::push_heap(waiting.begin(), waiting.end(), later_base);
-  };
   OpId id = first_id_;
   for (Op& o : ops_) {
     const OpId this_id = id++;
@@ -163,19 +180,25 @@ void PePlanner::ReplanFrom(SimTime from) {
       }
     }
     todo.push_back(t);
-    if (!t.blocked && t.pending == 0) make_ready(slot);
+    if (!t.blocked && t.pending == 0) MakeReady(slot);
   }
-  if (!pairs.empty()) {
-    const size_t m = todo.size();
-    first_edge.assign(m + 1, 0);
-    for (const auto& [dep, dependent] : pairs) ++first_edge[dep + 1];
-    for (size_t i = 0; i < m; ++i) first_edge[i + 1] += first_edge[i];
-    edges.resize(pairs.size());
-    std::vector<uint32_t>& fill = scratch_.fill;
-    fill.assign(first_edge.begin(), first_edge.end() - 1);
-    for (const auto& [dep, dependent] : pairs) edges[fill[dep]++] = dependent;
-  }
-  by_start_ = kept;  // the new decisions follow, none earlier
+  if (pairs.empty()) return;
+  std::vector<uint32_t>& first_edge = scratch_.first_edge;
+  const size_t m = todo.size();
+  first_edge.assign(m + 1, 0);
+  for (const auto& [dep, dependent] : pairs) ++first_edge[dep + 1];
+  for (size_t i = 0; i < m; ++i) first_edge[i + 1] += first_edge[i];
+  scratch_.edges.resize(pairs.size());
+  std::vector<uint32_t>& fill = scratch_.fill;
+  fill.assign(first_edge.begin(), first_edge.end() - 1);
+  for (const auto& [dep, dependent] : pairs) scratch_.edges[fill[dep]++] = dependent;
+}
+
+// Decides the collected ops one at a time, in start order (Rules 1 and 2).
+void PePlanner::DecideInOrder(EngineStates& engines) {
+  std::vector<Todo>& todo = scratch_.todo;
+  const bool any_edges = !scratch_.pairs.empty();
+  const auto larger_key = [this](uint32_t x, uint32_t y) { return LargerKey(x, y); };
   while (true) {
     // The next decision: the engine whose next start is earliest (Rule 2; ties to the lower
     // engine), and on it the ready op with the smallest key among those ready by then (Rule 1).
@@ -194,13 +217,13 @@ void PePlanner::ReplanFrom(SimTime from) {
       chosen_engine = e;
       chosen_start = start;
     }
-    if (chosen_engine < 0) break;
+    if (chosen_engine < 0) return;
     auto& waiting = scratch_.waiting[chosen_engine];
     auto& eligible = scratch_.eligible[chosen_engine];
     while (!waiting.empty() && clock_.NextEdge(waiting.front().first) <= chosen_start) {
       eligible.push_back(waiting.front().second);
       std::push_heap(eligible.begin(), eligible.end(), larger_key);
-      std::pop_heap(waiting.begin(), waiting.end(), later_base);
+      std::pop_heap(waiting.begin(), waiting.end(), LaterBase);
       waiting.pop_back();
     }
     AHBM_CHECK(!eligible.empty()) << "no ready op at the decision time";
@@ -218,15 +241,13 @@ void PePlanner::ReplanFrom(SimTime from) {
     AHBM_CHECK(by_start_.empty() || by_start_.back().first <= chosen_start)
         << "decision at " << chosen_start << " after one at " << by_start_.back().first;
     by_start_.emplace_back(chosen_start, todo[chosen].id);
-    if (pairs.empty()) continue;
-    for (uint32_t e = first_edge[chosen]; e < first_edge[chosen + 1]; ++e) {
-      Todo& d = todo[edges[e]];
+    if (!any_edges) continue;
+    for (uint32_t e = scratch_.first_edge[chosen]; e < scratch_.first_edge[chosen + 1]; ++e) {
+      Todo& d = todo[scratch_.edges[e]];
       d.base = std::max(d.base, op.timing->end);
-      if (--d.pending == 0 && !d.blocked) make_ready(edges[e]);
+      if (--d.pending == 0 && !d.blocked) MakeReady(scratch_.edges[e]);
     }
   }
-  // Commit pops from the back (equal starts commit together, in any order).
-  std::reverse(by_start_.begin(), by_start_.end());
 }
 
 std::optional<OpTiming> PePlanner::RetiredTiming(OpId id) const {

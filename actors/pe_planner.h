@@ -142,8 +142,18 @@ class PePlanner {
   void Retire(SimTime now);
   // An input lets `o` start no earlier than `earliest`: decisions before it stand.
   void NoteInput(Op& o, std::optional<SimTime> earliest);
-  // Re-decides every uncommitted op that starts at or after `from` (Replan's full part).
+  using EngineStates = std::array<EngineState, kNumPlannedEngines>;
+  // Re-decides every uncommitted op that starts at or after `from` (Replan's full part), in
+  // three steps: the decisions before `from` kept, the others collected with their ready
+  // times and dependency edges (scratch_), then decided in start order.
   void ReplanFrom(SimTime from);
+  void KeepDecisionsBefore(SimTime from, EngineStates& engines);
+  void CollectUndecided();
+  void DecideInOrder(EngineStates& engines);
+  // Puts scratch_.todo[slot] among its engine's waiting ops.
+  void MakeReady(uint32_t slot);
+  // The eligible heap's order on todo slots: x after y.
+  bool LargerKey(uint32_t x, uint32_t y) const;
 
   ClockDomain clock_;
   Mode mode_;
@@ -175,7 +185,7 @@ class PePlanner {
   OpId first_id_ = 0;
   uint64_t plan_version_ = 0;
   SimTime now_;
-  std::array<EngineState, kNumPlannedEngines> committed_engines_{};
+  EngineStates committed_engines_{};
 };
 
 }  // namespace ahbm::sim

@@ -171,6 +171,112 @@ std::string CmdText(const pb::DmaCmd& cmd) {
                       SpaceName(cmd.dst().space()), ")");
 }
 
+// Fills `dims` with a tensor's dims in elements, row-major, dense strides filled in (`strides`
+// empty: dense); the problem when one is a broadcast (stride 0) or the tensor reaches past
+// `region_bytes`, else "". Anything that overflows 64 bits lies outside the region, so the
+// end saturates at 2^64.
+std::string DimsInRegion(std::span<const uint64_t> shape, std::span<const uint64_t> strides,
+                         uint64_t base, uint64_t elem, uint64_t region_bytes,
+                         absl::InlinedVector<Dim, kInlineDims>& dims) {
+  const u128 kBeyond = u128{1} << 64;
+  dims.resize(shape.size());
+  u128 dense = 1;
+  u128 last_element = 0;
+  for (size_t i = dims.size(); i-- > 0;) {
+    dims[i].size = shape[i];
+    dims[i].stride =
+        strides.empty() ? static_cast<uint64_t>(std::min(dense, kBeyond - 1)) : strides[i];
+    if (dims[i].stride == 0 && dims[i].size > 1) {
+      return absl::StrCat(": dim ", i, " of shape ", ShapeText(shape),
+                          " has stride 0 (a broadcast), which is not a DMA transfer");
+    }
+    dense = std::min(dense * dims[i].size, kBeyond);
+    last_element = std::min(last_element + u128{dims[i].size - 1} * dims[i].stride, kBeyond);
+  }
+  const u128 extent = std::min((last_element + 1) * elem, kBeyond);
+  const u128 end = std::min(u128{base} + extent, kBeyond);
+  if (end <= region_bytes) return std::string();
+  const std::string end_text =
+      end == kBeyond ? std::string("beyond 2^64") : Hex(static_cast<uint64_t>(end));
+  return absl::StrCat(": the tensor (shape ", ShapeText(shape), ", strides ",
+                      strides.empty() ? std::string("dense") : ShapeText(strides), ", element ",
+                      elem, " B) spans [", Hex(base), ", ", end_text,
+                      "), outside the PE's HBM region [0x0, ", Hex(region_bytes), ")");
+}
+
+// A walk's result: the runs, their bytes, the chunks each channel of the owner serves.
+struct Walked {
+  uint64_t runs = 0;
+  uint64_t run_bytes = 0;
+  ChannelCounts per_channel;
+};
+
+// Walks a tensor's runs (`dims` from DimsInRegion) in row-major order, charging the chunks each
+// touches. With `addrs` (BANK channels), walks again writing each chunk's address into lists
+// sized by the counts, one per channel.
+Walked WalkChunks(absl::InlinedVector<Dim, kInlineDims> dims, uint64_t base, uint64_t elem,
+                  uint64_t chunk, uint64_t interleave_bytes, uint32_t channels,
+                  std::vector<std::vector<uint64_t>>* addrs) {
+  // Runs: drop size-1 dims, merge the innermost contiguous dims.
+  dims.erase(std::remove_if(dims.begin(), dims.end(), [](const Dim& d) { return d.size == 1; }),
+             dims.end());
+  uint64_t run_elements = 1;
+  while (!dims.empty() && dims.back().stride == run_elements) {
+    run_elements *= dims.back().size;
+    dims.pop_back();
+  }
+  Walked walked;
+  walked.run_bytes = run_elements * elem;
+
+  // Row by row along the innermost outer dim (a dense tensor is one row of one run).
+  const Dim row = dims.empty() ? Dim{1, 0} : dims.back();
+  if (!dims.empty()) dims.pop_back();
+  const uint64_t row_step = row.stride * elem;
+  const auto walk = [&](RunCharger& charger) {
+    absl::InlinedVector<uint64_t, kInlineDims> idx(dims.size(), 0);
+    uint64_t addr = base;
+    walked.runs = 0;
+    while (true) {
+      charger.Row(addr, row.size, row_step);
+      walked.runs += row.size;
+
+      // Advance the row-major index over the dims outside the row; stop when every one wrapped.
+      bool advanced = false;
+      for (size_t d = dims.size(); d-- > 0;) {
+        const uint64_t step = dims[d].stride * elem;
+        if (++idx[d] < dims[d].size) {
+          addr += step;
+          advanced = true;
+          break;
+        }
+        addr -= step * (dims[d].size - 1);
+        idx[d] = 0;
+      }
+      if (!advanced) break;
+    }
+  };
+  walked.per_channel.assign(channels, 0);
+  RunCharger counter(chunk, interleave_bytes, walked.run_bytes, walked.per_channel);
+  walk(counter);
+  if (addrs == nullptr) return walked;
+  addrs->resize(channels);
+  absl::InlinedVector<uint64_t*, kInlineChannels> cursors(channels);
+  for (size_t i = 0; i < channels; ++i) {
+    (*addrs)[i].resize(walked.per_channel[i]);
+    cursors[i] = (*addrs)[i].data();
+  }
+  ChannelCounts again(channels, 0);
+  RunCharger lister(chunk, interleave_bytes, walked.run_bytes, again,
+                    std::span<uint64_t*>(cursors));
+  walk(lister);
+  for (size_t i = 0; i < channels; ++i) {
+    AHBM_CHECK(again[i] == walked.per_channel[i] &&
+               cursors[i] == (*addrs)[i].data() + (*addrs)[i].size())
+        << "DMA plan: the chunk list of channel " << i << " disagrees with its count";
+  }
+  return walked;
+}
+
 }  // namespace
 
 DmaModel::DmaModel(const pb::Chip& chip, uint32_t pe)
@@ -240,33 +346,11 @@ absl::Status DmaModel::PlanHbmWithContext(const TensorView& tensor, DmaKind kind
                    "data must travel over the NOC");
   }
 
-  // Dims in elements, row-major, with dense strides filled in. Anything that overflows 64 bits
-  // lies outside the region, so `end` saturates at 2^64.
-  const u128 kBeyond = u128{1} << 64;
-  absl::InlinedVector<Dim, kInlineDims> dims(tensor.shape.size());
-  u128 dense = 1;
-  u128 last_element = 0;
-  for (size_t i = dims.size(); i-- > 0;) {
-    dims[i].size = tensor.shape[i];
-    dims[i].stride = tensor.strides.empty() ? static_cast<uint64_t>(std::min(dense, kBeyond - 1))
-                                            : tensor.strides[i];
-    if (dims[i].stride == 0 && dims[i].size > 1) {
-      return Invalid(index_, pe_, where(), ": dim ", i, " of shape ", ShapeText(tensor.shape),
-                     " has stride 0 (a broadcast), which is not a DMA transfer");
-    }
-    dense = std::min(dense * dims[i].size, kBeyond);
-    last_element = std::min(last_element + u128{dims[i].size - 1} * dims[i].stride, kBeyond);
-  }
-  const u128 extent = std::min((last_element + 1) * elem, kBeyond);
-  const u128 end = std::min(u128{base} + extent, kBeyond);
-  if (end > region_bytes_.value()) {
-    const std::string end_text =
-        end == kBeyond ? std::string("beyond 2^64") : Hex(static_cast<uint64_t>(end));
-    return Invalid(index_, pe_, where(), ": the tensor (shape ", ShapeText(tensor.shape),
-                   ", strides ",
-                   tensor.strides.empty() ? std::string("dense") : ShapeText(tensor.strides),
-                   ", element ", elem, " B) spans [", Hex(base), ", ", end_text,
-                   "), outside the PE's HBM region [0x0, ", Hex(region_bytes_.value()), ")");
+  absl::InlinedVector<Dim, kInlineDims> dims;
+  if (std::string problem = DimsInRegion(tensor.shape, tensor.strides, base, elem,
+                                         region_bytes_.value(), dims);
+      !problem.empty()) {
+    return Invalid(index_, pe_, where(), problem);
   }
 
   // FIFO channels: the walk's result may be known (walk_memo_, in the header).
@@ -289,71 +373,16 @@ absl::Status DmaModel::PlanHbmWithContext(const TensorView& tensor, DmaKind kind
     }
   }
 
-  // Runs: drop size-1 dims, merge the innermost contiguous dims.
-  dims.erase(std::remove_if(dims.begin(), dims.end(), [](const Dim& d) { return d.size == 1; }),
-             dims.end());
-  uint64_t run_elements = 1;
-  while (!dims.empty() && dims.back().stride == run_elements) {
-    run_elements *= dims.back().size;
-    dims.pop_back();
-  }
-  const uint64_t run_bytes = run_elements * elem;
-
-  // Walk the runs in row-major order, charging the chunks each touches: row by row along the
-  // innermost outer dim (a dense tensor is one row of one run).
-  const Dim row = dims.empty() ? Dim{1, 0} : dims.back();
-  if (!dims.empty()) dims.pop_back();
-  const uint64_t row_step = row.stride * elem;
-  uint64_t runs = 0;
-  const auto walk = [&](RunCharger& charger) {
-    absl::InlinedVector<uint64_t, kInlineDims> idx(dims.size(), 0);
-    uint64_t addr = base;
-    runs = 0;
-    while (true) {
-      charger.Row(addr, row.size, row_step);
-      runs += row.size;
-
-      // Advance the row-major index over the dims outside the row; stop when every one wrapped.
-      bool advanced = false;
-      for (size_t d = dims.size(); d-- > 0;) {
-        const uint64_t step = dims[d].stride * elem;
-        if (++idx[d] < dims[d].size) {
-          addr += step;
-          advanced = true;
-          break;
-        }
-        addr -= step * (dims[d].size - 1);
-        idx[d] = 0;
-      }
-      if (!advanced) break;
-    }
-  };
-  absl::InlinedVector<uint64_t, 16> per_channel(index_.channels_per_pe(), 0);
-  RunCharger counter(chunk, interleave_bytes_, run_bytes, per_channel);
-  walk(counter);
-  // BANK channels: the walk again, writing each chunk's address into lists sized by the counts.
-  std::vector<std::vector<uint64_t>> addrs(chunk_addrs_ ? per_channel.size() : 0);
-  if (chunk_addrs_) {
-    absl::InlinedVector<uint64_t*, kInlineChannels> cursors(addrs.size());
-    for (size_t i = 0; i < addrs.size(); ++i) {
-      addrs[i].resize(per_channel[i]);
-      cursors[i] = addrs[i].data();
-    }
-    ChannelCounts again(per_channel.size(), 0);
-    RunCharger lister(chunk, interleave_bytes_, run_bytes, again, std::span<uint64_t*>(cursors));
-    walk(lister);
-    for (size_t i = 0; i < addrs.size(); ++i) {
-      AHBM_CHECK(again[i] == per_channel[i] && cursors[i] == addrs[i].data() + addrs[i].size())
-          << "DMA plan: the chunk list of channel " << i << " disagrees with its count";
-    }
-  }
-
+  std::vector<std::vector<uint64_t>> addrs;
+  const Walked walked =
+      WalkChunks(std::move(dims), base, elem, chunk, interleave_bytes_, index_.channels_per_pe(),
+                 chunk_addrs_ ? &addrs : nullptr);
   if (memoize) {
     if (walk_memo_.size() >= kMemoEntries) walk_memo_.clear();
-    walk_memo_.emplace(key, WalkResult{runs, run_bytes, per_channel});
+    walk_memo_.emplace(key, WalkResult{walked.runs, walked.run_bytes, walked.per_channel});
   }
-  FillPlan(kind, tensor.owner_pe, owner, issuer, runs, run_bytes, per_channel, std::move(addrs),
-           plan);
+  FillPlan(kind, tensor.owner_pe, owner, issuer, walked.runs, walked.run_bytes,
+           walked.per_channel, std::move(addrs), plan);
   return absl::OkStatus();
 }
 

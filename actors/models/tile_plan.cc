@@ -60,12 +60,9 @@ const char* TileOpKindName(TileOpKind kind) {
 
 namespace {
 
-// PlanGemm into `plan`, keeping the capacity of plan.ops; `front` free slots are reserved
-// beyond the plan's own ops (PlanSoftmaxPv's merge op).
-void PlanGemmInto(const GemmComposite& composite, const pb::Scheduler& scheduler,
-                  const pb::GemmEngine& gemm, const pb::MathEngine& math, TilePlan& plan,
-                  size_t front) {
-  const GemmComposite& c = composite;
+// PlanGemm's preconditions (the scheduler's checks and the topology's validation hold them).
+void CheckGemmInputs(const GemmComposite& c, const pb::Scheduler& scheduler,
+                     const pb::GemmEngine& gemm) {
   AHBM_CHECK(c.m > 0 && c.k > 0 && c.n > 0)
       << "empty composite m=" << c.m << " k=" << c.k << " n=" << c.n;
   AHBM_CHECK(c.a_element_bytes.value() > 0 && c.b_element_bytes.value() > 0 &&
@@ -77,7 +74,59 @@ void PlanGemmInto(const GemmComposite& composite, const pb::Scheduler& scheduler
       << scheduler.tile_n();
   AHBM_CHECK(gemm.array_rows() > 0 && gemm.array_cols() > 0)
       << "GEMM array " << gemm.array_rows() << "x" << gemm.array_cols();
+}
 
+// The output tile (mi, ni) after its last GEMM op `last_gemm`: its epilogue, if the composite
+// has one, then its write-out.
+void AppendOutputTile(const GemmComposite& c, const pb::MathEngine& math, uint32_t mi,
+                      uint32_t ni, GemmTileShape tile, uint32_t last_gemm, TilePlan& plan) {
+  uint32_t write_after = last_gemm;
+  if (!c.epilogue.empty()) {
+    TileOp epilogue;
+    epilogue.kind = TileOpKind::kEpilogue;
+    epilogue.mi = mi;
+    epilogue.ni = ni;
+    epilogue.tile = tile;
+    for (pb::MathOp stage : c.epilogue) {
+      epilogue.math_stages.push_back({.op = stage, .elements = tile.m * tile.n});
+    }
+    epilogue.cycles = MathFusedCycles(math, epilogue.math_stages);
+    epilogue.deps.push_back(last_gemm);
+    plan.epilogue_cycles += epilogue.cycles;
+    write_after = Append(plan, std::move(epilogue));
+  }
+
+  TileOp write;
+  write.kind = TileOpKind::kWriteOut;
+  write.mi = mi;
+  write.ni = ni;
+  write.tile = tile;
+  write.home = c.out_home;
+  write.bytes = c.out_element_bytes * (tile.m * tile.n);
+  write.deps.push_back(write_after);
+  Append(plan, std::move(write));
+}
+
+// The plan's totals: FLOPs, peak cycles, operand and output bytes, HBM traffic.
+void FillGemmTotals(const GemmComposite& c, const pb::GemmEngine& gemm, TilePlan& plan) {
+  plan.flops = 2 * c.m * c.k * c.n;
+  plan.peak_gemm_cycles =
+      Cycles(CeilDiv(plan.flops, 2 * uint64_t{gemm.array_rows()} * gemm.array_cols()));
+  plan.a_bytes = c.a_element_bytes * (c.m * c.k);
+  plan.b_bytes = c.b_element_bytes * (c.k * c.n);
+  plan.out_bytes = c.out_element_bytes * (c.m * c.n);
+  if (c.a_home == TensorHome::kHbm) plan.hbm_read_bytes += plan.a_bytes;
+  if (c.b_home == TensorHome::kHbm) plan.hbm_read_bytes += plan.b_bytes;
+  if (c.out_home == TensorHome::kHbm) plan.hbm_write_bytes += plan.out_bytes;
+}
+
+// PlanGemm into `plan`, keeping the capacity of plan.ops; `front` free slots are reserved
+// beyond the plan's own ops (PlanSoftmaxPv's merge op).
+void PlanGemmInto(const GemmComposite& composite, const pb::Scheduler& scheduler,
+                  const pb::GemmEngine& gemm, const pb::MathEngine& math, TilePlan& plan,
+                  size_t front) {
+  const GemmComposite& c = composite;
+  CheckGemmInputs(c, scheduler, gemm);
   const uint64_t tile_m = scheduler.tile_m();
   const uint64_t tile_k = scheduler.tile_k();
   const uint64_t tile_n = scheduler.tile_n();
@@ -150,44 +199,12 @@ void PlanGemmInto(const GemmComposite& composite, const pb::Scheduler& scheduler
 
         if (!last_k) continue;
 
-        uint32_t write_after = prev_gemm[mi];
-        if (!c.epilogue.empty()) {
-          TileOp epilogue;
-          epilogue.kind = TileOpKind::kEpilogue;
-          epilogue.mi = mi;
-          epilogue.ni = ni;
-          epilogue.tile = {.m = m_t, .k = 0, .n = n_t};
-          for (pb::MathOp stage : c.epilogue) {
-            epilogue.math_stages.push_back({.op = stage, .elements = m_t * n_t});
-          }
-          epilogue.cycles = MathFusedCycles(math, epilogue.math_stages);
-          epilogue.deps.push_back(prev_gemm[mi]);
-          plan.epilogue_cycles += epilogue.cycles;
-          write_after = Append(plan, std::move(epilogue));
-        }
-
-        TileOp write;
-        write.kind = TileOpKind::kWriteOut;
-        write.mi = mi;
-        write.ni = ni;
-        write.tile = {.m = m_t, .k = 0, .n = n_t};
-        write.home = c.out_home;
-        write.bytes = c.out_element_bytes * (m_t * n_t);
-        write.deps.push_back(write_after);
-        Append(plan, std::move(write));
+        AppendOutputTile(c, math, mi, ni, {.m = m_t, .k = 0, .n = n_t}, prev_gemm[mi], plan);
       }
     }
   }
 
-  plan.flops = 2 * c.m * c.k * c.n;
-  plan.peak_gemm_cycles =
-      Cycles(CeilDiv(plan.flops, 2 * uint64_t{gemm.array_rows()} * gemm.array_cols()));
-  plan.a_bytes = c.a_element_bytes * (c.m * c.k);
-  plan.b_bytes = c.b_element_bytes * (c.k * c.n);
-  plan.out_bytes = c.out_element_bytes * (c.m * c.n);
-  if (c.a_home == TensorHome::kHbm) plan.hbm_read_bytes += plan.a_bytes;
-  if (c.b_home == TensorHome::kHbm) plan.hbm_read_bytes += plan.b_bytes;
-  if (c.out_home == TensorHome::kHbm) plan.hbm_write_bytes += plan.out_bytes;
+  FillGemmTotals(c, gemm, plan);
 }
 
 }  // namespace

@@ -258,6 +258,74 @@ pb::Chip WorkloadChip(const pb::Chip& chip, const pb::Workload& w) {
   return out;
 }
 
+namespace {
+
+// save_inputs needs data mode, somewhere to write and generated inputs.
+absl::Status CheckSaveInputs(bool data, const LaunchOptions& options) {
+  if (!options.save_inputs) return absl::OkStatus();
+  if (!data) return Invalid("save_inputs: needs data mode (the workload's data is false)");
+  if (options.outputs_dir.empty()) return Invalid("save_inputs: needs outputs_dir (where to write)");
+  if (!options.inputs_dir.empty()) {
+    return Invalid("save_inputs: the inputs come from inputs_dir; nothing is generated to save");
+  }
+  return absl::OkStatus();
+}
+
+// inputs_dir / outputs_dir need data mode and a kernel that has inputs / outputs.
+absl::Status CheckDataDirs(const pb::Workload& w, const LaunchOptions& options,
+                           const KernelPlan& plan) {
+  for (const auto& [flag, dir, has] :
+       {std::tuple<std::string, std::string, bool>{"inputs_dir", options.inputs_dir,
+                                                   plan.HasInputs()},
+        {"outputs_dir", options.outputs_dir, plan.HasOutputs()}}) {
+    if (dir.empty()) continue;
+    if (!w.data()) {
+      return Invalid(absl::StrCat(flag, ": needs data mode (the workload's data is false)"));
+    }
+    if (!has) return Invalid(absl::StrCat(flag, ": ", pb::Kernel_Name(w.kernel()), " has none"));
+  }
+  return absl::OkStatus();
+}
+
+// The kernel's own counts (reduce rounds, ring rotations, composites) into the result.
+void CopyPlanCounts(const KernelPlan& plan, LaunchResult& result) {
+  result.reduce_rounds = plan.ReduceRounds();
+  result.level2_rounds = plan.Level2Rounds();
+  result.level1_rounds = plan.Level1Rounds();
+  result.ring_rotations = plan.RingRotations();
+  result.composites = plan.Composites();
+  result.grid_composites = plan.GridComposites();
+}
+
+// A recorded trace's launch record: what the replay needs besides the calls.
+pb::LaunchRecord LaunchRecordOf(const LaunchResult& result, const std::string& workload_summary,
+                                const std::vector<pb::CommHop>& comm_hops,
+                                const std::vector<std::vector<uint32_t>>& sets) {
+  pb::LaunchRecord launch;
+  launch.set_workload_summary(workload_summary);
+  launch.mutable_comm_hops()->Assign(comm_hops.begin(), comm_hops.end());
+  launch.set_reduce_rounds(result.reduce_rounds);
+  launch.set_level2_rounds(result.level2_rounds);
+  launch.set_level1_rounds(result.level1_rounds);
+  launch.set_ring_rotations(result.ring_rotations);
+  launch.set_composites(result.composites);
+  launch.set_grid_composites(result.grid_composites);
+  for (const std::vector<uint32_t>& set : sets) {
+    launch.add_cube_sets()->mutable_cubes()->Assign(set.begin(), set.end());
+  }
+  return launch;
+}
+
+// Closes an output file (`stream` may be null: none was asked for); a failed write is named.
+absl::Status CloseStream(std::ofstream* stream, const std::string& flag, const std::string& path) {
+  if (stream == nullptr) return absl::OkStatus();
+  stream->close();
+  if (!*stream) return Invalid(absl::StrCat(flag, ": write to ", path, " failed"));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ValidateWorkload(const pb::Chip& chip, const pb::Workload& w) {
   return PlanOf(WorkloadChip(chip, w), w).status();
 }
@@ -266,24 +334,11 @@ absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& given_chip, const pb::W
                                          const LaunchOptions& options) {
   const pb::Chip chip = WorkloadChip(given_chip, w);  // outlives the plan, which refers to it
   const bool data = w.data();
-  if (options.save_inputs) {
-    if (!data) return Invalid("save_inputs: needs data mode (the workload's data is false)");
-    if (options.outputs_dir.empty()) return Invalid("save_inputs: needs outputs_dir (where to write)");
-    if (!options.inputs_dir.empty()) {
-      return Invalid("save_inputs: the inputs come from inputs_dir; nothing is generated to save");
-    }
-  }
+  RETURN_IF_ERROR(CheckSaveInputs(data, options));
   absl::StatusOr<std::unique_ptr<KernelPlan>> plan_or = PlanOf(chip, w);
   RETURN_IF_ERROR(plan_or.status());
   KernelPlan& plan = **plan_or;
-  for (const auto& [flag, dir, has] :
-       {std::tuple<std::string, std::string, bool>{"inputs_dir", options.inputs_dir,
-                                                   plan.HasInputs()},
-        {"outputs_dir", options.outputs_dir, plan.HasOutputs()}}) {
-    if (dir.empty()) continue;
-    if (!data) return Invalid(absl::StrCat(flag, ": needs data mode (the workload's data is false)"));
-    if (!has) return Invalid(absl::StrCat(flag, ": ", pb::Kernel_Name(w.kernel()), " has none"));
-  }
+  RETURN_IF_ERROR(CheckDataDirs(w, options, plan));
   if (data) {
     RETURN_IF_ERROR(plan.LoadInputs(options.inputs_dir, w.seed()));
   }
@@ -345,28 +400,12 @@ absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& given_chip, const pb::W
     RETURN_IF_ERROR(seen.status());
     result.inputs = std::move(*seen);
   }
-  result.reduce_rounds = plan.ReduceRounds();
-  result.level2_rounds = plan.Level2Rounds();
-  result.level1_rounds = plan.Level1Rounds();
-  result.ring_rotations = plan.RingRotations();
+  CopyPlanCounts(plan, result);
   result.islands = sim->engine().islands();
-  result.composites = plan.Composites();
-  result.grid_composites = plan.GridComposites();
   const std::vector<pb::CommHop> comm_hops = plan.CommHops();
   if (sim_options.record_calls) {
-    pb::LaunchRecord launch;
-    launch.set_workload_summary(sim_options.workload_summary);
-    launch.mutable_comm_hops()->Assign(comm_hops.begin(), comm_hops.end());
-    launch.set_reduce_rounds(result.reduce_rounds);
-    launch.set_level2_rounds(result.level2_rounds);
-    launch.set_level1_rounds(result.level1_rounds);
-    launch.set_ring_rotations(result.ring_rotations);
-    launch.set_composites(result.composites);
-    launch.set_grid_composites(result.grid_composites);
-    for (const std::vector<uint32_t>& set : sets) {
-      launch.add_cube_sets()->mutable_cubes()->Assign(set.begin(), set.end());
-    }
-    sim->context().op_log->AddLaunch(std::move(launch));
+    sim->context().op_log->AddLaunch(
+        LaunchRecordOf(result, sim_options.workload_summary, comm_hops, sets));
   }
   result.runtime_status = runtime.Run();
   result.report = sim->BuildReport(CommCriticalPathPs(chip, comm_hops));
@@ -375,16 +414,8 @@ absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& given_chip, const pb::W
   }
   result.hbm_call_memo = sim->hbm_call_memo_stats();
   if (sim_options.record_calls) sim->context().op_log->AddReport(result.report);
-  if (trace) {
-    trace->close();
-    if (!*trace) return Invalid(absl::StrCat("trace: write to ", options.trace_path, " failed"));
-  }
-  if (message_trace) {
-    message_trace->close();
-    if (!*message_trace) {
-      return Invalid(absl::StrCat("message_trace: write to ", options.message_trace_path, " failed"));
-    }
-  }
+  RETURN_IF_ERROR(CloseStream(trace.get(), "trace", options.trace_path));
+  RETURN_IF_ERROR(CloseStream(message_trace.get(), "message_trace", options.message_trace_path));
   result.op_log = sim->TakeOpLogRecords();
   if (result.runtime_status.ok() && data) {
     absl::StatusOr<NpyArrays> outputs = plan.Gather(*store);
