@@ -31,11 +31,11 @@ namespace {
 // units and the routers of CUBEs not built belong to none.
 absl::Status SetIslands(const std::vector<std::vector<uint32_t>>& islands,
                         const std::set<uint32_t>& built, const topology::ChipIndex& index,
-                        bool op_log, Engine& engine) {
+                        bool message_trace, Engine& engine) {
   if (islands.size() < 2) return absl::OkStatus();
-  if (op_log) {
+  if (message_trace) {
     return absl::InvalidArgumentError(
-        "islands: not with an op log or a message trace (they record the one heap's order)");
+        "islands: not with a message trace (it records the one heap's delivery order)");
   }
   std::vector<uint32_t> island_of_cube(index.num_cubes(), Engine::kNoIsland);
   size_t covered = 0;
@@ -123,8 +123,12 @@ absl::StatusOr<std::unique_ptr<ChipSim>> ChipSim::Create(const pb::Chip& chip,
     sim->cubes_.insert(c);
   }
   RETURN_IF_ERROR(SetIslands(options.islands, sim->cubes_, ctx.index,
-      ctx.op_log != nullptr || options.message_trace_stream != nullptr,
-      *sim->engine_));
+                             options.message_trace_stream != nullptr, *sim->engine_));
+  // Islands deliver island by island: the op log puts its records back in the single heap's
+  // order (OpLog "Event order"), so it is the same log with islands or without.
+  if (ctx.op_log != nullptr && sim->engine_->islands() > 1) {
+    sim->op_log_->BeginEventOrder([engine = sim->engine_.get()] { return engine->current_key(); });
+  }
   if (options.message_trace_stream != nullptr) {
     sim->message_trace_ =
         std::make_unique<observe::MessageTraceWriter>(options.message_trace_stream);
@@ -203,6 +207,7 @@ absl::Status ChipSim::Run() {
   AHBM_CHECK(!ran_) << "ChipSim::Run twice";
   ran_ = true;
   engine_->Run();
+  if (op_log_->in_event_order()) op_log_->EndEventOrder();
   latency_ = engine_->now();
   if (const absl::Status* first = ctx_->FirstError()) return *first;
   if (!ctx_->cpu_waiting.empty()) {

@@ -60,7 +60,8 @@ struct ChipSimOptions {
   std::vector<uint32_t> cubes;          // global CUBE indices to build; empty = all
   // CUBE islands (Engine::SetIslands): disjoint sets of built CUBEs that exchange no message,
   // together all of them; their units are simulated one island after the other. Fewer than two
-  // sets: one island. Not with an op log (its records would come island by island).
+  // sets: one island. With an op log, its records are put back in the single heap's order
+  // (held until the run ends: OpLog "Event order"); not with a message trace.
   std::vector<std::vector<uint32_t>> islands;
   // One-group runs (kernels/launch/launch.h LaunchOptions::one_group): CUBE sets not built that
   // do exactly what the built `cubes` do, mirrors[k][i] the twin of cubes[i]. The report lists

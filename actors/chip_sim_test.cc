@@ -3,6 +3,7 @@
 // the card names is an actor in every run).
 #include <cstdint>
 #include <map>
+#include <sstream>
 #include <memory>
 #include <string>
 #include <utility>
@@ -10,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "actors/chip_sim.h"
+#include "actors/inject.h"
 #include "gtest/gtest.h"
 #include "proto/topology.pb.h"
 #include "topology/ids.h"
@@ -114,6 +116,64 @@ TEST(ChipSimActors, FourSipChipCountsEqualTheTopology) {
   const auto [total, with_op_log] = ExpectCountsEqualTheTopology(*chip, e, {true});
   EXPECT_EQ(total, 3908u + 4096u);
   EXPECT_EQ(with_op_log, total);
+}
+
+}  // namespace
+}  // namespace ahbm::sim
+
+namespace ahbm::sim {
+namespace {
+
+// Two CUBEs of the small chip running command streams (a DMA, then composites, on two PEs
+// each) as one heap or as two islands, with an op log kept and streamed: the same records in
+// the same order (the op log's event order), the same stream bytes and the same report.
+struct IslandRun {
+  std::vector<pb::TraceRecord> records;
+  std::string stream;
+  std::string report;
+  uint32_t islands = 0;
+};
+
+IslandRun RunTwoCubes(bool islands) {
+  absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile("topology/small.textproto");
+  EXPECT_TRUE(chip.ok()) << chip.status();
+  std::ostringstream stream;
+  ChipSimOptions options;
+  options.cubes = {0, 1};
+  options.op_log_stream = &stream;
+  if (islands) options.islands = {{0}, {1}};
+  absl::StatusOr<std::unique_ptr<ChipSim>> sim = ChipSim::Create(*chip, options);
+  EXPECT_TRUE(sim.ok()) << sim.status();
+  const uint32_t pes = (*sim)->context().index.pes_per_cube();
+  for (uint32_t pe : {0u, 1u, pes, pes + 1}) {
+    EXPECT_TRUE((*sim)
+                    ->SetProgram(pe, inject::DmaThenGemmStream(pe, 4096 * (pe + 1), 32, 128, 128,
+                                                               3 + pe % 2))
+                    .ok());
+  }
+  EXPECT_TRUE((*sim)->Run().ok());
+  IslandRun run;
+  run.islands = (*sim)->engine().islands();
+  run.report = (*sim)->BuildReport().DebugString();
+  run.records = (*sim)->TakeOpLogRecords();
+  run.stream = stream.str();
+  return run;
+}
+
+TEST(ChipSimIslands, AnOpLogIsTheSameWithIslandsAsWithOneHeap) {
+  const IslandRun one = RunTwoCubes(false);
+  const IslandRun two = RunTwoCubes(true);
+  EXPECT_EQ(one.islands, 1u);
+  EXPECT_EQ(two.islands, 2u);
+  ASSERT_GT(one.records.size(), 20u);
+  ASSERT_EQ(two.records.size(), one.records.size());
+  for (size_t i = 0; i < one.records.size(); ++i) {
+    ASSERT_EQ(two.records[i].SerializeAsString(), one.records[i].SerializeAsString())
+        << "record " << i << ":\n" << two.records[i].DebugString() << "vs\n"
+        << one.records[i].DebugString();
+  }
+  EXPECT_EQ(two.stream, one.stream);
+  EXPECT_EQ(two.report, one.report);
 }
 
 }  // namespace

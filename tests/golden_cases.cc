@@ -73,6 +73,7 @@ absl::StatusOr<Outcome> RunStream(const pb::Chip& chip, const StreamSpec& spec,
                                   const RunKnobs& knobs) {
   sim::ChipSimOptions options;
   options.reply_ahead = knobs.reply_ahead;  // (stream programs send no kernel messages)
+  options.keep_op_log = knobs.keep_op_log;
   options.cubes = spec.cubes;
   options.issue_cost_profile = spec.profile;
   options.per_tile_events = spec.per_tile_events;
@@ -193,6 +194,7 @@ absl::StatusOr<Outcome> LaunchOutcome(const pb::Chip& chip, const pb::Workload& 
   options.reply_ahead = knobs.reply_ahead;
   options.per_pe_message_ids = knobs.per_pe_message_ids;
   options.message_trace_path = knobs.message_trace_path;
+  options.keep_op_log = knobs.keep_op_log;
   absl::StatusOr<launch::LaunchResult> r = launch::RunWorkload(chip, w, options);
   RETURN_IF_ERROR(r.status());
   Outcome out;

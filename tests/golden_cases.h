@@ -29,6 +29,8 @@ struct RunKnobs {
   bool per_pe_message_ids = false;  // LaunchOptions::per_pe_message_ids
   // LaunchOptions::message_trace_path (kernel cases; empty: none). A trace moves no result.
   std::string message_trace_path;
+  // false: no op log is kept (Outcome::records holds only the header). It observes only.
+  bool keep_op_log = true;
 };
 
 struct Case {

@@ -1,5 +1,6 @@
 #include "actors/observe/op_log.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <fstream>
@@ -79,6 +80,12 @@ void OpLog::SetHeader(pb::TraceHeader header) {
 }
 
 uint64_t OpLog::AddOp(pb::OpRecord op) {
+  if (event_key_) {  // numbered at EndEventOrder
+    pb::TraceRecord record;
+    *record.mutable_op() = std::move(op);
+    Append(std::move(record));
+    return 0;
+  }
   const uint64_t seq = next_seq_++;
   op.set_seq(seq);
   pb::TraceRecord record;
@@ -88,14 +95,25 @@ uint64_t OpLog::AddOp(pb::OpRecord op) {
 }
 
 uint64_t OpLog::ReserveOp() {
-  const uint64_t seq = next_seq_++;
   AHBM_CHECK(appended_ > 0) << "OpLog: an op record was reserved before SetHeader";
+  if (event_key_) {
+    keyed_.push_back(Keyed{event_key_(), pb::TraceRecord()});
+    return keyed_.size() - 1;
+  }
+  const uint64_t seq = next_seq_++;
   held_.emplace_back();
   held_seq_.push_back(seq);
   return seq;
 }
 
 void OpLog::FillOp(uint64_t seq, pb::OpRecord op) {
+  if (event_key_) {
+    AHBM_CHECK(seq < keyed_.size() && !keyed_[seq].record.has_op() &&
+               keyed_[seq].record.record_case() == pb::TraceRecord::RECORD_NOT_SET)
+        << "OpLog: op handle " << seq << " was not reserved or is filled twice";
+    *keyed_[seq].record.mutable_op() = std::move(op);
+    return;
+  }
   size_t i = 0;
   while (i < held_seq_.size() && held_seq_[i] != seq) ++i;
   AHBM_CHECK(i < held_seq_.size() && !held_[i].has_op())
@@ -111,6 +129,7 @@ void OpLog::FillOp(uint64_t seq, pb::OpRecord op) {
 }
 
 void OpLog::CheckNoneHeld() const {
+  AHBM_CHECK(!event_key_) << "OpLog: records are held in event order (EndEventOrder not called)";
   AHBM_CHECK(held_.empty()) << "OpLog: " << held_.size()
                             << " records wait behind an unfilled op reservation";
 }
@@ -155,6 +174,10 @@ void OpLog::Append(pb::TraceRecord record) {
   AHBM_CHECK(appended_ > 0 || record.has_header())
       << "OpLog: a '" << RecordKindName(record.record_case())
       << "' record was added before SetHeader; the header must be first";
+  if (event_key_) {
+    keyed_.push_back(Keyed{event_key_(), std::move(record)});
+    return;
+  }
   if (!held_.empty()) {
     held_.push_back(std::move(record));
     held_seq_.push_back(UINT64_MAX);
@@ -171,6 +194,31 @@ void OpLog::Write(pb::TraceRecord record) {
   }
   ++appended_;
   if (keep_records_ || record.has_header()) records_.push_back(std::move(record));
+}
+
+void OpLog::BeginEventOrder(std::function<EventKey()> key) {
+  AHBM_CHECK(appended_ > 0) << "OpLog::BeginEventOrder before SetHeader";
+  AHBM_CHECK(!event_key_ && held_.empty()) << "OpLog::BeginEventOrder: already ordering, or "
+                                           << held_.size() << " records held";
+  event_key_ = std::move(key);
+}
+
+void OpLog::EndEventOrder() {
+  AHBM_CHECK(event_key_) << "OpLog::EndEventOrder without BeginEventOrder";
+  event_key_ = nullptr;
+  std::vector<Keyed> keyed = std::move(keyed_);
+  keyed_.clear();
+  std::vector<uint32_t> order(keyed.size());
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&keyed](uint32_t a, uint32_t b) { return keyed[a].key < keyed[b].key; });
+  for (uint32_t i : order) {
+    pb::TraceRecord& record = keyed[i].record;
+    AHBM_CHECK(record.record_case() != pb::TraceRecord::RECORD_NOT_SET)
+        << "OpLog::EndEventOrder: a reserved op record was never filled";
+    if (record.has_op()) record.mutable_op()->set_seq(next_seq_++);
+    Write(std::move(record));
+  }
 }
 
 absl::Status OpLog::Flush() {

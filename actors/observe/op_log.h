@@ -21,11 +21,19 @@
 //   start_ps <= end_ps and stall records from_ps <= to_ps. ReadOpLog reports the first
 //   violation, truncation or malformed record in one message naming the 0-based record index
 //   and its byte offset. An empty stream is an error (no header).
+// - Event order (island runs, Engine::SetIslands): between BeginEventOrder and EndEventOrder,
+//   records are held with the key of the event whose handler added them (`key`: the engine's
+//   current_key; 0 outside a handler). EndEventOrder writes them sorted by that key, records of
+//   one event in the order added: exactly the order a single heap would have added them in,
+//   since each island's events come in key order and no two events share a key. Op records get
+//   their seq then, in that order; AddOp returns 0 meanwhile and ReserveOp a handle for FillOp.
+//   A streamed log is written at EndEventOrder (its records are held until then).
 #ifndef AHBMSIM_ACTORS_OBSERVE_OP_LOG_H_
 #define AHBMSIM_ACTORS_OBSERVE_OP_LOG_H_
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <istream>
 #include <ostream>
 #include <string>
@@ -84,6 +92,12 @@ class OpLog {
   // Flushes the stream (no-op without one); the first write error seen so far, or OK.
   [[nodiscard]] absl::Status Flush();
 
+  // See the contract: hold records in event-key order from now on, then write them.
+  using EventKey = unsigned __int128;
+  void BeginEventOrder(std::function<EventKey()> key);
+  void EndEventOrder();
+  bool in_event_order() const { return static_cast<bool>(event_key_); }
+
  private:
   void Append(pb::TraceRecord record);
   // Keeps and streams `record` (Append's work once nothing holds it back).
@@ -106,6 +120,14 @@ class OpLog {
   // without `op` set yet), and the seq of each reservation's place.
   std::deque<pb::TraceRecord> held_;
   std::deque<uint64_t> held_seq_;  // parallel to held_: the op seq, or UINT64_MAX
+  // Event order: the key source, and the records held with their event's key (a reservation is
+  // an op record without `op`, its handle its index here).
+  std::function<EventKey()> event_key_;
+  struct Keyed {
+    EventKey key;
+    pb::TraceRecord record;
+  };
+  std::vector<Keyed> keyed_;
   absl::Status stream_status_;
 };
 

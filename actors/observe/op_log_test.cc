@@ -158,6 +158,60 @@ TEST(OpLogTest, AReservedOpKeepsItsPlaceAndHoldsBackWhatFollows) {
   ExpectSameRecords(*read, records);
 }
 
+// Island runs: records added island by island come out in event-key order (records of one
+// event in the order added), op seqs numbered in that order, reservations filled in place; the
+// stream gets them at EndEventOrder, records added before it (key 0) first.
+TEST(OpLogTest, EventOrderWritesRecordsByTheirEventsKey) {
+  std::ostringstream stream;
+  OpLog log(&stream);
+  log.SetHeader(Header(/*per_tile_detail=*/false));
+  OpLog::EventKey key = 0;
+  log.BeginEventOrder([&key] { return key; });
+  EXPECT_TRUE(log.in_event_order());
+  log.AddIssue(Issue());  // key 0: before any event
+  key = 30;               // island 0's events: keys 10, 30
+  log.AddOp(Op(1, "a30", 0, 1));
+  key = 10;
+  const uint64_t handle = log.ReserveOp();
+  log.AddOp(Op(1, "a10", 0, 1));
+  key = 20;  // island 1's events: keys 20, 40
+  log.AddOp(Op(2, "b20 first", 0, 1));
+  log.AddOp(Op(2, "b20 second", 0, 1));
+  key = 40;
+  log.AddOp(Op(2, "b40", 0, 1));
+  log.FillOp(handle, Op(1, "a10 reserved", 0, 2));
+  const size_t header_bytes = stream.str().size();
+  log.EndEventOrder();
+  EXPECT_FALSE(log.in_event_order());
+  EXPECT_GT(stream.str().size(), header_bytes);  // written at the end
+  log.AddOp(Op(3, "after", 0, 1));
+
+  const std::vector<pb::TraceRecord>& records = log.records();
+  std::vector<std::string> names;
+  for (size_t i = 2; i < records.size(); ++i) {
+    EXPECT_EQ(records[i].op().seq(), i - 2) << i;
+    names.push_back(records[i].op().unit_name());
+  }
+  EXPECT_TRUE(records[1].has_issue());
+  EXPECT_EQ(names, (std::vector<std::string>{"a10 reserved", "a10", "b20 first", "b20 second",
+                                             "a30", "b40", "after"}));
+  EXPECT_EQ(log.num_ops(), 7u);
+  ASSERT_TRUE(log.Flush().ok());
+  std::istringstream in(stream.str());
+  absl::StatusOr<std::vector<pb::TraceRecord>> read = ReadOpLog(in);
+  ASSERT_TRUE(read.ok()) << read.status();
+  ExpectSameRecords(*read, records);
+}
+
+TEST(OpLogDeathTest, EventOrderNeedsItsEndAndEveryReservationFilled) {
+  OpLog log;
+  log.SetHeader(Header(false));
+  log.BeginEventOrder([] { return OpLog::EventKey{5}; });
+  log.ReserveOp();
+  EXPECT_DEATH(log.records(), "held in event order");
+  EXPECT_DEATH(log.EndEventOrder(), "a reserved op record was never filled");
+}
+
 TEST(OpLogTest, PerTileDetailComesFromTheHeader) {
   OpLog log;
   log.SetHeader(Header(/*per_tile_detail=*/true));

@@ -59,6 +59,7 @@ const pb::IssueCostProfile& ProfileOf(const UnitContext& ctx) {
 caf::behavior PeCpuBehavior(UnitActor* self, PeCpu* cpu) {
   return self->Handlers(
       [cpu](const Msg<pb::Completion>& m) -> NoReply {
+        if (!m->scheduler_record().empty()) cpu->AddCarriedRecord(*m);
         cpu->Complete(m->cmd_id(), SimTime(m->end_ps()));
         return {};
       },
@@ -316,6 +317,14 @@ void PeCpu::AnswerCame() {
   AHBM_CHECK(asking_ != nullptr) << "pe " << pe_ << ": an answer to no question";
   if (asking_->state_ == CpuInstance::State::kReady) holder_ = asking_;
   asking_ = nullptr;
+}
+
+void PeCpu::AddCarriedRecord(const pb::Completion& done) {
+  AHBM_CHECK(ctx_.op_log != nullptr) << "a scheduler record without an op log";
+  pb::OpRecord record;
+  AHBM_CHECK(record.ParseFromString(done.scheduler_record()))
+      << "Completion of cmd " << done.cmd_id() << ": bad scheduler record";
+  ctx_.op_log->AddOp(std::move(record));
 }
 
 void PeCpu::Complete(uint64_t handle, SimTime end) {

@@ -184,6 +184,9 @@ class PeCpu : public CpuProbe, public Engine::TimerHandler {
   // `handle` completed at `end`: the runtime's bookkeeping, then every wait it ends; then
   // RunReady.
   void Complete(uint64_t handle, SimTime end);
+  // The scheduler's op record riding on `done` (pb::Completion.scheduler_record), into the op
+  // log before anything this CPU records at this event.
+  void AddCarriedRecord(const pb::Completion& done);
   // Runs ready instances (switching rule) until none is ready.
   void RunReady();
 

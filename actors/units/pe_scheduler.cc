@@ -533,7 +533,6 @@ bool PeScheduler::ReplyAhead(Cmd& c) {
       ctx_->per_tile_events || ctx_->data != nullptr || c.requester != peers_.cpu) {
     return false;
   }
-  if (ctx_->op_log != nullptr && c.op_pos.empty()) return false;  // no EngineWork to carry it
   SimTime ops_start = c.ops_start;
   SimTime ops_end = c.ops_end;
   for (size_t i = c.ops_final; i < c.ops.size(); ++i) {
@@ -550,11 +549,17 @@ bool PeScheduler::ReplyAhead(Cmd& c) {
       !ctx_->cpus[pe]->QuietUntil(c.cmd_id, commands_received_)) {
     return false;
   }
+  // The record first: it rides on the first EngineWork, or on the Completion of a command that
+  // ran no engine op (a DMA command).
   std::string record;
   std::string* carried = ctx_->op_log != nullptr ? &record : nullptr;
-  Account(c, start, end, carried);  // the record first: it goes into the first EngineWork
-  SendEngineWork(c, end - now, carried);
-  Reply(c, start, end);
+  Account(c, start, end, carried);
+  if (c.op_pos.empty()) {
+    Reply(c, start, end, carried);
+  } else {
+    SendEngineWork(c, end - now, carried);
+    Reply(c, start, end);
+  }
   replied_ = RepliedAhead{.cmd = &c, .end = end};
   // A wake-up posted before is stale now (the old step at the end would have found nothing).
   ++wake_.version;
@@ -660,13 +665,14 @@ void PeScheduler::SendEngineWork(const Cmd& c, SimTime delay, std::string* recor
   }
 }
 
-void PeScheduler::Reply(const Cmd& c, SimTime start, SimTime end) {
+void PeScheduler::Reply(const Cmd& c, SimTime start, SimTime end, std::string* record) {
   const SimTime now = ctx_->engine->now();
   std::shared_ptr<pb::Completion> done = MessagePool<pb::Completion>::Make();
   done->set_cmd_id(c.cmd_id);
   done->set_unit(peers_.self);
   done->set_start_ps(start.value());
   done->set_end_ps(end.value());
+  if (record != nullptr) done->set_scheduler_record(std::move(*record));
   ctx_->engine->Send(peers_.self, end > now ? end - now : SimTime(0), c.requester,
                      std::shared_ptr<const pb::Completion>(std::move(done)));
 }

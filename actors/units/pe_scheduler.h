@@ -172,8 +172,8 @@ class PeScheduler : public Engine::TimerHandler {
   // ---- outputs (built by the EngineReporter) ----
   // The engine units' EngineWork for `c`, sent `delay` ahead, `record` riding on the first.
   void SendEngineWork(const Cmd& c, SimTime delay = SimTime(), std::string* record = nullptr);
-  // The Completion, for `end` (>= now; sent now).
-  void Reply(const Cmd& c, SimTime start, SimTime end);
+  // The Completion, for `end` (>= now; sent now), carrying `record` if given (ReplyAhead).
+  void Reply(const Cmd& c, SimTime start, SimTime end, std::string* record = nullptr);
   // The scheduler's stats and op record of a finished command; the record is written now, or
   // with `record` given serialized into it (not written).
   void Account(const Cmd& c, SimTime start, SimTime end, std::string* record = nullptr);

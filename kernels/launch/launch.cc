@@ -264,7 +264,9 @@ namespace {
 absl::Status CheckSaveInputs(bool data, const LaunchOptions& options) {
   if (!options.save_inputs) return absl::OkStatus();
   if (!data) return Invalid("save_inputs: needs data mode (the workload's data is false)");
-  if (options.outputs_dir.empty()) return Invalid("save_inputs: needs outputs_dir (where to write)");
+  if (options.outputs_dir.empty()) {
+    return Invalid("save_inputs: needs outputs_dir (where to write)");
+  }
   if (!options.inputs_dir.empty()) {
     return Invalid("save_inputs: the inputs come from inputs_dir; nothing is generated to save");
   }
@@ -372,7 +374,9 @@ absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& given_chip, const pb::W
     }
     sim_options.message_trace_stream = message_trace.get();
   }
-  // Nothing records the order of events across CUBE Groups: simulate them one after another.
+  // One heap when anything records the run: the chip-wide message ids are drawn in handler
+  // order, so an island run would label the op log's messages otherwise (the reports would be
+  // the same). Else CUBE Groups, which exchange no message, are simulated one after another.
   if (!options.keep_op_log && options.trace_path.empty() && !message_trace && options.islands &&
       !one_group) {
     sim_options.islands = IslandsOf(sets, sim_options.cubes);
