@@ -178,7 +178,7 @@ TEST_F(TilePlanTest, DecodeQkTranspose) {
 
 // ADR §5.2 decode: O_j[G*T_q, d] = P[G*T_q, TILE] · V[TILE, d]; P in TCM, V in HBM, fp32 out,
 // no epilogue stage.
-TEST_F(TilePlanTest, DecodePv) {
+TEST_F(TilePlanTest, DecodePvIsOneMTileOfKTilesWithTheWriteOutAfterTheLastGemm) {
   const uint64_t m = 8, k = 256, n = 128;
   const TilePlan plan = Plan({.m = m,
                               .k = k,
@@ -253,7 +253,7 @@ TEST_F(TilePlanTest, BOperandBytesDoNotGrowWithM) {
 
 // M, K, N each end in a partial tile. The shipped tiles give m-tiles {32, 8}, k-tiles {64, 36},
 // n-tiles {128, 72}; every partial n-tile still costs a whole array-column pass.
-TEST_F(TilePlanTest, EdgeTiles) {
+TEST_F(TilePlanTest, PartialEdgeTilesKeepTheirExtentsAndPayWholeArrayPasses) {
   const uint64_t m = 40, k = 100, n = 200;
   ASSERT_NE(m % tile_m_, 0u);
   ASSERT_NE(k % tile_k_, 0u);

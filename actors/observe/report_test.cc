@@ -216,7 +216,7 @@ TEST(RooflineTest, CommBindsOnlyWhenStrictlyLongerThanThePePart) {
   EXPECT_EQ(longer.binding_resource(), "communication critical path");
 }
 
-TEST(RooflineTest, NoPes) {
+TEST(RooflineTest, WithoutPesTheBoundIsTheCommunicationPathAlone) {
   EXPECT_EQ(ComputeRoofline({}, 0).binding_resource(), "");
   EXPECT_EQ(ComputeRoofline({}, 0).bound_ps(), 0u);
   EXPECT_EQ(ComputeRoofline({}, 5).binding_resource(), "communication critical path");
@@ -226,7 +226,7 @@ TEST(RooflineDeathTest, DuplicatePeIsABug) {
   EXPECT_DEATH(ComputeRoofline({Pe(1, 0, 0, 0, 0), Pe(1, 0, 0, 0, 0)}, 0), "appears twice");
 }
 
-TEST(RooflineTest, Ratio) {
+TEST(RooflineTest, RatioIsLatencyOverBoundAndZeroWithoutABound) {
   EXPECT_DOUBLE_EQ(RooflineRatio(1500, 1000), 1.5);
   EXPECT_EQ(RooflineRatio(1500, 0), 0.0);
 }
