@@ -57,8 +57,10 @@
 //   a stale wake-up is dropped. A command whose end is already final (ReplyAhead: it is the
 //   only live command and the PE's CPU can send nothing before its Completion) gets its
 //   EngineWork and Completion at once, delayed to its end, and no wake-up (unless
-//   UnitContext::reply_ahead is off). With UnitContext::per_tile_events a wake-up is also posted at
-//   every planned op start and end (per-tile simulation); both give identical results.
+//   UnitContext::reply_ahead is off), op log or not: its op record rides on the first
+//   EngineWork, or on the Completion when no engine ran an op of it (a DMA command). With
+//   UnitContext::per_tile_events a wake-up is also posted at every planned op start and end
+//   (per-tile simulation); both give identical results.
 //   DMA replies for DMAs sent at one instant all arrive at that instant; the re-plan waits for
 //   the last of them (equivalent by Rule 3: nothing starting at `now` is committed at `now`).
 #ifndef AHBMSIM_ACTORS_UNITS_PE_SCHEDULER_H_
