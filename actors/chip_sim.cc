@@ -127,7 +127,7 @@ absl::StatusOr<std::unique_ptr<ChipSim>> ChipSim::Create(const pb::Chip& chip,
   // Islands deliver island by island: the op log puts its records back in the single heap's
   // order (OpLog "Event order"), so it is the same log with islands or without.
   if (ctx.op_log != nullptr && sim->engine_->islands() > 1) {
-    sim->op_log_->BeginEventOrder([engine = sim->engine_.get()] { return engine->current_key(); });
+    sim->op_log_->BeginEventOrder([engine = sim->engine_.get()] { return engine->order_key(); });
   }
   if (options.message_trace_stream != nullptr) {
     sim->message_trace_ =

@@ -312,6 +312,7 @@ void Engine::DeliverNext(EventQueue& queue) {
   now_ = SimTime(event.time_ps());
   current_src_ = event.src();
   current_key_ = event.key;
+  if (event.key > order_key_) order_key_ = event.key;
   if (!event.is_timer) {
     if (tracer_ != nullptr) tracer_->OnDeliver(event.key);
     caf::mailbox_element_ptr element(event.message);
@@ -377,6 +378,7 @@ void Engine::Run() {
   InitializeUnits();
   SimTime last = now_;
   for (EventQueue& queue : heaps_) {
+    order_key_ = 0;
     while (!queue.empty()) DeliverNext(queue);
     last = std::max(last, now_);
   }

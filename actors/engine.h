@@ -194,6 +194,10 @@ class Engine {
   // one integer that compares as the single heap orders events (0 before the first event).
   using EventKey = unsigned __int128;
   EventKey current_key() const { return current_key_; }
+  // The largest key delivered so far in the island being delivered (0 before its first event):
+  // records made in handlers, ordered by it (stably), interleave as the single heap would have
+  // delivered their events (observe/op_log.h "Event order").
+  EventKey order_key() const { return order_key_; }
   // Events waiting in the heap(s).
   size_t pending_events() const;
   // The name `id` was registered with, or the namer's.
@@ -338,6 +342,7 @@ class Engine {
   SimTime now_;
   UnitId current_src_ = 0;
   EventKey current_key_ = 0;
+  EventKey order_key_ = 0;
   MessageTracer* tracer_ = nullptr;
   uint64_t events_processed_ = 0;
   uint64_t prefetched_ = 0;  // PrefetchFor's calls (a visible effect: see there)

@@ -79,7 +79,6 @@ absl::StatusOr<pb::JobSpec> ToSpec(const Job& job) {
   pb::JobOptions* out = spec.mutable_options();
   out->set_per_tile_detail(o.per_tile_detail);
   out->set_reply_ahead(o.reply_ahead);
-  out->set_per_pe_message_ids(o.per_pe_message_ids);
   out->set_islands(o.islands);
   out->set_keep_op_log(o.keep_op_log);
   out->set_hbm_call_memo(static_cast<uint32_t>(o.hbm_call_memo));
@@ -102,7 +101,6 @@ absl::StatusOr<Job> FromSpec(const pb::JobSpec& spec) {
   job.workload = spec.workload();
   job.options.per_tile_detail = o.per_tile_detail();
   job.options.reply_ahead = o.reply_ahead();
-  job.options.per_pe_message_ids = o.per_pe_message_ids();
   job.options.islands = o.islands();
   job.options.keep_op_log = o.keep_op_log();
   job.options.hbm_call_memo = static_cast<sim::HbmCallMemo::Mode>(o.hbm_call_memo());

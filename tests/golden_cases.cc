@@ -192,14 +192,15 @@ absl::StatusOr<Outcome> LaunchOutcome(const pb::Chip& chip, const pb::Workload& 
                                       const RunKnobs& knobs) {
   launch::LaunchOptions options;
   options.reply_ahead = knobs.reply_ahead;
-  options.per_pe_message_ids = knobs.per_pe_message_ids;
   options.message_trace_path = knobs.message_trace_path;
   options.keep_op_log = knobs.keep_op_log;
+  options.islands = knobs.islands;
   absl::StatusOr<launch::LaunchResult> r = launch::RunWorkload(chip, w, options);
   RETURN_IF_ERROR(r.status());
   Outcome out;
   out.records = std::move(r->op_log);
   out.report = std::move(r->report);
+  out.islands = r->islands;
   out.extra = absl::StrCat("runtime_status=", r->runtime_status.ToString(), "\n",
                            "reduce_rounds=", r->reduce_rounds, "\n",
                            "reduce_rounds_level2=", r->level2_rounds, "\n",

@@ -21,16 +21,17 @@ struct Outcome {
   std::vector<pb::TraceRecord> records;
   pb::Report report;
   std::string extra;  // lines before the report (status, reduce rounds)
+  uint32_t islands = 1;  // the islands the run was simulated as (LaunchResult::islands)
 };
 
 // Switches of a run that must not change its results.
 struct RunKnobs {
   bool reply_ahead = true;  // ChipSimOptions::reply_ahead
-  bool per_pe_message_ids = false;  // LaunchOptions::per_pe_message_ids
   // LaunchOptions::message_trace_path (kernel cases; empty: none). A trace moves no result.
   std::string message_trace_path;
   // false: no op log is kept (Outcome::records holds only the header). It observes only.
   bool keep_op_log = true;
+  bool islands = true;  // LaunchOptions::islands (kernel cases; false: one heap)
 };
 
 struct Case {

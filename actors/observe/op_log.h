@@ -22,11 +22,14 @@
 //   violation, truncation or malformed record in one message naming the 0-based record index
 //   and its byte offset. An empty stream is an error (no header).
 // - Event order (island runs, Engine::SetIslands): between BeginEventOrder and EndEventOrder,
-//   records are held with the key of the event whose handler added them (`key`: the engine's
-//   current_key; 0 outside a handler). EndEventOrder writes them sorted by that key, records of
-//   one event in the order added: exactly the order a single heap would have added them in,
-//   since each island's events come in key order and no two events share a key. Op records get
-//   their seq then, in that order; AddOp returns 0 meanwhile and ReserveOp a handle for FillOp.
+//   records are held with an order key (`key`: the engine's order_key, the largest event key
+//   its island has delivered so far, 0 before the first event). EndEventOrder writes them
+//   stably sorted by it: the single heap's order. Why: the heap always delivers the smallest
+//   pending key, and an island's pending events are the same with or without the others, so the
+//   one-heap run interleaves the islands' delivery sequences by repeatedly taking the smaller
+//   next key (a merge; one island's sequence is not sorted: a zero-delay cascade may send from
+//   a lower unit id); that merge equals a stable sort by each event's prefix maximum.
+//   Op records get their seq then; AddOp returns 0 meanwhile and ReserveOp a handle for FillOp.
 //   A streamed log is written at EndEventOrder (its records are held until then).
 #ifndef AHBMSIM_ACTORS_OBSERVE_OP_LOG_H_
 #define AHBMSIM_ACTORS_OBSERVE_OP_LOG_H_

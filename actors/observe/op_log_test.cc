@@ -158,10 +158,10 @@ TEST(OpLogTest, AReservedOpKeepsItsPlaceAndHoldsBackWhatFollows) {
   ExpectSameRecords(*read, records);
 }
 
-// Island runs: records added island by island come out in event-key order (records of one
+// Island runs: records added island by island come out by their order key (records of one
 // event in the order added), op seqs numbered in that order, reservations filled in place; the
 // stream gets them at EndEventOrder, records added before it (key 0) first.
-TEST(OpLogTest, EventOrderWritesRecordsByTheirEventsKey) {
+TEST(OpLogTest, EventOrderWritesRecordsStablySortedByOrderKey) {
   std::ostringstream stream;
   OpLog log(&stream);
   log.SetHeader(Header(/*per_tile_detail=*/false));
@@ -169,12 +169,12 @@ TEST(OpLogTest, EventOrderWritesRecordsByTheirEventsKey) {
   log.BeginEventOrder([&key] { return key; });
   EXPECT_TRUE(log.in_event_order());
   log.AddIssue(Issue());  // key 0: before any event
-  key = 30;               // island 0's events: keys 10, 30
-  log.AddOp(Op(1, "a30", 0, 1));
-  key = 10;
+  key = 10;               // island 0's order keys: 10, 30
   const uint64_t handle = log.ReserveOp();
   log.AddOp(Op(1, "a10", 0, 1));
-  key = 20;  // island 1's events: keys 20, 40
+  key = 30;
+  log.AddOp(Op(1, "a30", 0, 1));
+  key = 20;  // island 1's order keys: 20, 40
   log.AddOp(Op(2, "b20 first", 0, 1));
   log.AddOp(Op(2, "b20 second", 0, 1));
   key = 40;

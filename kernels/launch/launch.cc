@@ -374,11 +374,9 @@ absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& given_chip, const pb::W
     }
     sim_options.message_trace_stream = message_trace.get();
   }
-  // One heap when anything records the run: the chip-wide message ids are drawn in handler
-  // order, so an island run would label the op log's messages otherwise (the reports would be
-  // the same). Else CUBE Groups, which exchange no message, are simulated one after another.
-  if (!options.keep_op_log && options.trace_path.empty() && !message_trace && options.islands &&
-      !one_group) {
+  // CUBE Groups exchange no message: simulate them one after another (an op log keeps the
+  // single heap's order; a message trace records deliveries as they happen, so it takes one).
+  if (options.islands && !message_trace && !one_group) {
     sim_options.islands = IslandsOf(sets, sim_options.cubes);
   }
   sim_options.workload_summary = plan.Summary();
@@ -396,7 +394,6 @@ absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& given_chip, const pb::W
   if (data) store = std::make_unique<kernels::MemoryStore>(chip);
   kernels::KernelRuntime runtime(sim.get(), store.get());
   if (one_group) runtime.KeepOnlyCubes({sets[0].begin(), sets[0].end()});
-  if (options.per_pe_message_ids) runtime.UsePerPeMessageIds();
   RETURN_IF_ERROR(plan.Launch(runtime, store.get()));
 
   if (data) {

@@ -47,10 +47,8 @@ struct LaunchOptions {
   std::string message_trace_path;  // every delivered message here (pb::Envelope, delimited)
   bool per_tile_detail = false;  // op log: one record per tile op as well
   bool reply_ahead = true;       // ChipSimOptions::reply_ahead (false: tests of the shortcut)
-  bool per_pe_message_ids = false;  // KernelRuntime::UsePerPeMessageIds (tests of the shortcut)
-  // Without an op log, trace or message trace: the plan's CUBE islands are simulated one after
-  // another (KernelPlan::CubeSets; chip-wide message ids would be drawn island by island);
-  // false keeps one heap (tests compare the two).
+  // The plan's CUBE islands are simulated one after another (KernelPlan::CubeSets; not with a
+  // message trace or one_group); false keeps one heap (tests compare the two).
   bool islands = true;
   bool keep_op_log = true;       // false: LaunchResult::op_log holds only the header (big runs)
   // Data mode: also write the inputs generated from `seed` (LaunchResult::inputs, as the kernels

@@ -270,7 +270,9 @@ absl::StatusOr<launch::LaunchResult> Replay(const RecordedTrace& trace,
     if (!*messages) return Invalid(absl::StrCat("message_trace: cannot write ", options.message_trace));
     sim_options.message_trace_stream = messages.get();
   }
-  if (!options.keep_op_log && out == nullptr && messages == nullptr) {
+  // The recorded run's CUBE Groups, one after another (the op log keeps the single heap's
+  // order; a message trace takes one heap).
+  if (messages == nullptr) {
     std::vector<uint32_t> cubes = sim_options.cubes;
     if (cubes.empty()) {
       for (uint32_t c = 0; c < index.num_cubes(); ++c) cubes.push_back(c);

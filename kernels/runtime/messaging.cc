@@ -32,9 +32,7 @@ bool KernelRuntime::IssueSend(Instance& inst, Cpu& cpu, const Invocation& inv) {
   const SimTime now = Now();
   const SimTime issue = cpu.core.Charge(cpu.core.profile().send_cycles());
   sim::Engine& engine = *sim_->context().engine;
-  const uint64_t id = per_pe_message_ids_
-                         ? ((uint64_t{inst.pe} + 1) << 32) | ++cpu.messages_sent
-                         : next_message_++;
+  const uint64_t id = MessageId(inst.pe, ++cpu.messages_sent);
   const Peer& peer = *inv.peer;
   // Data mode: the values leave with the message (IpcqSend / NocSend `values`).
   std::string values;

@@ -93,6 +93,7 @@
 
 #include "absl/status/status.h"
 #include "actors/chip_sim.h"
+#include "base/check.h"
 #include "base/errors.h"
 #include "actors/models/noc_endpoint_model.h"
 #include "actors/time.h"
@@ -127,10 +128,14 @@ class KernelRuntime : public sim::CpuRuntime {
   // any AddKernel.
   void KeepOnlyCubes(std::set<uint32_t> cubes) { kept_cubes_ = std::move(cubes); }
 
-  // Message ids drawn by each sending PE alone, ((pe + 1) << 32) | its own count, instead of
-  // from the chip-wide counter (1, 2, ...): tests that ids are labels only (actors/README.md,
-  // "Declared shortcuts"). Before Run().
-  void UsePerPeMessageIds() { per_pe_message_ids_ = true; }
+  // A message's id: drawn by its sending PE alone, (pe + 1) * kMessageIdsPerPe + its n-th send
+  // (n from 1), so it reads as "PE pe's n-th message" and does not depend on the order other
+  // PEs' handlers run in (an island run labels messages as a single heap does).
+  static constexpr uint64_t kMessageIdsPerPe = 1'000'000'000;
+  static uint64_t MessageId(uint32_t pe, uint64_t n) {
+    AHBM_CHECK(n > 0 && n < kMessageIdsPerPe) << "pe " << pe << " sent message " << n;
+    return (uint64_t{pe} + 1) * kMessageIdsPerPe + n;
+  }
 
   // Adds a kernel instance on global PE `pe` for `request_id` with message stream `stream`
   // (the contract); InvalidArgument if `pe` has an instance of that (request, stream) already.
@@ -222,7 +227,7 @@ class KernelRuntime : public sim::CpuRuntime {
     std::vector<std::pair<uint64_t, std::pair<uint64_t, uint64_t>>> writes;
     std::map<uint64_t, Channel> channels;  // by ChannelKey: IPCQ queue unit / NOC source PE
     std::deque<HeldCommand> held;       // issued, waiting for receives (issue order)
-    uint32_t messages_sent = 0;         // UsePerPeMessageIds: this PE's message count
+    uint64_t messages_sent = 0;         // this PE's sends so far (MessageId)
     // NOC, as sender: its sends not yet left, by message id (sent to the router at their
     // NocAccepted), and the one whose endpoint answer the CPU awaits (0: none).
     std::map<uint64_t, std::shared_ptr<const pb::NocSend>> noc_unsent;
@@ -294,8 +299,6 @@ class KernelRuntime : public sim::CpuRuntime {
   std::map<sim::UnitId, int64_t> ipcq_unpopped_;  // per IPCQ queue: bytes sent - bytes popped
   uint64_t ipcq_queue_bytes_ = 0;
   uint64_t noc_endpoint_bytes_ = 0;
-  uint64_t next_message_ = 1;  // message ids, chip-wide (a declared shortcut: actors/README.md)
-  bool per_pe_message_ids_ = false;
   std::vector<uint32_t> ring_;
   std::vector<SimTime> request_done_;  // by request id: its latest completion (OnDone)
   bool ran_ = false;
