@@ -36,11 +36,12 @@
 //
 // Islands (SetIslands): a run whose units fall into sets that never exchange an event (the
 // CUBE Groups of a kernel, DESIGN §3) may be delivered one set after the other: all events of
-// island 0 in key order, then all of island 1, ... Each unit sees exactly the events, times
-// and order it would see in the single heap (nothing reaches it from another island), so every
-// unit's results are the same; only the interleaving of different islands' events changes
-// (and with it the order of anything written across units, such as an op log: callers that
-// record one keep a single island). now() goes back in time between islands; after Run() it
+// island 0 (each time the smallest pending key), then all of island 1, ... Each unit sees
+// exactly the events, times and order it would see in the single heap (nothing reaches it from
+// another island), so every unit's results are the same; only the interleaving of different
+// islands' events changes (and with it the order of anything written across units: the op
+// log puts its records back in the single heap's order by order_key()). now() goes back in
+// time between islands; after Run() it
 // is the latest event's time over all islands. An event between two islands, or to a unit in
 // no island, fails a CHECK naming both units (the islands were declared wrong).
 //
