@@ -43,26 +43,24 @@ void ExpectSameLog(const std::string& name, const Outcome& islands, const Outcom
       << name << ": reports differ:\n" << diff;
 }
 
-class IslandsOpLogGoldenTest : public ::testing::TestWithParam<Case> {};
-
-TEST_P(IslandsOpLogGoldenTest, SameOpLogAsOneHeap) {
-  const Case& c = GetParam();
-  absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile(c.topology);
-  ASSERT_TRUE(chip.ok()) << chip.status();
-  RunKnobs one_heap;
-  one_heap.islands = false;
-  absl::StatusOr<Outcome> split = c.run(*chip, RunKnobs());
-  ASSERT_TRUE(split.ok()) << c.name << ": " << split.status();
-  if (split->islands < 2) GTEST_SKIP() << c.name << " runs as one island";
-  absl::StatusOr<Outcome> one = c.run(*chip, one_heap);
-  ASSERT_TRUE(one.ok()) << c.name << ": " << one.status();
-  ExpectSameLog(c.name, *split, *one);
+// Every golden case; those that run as one island have nothing to compare and are only counted.
+TEST(IslandsOpLogGoldenTest, SameOpLogAsOneHeap) {
+  uint64_t split_runs = 0;
+  for (const Case& c : AllCases()) {
+    absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile(c.topology);
+    ASSERT_TRUE(chip.ok()) << chip.status();
+    absl::StatusOr<Outcome> split = c.run(*chip, RunKnobs());
+    ASSERT_TRUE(split.ok()) << c.name << ": " << split.status();
+    if (split->islands < 2) continue;
+    ++split_runs;
+    RunKnobs one_heap;
+    one_heap.islands = false;
+    absl::StatusOr<Outcome> one = c.run(*chip, one_heap);
+    ASSERT_TRUE(one.ok()) << c.name << ": " << one.status();
+    ExpectSameLog(c.name, *split, *one);
+  }
+  EXPECT_GT(split_runs, 40u);  // 44 today: decode, prefill, the full-chip cases
 }
-
-INSTANTIATE_TEST_SUITE_P(Cases, IslandsOpLogGoldenTest, ::testing::ValuesIn(AllCases()),
-                         [](const ::testing::TestParamInfo<Case>& info) {
-                           return info.param.name;
-                         });
 
 TEST(IslandsOpLogRandomTest, SameOpLogAsOneHeap) {
   const testing::TestChips chips = testing::LoadTestChips();

@@ -109,8 +109,13 @@ class CommandTable {
   void Complete(const PeCommand& c);
   // Unregisters `c` (completed or refused) and returns it to the pool (or frees it: the pool
   // keeps at most kMaxFreeCmds, so a burst of live commands does not stay allocated). The
-  // caller has removed it from live().
+  // caller has removed it from live() (Step's loop, which nulls its entry).
   void Release(PeCommand& c);
+  // Removes `c` from live() and releases it.
+  void Remove(PeCommand& c) {
+    std::erase(live_, &c);
+    Release(c);
+  }
 
   // Admission of composites / softmax_pv (pe_scheduler.h "Admission"): whether `c` may be
   // admitted on arrival (no older one waits, a slot is free), taking the slot if so; otherwise

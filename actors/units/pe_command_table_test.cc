@@ -21,8 +21,7 @@ PeCommand& AcceptComposite(CommandTable& table, uint64_t cmd_id,
 // Completes and releases `c` the way the scheduler's Step does.
 void Finish(CommandTable& table, PeCommand& c) {
   table.Complete(c);
-  std::erase(table.live(), &c);
-  table.Release(c);
+  table.Remove(c);
 }
 
 TEST(CommandTable, AcceptedCommandsAreNumberedInIssueOrderAndLive) {

@@ -50,7 +50,6 @@ class EngineReporter {
   // when there is an op log.
   std::optional<pb::OpRecord> Account(const PeCommand& c, SimTime start, SimTime end,
                                       pb::UnitStats& stats) const;
-  const ReportOptions& options() const { return options_; }
 
  private:
   ClockDomain clock_;

@@ -445,8 +445,7 @@ void PeScheduler::OnDmaError(const pb::DmaError& error) {
                                   << " refused: " << error.message();
   Cmd& c = table_.At(piece.cmd_id);
   Fail(c.requester, c.cmd_id, error.message());
-  std::erase(table_.live(), &c);
-  table_.Release(c);
+  table_.Remove(c);
   if (last) Step();
 }
 
@@ -579,8 +578,7 @@ void PeScheduler::RetireReplied() {
   planner_.Replan(now);
   table_.Complete(c);
   for (OpId op : c.ops) planner_.Release(op);
-  table_.live().clear();
-  table_.Release(c);
+  table_.Remove(c);
 }
 
 // A command's start and end: the extremes of its ops' (given) and its DMAs' times; its issue
