@@ -1,7 +1,7 @@
 // A kernel run keeps the same op log simulated as CUBE islands or as one heap (actors/README.md
 // "Observation"): every record byte for byte, the report (events included) and the launch facts.
 // It holds because records go back into the single heap's order (OpLog event order) and message
-// ids are drawn by each sending PE alone (KernelRuntime::MessageId) — with the chip-wide counter
+// ids are drawn by each sending PE alone (kernels::MessageId) — with the chip-wide counter
 // drawn in handler order that this replaced, the logs differed in message ids. Every golden case
 // that splits into islands and random workloads.
 #include <cstdint>

@@ -53,7 +53,7 @@ absl::Status CheckReferences(const pb::CallRecord& r) {
 // is not an earlier one of its instance stops it and sets `bad` (the trace is bad input).
 kernels::Task<void> ReplayCalls(kernels::Tl& tl, const RecordedTrace* trace, uint32_t instance,
                                 absl::Status* bad) {
-  kernels::KernelRuntime& rt = *tl.runtime();
+  kernels::PeRuntime& rt = *tl.runtime();
   kernels::Instance& inst = *tl.instance();
   const uint64_t n = trace->calls[instance].size();
   std::vector<uint64_t> handles(n + 1, 0);  // by call index + 1

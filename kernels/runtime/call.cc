@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/runtime/instance.h"
-#include "kernels/runtime/runtime.h"
+#include "kernels/runtime/pe_runtime.h"
 
 namespace ahbm::kernels {
 
@@ -35,7 +35,7 @@ std::string CallName(const Invocation& inv) {
   return "lse_merge";
 }
 
-Call::Call(KernelRuntime* runtime, Instance* instance, std::shared_ptr<Invocation> invocation)
+Call::Call(PeRuntime* runtime, Instance* instance, std::shared_ptr<Invocation> invocation)
     : runtime_(runtime), instance_(instance), invocation_(std::move(invocation)) {}
 
 bool Call::await_suspend(std::coroutine_handle<> handle) {

@@ -18,7 +18,7 @@
 
 namespace ahbm::kernels {
 
-class KernelRuntime;
+class PeRuntime;
 class Instance;
 
 // Command / receive handles of one call (a few at most).
@@ -49,7 +49,7 @@ struct Invocation {
   uint64_t wait_id = 0;          // kWait
   uint64_t written_begin = 0;    // TCM bytes the call writes (scratch-scope check)
   uint64_t written_end = 0;
-  std::vector<InputLog> inputs;  // only while recording a trace (KernelRuntime::recording)
+  std::vector<InputLog> inputs;  // only while recording a trace (PeRuntime::recording)
   uint64_t call = 0;             // while recording: the call's index + 1 (CallRecord.index)
 };
 
@@ -60,13 +60,13 @@ std::string CallName(const Invocation& inv);
 // The awaitable every hardware-reaching call returns.
 class Call {
  public:
-  Call(KernelRuntime* runtime, Instance* instance, std::shared_ptr<Invocation> invocation);
+  Call(PeRuntime* runtime, Instance* instance, std::shared_ptr<Invocation> invocation);
   bool await_ready() const noexcept { return false; }
   bool await_suspend(std::coroutine_handle<> handle);
   Tensor await_resume();
 
  private:
-  KernelRuntime* runtime_;
+  PeRuntime* runtime_;
   Instance* instance_;
   std::shared_ptr<Invocation> invocation_;
 };

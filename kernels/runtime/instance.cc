@@ -4,11 +4,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/check.h"
-#include "kernels/runtime/runtime.h"
+#include "kernels/runtime/pe_runtime.h"
 
 namespace ahbm::kernels {
 
-Instance::Instance(KernelRuntime* runtime_in, uint32_t pe_in, uint32_t request_id,
+Instance::Instance(PeRuntime* runtime_in, uint32_t pe_in, uint32_t request_id,
                    uint32_t stream_in, KernelFn fn_in)
     : CpuInstance(request_id),
       pe(pe_in),
@@ -35,7 +35,7 @@ bool Instance::Run(sim::PeCpu&) {
     runtime->Finish(*this);
     return true;
   }
-  AHBM_CHECK(waiting()) << runtime->PeName(pe) << ": kernel suspended outside a tl call";
+  AHBM_CHECK(waiting()) << runtime->PeName() << ": kernel suspended outside a tl call";
   return false;
 }
 
@@ -60,7 +60,7 @@ std::string Instance::WaitText() const {
       return absl::StrCat("send to pe ", w.count, " (IPCQ ", topology::DirName(w.peer.dir()),
                           " queue has no credit)");
     case K::kRecv:
-      return absl::StrCat("recv ", w.id, " from ", runtime->DescribePeer(pe, w.peer));
+      return absl::StrCat("recv ", w.id, " from ", runtime->DescribePeer(w.peer));
   }
   return "";
 }

@@ -23,7 +23,7 @@ using KernelFn = std::function<Task<void>(Tl&)>;
 
 class Instance : public sim::CpuInstance {
  public:
-  Instance(KernelRuntime* runtime, uint32_t pe, uint32_t request_id, uint32_t stream, KernelFn fn);
+  Instance(PeRuntime* runtime, uint32_t pe, uint32_t request_id, uint32_t stream, KernelFn fn);
 
   // Continues the coroutine: first the call it stalled in (if any), then up to its next wait.
   bool Run(sim::PeCpu& cpu) override;
@@ -42,7 +42,7 @@ class Instance : public sim::CpuInstance {
 
   const uint32_t pe;
   const uint32_t stream;  // its message stream within the request (runtime.h)
-  KernelRuntime* const runtime;
+  PeRuntime* const runtime;  // its PE's
   std::unique_ptr<Tl> tl;
   KernelFn fn;  // kept alive: a lambda coroutine refers to its closure
   std::optional<Task<void>> task;

@@ -1,6 +1,6 @@
 // The kernel runtime's view of messages on one PE (DESIGN §4; the rules are in runtime.h's
 // contract): what has arrived on each incoming channel, the receives posted on it, and the
-// IPCQ demultiplexing staging. Plain records; KernelRuntime's messaging part
+// IPCQ demultiplexing staging. Plain records; PeRuntime's messaging part
 // (messaging.cc) moves them.
 #ifndef AHBMSIM_KERNELS_RUNTIME_MESSAGING_H_
 #define AHBMSIM_KERNELS_RUNTIME_MESSAGING_H_
@@ -11,6 +11,7 @@
 
 #include "actors/engine.h"
 #include "actors/time.h"
+#include "base/check.h"
 #include "kernels/runtime/tensor.h"
 
 namespace ahbm::kernels {
@@ -23,6 +24,15 @@ inline constexpr uint64_t kDemuxStagingBytes = 64 * 1024;
 
 // Channel keys: IPCQ queues (this bit | the sender's queue unit) above every NOC source PE.
 inline constexpr uint64_t kIpcqChannel = uint64_t{1} << 32;
+
+// A message's id: drawn by its sending PE alone, (pe + 1) * kMessageIdsPerPe + its n-th send
+// (n from 1), so it reads as "PE pe's n-th message" and does not depend on the order other
+// PEs' handlers run in (an island run labels messages as a single heap does).
+inline constexpr uint64_t kMessageIdsPerPe = 1'000'000'000;
+inline uint64_t MessageId(uint32_t pe, uint64_t n) {
+  AHBM_CHECK(n > 0 && n < kMessageIdsPerPe) << "pe " << pe << " sent message " << n;
+  return (uint64_t{pe} + 1) * kMessageIdsPerPe + n;
+}
 
 // A (request, stream) as the NOC endpoint's flow (sim::NocEndpointModel).
 inline uint64_t NocFlow(uint32_t request_id, uint32_t stream) {

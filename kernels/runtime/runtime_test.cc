@@ -995,7 +995,7 @@ TEST(RuntimeMessages, ASizeMismatchIsTheSameKernelErrorInBothModes) {
     ASSERT_FALSE(status.ok()) << (data ? "data" : "timing") << " mode";
     messages[data] = std::string(status.message());
   }
-  // pe 1's first message: KernelRuntime::MessageId(1, 1).
+  // pe 1's first message: MessageId(1, 1) (messaging.h).
   EXPECT_THAT(messages[0], HasSubstr("pe 0 (sip0.cube0.pe0): recv 1 of 64 elements got message "
                                      "2000000001 of 128 elements from pe 1"));
   EXPECT_EQ(messages[0], messages[1]);

@@ -1,6 +1,6 @@
 #include "kernels/runtime/scratch_scope.h"
 
-#include "kernels/runtime/runtime.h"
+#include "kernels/runtime/pe_runtime.h"
 #include "kernels/runtime/tl.h"
 
 namespace ahbm::kernels {

@@ -8,7 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "actors/message_pool.h"
 #include "kernels/runtime/instance.h"
-#include "kernels/runtime/runtime.h"
+#include "kernels/runtime/pe_runtime.h"
 #include "kernels/runtime/task.h"
 #include "topology/ids.h"
 
@@ -24,7 +24,7 @@ uint32_t Tl::program_id(int axis) const {
     case 2:
       return id.sip;
     default:
-      throw KernelError(absl::StrCat(rt_->PeName(pe_), ": program_id axis ", axis,
+      throw KernelError(absl::StrCat(rt_->PeName(), ": program_id axis ", axis,
                                      " (0 = PE, 1 = CUBE, 2 = SIP)"));
   }
 }
@@ -45,10 +45,10 @@ namespace {
 // Calls `f` with each pending producer in `producers` (0: none) on PE `pe`, once each, in
 // order (auto-wait list / scheduler dependencies).
 template <typename F>
-void ForEachPending(KernelRuntime* rt, uint32_t pe, absl::Span<const uint64_t> producers, F f) {
+void ForEachPending(PeRuntime* rt, absl::Span<const uint64_t> producers, F f) {
   for (size_t i = 0; i < producers.size(); ++i) {
     const uint64_t p = producers[i];
-    if (p == 0 || rt->Done(pe, p)) continue;
+    if (p == 0 || rt->Done(p)) continue;
     if (std::find(producers.begin(), producers.begin() + i, p) != producers.begin() + i) continue;
     f(p);
   }
@@ -62,25 +62,25 @@ Handles ProducersOf(std::initializer_list<const Tensor*> tensors) {
 
 // Adds the pending ones of `producers` to the call's auto-wait list (and, recording, the group
 // to its inputs).
-void WaitFor(KernelRuntime* rt, uint32_t pe, absl::Span<const uint64_t> producers,
+void WaitFor(PeRuntime* rt, absl::Span<const uint64_t> producers,
              Invocation& inv) {
   if (rt->recording()) inv.inputs.push_back({false, Handles(producers.begin(), producers.end())});
-  ForEachPending(rt, pe, producers, [&](uint64_t dep) { inv.wait_for.push_back(dep); });
+  ForEachPending(rt, producers, [&](uint64_t dep) { inv.wait_for.push_back(dep); });
 }
-void WaitFor(KernelRuntime* rt, uint32_t pe, std::initializer_list<const Tensor*> tensors,
+void WaitFor(PeRuntime* rt, std::initializer_list<const Tensor*> tensors,
              Invocation& inv) {
-  WaitFor(rt, pe, ProducersOf(tensors), inv);
+  WaitFor(rt, ProducersOf(tensors), inv);
 }
 
 // Scheduler dependencies of a non-blocking command: the pending ones of `producers`, except
 // receives still in flight, which go to `held` (the runtime holds the command for them);
 // recording, the group goes to `inputs`.
 template <typename C>
-void DependOn(KernelRuntime* rt, uint32_t pe, absl::Span<const uint64_t> producers, C& cmd,
+void DependOn(PeRuntime* rt, absl::Span<const uint64_t> producers, C& cmd,
               Handles& held, std::vector<InputLog>& inputs) {
   if (rt->recording()) inputs.push_back({true, Handles(producers.begin(), producers.end())});
-  ForEachPending(rt, pe, producers, [&](uint64_t dep) {
-    if (!rt->IsReceive(pe, dep)) {
+  ForEachPending(rt, producers, [&](uint64_t dep) {
+    if (!rt->IsReceive(dep)) {
       cmd.add_depends_on(dep);
     } else if (std::find(held.begin(), held.end(), dep) == held.end()) {
       held.push_back(dep);
@@ -88,9 +88,9 @@ void DependOn(KernelRuntime* rt, uint32_t pe, absl::Span<const uint64_t> produce
   });
 }
 template <typename C>
-void DependOn(KernelRuntime* rt, uint32_t pe, std::initializer_list<const Tensor*> tensors,
+void DependOn(PeRuntime* rt, std::initializer_list<const Tensor*> tensors,
               C& cmd, Handles& held, std::vector<InputLog>& inputs) {
-  DependOn(rt, pe, ProducersOf(tensors), cmd, held, inputs);
+  DependOn(rt, ProducersOf(tensors), cmd, held, inputs);
 }
 
 std::shared_ptr<Invocation> NewInvocation(Invocation::Kind kind) {
@@ -164,18 +164,19 @@ void MarkWrite(Invocation& inv, const Tensor& out) {
 }  // namespace
 
 Call Tl::Load(const Tensor& hbm, Arena arena) {
-  if (!hbm.in_hbm()) throw KernelError(absl::StrCat(rt_->PeName(pe_), ": load of a TCM tensor"));
+  if (!hbm.in_hbm()) throw KernelError(absl::StrCat(rt_->PeName(), ": load of a TCM tensor"));
   return LoadInto(hbm, Alloc(hbm.shape(), hbm.dtype(), arena));
 }
 
 Call Tl::LoadInto(const Tensor& hbm, const Tensor& dst) {
   if (!hbm.in_hbm() || dst.in_hbm()) {
-    throw KernelError(absl::StrCat(rt_->PeName(pe_), ": load needs an HBM source and a TCM target"));
+    throw KernelError(absl::StrCat(rt_->PeName(), ": load needs an HBM source and a TCM target"));
   }
   if (hbm.shape() != dst.shape() || hbm.dtype() != dst.dtype()) {
-    throw KernelError(absl::StrCat(rt_->PeName(pe_), ": load into a buffer of another shape or dtype"));
+    throw KernelError(
+        absl::StrCat(rt_->PeName(), ": load into a buffer of another shape or dtype"));
   }
-  auto cmd = NewCommand<pb::DmaCmd>(rt_->NextCmdId(pe_));
+  auto cmd = NewCommand<pb::DmaCmd>(rt_->NextCmdId());
   hbm.WriteTo(*cmd->mutable_src());
   dst.WriteTo(*cmd->mutable_dst());
   auto inv = CommandInvocation(std::move(cmd));
@@ -185,24 +186,24 @@ Call Tl::LoadInto(const Tensor& hbm, const Tensor& dst) {
 }
 
 Call Tl::Store(const Tensor& hbm_dst, const Tensor& src) {
-  auto cmd = NewCommand<pb::DmaCmd>(rt_->NextCmdId(pe_));
+  auto cmd = NewCommand<pb::DmaCmd>(rt_->NextCmdId());
   src.WriteTo(*cmd->mutable_src());
   hbm_dst.WriteTo(*cmd->mutable_dst());
   auto inv = CommandInvocation(std::move(cmd));
   inv->result = hbm_dst.WithProducer(0);
-  WaitFor(rt_, pe_, {&src}, *inv);
+  WaitFor(rt_, {&src}, *inv);
   return Call(rt_, inst_, std::move(inv));
 }
 
 Call Tl::Gemm(const Tensor& a, const Tensor& b, std::vector<Epilogue> epilogue,
               std::optional<Tensor> out, bool composite) {
   if (a.rank() != 2 || b.rank() != 2) {
-    throw KernelError(absl::StrCat(rt_->PeName(pe_), ": ", composite ? "composite" : "dot",
+    throw KernelError(absl::StrCat(rt_->PeName(), ": ", composite ? "composite" : "dot",
                                    " needs rank-2 operands (a is ", absl::StrJoin(a.shape(), "x"),
                                    ", b is ", absl::StrJoin(b.shape(), "x"), ")"));
   }
   const Tensor dst = out ? std::move(*out) : Alloc({a.dim(0), b.dim(1)}, pb::FP32, Arena::kScratch);
-  const uint64_t id = rt_->NextCmdId(pe_);
+  const uint64_t id = rt_->NextCmdId();
   std::shared_ptr<Invocation> inv;
   if (composite) {
     auto cmd = NewCommand<pb::CompositeCmd>(id);
@@ -217,9 +218,9 @@ Call Tl::Gemm(const Tensor& a, const Tensor& b, std::vector<Epilogue> epilogue,
     }
     Handles held;
     std::vector<InputLog> inputs;
-    for (const Tensor* t : {&a, &b, &dst}) DependOn(rt_, pe_, {t}, *cmd, held, inputs);
+    for (const Tensor* t : {&a, &b, &dst}) DependOn(rt_, {t}, *cmd, held, inputs);
     for (const Epilogue& e : epilogue) {
-      if (e.operand) DependOn(rt_, pe_, {&*e.operand}, *cmd, held, inputs);
+      if (e.operand) DependOn(rt_, {&*e.operand}, *cmd, held, inputs);
     }
     inv = CommandInvocation(std::move(cmd));
     inv->held_for_recv = std::move(held);
@@ -230,7 +231,7 @@ Call Tl::Gemm(const Tensor& a, const Tensor& b, std::vector<Epilogue> epilogue,
     b.WriteTo(*cmd->mutable_b());
     dst.WriteTo(*cmd->mutable_out());
     inv = CommandInvocation(std::move(cmd));
-    WaitFor(rt_, pe_, {&a, &b, &dst}, *inv);
+    WaitFor(rt_, {&a, &b, &dst}, *inv);
   }
   inv->result = dst.WithProducer(id);
   MarkWrite(*inv, dst);
@@ -247,7 +248,7 @@ Call Tl::Dot(const Tensor& a, const Tensor& b, std::optional<Tensor> out) {
 }
 
 Call Tl::ExComposite(const Tensor& s, const Tensor& v, const Accumulator& acc, float scale) {
-  auto cmd = NewCommand<pb::SoftmaxPvCmd>(rt_->NextCmdId(pe_));
+  auto cmd = NewCommand<pb::SoftmaxPvCmd>(rt_->NextCmdId());
   s.WriteTo(*cmd->mutable_s());
   v.WriteTo(*cmd->mutable_v());
   acc.m.WriteTo(*cmd->mutable_acc_m());
@@ -256,7 +257,7 @@ Call Tl::ExComposite(const Tensor& s, const Tensor& v, const Accumulator& acc, f
   cmd->set_scale(scale);
   Handles held;
   std::vector<InputLog> inputs;
-  DependOn(rt_, pe_, {&s, &v, &acc.m, &acc.l}, *cmd, held, inputs);
+  DependOn(rt_, {&s, &v, &acc.m, &acc.l}, *cmd, held, inputs);
   auto inv = CommandInvocation(std::move(cmd));
   inv->result = acc.o.WithProducer(inv->cmd_id);
   inv->held_for_recv = std::move(held);
@@ -266,7 +267,7 @@ Call Tl::ExComposite(const Tensor& s, const Tensor& v, const Accumulator& acc, f
 }
 
 Call Tl::LseMerge(const Accumulator& acc, const Accumulator& in, const Accumulator& out) {
-  auto cmd = NewCommand<pb::LseMergeCmd>(rt_->NextCmdId(pe_));
+  auto cmd = NewCommand<pb::LseMergeCmd>(rt_->NextCmdId());
   acc.m.WriteTo(*cmd->mutable_acc_m());
   acc.l.WriteTo(*cmd->mutable_acc_l());
   acc.o.WriteTo(*cmd->mutable_acc_o());
@@ -278,7 +279,7 @@ Call Tl::LseMerge(const Accumulator& acc, const Accumulator& in, const Accumulat
   out.o.WriteTo(*cmd->mutable_out_o());
   Handles held;
   std::vector<InputLog> inputs;
-  DependOn(rt_, pe_, {&acc.m, &acc.l, &acc.o, &in.m, &in.l, &in.o, &out.m, &out.l, &out.o}, *cmd,
+  DependOn(rt_, {&acc.m, &acc.l, &acc.o, &in.m, &in.l, &in.o, &out.m, &out.l, &out.o}, *cmd,
            held, inputs);
   auto inv = CommandInvocation(std::move(cmd));
   inv->result = out.o.WithProducer(inv->cmd_id);
@@ -291,7 +292,7 @@ Call Tl::LseMerge(const Accumulator& acc, const Accumulator& in, const Accumulat
 Call Tl::Math(pb::MathOp op, std::initializer_list<const Tensor*> inputs, ShapeArg out_shape,
               std::optional<Tensor> out, int axis, float scalar) {
   const Tensor dst = out ? std::move(*out) : Alloc(out_shape, pb::FP32, Arena::kScratch);
-  auto cmd = NewCommand<pb::MathCmd>(rt_->NextCmdId(pe_));
+  auto cmd = NewCommand<pb::MathCmd>(rt_->NextCmdId());
   cmd->set_op(op);
   cmd->set_axis(axis);
   cmd->set_scalar(scalar);
@@ -299,9 +300,9 @@ Call Tl::Math(pb::MathOp op, std::initializer_list<const Tensor*> inputs, ShapeA
   dst.WriteTo(*cmd->mutable_out());
   auto inv = CommandInvocation(std::move(cmd));
   inv->result = dst.WithProducer(inv->cmd_id);
-  for (const Tensor* in : inputs) WaitFor(rt_, pe_, {in}, *inv);
+  for (const Tensor* in : inputs) WaitFor(rt_, {in}, *inv);
   // Write after write: an output still being produced (e.g. O by a composite) is waited for.
-  WaitFor(rt_, pe_, {&dst}, *inv);
+  WaitFor(rt_, {&dst}, *inv);
   MarkWrite(*inv, dst);
   return Call(rt_, inst_, std::move(inv));
 }
@@ -362,7 +363,7 @@ Call Tl::FillInto(const Tensor& out, float value) {
 }
 Call Tl::Transpose(const Tensor& x, std::optional<Tensor> out) {
   if (x.rank() != 2) {
-    throw KernelError(absl::StrCat(rt_->PeName(pe_), ": transpose of a rank-", x.rank(), " tensor"));
+    throw KernelError(absl::StrCat(rt_->PeName(), ": transpose of a rank-", x.rank(), " tensor"));
   }
   return Math(pb::TRANSPOSE, {&x}, {x.dim(1), x.dim(0)}, std::move(out));
 }
@@ -371,7 +372,7 @@ Call Tl::Send(const Peer& to, const Tensor& x) {
   auto inv = NewInvocation(Invocation::Kind::kSend);
   inv->peer = to;
   inv->payload = x;
-  WaitFor(rt_, pe_, {&x}, *inv);
+  WaitFor(rt_, {&x}, *inv);
   return Call(rt_, inst_, std::move(inv));
 }
 
@@ -388,11 +389,11 @@ Call Tl::RecvAsyncInto(const Peer& from, const Tensor& dst) {
 }
 
 Call Tl::Receive(const Peer& from, const Tensor& dst, bool blocking) {
-  if (dst.in_hbm()) throw KernelError(absl::StrCat(rt_->PeName(pe_), ": receive into HBM"));
+  if (dst.in_hbm()) throw KernelError(absl::StrCat(rt_->PeName(), ": receive into HBM"));
   auto inv = NewInvocation(Invocation::Kind::kRecv);
   inv->blocking = blocking;
   inv->peer = from;
-  inv->cmd_id = rt_->NextCmdId(pe_);
+  inv->cmd_id = rt_->NextCmdId();
   inv->result = dst.WithProducer(inv->cmd_id);
   MarkWrite(*inv, dst);
   return Call(rt_, inst_, std::move(inv));
@@ -438,7 +439,7 @@ Call Tl::Replay(pb::CallRecord& r, absl::Span<const uint64_t> handles) {
       for (const pb::InputGroup& g : r.inputs()) {
         const Handles h = HandlesOf(g, handles);
         if (!h.empty()) producer = h.front();
-        WaitFor(rt_, pe_, h, *inv);
+        WaitFor(rt_, h, *inv);
       }
       inv->payload = Tensor::FromRef(r.tensor(), producer);
       return Call(rt_, inst_, std::move(inv));
@@ -455,10 +456,10 @@ Call Tl::Replay(pb::CallRecord& r, absl::Span<const uint64_t> handles) {
     case pb::CallRecord::COMMAND:
       break;
     default:
-      throw KernelError(absl::StrCat(rt_->PeName(pe_), ": call ", r.index(), " of kind ",
+      throw KernelError(absl::StrCat(rt_->PeName(), ": call ", r.index(), " of kind ",
                                      pb::CallRecord::Kind_Name(r.kind()), " is not a tl call"));
   }
-  const uint64_t id = rt_->NextCmdId(pe_);
+  const uint64_t id = rt_->NextCmdId();
   // The recorded command under its new id; scheduler groups become depends_on / holds, auto-wait
   // groups the call's auto-waits.
   const auto issue = [&](auto& recorded) {
@@ -471,9 +472,9 @@ Call Tl::Replay(pb::CallRecord& r, absl::Span<const uint64_t> handles) {
     for (const pb::InputGroup& g : r.inputs()) {
       if (!g.scheduler()) continue;
       if constexpr (requires { cmd->add_depends_on(0); }) {
-        DependOn(rt_, pe_, HandlesOf(g, handles), *cmd, held, inputs);
+        DependOn(rt_, HandlesOf(g, handles), *cmd, held, inputs);
       } else {
-        throw KernelError(absl::StrCat(rt_->PeName(pe_), ": call ", r.index(),
+        throw KernelError(absl::StrCat(rt_->PeName(), ": call ", r.index(),
                                        ": scheduler dependencies on a blocking command"));
       }
     }
@@ -481,7 +482,7 @@ Call Tl::Replay(pb::CallRecord& r, absl::Span<const uint64_t> handles) {
     inv->held_for_recv = std::move(held);
     inv->inputs = std::move(inputs);
     for (const pb::InputGroup& g : r.inputs()) {
-      if (!g.scheduler()) WaitFor(rt_, pe_, HandlesOf(g, handles), *inv);
+      if (!g.scheduler()) WaitFor(rt_, HandlesOf(g, handles), *inv);
     }
     inv->result = Tensor().WithProducer(id);
     inv->written_begin = r.written_begin();
@@ -504,7 +505,8 @@ Call Tl::Replay(pb::CallRecord& r, absl::Span<const uint64_t> handles) {
     case pb::CallRecord::COMMAND_NOT_SET:
       break;
   }
-  throw KernelError(absl::StrCat(rt_->PeName(pe_), ": call ", r.index(), ": COMMAND without a command"));
+  throw KernelError(
+      absl::StrCat(rt_->PeName(), ": call ", r.index(), ": COMMAND without a command"));
 }
 
 Peer Tl::PeerOf(const std::string& direction) const {
@@ -518,7 +520,7 @@ Peer Tl::PeerOf(const std::string& direction) const {
   };
   if (const auto dir = dir_of(direction)) {
     if (!index.pe_mesh().Neighbour(me.pe, *dir)) {
-      throw KernelError(absl::StrCat(rt_->PeName(pe_), ": no IPCQ neighbour to the ", direction));
+      throw KernelError(absl::StrCat(rt_->PeName(), ": no IPCQ neighbour to the ", direction));
     }
     return Peer::Ipcq(*dir);
   }
@@ -526,13 +528,13 @@ Peer Tl::PeerOf(const std::string& direction) const {
     const auto dir = dir_of(direction.substr(5));
     std::optional<uint32_t> cube;
     if (dir) cube = index.cube_mesh().Neighbour(me.cube, *dir);
-    if (!cube) throw KernelError(absl::StrCat(rt_->PeName(pe_), ": no CUBE to the ", direction));
+    if (!cube) throw KernelError(absl::StrCat(rt_->PeName(), ": no CUBE to the ", direction));
     return Peer::Pe(index.GlobalPe(topology::PeId{me.sip, *cube, me.pe}));
   }
   if (direction == "global_E" || direction == "global_W") {
     const int64_t sip = static_cast<int64_t>(me.sip) + (direction == "global_E" ? 1 : -1);
     if (sip < 0 || sip >= static_cast<int64_t>(index.sips())) {
-      throw KernelError(absl::StrCat(rt_->PeName(pe_), ": no SIP at ", direction));
+      throw KernelError(absl::StrCat(rt_->PeName(), ": no SIP at ", direction));
     }
     return Peer::Pe(index.GlobalPe(topology::PeId{static_cast<uint32_t>(sip), me.cube, me.pe}));
   }
@@ -541,7 +543,7 @@ Peer Tl::PeerOf(const std::string& direction) const {
     const uint32_t cube = index.GlobalCube(me.cube_id());
     auto it = std::find(ring.begin(), ring.end(), cube);
     if (it == ring.end()) {
-      throw KernelError(absl::StrCat(rt_->PeName(pe_), ": CUBE ", cube, " is not on the ring"));
+      throw KernelError(absl::StrCat(rt_->PeName(), ": CUBE ", cube, " is not on the ring"));
     }
     const size_t i = static_cast<size_t>(it - ring.begin());
     const size_t n = ring.size();
@@ -549,6 +551,6 @@ Peer Tl::PeerOf(const std::string& direction) const {
     const topology::CubeId c = index.CubeOf(next);
     return Peer::Pe(index.GlobalPe(topology::PeId{c.sip, c.cube, me.pe}));
   }
-  throw KernelError(absl::StrCat(rt_->PeName(pe_), ": unknown direction '", direction, "'"));
+  throw KernelError(absl::StrCat(rt_->PeName(), ": unknown direction '", direction, "'"));
 }
 }  // namespace ahbm::kernels

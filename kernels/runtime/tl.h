@@ -37,7 +37,7 @@
 
 namespace ahbm::kernels {
 
-class KernelRuntime;
+class PeRuntime;
 class Instance;
 
 // A composite epilogue stage (DESIGN §4b: `scale` is one).
@@ -51,7 +51,8 @@ struct Epilogue {
 
 class Tl {
  public:
-  Tl(KernelRuntime* runtime, Instance* instance, uint32_t pe) : rt_(runtime), inst_(instance), pe_(pe) {}
+  Tl(PeRuntime* runtime, Instance* instance, uint32_t pe)
+      : rt_(runtime), inst_(instance), pe_(pe) {}
 
   // SPMD ids: axis 0 = PE in CUBE, 1 = CUBE in SIP, 2 = SIP.
   uint32_t program_id(int axis) const;
@@ -126,7 +127,7 @@ class Tl {
   // UCIe), "ring+"/"ring-" (next / previous CUBE of the launch's ring, same PE index).
   Peer PeerOf(const std::string& direction) const;
 
-  KernelRuntime* runtime() const { return rt_; }
+  PeRuntime* runtime() const { return rt_; }
   Instance* instance() const { return inst_; }
 
  private:
@@ -136,7 +137,7 @@ class Tl {
             std::optional<Tensor> out, bool composite);
   Call Receive(const Peer& from, const Tensor& dst, bool blocking);
 
-  KernelRuntime* rt_;
+  PeRuntime* rt_;
   Instance* inst_;
   uint32_t pe_;
 };
