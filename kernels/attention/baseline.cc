@@ -172,13 +172,13 @@ DecodeConfig OneCube(const DecodeConfig& cfg) {
 }
 
 // One instance per head on one CUBE each (kFanout: h_q, kRev1Tree: h_kv): CUBEs from SIP sip.
-absl::StatusOr<std::vector<uint32_t>> CubesFromSip(const pb::Chip& chip, const DecodeConfig& cfg,
+absl::StatusOr<std::vector<uint32_t>> CubesFromSip(const pb::Chip& chip, uint32_t sip,
                                                    uint32_t heads, const char* field) {
   const topology::ChipIndex index(chip);
-  const uint32_t first = cfg.sip * index.cubes_per_sip();
+  const uint32_t first = sip * index.cubes_per_sip();
   if (first + heads > index.num_cubes()) {
     return Field(field, absl::StrCat("this baseline puts one head per CUBE: ", heads,
-                                     " heads need ", heads, " CUBEs from SIP ", cfg.sip,
+                                     " heads need ", heads, " CUBEs from SIP ", sip,
                                      ", the chip has ", index.num_cubes() - first));
   }
   std::vector<uint32_t> cubes;
@@ -188,7 +188,7 @@ absl::StatusOr<std::vector<uint32_t>> CubesFromSip(const pb::Chip& chip, const D
 
 }  // namespace
 
-absl::StatusOr<std::map<uint32_t, RingLinks>> FanoutRing(const DecodeGeometry& geo,
+absl::StatusOr<std::map<uint32_t, RingLinks>> FanoutRing(const AttentionGeometry& geo,
                                                          const std::vector<uint32_t>& cubes) {
   const uint32_t per_cube = geo.index.pes_per_cube();
   std::vector<std::pair<uint32_t, uint32_t>> ring;  // (global CUBE, PE in CUBE)
@@ -236,7 +236,7 @@ absl::StatusOr<DecodeLaunch> LaunchFanout(const pb::Chip& chip, const DecodeConf
                                           const std::vector<QkvInputs>& inputs) {
   const bool group = kind == BaselineKind::kFanoutGroup;
   const DecodeConfig gcfg = group ? cfg : OneCube(cfg);
-  absl::StatusOr<DecodeGeometry> geo = MakeDecodeGeometry(chip, gcfg);
+  absl::StatusOr<AttentionGeometry> geo = MakeAttentionGeometry(chip, gcfg.Geometry());
   RETURN_IF_ERROR(geo.status());
   absl::StatusOr<std::vector<uint32_t>> cubes = BaselineCubes(chip, cfg, kind);
   RETURN_IF_ERROR(cubes.status());
@@ -246,7 +246,7 @@ absl::StatusOr<DecodeLaunch> LaunchFanout(const pb::Chip& chip, const DecodeConf
   // kFanout G copies, copy gi of head h on query head h·G + gi's CUBE.
   std::vector<std::vector<std::vector<uint32_t>>> copies;
   if (group) {
-    copies.push_back(geo->HeadCubes(gcfg));
+    copies.push_back(geo->HeadCubes());
   } else {
     for (uint32_t gi = 0; gi < g; ++gi) {
       copies.emplace_back();
@@ -318,7 +318,7 @@ absl::StatusOr<DecodeLaunch> LaunchRev1(const pb::Chip& chip, const DecodeConfig
                                         KernelRuntime& runtime, MemoryStore* store,
                                         const std::vector<QkvInputs>& inputs) {
   const DecodeConfig one = OneCube(cfg);
-  absl::StatusOr<DecodeGeometry> geo = MakeDecodeGeometry(chip, one);
+  absl::StatusOr<AttentionGeometry> geo = MakeAttentionGeometry(chip, one.Geometry());
   RETURN_IF_ERROR(geo.status());
   absl::StatusOr<std::vector<uint32_t>> cubes = BaselineCubes(chip, cfg, BaselineKind::kRev1Tree);
   RETURN_IF_ERROR(cubes.status());
@@ -417,22 +417,36 @@ absl::StatusOr<std::vector<uint32_t>> BaselineCubes(const pb::Chip& chip, const 
   if (cfg.t_q != 1) return Field("t_q", "the baselines decode one token (t_q = 1)");
   const bool group = kind == BaselineKind::kFanoutGroup;
   if (group && cfg.kv_per_cube != 0) return Field("kv_per_cube", "the baselines do not use it");
+  if (kind == BaselineKind::kFanout) return FanoutCubes(chip, cfg.Geometry());
   const DecodeConfig gcfg = group ? cfg : OneCube(cfg);
-  absl::StatusOr<DecodeGeometry> geo = MakeDecodeGeometry(chip, gcfg);
+  absl::StatusOr<AttentionGeometry> geo = MakeAttentionGeometry(chip, gcfg.Geometry());
   RETURN_IF_ERROR(geo.status());
   // The message pattern must fit the PE mesh: the ring's IPCQ hops, the rev1 tree's edges.
   if (kind == BaselineKind::kRev1Tree) {
     RETURN_IF_ERROR(Level2Tree(*geo, cfg.level2).status());
-  } else RETURN_IF_ERROR(FanoutRing(*geo, geo->HeadCubes(gcfg)[0]).status());
-  switch (kind) {
-    case BaselineKind::kFanoutGroup:
-      return DecodeCubes(chip, cfg);
-    case BaselineKind::kFanout:
-      return CubesFromSip(chip, cfg, cfg.h_q, "h_q");
-    case BaselineKind::kRev1Tree:
-      return CubesFromSip(chip, cfg, cfg.h_kv, "h_kv");
+    return CubesFromSip(chip, cfg.sip, cfg.h_kv, "h_kv");
   }
-  return Field("variant", "unknown baseline");
+  RETURN_IF_ERROR(FanoutRing(*geo, geo->HeadCubes()[0]).status());
+  return DecodeCubes(chip, cfg);
+}
+
+absl::StatusOr<std::vector<uint32_t>> FanoutCubes(const pb::Chip& chip, const GeometrySpec& spec) {
+  GeometrySpec one = spec;  // a head inside one CUBE
+  one.c = 1;
+  one.group_rows = one.group_cols = 0;
+  one.kv_per_cube = 0;
+  ASSIGN_OR_RETURN(const AttentionGeometry geo, MakeAttentionGeometry(chip, one));
+  // The ring's IPCQ hops must fit the PE mesh.
+  RETURN_IF_ERROR(FanoutRing(geo, geo.HeadCubes()[0]).status());
+  return CubesFromSip(chip, spec.sip, spec.h_q, "h_q");
+}
+
+absl::StatusOr<std::vector<std::vector<uint32_t>>> FanoutCubeSets(const pb::Chip& chip,
+                                                                  const GeometrySpec& spec) {
+  ASSIGN_OR_RETURN(const std::vector<uint32_t> cubes, FanoutCubes(chip, spec));
+  std::vector<std::vector<uint32_t>> sets;
+  for (uint32_t cube : cubes) sets.push_back({cube});
+  return sets;
 }
 
 absl::StatusOr<std::vector<std::vector<uint32_t>>> BaselineCubeSets(const pb::Chip& chip,

@@ -110,10 +110,9 @@ struct RingLinks {
   Peer next = Peer::Ipcq(topology::Dir::kEast);
   Peer prev = Peer::Ipcq(topology::Dir::kWest);
 };
-absl::StatusOr<std::map<uint32_t, RingLinks>> FanoutRing(const DecodeGeometry& geo,
+absl::StatusOr<std::map<uint32_t, RingLinks>> FanoutRing(const AttentionGeometry& geo,
                                                          const std::vector<uint32_t>& cubes);
 
-// Fan-out steps / tree rounds a rank makes: P − 1, C·P − 1, ⌈log₂P⌉ (the Level-2 tree's depth).
 // The CUBEs the baseline uses (errors name the field: t_q, h_q, p, ...).
 absl::StatusOr<std::vector<uint32_t>> BaselineCubes(const pb::Chip& chip, const DecodeConfig& cfg,
                                                     BaselineKind kind = BaselineKind::kFanout);
@@ -121,6 +120,12 @@ absl::StatusOr<std::vector<uint32_t>> BaselineCubes(const pb::Chip& chip, const 
 // (baseline_fanout_group), else each CUBE alone (one head per CUBE, IPCQ inside it).
 absl::StatusOr<std::vector<std::vector<uint32_t>>> BaselineCubeSets(
     const pb::Chip& chip, const DecodeConfig& cfg, BaselineKind kind = BaselineKind::kFanout);
+// kFanout's CUBEs for any kernel's spec (the prefill baseline's too): one per query head from
+// SIP spec.sip, each CUBE's fan-out ring fitting its PE mesh (errors: the geometry's with
+// C = 1, then p, then h_q); and those CUBEs as sets of one.
+absl::StatusOr<std::vector<uint32_t>> FanoutCubes(const pb::Chip& chip, const GeometrySpec& spec);
+absl::StatusOr<std::vector<std::vector<uint32_t>>> FanoutCubeSets(const pb::Chip& chip,
+                                                                  const GeometrySpec& spec);
 
 // Places the tensors (and the inputs in data mode) and adds every instance. The launch's
 // level2_rounds / level1_rounds are the sequential message rounds on IPCQ / NOC links (their

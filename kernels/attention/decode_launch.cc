@@ -24,123 +24,26 @@ absl::Status Field(const std::string& field, const std::string& reason) {
 
 }  // namespace
 
-// The short kernel's heads per CUBE: a power of two up to a CUBE's P = 8 PEs.
-static absl::Status CheckKvPerCube(const DecodeConfig& cfg) {
-  const uint32_t k = cfg.kv_per_cube;
-  if (k != 0 && k != 1 && k != 2 && k != 4 && k != 8) {
-    return Field("kv_per_cube", absl::StrCat("must be 1, 2, 4 or 8 (got ", k, ")"));
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<DecodeGeometry> MakeDecodeGeometry(const pb::Chip& chip, const DecodeConfig& cfg) {
-  const topology::ChipIndex index(chip);
-  RETURN_IF_ERROR(CheckKvPerCube(cfg));
-  if (cfg.h_kv == 0) return Field("h_kv", "must be > 0");
-  if (cfg.h_q == 0 || cfg.h_q % cfg.h_kv != 0) {
-    return Field("h_q", absl::StrCat("must be a positive multiple of h_kv = ", cfg.h_kv,
-                                     " (got ", cfg.h_q, ")"));
-  }
-  if (cfg.d == 0) return Field("d", "must be > 0");
-  if (cfg.t_q == 0) return Field("t_q", "must be > 0");
-  if (cfg.users == 0) return Field("users", "must be > 0");
-  if (!cfg.request_lengths.empty() && cfg.request_lengths.size() != cfg.users) {
-    return Field("request_lengths", absl::StrCat(cfg.request_lengths.size(),
-                                                 " lengths for users = ", cfg.users));
-  }
-  const char* s_field = cfg.request_lengths.empty() ? "s" : "request_lengths";
-  // Without request_lengths every request has length s: check it once (users may be huge).
-  const uint32_t lengths = cfg.request_lengths.empty() ? 1 : cfg.users;
-  for (uint32_t u = 0; u < lengths; ++u) {
-    const uint64_t s = cfg.ContextOf(u);
-    if (s == 0) return Field(s_field, "every context length must be > 0");
-    if (s > cfg.MaxContextOf(u)) {
-      return Field(s_field, absl::StrCat(s, " exceeds max_context ", cfg.MaxContextOf(u)));
-    }
-    if (cfg.t_q > s) {
-      return Field("t_q", absl::StrCat(cfg.t_q, " query tokens exceed the context length ", s,
-                                       " (the queries are the last T_q positions)"));
-    }
-  }
-  if (cfg.tile == 0) return Field("tile", "must be > 0");
-  const topology::Mesh& pe_mesh = index.pe_mesh();
-  if (cfg.p == 0 || cfg.p > pe_mesh.size() ||
-      !(cfg.p == pe_mesh.size() || cfg.p <= pe_mesh.cols() || cfg.p % pe_mesh.cols() == 0)) {
-    return Field("p", absl::StrCat(cfg.p, " PEs do not form a rectangle of the CUBE's ",
-                                   pe_mesh.rows(), "x", pe_mesh.cols(), " PE mesh"));
-  }
-  absl::StatusOr<topology::CubeGroups> groups = topology::CubeGroups::Partition(
-      index.cube_mesh(), cfg.c, topology::GroupShape{cfg.group_rows, cfg.group_cols});
-  RETURN_IF_ERROR(groups.status());
-  DecodeGeometry geo{index, *groups};
-  geo.pe_cols = std::min(cfg.p, pe_mesh.cols());
-  geo.pe_rows = cfg.p / geo.pe_cols;
-  for (uint32_t k = 0; k < cfg.p; ++k) {
-    geo.pes.push_back((k / geo.pe_cols) * pe_mesh.cols() + k % geo.pe_cols);
-  }
-  // The Level-2 root: the PE rectangle's centre, by the CUBE-Group root rule (one group that
-  // is the whole rectangle).
-  absl::StatusOr<topology::CubeGroups> pe_rect = topology::CubeGroups::Partition(
-      topology::Mesh(geo.pe_rows, geo.pe_cols), cfg.p);
-  RETURN_IF_ERROR(pe_rect.status());
-  geo.pe_root = pe_rect->root_in_group();
-  geo.groups_per_sip = groups->num_groups();
-  const uint32_t heads_per_group = cfg.kv_per_cube == 0 ? 1 : cfg.kv_per_cube;
-  if (cfg.kv_per_cube > 0 && cfg.c != 1) {
-    return Field("c", absl::StrCat("the short-context kernel (kv_per_cube ", cfg.kv_per_cube,
-                                   ") keeps whole heads per CUBE: C must be 1 (got ", cfg.c, ")"));
-  }
-  const uint64_t heads_on_chip = uint64_t{geo.groups_per_sip} * heads_per_group *
-                                 (index.sips() - std::min(cfg.sip, index.sips()));
-  if (cfg.sip >= index.sips()) {
-    return Field("sip", absl::StrCat(cfg.sip, " is outside the chip's ", index.sips(), " SIPs"));
-  }
-  if (cfg.h_kv > heads_on_chip) {
-    // What would fit: a smaller C (long kernel) or more heads per CUBE (short kernel).
-    std::string fits;
-    DecodeConfig other = cfg;
-    if (cfg.kv_per_cube == 0) {
-      for (other.c = cfg.c - 1; other.c > 0 && !HostsKvHeads(chip, other); --other.c) {
-      }
-      if (other.c > 0) fits = absl::StrCat("; C = ", other.c, " fits (--c=", other.c, ")");
-    } else {
-      for (other.kv_per_cube = cfg.kv_per_cube * 2;
-           other.kv_per_cube <= 8 && !HostsKvHeads(chip, other); other.kv_per_cube *= 2) {
-      }
-      if (other.kv_per_cube <= 8) {
-        fits = absl::StrCat("; kv_per_cube = ", other.kv_per_cube, " fits (--kv_per_cube=",
-                            other.kv_per_cube, ")");
-      }
-    }
-    const uint64_t groups = (cfg.h_kv + heads_per_group - 1) / heads_per_group;
-    return Field("h_kv", absl::StrCat(cfg.h_kv, " KV heads need ", groups, " CUBE Groups of C = ",
-                                      cfg.c, "; SIPs ", cfg.sip, ".. have ",
-                                      heads_on_chip / heads_per_group, fits));
-  }
-  if (cfg.start_cube >= cfg.c) {
-    return Field("start_cube", absl::StrCat(cfg.start_cube, " is outside the CUBE Group of C = ",
-                                            cfg.c, ": 0 .. ", cfg.c - 1));
-  }
-  if (cfg.start_pe >= cfg.p) {
-    return Field("start_pe", absl::StrCat(cfg.start_pe, " is outside the CUBE's P = ", cfg.p,
-                                          " PEs: 0 .. ", cfg.p - 1));
-  }
-  return geo;
-}
-
-bool HostsKvHeads(const pb::Chip& chip, const DecodeConfig& cfg) {
-  const topology::ChipIndex index(chip);
-  const uint32_t cubes = index.cubes_per_sip();
-  if (cfg.c == 0 || cubes % cfg.c != 0 || cfg.sip >= index.sips()) return false;
-  const uint64_t heads_per_group = cfg.kv_per_cube == 0 ? 1 : cfg.kv_per_cube;
-  return uint64_t{cubes / cfg.c} * (index.sips() - cfg.sip) * heads_per_group >= cfg.h_kv;
-}
-
-uint32_t DecodeGeometry::CubeOf(const DecodeConfig& cfg, uint32_t h, uint32_t ci) const {
-  const uint32_t slot = cfg.kv_per_cube == 0 ? h : h / cfg.kv_per_cube;  // the head's group
-  const uint32_t sip = cfg.sip + slot / groups_per_sip;
-  const uint32_t group = slot % groups_per_sip;
-  return index.GlobalCube(topology::CubeId{sip, groups.SipCube(group, ci)});
+GeometrySpec DecodeConfig::Geometry() const {
+  GeometrySpec g;
+  g.h_q = h_q;
+  g.h_kv = h_kv;
+  g.d = d;
+  g.t_q = t_q;
+  g.users = users;
+  g.s = s;
+  g.max_context = max_context;
+  g.request_lengths = request_lengths;
+  g.c = c;
+  g.p = p;
+  g.group_rows = group_rows;
+  g.group_cols = group_cols;
+  g.tile = tile;
+  g.sip = sip;
+  g.start_cube = start_cube;
+  g.start_pe = start_pe;
+  g.kv_per_cube = kv_per_cube;
+  return g;
 }
 
 // Causal T_q > 1 (DESIGN §6): query t (row g·T_q + t) sits at global position S - T_q + t and
@@ -194,29 +97,16 @@ absl::Status PlaceCausalMasks(host::HbmAllocator& allocator, MemoryStore* store,
 }  // namespace
 
 absl::StatusOr<std::vector<uint32_t>> DecodeCubes(const pb::Chip& chip, const DecodeConfig& cfg) {
-  absl::StatusOr<DecodeGeometry> geo = MakeDecodeGeometry(chip, cfg);
-  RETURN_IF_ERROR(geo.status());
-  std::set<uint32_t> cubes;
-  for (const std::vector<uint32_t>& head : geo->HeadCubes(cfg)) cubes.insert(head.begin(), head.end());
-  return std::vector<uint32_t>(cubes.begin(), cubes.end());
+  return AttentionCubes(chip, cfg.Geometry());
 }
 
 absl::StatusOr<std::vector<std::vector<uint32_t>>> DecodeCubeSets(const pb::Chip& chip,
                                                                   const DecodeConfig& cfg) {
-  absl::StatusOr<DecodeGeometry> geo = MakeDecodeGeometry(chip, cfg);
-  RETURN_IF_ERROR(geo.status());
-  return geo->HeadCubes(cfg);
+  return AttentionCubeSets(chip, cfg.Geometry());
 }
 
-std::vector<std::vector<uint32_t>> DecodeGeometry::HeadCubes(const DecodeConfig& cfg) const {
-  std::vector<std::vector<uint32_t>> cubes(cfg.h_kv);
-  for (uint32_t h = 0; h < cfg.h_kv; ++h) {
-    for (uint32_t ci = 0; ci < cfg.c; ++ci) cubes[h].push_back(CubeOf(cfg, h, ci));
-  }
-  return cubes;
-}
-
-absl::StatusOr<std::vector<ReduceNode>> Level2Tree(const DecodeGeometry& geo, ReduceShape shape) {
+absl::StatusOr<std::vector<ReduceNode>> Level2Tree(const AttentionGeometry& geo,
+                                                   ReduceShape shape) {
   absl::StatusOr<std::vector<ReduceNode>> l2 =
       BuildReduceTree(geo.pe_rows, geo.pe_cols, geo.pe_root, shape);
   RETURN_IF_ERROR(l2.status());
@@ -230,7 +120,7 @@ absl::StatusOr<std::vector<ReduceNode>> Level2Tree(const DecodeGeometry& geo, Re
   return l2;
 }
 
-absl::StatusOr<std::vector<uint32_t>> Level2Ring(const DecodeGeometry& geo) {
+absl::StatusOr<std::vector<uint32_t>> Level2Ring(const AttentionGeometry& geo) {
   absl::StatusOr<std::vector<uint32_t>> cycle = RingCycle(geo.pe_rows, geo.pe_cols, geo.pe_root);
   RETURN_IF_ERROR(cycle.status());
   // Every node sends to its successor: each link of the cycle, the closing one too, must be
@@ -248,7 +138,7 @@ absl::StatusOr<std::vector<uint32_t>> Level2Ring(const DecodeGeometry& geo) {
 }
 
 absl::StatusOr<PlacedRequest> PlaceDecodeRequest(
-    const DecodeGeometry& geo, const DecodeConfig& cfg, uint32_t u,
+    const AttentionGeometry& geo, const DecodeConfig& cfg, uint32_t u,
     const std::vector<std::vector<uint32_t>>& head_cubes, KLayout k_layout,
     host::HbmAllocator& allocator, MemoryStore* store, const QkvInputs* in) {
   const topology::ChipIndex& index = geo.index;
@@ -336,7 +226,8 @@ struct ReduceLevels {
   std::vector<uint32_t> l2_cycle, l1_cycle;
 };
 
-absl::StatusOr<ReduceLevels> BuildReduceLevels(const DecodeGeometry& geo, const DecodeConfig& cfg) {
+absl::StatusOr<ReduceLevels> BuildReduceLevels(const AttentionGeometry& geo,
+                                               const DecodeConfig& cfg) {
   ReduceLevels lv;
   lv.l2_ring = cfg.level2 == ReduceShape::kRing;
   lv.l1_ring = cfg.level1 == ReduceShape::kRing;
@@ -394,7 +285,7 @@ void WireLevel(bool ring, const std::vector<uint32_t>& cycle, const std::vector<
 
 // A rank's place in the reduce-to-root: its Level-2 neighbours over IPCQ, and at a CUBE root its
 // Level-1 neighbours (the other CUBE roots, over the NOC) and, at the group root, where O goes.
-void WireReduce(const DecodeGeometry& geo, const DecodeConfig& cfg, const ReduceLevels& lv,
+void WireReduce(const AttentionGeometry& geo, const DecodeConfig& cfg, const ReduceLevels& lv,
                 const PlacedRequest& placed, uint32_t h, const PlacedRank& rank, RankPlan& plan) {
   const topology::Mesh& pe_mesh = geo.index.pe_mesh();
   const uint32_t node = rank.node;  // Level-2 rectangle node
@@ -424,7 +315,7 @@ absl::StatusOr<DecodeLaunch> LaunchDecode(const pb::Chip& chip, const DecodeConf
                                           KernelRuntime& runtime, MemoryStore* store,
                                           const std::vector<QkvInputs>& inputs) {
   RETURN_IF_ERROR(CheckDecodeCapacity(chip, cfg));
-  ASSIGN_OR_RETURN(const DecodeGeometry geo, MakeDecodeGeometry(chip, cfg));
+  ASSIGN_OR_RETURN(const AttentionGeometry geo, MakeAttentionGeometry(chip, cfg.Geometry()));
   const uint32_t rows = cfg.h_q / cfg.h_kv * cfg.t_q;
   const bool data = store != nullptr && !inputs.empty();
   if (data && inputs.size() != cfg.users) {
@@ -444,7 +335,7 @@ absl::StatusOr<DecodeLaunch> LaunchDecode(const pb::Chip& chip, const DecodeConf
   const DecodeShape shape = ShapeOf(cfg);
 
   host::HbmAllocator allocator(chip);
-  const std::vector<std::vector<uint32_t>> head_cubes = geo.HeadCubes(cfg);
+  const std::vector<std::vector<uint32_t>> head_cubes = geo.HeadCubes();
   for (uint32_t u = 0; u < cfg.users; ++u) {
     ASSIGN_OR_RETURN(const PlacedRequest placed,
                      PlaceDecodeRequest(geo, cfg, u, head_cubes, cfg.k_layout, allocator, store,
@@ -514,7 +405,7 @@ struct ReduceFanIn {
   uint64_t l2_root = 0, l2_most = 0, l1_most = 0;
 };
 
-absl::StatusOr<ReduceFanIn> ReduceFanInOf(const DecodeGeometry& geo, const DecodeConfig& cfg) {
+absl::StatusOr<ReduceFanIn> ReduceFanInOf(const AttentionGeometry& geo, const DecodeConfig& cfg) {
   ReduceFanIn fan;
   if (cfg.level2 != ReduceShape::kRing) {
     ASSIGN_OR_RETURN(const std::vector<ReduceNode> l2,
@@ -728,13 +619,13 @@ uint64_t OneShotTile(const DecodeConfig& cfg) {
 }
 
 absl::Status CheckDecodeCapacity(const pb::Chip& chip, const DecodeConfig& cfg) {
-  absl::StatusOr<DecodeGeometry> geo_or = MakeDecodeGeometry(chip, cfg);
+  absl::StatusOr<AttentionGeometry> geo_or = MakeAttentionGeometry(chip, cfg.Geometry());
   RETURN_IF_ERROR(geo_or.status());
-  const DecodeGeometry& geo = *geo_or;
+  const AttentionGeometry& geo = *geo_or;
   const uint64_t rows = uint64_t{cfg.h_q / cfg.h_kv} * cfg.t_q;
   const uint64_t heads_per_pe = cfg.kv_per_cube == 0 ? 1 : std::min(cfg.kv_per_cube, cfg.h_kv);
   // The busiest PE: head 0's group root (every PE of a group holds the same KV; the root O).
-  const uint32_t root_pe = geo.CubeOf(cfg, 0, geo.groups.root_in_group()) *
+  const uint32_t root_pe = geo.CubeOf(0, geo.groups.root_in_group()) *
                                geo.index.pes_per_cube() + geo.pes[geo.pe_root];
   const std::string pe_name = host::PeName(geo.index, root_pe);
 

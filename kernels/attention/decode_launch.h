@@ -19,7 +19,8 @@
 // - Data layout per rank: Q group [G·T_q, d] bf16 (row g·T_q + t = query head h·G + g, token t),
 //   K bf16 in cfg.k_layout (k_layout.h: tile-major [ceil(B/TILE)][d][TILE] by default,
 //   transposed [d, B], row-major [B, d]), V [B, d] bf16, O [G·T_q, d] bf16 at the root.
-// - MakeDecodeGeometry, PlaceDecodeRequest and Level2Tree are this placement's parts, shared
+// - MakeAttentionGeometry (attention_geometry.h), PlaceDecodeRequest and Level2Tree are this
+//   placement's parts, shared
 //   with baseline_fanout_group and the one-CUBE baselines (baseline.h).
 // - Errors name the workload field: h_q not a multiple of h_kv, S = 0 or > max_context, C·P
 //   not fitting, too many KV heads for the chip's groups, kv_per_cube not 1, 2, 4 or 8, KV
@@ -32,6 +33,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "kernels/attention/attention_geometry.h"
 #include "kernels/attention/decode.h"
 #include "kernels/attention/qkv_inputs.h"
 #include "kernels/attention/reduce_tree.h"
@@ -85,6 +87,9 @@ struct DecodeConfig {
   uint64_t ContextOf(uint32_t u) const { return request_lengths.empty() ? s : request_lengths.at(u); }
   // Request u's KV block sizing: B = ceil(MaxContextOf(u) / (C·P)).
   uint64_t MaxContextOf(uint32_t u) const { return max_context != 0 ? max_context : ContextOf(u); }
+  // Where it runs (attention_geometry.h): MakeAttentionGeometry validates it. start_cube must
+  // lie in 0 .. C-1 and start_pe in 0 .. P-1 (request r adds r to them, modulo C and P).
+  GeometrySpec Geometry() const;
 };
 
 struct DecodeLaunch {
@@ -141,31 +146,6 @@ absl::Status CheckDecodeCapacity(const pb::Chip& chip, const DecodeConfig& cfg);
 constexpr uint64_t kOneShotTileKeys = 128;  // 256 B of bf16 keys
 uint64_t OneShotTile(const DecodeConfig& cfg);
 
-// Where the decode kernels run (the contract above); shared with baseline_fanout_group.
-struct DecodeGeometry {
-  topology::ChipIndex index;
-  topology::CubeGroups groups;
-  uint32_t pe_rows = 0, pe_cols = 0;  // the P PEs' rectangle
-  std::vector<uint32_t> pes;          // PE-in-CUBE of rectangle node k
-  uint32_t pe_root = 0;               // rectangle node of the Level-2 root
-  uint32_t groups_per_sip = 0;
-
-  // Global CUBE of KV head h's cube_in_group ci.
-  uint32_t CubeOf(const DecodeConfig& cfg, uint32_t h, uint32_t ci) const;
-  // [h][ci]: CubeOf for every KV head.
-  std::vector<std::vector<uint32_t>> HeadCubes(const DecodeConfig& cfg) const;
-};
-
-// Validates `cfg` (errors name the field) and builds its geometry. start_cube must lie in
-// 0 .. C-1 and start_pe in 0 .. P-1 (request r adds r to them, modulo C and P). When the KV
-// heads do not fit the chip's CUBE Groups, the message names the largest C (long kernel) or
-// the smallest kv_per_cube (short kernel) that would fit.
-absl::StatusOr<DecodeGeometry> MakeDecodeGeometry(const pb::Chip& chip, const DecodeConfig& cfg);
-
-// Whether `cfg`'s CUBE Groups host its cfg.h_kv KV heads from SIP cfg.sip on: C divides a
-// SIP's CUBEs, and (CUBEs per SIP / C) groups per SIP x the SIPs from cfg.sip x heads per
-// group (kv_per_cube, else 1) >= h_kv. AUTO picks its C (and kv_per_cube) by it.
-bool HostsKvHeads(const pb::Chip& chip, const DecodeConfig& cfg);
 
 // One rank of one KV head of one request, placed.
 struct PlacedRank {
@@ -192,16 +172,17 @@ struct PlacedRequest {
 // of the head elsewhere). k_layout: K's layout (HostKvLayout with cfg.tile; the baselines
 // read the block transposed, [d, B]).
 absl::StatusOr<PlacedRequest> PlaceDecodeRequest(
-    const DecodeGeometry& geo, const DecodeConfig& cfg, uint32_t u,
+    const AttentionGeometry& geo, const DecodeConfig& cfg, uint32_t u,
     const std::vector<std::vector<uint32_t>>& head_cubes, KLayout k_layout,
     host::HbmAllocator& allocator, MemoryStore* store, const QkvInputs* in);
 
 // The Level-2 reduce tree (kTree or kChain) over the geometry's PE rectangle (root pe_root);
 // every edge is one IPCQ hop.
-absl::StatusOr<std::vector<ReduceNode>> Level2Tree(const DecodeGeometry& geo, ReduceShape shape);
+absl::StatusOr<std::vector<ReduceNode>> Level2Tree(const AttentionGeometry& geo,
+                                                   ReduceShape shape);
 // The Level-2 chunked ring over the PE rectangle (RingCycle: rectangle nodes, pe_root last);
 // every link of the cycle must be one IPCQ hop (level2_reduce: ... otherwise).
-absl::StatusOr<std::vector<uint32_t>> Level2Ring(const DecodeGeometry& geo);
+absl::StatusOr<std::vector<uint32_t>> Level2Ring(const AttentionGeometry& geo);
 
 // Places the tensors (writing `inputs[u]` into `store` when both are given) and adds the
 // kernel instances of every rank and request to `runtime`.

@@ -256,7 +256,7 @@ struct FanoutKv {
   std::vector<host::PlacedTensor> k, v;  // [gi]
 };
 
-absl::StatusOr<FanoutKv> PlaceFanoutKv(const PrefillConfig& cfg, const DecodeGeometry& geo,
+absl::StatusOr<FanoutKv> PlaceFanoutKv(const PrefillConfig& cfg, const AttentionGeometry& geo,
                                        const std::vector<uint32_t>& cubes, uint32_t u,
                                        const topology::KvPlacement& kv,
                                        host::HbmAllocator& allocator, MemoryStore* store,
@@ -347,12 +347,10 @@ absl::Status PlaceFanoutMasks(const PrefillConfig& cfg, uint32_t pe, host::HbmAl
 }  // namespace
 
 absl::StatusOr<PrefillLaunch> LaunchPrefillFanout(const pb::Chip& chip, const PrefillConfig& cfg,
-                                                  const DecodeGeometry& geo,
-                                                  const DecodeConfig& gcfg, KernelRuntime& runtime,
-                                                  MemoryStore* store,
+                                                  const AttentionGeometry& geo,
+                                                  KernelRuntime& runtime, MemoryStore* store,
                                                   const std::vector<QkvInputs>& inputs) {
-  ASSIGN_OR_RETURN(const std::vector<uint32_t> cubes,
-                   BaselineCubes(chip, gcfg, BaselineKind::kFanout));
+  ASSIGN_OR_RETURN(const std::vector<uint32_t> cubes, FanoutCubes(chip, cfg.Geometry()));
   const uint32_t G = cfg.G(), P = cfg.P();
   const uint32_t a = P / 2, b = (P - 1) / 2;  // ⌈(P − 1) / 2⌉, ⌊(P − 1) / 2⌋
   const uint32_t per_cube = geo.index.pes_per_cube();

@@ -73,13 +73,12 @@ struct FanoutPrefillPlan {
 
 Task<void> FanoutPrefillRank(Tl& tl, FanoutPrefillPlan plan);
 
-// Called by LaunchPrefill for kBaselineFanout (cfg validated, `geo` = MakeDecodeGeometry of
-// `gcfg`, the decode geometry with C = 1; `store` null in timing mode). Outputs: one per query
+// Called by LaunchPrefill for kBaselineFanout (cfg validated, `geo` = MakeAttentionGeometry of
+// cfg.Geometry(), C = 1; `store` null in timing mode). Outputs: one per query
 // tile (g = 1, head hq); composites = grid_composites = the blocking dots.
 absl::StatusOr<PrefillLaunch> LaunchPrefillFanout(const pb::Chip& chip, const PrefillConfig& cfg,
-                                                  const DecodeGeometry& geo,
-                                                  const DecodeConfig& gcfg, KernelRuntime& runtime,
-                                                  MemoryStore* store,
+                                                  const AttentionGeometry& geo,
+                                                  KernelRuntime& runtime, MemoryStore* store,
                                                   const std::vector<QkvInputs>& inputs);
 
 }  // namespace ahbm::kernels

@@ -26,30 +26,6 @@ absl::Status Field(const std::string& field, const std::string& reason) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", reason));
 }
 
-// The decode geometry of the prefill's CUBEs and PEs (MakeDecodeGeometry validates it).
-DecodeConfig GeometryConfig(const PrefillConfig& cfg) {
-  DecodeConfig d;
-  d.h_q = cfg.h_q;
-  d.h_kv = cfg.h_kv;
-  d.d = cfg.d;
-  d.t_q = 1;  // the query count is checked here, per request
-  d.s = cfg.s;
-  d.max_context = cfg.max_context;
-  d.c = cfg.C();
-  d.p = cfg.P();
-  d.group_rows = cfg.group_rows;
-  d.group_cols = cfg.group_cols;
-  d.tile = cfg.tile;
-  d.sip = cfg.sip;
-  d.users = cfg.users;
-  d.start_cube = cfg.start_cube;
-  d.start_pe = cfg.start_pe;
-  d.rotate_by_request = cfg.rotate_by_request;
-  d.kv_per_cube = cfg.variant == PrefillVariant::kShortContext ? cfg.kv_per_cube : 0;
-  d.request_lengths = cfg.request_lengths;
-  return d;
-}
-
 absl::Status Validate(const PrefillConfig& cfg, const pb::Chip& chip) {
   if (cfg.h_kv == 0 || cfg.h_q == 0 || cfg.h_q % cfg.h_kv != 0) {
     return Field("h_q", absl::StrCat("must be a positive multiple of h_kv = ", cfg.h_kv,
@@ -212,21 +188,43 @@ std::vector<std::vector<uint32_t>> SplitQueryTiles(uint32_t n, uint32_t pes, Que
   return out;
 }
 
+GeometrySpec PrefillConfig::Geometry() const {
+  GeometrySpec g;
+  g.h_q = h_q;
+  g.h_kv = h_kv;
+  g.d = d;
+  g.t_q = 1;  // the query count is checked by Validate, per request
+  g.users = users;
+  g.s = s;
+  g.max_context = max_context;
+  g.request_lengths = request_lengths;
+  g.c = C();
+  g.p = P();
+  g.group_rows = group_rows;
+  g.group_cols = group_cols;
+  g.tile = tile;
+  g.sip = sip;
+  g.start_cube = start_cube;
+  g.start_pe = start_pe;
+  g.kv_per_cube = variant == PrefillVariant::kShortContext ? kv_per_cube : 0;
+  return g;
+}
+
 absl::StatusOr<std::vector<uint32_t>> PrefillCubes(const pb::Chip& chip, const PrefillConfig& cfg) {
   RETURN_IF_ERROR(Validate(cfg, chip));
   if (cfg.variant == PrefillVariant::kBaselineFanout) {
-    return BaselineCubes(chip, GeometryConfig(cfg), BaselineKind::kFanout);
+    return FanoutCubes(chip, cfg.Geometry());
   }
-  return DecodeCubes(chip, GeometryConfig(cfg));
+  return AttentionCubes(chip, cfg.Geometry());
 }
 
 absl::StatusOr<std::vector<std::vector<uint32_t>>> PrefillCubeSets(const pb::Chip& chip,
                                                                    const PrefillConfig& cfg) {
   RETURN_IF_ERROR(Validate(cfg, chip));
   if (cfg.variant == PrefillVariant::kBaselineFanout) {
-    return BaselineCubeSets(chip, GeometryConfig(cfg), BaselineKind::kFanout);
+    return FanoutCubeSets(chip, cfg.Geometry());
   }
-  return DecodeCubeSets(chip, GeometryConfig(cfg));
+  return AttentionCubeSets(chip, cfg.Geometry());
 }
 
 namespace {
@@ -236,8 +234,7 @@ namespace {
 // What every phase of one launch reads.
 struct LaunchContext {
   const PrefillConfig& cfg;
-  const DecodeGeometry& geo;
-  const DecodeConfig& gcfg;  // the geometry's view of cfg (GeometryConfig)
+  const AttentionGeometry& geo;
   PrefillShape shape;
   uint32_t tokens_per_tile = 0;  // query tokens per GEMM tile (q_tile / g)
   std::vector<uint32_t> cycle;   // the ring's snake cycle over the group's CUBEs (cube_in_group)
@@ -301,11 +298,11 @@ struct RequestKv {
 
   uint64_t block() const { return kv.block(); }
   // The global PE of KV head h's CUBE ci, rectangle node `node`.
-  uint32_t PeOf(const DecodeGeometry& geo, uint32_t h, uint32_t ci, uint32_t node) const {
+  uint32_t PeOf(const AttentionGeometry& geo, uint32_t h, uint32_t ci, uint32_t node) const {
     return heads[h].cubes[ci] * geo.index.pes_per_cube() + geo.pes[node];
   }
   // Rank r's K/V sub-block of KV head h, where its cache holds it.
-  KvSpan SpanOf(const DecodeGeometry& geo, uint32_t h, uint32_t r) const {
+  KvSpan SpanOf(const AttentionGeometry& geo, uint32_t h, uint32_t r) const {
     const uint32_t ranks = kv.ranks();
     return KvSpan{PeOf(geo, h, kv.CubeInGroupOfRank(r), kv.PeOfRank(r)),
                   k.shards()[h * ranks + r].ref.addr(), block(),
@@ -325,7 +322,7 @@ absl::StatusOr<RequestKv> PlaceRequestKv(const LaunchContext& ctx, uint32_t u,
                                          topology::KvPlacement kv, host::HbmAllocator& allocator) {
   const PrefillConfig& cfg = ctx.cfg;
   std::vector<host::KvHeadGroup> heads(cfg.h_kv);
-  const std::vector<std::vector<uint32_t>> head_cubes = ctx.geo.HeadCubes(ctx.gcfg);
+  const std::vector<std::vector<uint32_t>> head_cubes = ctx.geo.HeadCubes();
   for (uint32_t h = 0; h < cfg.h_kv; ++h) heads[h] = host::KvHeadGroup{head_cubes[h], ctx.geo.pes};
   const uint64_t s = cfg.ContextOf(u);
   const std::vector<uint64_t> kv_shape = {cfg.h_kv, s, cfg.d};
@@ -376,7 +373,7 @@ uint32_t PlanRingInstance(const LaunchContext& ctx, const RequestKv& req,
                           const std::vector<ReduceNode>& tree, uint32_t h, uint32_t ci,
                           uint32_t node, PrefillPlan& plan) {
   const PrefillConfig& cfg = ctx.cfg;
-  const DecodeGeometry& geo = ctx.geo;
+  const AttentionGeometry& geo = ctx.geo;
   const uint32_t C = cfg.C(), P = cfg.P();
   const std::vector<uint32_t>& cycle = ctx.cycle;
   const uint32_t pe = req.PeOf(geo, h, ci, node);
@@ -535,26 +532,25 @@ absl::StatusOr<PrefillLaunch> LaunchPrefill(const pb::Chip& chip, const PrefillC
                                             KernelRuntime& runtime, MemoryStore* store,
                                             const std::vector<QkvInputs>& inputs) {
   RETURN_IF_ERROR(Validate(cfg, chip));
-  const DecodeConfig gcfg = GeometryConfig(cfg);
-  ASSIGN_OR_RETURN(const DecodeGeometry geo, MakeDecodeGeometry(chip, gcfg));
+  const GeometrySpec spec = cfg.Geometry();
+  ASSIGN_OR_RETURN(const AttentionGeometry geo, MakeAttentionGeometry(chip, spec));
   const bool data = store != nullptr && !inputs.empty();
   if (data && inputs.size() != cfg.users) {
     return Field("users", absl::StrCat(cfg.users, " requests but ", inputs.size(), " input sets"));
   }
   if (cfg.variant == PrefillVariant::kBaselineFanout) {
-    return LaunchPrefillFanout(chip, cfg, geo, gcfg, runtime, data ? store : nullptr, inputs);
+    return LaunchPrefillFanout(chip, cfg, geo, runtime, data ? store : nullptr, inputs);
   }
   const topology::GroupShape gs = geo.groups.shape();
   const LaunchContext ctx{cfg,
                           geo,
-                          gcfg,
                           ShapeOf(cfg),
                           cfg.q_tile / cfg.RowsPerToken(),
                           SnakeOrder(gs.rows, gs.cols),
                           data ? store : nullptr,
                           &inputs};
   PrefillLaunch launch;
-  ASSIGN_OR_RETURN(launch.cubes, DecodeCubes(chip, gcfg));
+  ASSIGN_OR_RETURN(launch.cubes, AttentionCubes(chip, spec));
   // The ring's barrier tree over the CUBE's PEs.
   ASSIGN_OR_RETURN(const std::vector<ReduceNode> tree, Level2Tree(geo, ReduceShape::kTree));
   // TCM budget per instance: instances per PE = users x KV heads per PE.

@@ -9,7 +9,7 @@
 //   streaming the whole KV); kRing (§5.5, C = G: the group's CUBE holding KV slice i — ranks
 //   [i·P, (i+1)·P) of topology::KvPlacement — owns query head h·G + i; query tiles of q_tile
 //   tokens of that head split over its P PEs; the slices rotate along the snake cycle of the
-//   group's CUBEs). The CUBE Groups are decode's (MakeDecodeGeometry). kBaselineFanout (the
+//   group's CUBEs). The CUBE Groups are attention's (MakeAttentionGeometry). kBaselineFanout (the
 //   pre-ADR baseline, ADR rev2 §A; prefill_baseline.h): query head hq on CUBE hq of SIP `sip`
 //   (C = 1), its KV head copied there, contiguous KV blocks and query rows over the CUBE's P
 //   PEs, a bidirectional K/V fan-out around the PE ring, blocking dots, no causal skip.
@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "kernels/attention/attention_geometry.h"
 #include "kernels/attention/decode_launch.h"
 #include "kernels/attention/prefill.h"
 #include "kernels/attention/qkv_inputs.h"
@@ -111,6 +112,9 @@ struct PrefillConfig {
     return Ring() || variant == PrefillVariant::kBaselineFanout ? 1 : G();
   }
   uint32_t P() const { return variant == PrefillVariant::kFlash ? 1 : p; }
+  // Where it runs (attention_geometry.h): C(), P(), one query token for the checks (Validate
+  // checks T_q per request), kv_per_cube only for the short-context kernel.
+  GeometrySpec Geometry() const;
 };
 
 struct PrefillLaunch {

@@ -36,9 +36,9 @@ absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentE
 // The largest C <= kAutoMostC whose CUBE Groups host cfg's KV heads (HostsKvHeads; cfg.c is
 // overwritten), kAutoMostC when none does (the geometry then refuses with its message).
 uint32_t LargestHostingC(const pb::Chip& chip, DecodeConfig cfg) {
-  for (cfg.c = kAutoMostC; cfg.c > 1 && !kernels::HostsKvHeads(chip, cfg); --cfg.c) {
+  for (cfg.c = kAutoMostC; cfg.c > 1 && !kernels::HostsKvHeads(chip, cfg.Geometry()); --cfg.c) {
   }
-  return kernels::HostsKvHeads(chip, cfg) ? cfg.c : kAutoMostC;
+  return kernels::HostsKvHeads(chip, cfg.Geometry()) ? cfg.c : kAutoMostC;
 }
 
 // The baseline a variant names (baseline.h), if it names one.
@@ -337,10 +337,10 @@ absl::Status ApplyAuto(const pb::Chip& chip, const pb::Workload& w, DecodeConfig
     cfg.kv_per_cube = w.kv_per_cube();
     return absl::OkStatus();
   }
-  for (cfg.kv_per_cube = 1; cfg.kv_per_cube < 8 && !kernels::HostsKvHeads(chip, cfg);
+  for (cfg.kv_per_cube = 1; cfg.kv_per_cube < 8 && !kernels::HostsKvHeads(chip, cfg.Geometry());
        cfg.kv_per_cube *= 2) {
   }
-  if (!kernels::HostsKvHeads(chip, cfg)) cfg.kv_per_cube = 1;
+  if (!kernels::HostsKvHeads(chip, cfg.Geometry())) cfg.kv_per_cube = 1;
   return absl::OkStatus();
 }
 

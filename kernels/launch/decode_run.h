@@ -15,7 +15,7 @@
 //   (opt3 sweeps with kv_per_cube whole heads per CUBE, default 1, C = 1), AUTO (DispatchAuto:
 //   SHORT_CONTEXT below short_long_threshold, unset = kShortLongThreshold, else OPT3 with the
 //   largest C <= 8 whose CUBE Groups the chip hosts for the KV heads — C divides a SIP's
-//   CUBEs, HostsKvHeads in decode_launch.h; its short pick takes the fewest kv_per_cube of
+//   CUBEs, HostsKvHeads in attention_geometry.h; its short pick takes the fewest kv_per_cube of
 //   1, 2, 4, 8 that hosts them unless kv_per_cube is given) and the baselines BASELINE_FANOUT, BASELINE_FANOUT_GROUP, BASELINE_REV1_TREE
 //   (kernels/attention/baseline.h; T_q = 1; BASELINE_FANOUT and BASELINE_REV1_TREE keep a head
 //   in one CUBE: C = 1, and c, group_rows or group_cols above 1 are refused; `ahbm compare`

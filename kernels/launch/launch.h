@@ -62,9 +62,10 @@ struct LaunchOptions {
   // communication path are the set's; every other set's units get the simulated set's stats
   // (ChipSimOptions::mirrors), so the per-kind sums and every PE's roofline equal the full
   // chip's (kernels/launch/one_group_test: every decode and prefill variant; short_context only
-  // with kv_per_cube 1, more puts several KV heads on one CUBE). Per unit a twin's split may differ (baseline_fanout puts its
-  // query row at a per-query-head offset: the same bytes on another channel of the PE). The condition: timing mode, no op log (kept or
-  // streamed) and no message trace, KernelPlan::OneGroupRefusal() empty, at least two sets,
+  // with kv_per_cube 1, more puts several KV heads on one CUBE). Per unit a twin's split may
+  // differ (baseline_fanout puts its query row at a per-query-head offset: the same bytes on
+  // another channel of the PE). The condition: timing mode, no op log (kept or streamed) and
+  // no message trace, KernelPlan::OneGroupRefusal() empty, at least two sets,
   // disjoint, together Cubes(), each inside one SIP (nothing crosses UCIe) and each a
   // translate of the first in the SIP's CUBE mesh. Otherwise the full chip is simulated and
   // LaunchResult::one_group_note says why.

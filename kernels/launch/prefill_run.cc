@@ -214,7 +214,7 @@ absl::Status ApplyKnobs(const pb::Workload& w, pb::Variant variant, PrefillConfi
 // C = G is the ring's own rule, not a choice: when the chip has too few such groups, the hint
 // is fewer KV heads, not another C.
 absl::Status CheckRingHostsHeads(const pb::Chip& chip, const PrefillConfig& cfg) {
-  kernels::DecodeConfig group;
+  kernels::GeometrySpec group;
   group.h_kv = cfg.h_kv;
   group.c = cfg.G();
   group.sip = cfg.sip;
