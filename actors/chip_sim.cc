@@ -106,8 +106,11 @@ absl::StatusOr<std::unique_ptr<ChipSim>> ChipSim::Create(const pb::Chip& chip,
     *header.mutable_chip() = chip;
     *header.mutable_workload() = options.workload;
     header.set_workload_digest(observe::MessageDigest(options.workload));
-    for (uint32_t c : options.cubes) header.add_cubes(c);
     ctx.record_calls = true;
+  }
+  // A trace lists the CUBEs built; so does any op log of a one-group run (what it observes).
+  if (options.record_calls || !options.mirrors.empty()) {
+    for (uint32_t c : options.cubes) header.add_cubes(c);
   }
   sim->op_log_->SetHeader(std::move(header));
 

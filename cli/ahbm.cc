@@ -643,7 +643,8 @@ std::vector<FlagSpec> RunFlags() {
        "on"},
       {"one_group",
        "simulate one CUBE Group when every group does the same work and scale the chip's "
-       "figures (DESIGN §3; otherwise the full chip, saying why)",
+       "figures (DESIGN §3; otherwise the full chip, saying why); a trace or Chrome trace then "
+       "records the simulated group",
        "false", /*boolean=*/true}};
   for (const launch::WorkloadField& field : launch::WorkloadFields()) {
     flags.push_back({field.name, field.help, ""});

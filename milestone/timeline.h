@@ -7,7 +7,7 @@
 // - TimelineJobs: the runs to draw, as sweep::Jobs for the job pool — decode opt1, opt3, opt2
 //   (in that order) at the milestone's shape (H_q 64, H_kv 8, d 128) with S = 2048 on one PE
 //   per KV head (C = 1, P = 1: 8 tiles of 256, no reduction), timing mode, the topology's
-//   issue-cost profile, keep_op_log = true, one_group = false (an op log needs the full chip).
+//   issue-cost profile, keep_op_log = true, one_group = false (the timeline draws every CUBE).
 //   The PE drawn is global PE 0 ("sip0.cube0.pe0": KV head 0's).
 // - TimelineSvg writes the CSV (header "run,engine,start_ns,end_ns"; rows by run in `runs`
 //   order, then engine in the order "CPU stall", "DMA", "GEMM", "MATH", then start, then end;

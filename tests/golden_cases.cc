@@ -195,12 +195,14 @@ absl::StatusOr<Outcome> LaunchOutcome(const pb::Chip& chip, const pb::Workload& 
   options.message_trace_path = knobs.message_trace_path;
   options.keep_op_log = knobs.keep_op_log;
   options.islands = knobs.islands;
+  options.one_group = knobs.one_group;
   absl::StatusOr<launch::LaunchResult> r = launch::RunWorkload(chip, w, options);
   RETURN_IF_ERROR(r.status());
   Outcome out;
   out.records = std::move(r->op_log);
   out.report = std::move(r->report);
   out.islands = r->islands;
+  out.group_scale = r->group_scale;
   out.extra = absl::StrCat("runtime_status=", r->runtime_status.ToString(), "\n",
                            "reduce_rounds=", r->reduce_rounds, "\n",
                            "reduce_rounds_level2=", r->level2_rounds, "\n",

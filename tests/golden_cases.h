@@ -22,6 +22,7 @@ struct Outcome {
   pb::Report report;
   std::string extra;  // lines before the report (status, reduce rounds)
   uint32_t islands = 1;  // the islands the run was simulated as (LaunchResult::islands)
+  uint32_t group_scale = 1;  // LaunchResult::group_scale (one_group)
 };
 
 // Switches of a run that must not change its results.
@@ -32,6 +33,7 @@ struct RunKnobs {
   // false: no op log is kept (Outcome::records holds only the header). It observes only.
   bool keep_op_log = true;
   bool islands = true;  // LaunchOptions::islands (kernel cases; false: one heap)
+  bool one_group = false;  // LaunchOptions::one_group (kernel cases)
 };
 
 struct Case {

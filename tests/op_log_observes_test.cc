@@ -1,9 +1,11 @@
 // The op log only observes (actors/README.md "Observation"): keeping one changes nothing the
 // run simulates. Every golden case but the full-chip ones (the first full-chip decode instead)
 // and random workloads run with an op log and without: the reports (events included) and the
-// launch facts must be identical. Before the PE scheduler carried a DMA command's record on its
-// Completion, an op log cost a kernel run the reply-ahead shortcut of its blocking loads.
+// launch facts must be identical; so must one-group runs of every golden case. Before the PE
+// scheduler carried a DMA command's record on its Completion, an op log cost a kernel run the
+// reply-ahead shortcut of its blocking loads.
 #include <cstdint>
+#include <cstdio>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -52,6 +54,32 @@ INSTANTIATE_TEST_SUITE_P(Cases, OpLogObservesGoldenTest, ::testing::ValuesIn(Kno
                          [](const ::testing::TestParamInfo<Case>& info) {
                            return info.param.name;
                          });
+
+// One-group runs (launch.h one_group) too: the op log observes the simulated group (its
+// header lists those CUBEs) and the report is the same without it. Every case that runs one
+// group is counted.
+TEST(OpLogObservesOneGroupTest, SameReportWithAndWithoutAnOpLog) {
+  uint32_t one_group = 0;
+  for (const Case& c : KnobCases()) {
+    absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile(c.topology);
+    ASSERT_TRUE(chip.ok()) << chip.status();
+    RunKnobs logged, unlogged;
+    logged.one_group = unlogged.one_group = true;
+    unlogged.keep_op_log = false;
+    absl::StatusOr<Outcome> with = c.run(*chip, logged);
+    absl::StatusOr<Outcome> without = c.run(*chip, unlogged);
+    ASSERT_TRUE(with.ok()) << c.name << ": " << with.status();
+    ASSERT_TRUE(without.ok()) << c.name << ": " << without.status();
+    ExpectSameRun(c.name, *with, *without);
+    EXPECT_EQ(with->group_scale, without->group_scale) << c.name;
+    if (with->group_scale == 1) continue;
+    ++one_group;
+    ASSERT_TRUE(with->records[0].has_header());
+    EXPECT_GT(with->records[0].header().cubes_size(), 0) << c.name << ": the CUBEs observed";
+  }
+  std::printf("%u cases ran one group\n", one_group);
+  EXPECT_GT(one_group, 30u);  // 33 at this writing
+}
 
 TEST(OpLogObservesRandomTest, SameReportWithAndWithoutAnOpLog) {
   const testing::TestChips chips = testing::LoadTestChips();

@@ -63,13 +63,9 @@ absl::Status WriteArrays(const std::string& dir, const NpyArrays& arrays) {
 
 // Why LaunchOptions::one_group may not simulate `sets`' first set alone; "" when it may (the
 // condition of launch.h).
-std::string OneGroupRefusal(const pb::Chip& chip, const pb::Workload& w,
-                            const LaunchOptions& options, const KernelPlan& plan,
+std::string OneGroupRefusal(const pb::Chip& chip, const pb::Workload& w, const KernelPlan& plan,
                             const std::vector<std::vector<uint32_t>>& sets) {
   if (w.data()) return "data mode reads every set's outputs";
-  if (options.keep_op_log || !options.trace_path.empty() || !options.message_trace_path.empty()) {
-    return "an op log or trace records every CUBE's work";
-  }
   if (std::string refusal = plan.OneGroupRefusal(); !refusal.empty()) return refusal;
   if (sets.size() < 2) return "the kernel uses one CUBE set: nothing to scale";
   const topology::ChipIndex index(chip);
@@ -315,6 +311,7 @@ pb::LaunchRecord LaunchRecordOf(const LaunchResult& result, const std::string& w
   for (const std::vector<uint32_t>& set : sets) {
     launch.add_cube_sets()->mutable_cubes()->Assign(set.begin(), set.end());
   }
+  if (result.group_scale > 1) launch.set_group_scale(result.group_scale);
   return launch;
 }
 
@@ -357,7 +354,7 @@ absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& given_chip, const pb::W
   LaunchResult result;
   ASSIGN_OR_RETURN(const std::vector<std::vector<uint32_t>> sets, plan.CubeSets());
   if (options.one_group) {
-    result.one_group_note = OneGroupRefusal(chip, w, options, plan, sets);
+    result.one_group_note = OneGroupRefusal(chip, w, plan, sets);
   }
   const bool one_group = options.one_group && result.one_group_note.empty();
   if (one_group) {
@@ -375,7 +372,8 @@ absl::StatusOr<LaunchResult> RunWorkload(const pb::Chip& given_chip, const pb::W
     sim_options.message_trace_stream = message_trace.get();
   }
   // CUBE Groups exchange no message: simulate them one after another (an op log keeps the
-  // single heap's order; a message trace records deliveries as they happen, so it takes one).
+  // single heap's order; a message trace records deliveries as they happen, so it takes one;
+  // a one-group run simulates one group).
   if (options.islands && !message_trace && !one_group) {
     sim_options.islands = IslandsOf(sets, sim_options.cubes);
   }

@@ -64,11 +64,14 @@ struct LaunchOptions {
   // chip's (kernels/launch/one_group_test: every decode and prefill variant; short_context only
   // with kv_per_cube 1, more puts several KV heads on one CUBE). Per unit a twin's split may
   // differ (baseline_fanout puts its query row at a per-query-head offset: the same bytes on
-  // another channel of the PE). The condition: timing mode, no op log (kept or streamed) and
-  // no message trace, KernelPlan::OneGroupRefusal() empty, at least two sets,
-  // disjoint, together Cubes(), each inside one SIP (nothing crosses UCIe) and each a
-  // translate of the first in the SIP's CUBE mesh. Otherwise the full chip is simulated and
-  // LaunchResult::one_group_note says why.
+  // another channel of the PE). The condition: timing mode, KernelPlan::OneGroupRefusal()
+  // empty, at least two sets, disjoint, together Cubes(), each inside one SIP (nothing crosses
+  // UCIe) and each a translate of the first in the SIP's CUBE mesh. Otherwise the full chip is
+  // simulated and LaunchResult::one_group_note says why. An op log, trace or message trace
+  // observes what is simulated — the first set's units (its header's cubes); a trace's
+  // LaunchRecord carries group_scale and its replay mirrors the same sets. Observing does not
+  // change the run: the report is the same with and without them (one_group_test,
+  // op_log_observes_test).
   bool one_group = false;
 };
 

@@ -6,7 +6,10 @@
 // much smaller. Where the condition fails the full chip is simulated and the note says why.
 // Per unit the stats need not match: baseline_fanout reads and writes its query row at a
 // per-query-head offset, so its CUBEs' channels split the same bytes differently.
+#include <algorithm>
+#include <cstdlib>
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -15,6 +18,9 @@
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 #include "kernels/launch/launch.h"
+#include "kernels/replay/replay.h"
+#include "proto/trace.pb.h"
+#include "topology/ids.h"
 #include "proto/workload.pb.h"
 #include "topology/loader.h"
 
@@ -30,7 +36,7 @@ struct Case {
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 LaunchResult RunOn(const std::string& topology, const std::string& workload, bool one_group,
-                 bool keep_op_log = false) {
+                 bool keep_op_log = false, const std::string& trace_path = "") {
   absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile(topology);
   EXPECT_TRUE(chip.ok()) << chip.status();
   pb::Workload w;
@@ -38,6 +44,7 @@ LaunchResult RunOn(const std::string& topology, const std::string& workload, boo
   LaunchOptions options;
   options.keep_op_log = keep_op_log;
   options.one_group = one_group;
+  options.trace_path = trace_path;
   absl::StatusOr<LaunchResult> r = RunWorkload(*chip, w, options);
   EXPECT_TRUE(r.ok()) << r.status();
   return r.ok() ? *std::move(r) : LaunchResult{};
@@ -122,7 +129,6 @@ TEST(OneGroupRefusalTest, FullChipWithTheReason) {
   for (const auto& [workload, keep_op_log, note] :
        {std::tuple<std::string, bool, std::string>{
             opt3 + " data: true", false, "data mode reads every set's outputs"},
-        {opt3, true, "an op log or trace records every CUBE's work"},
         {"kernel: DECODE variant: SHORT_CONTEXT h_q: 16 h_kv: 4 p: 4 kv_per_cube: 2 s: 512",
          false, "kv_per_cube > 1 puts several KV heads on one CUBE"},
         {"kernel: DECODE variant: OPT3 h_q: 8 h_kv: 1 c: 4 p: 4 s: 1024", false,
@@ -132,6 +138,78 @@ TEST(OneGroupRefusalTest, FullChipWithTheReason) {
     EXPECT_EQ(one.one_group_note, note) << workload;
     EXPECT_EQ(one.group_scale, 1u) << workload;
     EXPECT_EQ(one.report.DebugString(), full.report.DebugString()) << workload;
+  }
+}
+
+// The records of the units and PEs of `cubes` (the header and the rest dropped), `seq` cleared.
+std::vector<std::string> RecordsOf(const std::vector<pb::TraceRecord>& log,
+                                   const std::set<uint32_t>& cubes, const pb::Chip& chip) {
+  const topology::ChipIndex index(chip);
+  const auto in = [&](int64_t cube) { return cube >= 0 && cubes.contains(cube); };
+  std::vector<std::string> out;
+  for (pb::TraceRecord r : log) {
+    bool keep = false;
+    if (r.has_op()) {
+      keep = in(index.GlobalCubeOfUnit(topology::UnitId(r.op().unit())));
+      r.mutable_op()->clear_seq();
+    } else if (r.has_issue()) {
+      keep = in(r.issue().pe() / index.pes_per_cube());
+    } else if (r.has_stall()) {
+      keep = in(r.stall().pe() / index.pes_per_cube());
+    }
+    if (keep) out.push_back(r.ShortDebugString());
+  }
+  return out;
+}
+
+// An op log observes what a one-group run simulates and changes nothing: the report is the
+// one without an op log; the records are the full chip's records of the first set's units, in
+// the same order. Traced, the run replays to the same report (the replay mirrors the sets).
+TEST(OneGroupOpLogTest, AnOpLogObservesTheSimulatedGroup) {
+  const std::string small = "topology/small.textproto";
+  absl::StatusOr<pb::Chip> chip = topology::LoadTopologyFile(small);
+  ASSERT_TRUE(chip.ok()) << chip.status();
+  for (const std::string workload :
+       {"kernel: DECODE variant: OPT3 h_q: 16 h_kv: 2 c: 4 p: 4 s: 1024 users: 2",
+        "kernel: PREFILL variant: RING h_q: 8 h_kv: 2 p: 4 s: 256"}) {
+    const LaunchResult plain = RunOn(small, workload, true);
+    const LaunchResult logged = RunOn(small, workload, true, /*keep_op_log=*/true);
+    const LaunchResult full = RunOn(small, workload, false, /*keep_op_log=*/true);
+    ASSERT_TRUE(logged.runtime_status.ok()) << logged.runtime_status;
+    EXPECT_EQ(logged.one_group_note, "") << workload;
+    EXPECT_EQ(logged.group_scale, 2u) << workload;
+    EXPECT_EQ(logged.report.DebugString(), plain.report.DebugString()) << workload;
+    ASSERT_FALSE(logged.op_log.empty());
+    ASSERT_TRUE(logged.op_log[0].has_header());
+    const std::set<uint32_t> first(logged.op_log[0].header().cubes().begin(),
+                                   logged.op_log[0].header().cubes().end());
+    const std::vector<std::string> ours = RecordsOf(logged.op_log, first, *chip);
+    EXPECT_GT(ours.size(), 100u) << workload;
+    EXPECT_EQ(ours, RecordsOf(full.op_log, first, *chip)) << workload;
+    // Nothing outside the first set was observed; its op records are numbered 0, 1, ...
+    uint64_t seq = 0;
+    for (const pb::TraceRecord& r : logged.op_log) {
+      if (r.has_op()) EXPECT_EQ(r.op().seq(), seq++) << workload;
+    }
+    const auto observed = [](const pb::TraceRecord& r) {
+      return r.has_op() || r.has_issue() || r.has_stall();
+    };
+    EXPECT_EQ(static_cast<size_t>(
+                  std::count_if(logged.op_log.begin(), logged.op_log.end(), observed)),
+              ours.size());
+
+    const std::string path = std::string(getenv("TEST_TMPDIR")) + "/one_group.trace";
+    const LaunchResult traced = RunOn(small, workload, true, /*keep_op_log=*/false, path);
+    EXPECT_EQ(traced.report.DebugString(), plain.report.DebugString()) << workload;
+    absl::StatusOr<replay::RecordedTrace> trace = replay::ReadTraceFile(path);
+    ASSERT_TRUE(trace.ok()) << trace.status();
+    EXPECT_EQ(trace->launch.group_scale(), 2u);
+    replay::ReplayOptions replay_options;
+    replay_options.keep_op_log = false;
+    absl::StatusOr<LaunchResult> replayed = replay::Replay(*trace, replay_options);
+    ASSERT_TRUE(replayed.ok()) << replayed.status();
+    ASSERT_TRUE(replayed->runtime_status.ok()) << replayed->runtime_status;
+    EXPECT_EQ(replayed->report.DebugString(), plain.report.DebugString()) << workload;
   }
 }
 

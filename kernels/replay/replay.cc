@@ -1,8 +1,10 @@
 #include "kernels/replay/replay.h"
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -228,6 +230,55 @@ absl::StatusOr<RecordedTrace> ReadTraceFile(const std::string& path) {
   return trace;
 }
 
+namespace {
+
+// The recorded CUBE sets as the recording simulated them: a one-group recording's first set
+// with the others mirrored; otherwise the sets as islands, one after another (one heap with a
+// message trace). InvalidArgument for sets the recording cannot have made.
+absl::Status SimulateRecordedSets(const RecordedTrace& trace, const topology::ChipIndex& index,
+                                  bool message_trace, sim::ChipSimOptions& sim_options) {
+  // A one-group recording: the first CUBE set simulated, the others mirrored, as recorded.
+  const std::vector<std::vector<uint32_t>> sets = CubeSets(trace.launch);
+  if (trace.launch.group_scale() > 1) {
+    const bool listed =
+        sets.size() == trace.launch.group_scale() &&
+        std::vector<uint32_t>(trace.header.cubes().begin(), trace.header.cubes().end()) ==
+            sets[0] &&
+        std::all_of(sets.begin(), sets.end(), [&](const std::vector<uint32_t>& set) {
+          return set.size() == sets[0].size() &&
+                 std::all_of(set.begin(), set.end(),
+                             [&](uint32_t c) { return c < index.num_cubes(); });
+        });
+    if (!listed) {
+      return Invalid(absl::StrCat("trace: a one-group recording of ", trace.launch.group_scale(),
+                                  " CUBE sets must list that many sets of equal size on the chip "
+                                  "and simulate the first"));
+    }
+    sim_options.mirrors.assign(sets.begin() + 1, sets.end());
+  }
+  // The recorded run's CUBE Groups, one after another (the op log keeps the single heap's
+  // order; a message trace takes one heap; a one-group run simulated one group).
+  if (!message_trace && sim_options.mirrors.empty()) {
+    std::vector<uint32_t> cubes = sim_options.cubes;
+    if (cubes.empty()) {
+      for (uint32_t c = 0; c < index.num_cubes(); ++c) cubes.push_back(c);
+    }
+    const std::set<uint32_t> simulated(cubes.begin(), cubes.end());
+    for (const std::vector<uint32_t>& set : sets) {
+      for (uint32_t c : set) {
+        if (!simulated.contains(c)) {
+          return Invalid(absl::StrCat("trace: a CUBE set lists CUBE ", c,
+                                      ", which the recording did not simulate"));
+        }
+      }
+    }
+    sim_options.islands = launch::IslandsOf(sets, cubes);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<launch::LaunchResult> Replay(const RecordedTrace& trace,
                                             const ReplayOptions& options) {
   // The recorded chip holds the workload's max_inflight_composites; a what-if chip gets it too.
@@ -270,15 +321,7 @@ absl::StatusOr<launch::LaunchResult> Replay(const RecordedTrace& trace,
     if (!*messages) return Invalid(absl::StrCat("message_trace: cannot write ", options.message_trace));
     sim_options.message_trace_stream = messages.get();
   }
-  // The recorded run's CUBE Groups, one after another (the op log keeps the single heap's
-  // order; a message trace takes one heap).
-  if (messages == nullptr) {
-    std::vector<uint32_t> cubes = sim_options.cubes;
-    if (cubes.empty()) {
-      for (uint32_t c = 0; c < index.num_cubes(); ++c) cubes.push_back(c);
-    }
-    sim_options.islands = launch::IslandsOf(CubeSets(trace.launch), cubes);
-  }
+  RETURN_IF_ERROR(SimulateRecordedSets(trace, index, messages != nullptr, sim_options));
   absl::StatusOr<std::unique_ptr<sim::ChipSim>> created = sim::ChipSim::Create(chip, sim_options);
   RETURN_IF_ERROR(created.status());
   std::unique_ptr<sim::ChipSim> sim = std::move(*created);

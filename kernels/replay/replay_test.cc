@@ -313,6 +313,33 @@ TEST(ReplayGuardRails, AnotherGeometryIsRefused) {
                                    "PEs, 8 HBM channels per PE; this topology has 1 SIPs of 2x2"));
 }
 
+// The launch's CUBE sets must be CUBEs the recording simulated; a one-group recording must
+// list its group_scale sets, of equal size, and have simulated the first.
+TEST(ReplayGuardRails, CubeSetsTheRecordingDidNotSimulateAreRefused) {
+  std::vector<pb::TraceRecord> records = SmallTrace();
+  for (pb::TraceRecord& r : records) {
+    if (!r.has_header()) continue;
+    r.mutable_header()->clear_cubes();
+    r.mutable_header()->add_cubes(0);  // only CUBE 0 simulated
+  }
+  absl::Status s = ReplayRecords(records);
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(std::string(s.message()),
+              ::testing::HasSubstr("trace: a CUBE set lists CUBE "));
+  EXPECT_THAT(std::string(s.message()),
+              ::testing::HasSubstr("which the recording did not simulate"));
+
+  records = SmallTrace();
+  for (pb::TraceRecord& r : records) {
+    if (r.has_launch()) r.mutable_launch()->set_group_scale(3);
+  }
+  s = ReplayRecords(records);
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(std::string(s.message()),
+              ::testing::HasSubstr("trace: a one-group recording of 3 CUBE sets must list that "
+                                   "many sets of equal size on the chip and simulate the first"));
+}
+
 // Two instances of one (request, stream) on one PE could not tell their messages apart: a
 // trace that has them (here instance 1 moved onto instance 0's PE) is refused.
 TEST(ReplayGuardRails, TwoInstancesOfOneRequestAndStreamOnAPeAreRefused) {
