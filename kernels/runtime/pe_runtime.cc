@@ -127,10 +127,14 @@ void PeRuntime::LeaveScope(Instance& inst, uint64_t mark) {
   inst.scratch_top = std::min(inst.scratch_top, mark);
 }
 
+PeRuntime::Writes::iterator PeRuntime::WriteAt(uint64_t handle) {
+  return std::lower_bound(writes_.begin(), writes_.end(), handle,
+                          [](const auto& x, uint64_t key) { return x.first < key; });
+}
+
 void PeRuntime::NoteWrite(const Invocation& inv, uint64_t handle) {
   if (inv.written_end <= inv.written_begin) return;
-  auto it = std::lower_bound(writes_.begin(), writes_.end(), handle,
-                             [](const auto& x, uint64_t key) { return x.first < key; });
+  const auto it = WriteAt(handle);
   if (it != writes_.end() && it->first == handle) {
     it->second = {inv.written_begin, inv.written_end};
   } else {
@@ -356,9 +360,7 @@ void PeRuntime::ReleaseHeld() {
 void PeRuntime::OnDone(sim::PeCpu&, uint64_t handle, const sim::CpuInstance* owner,
                        SimTime end) {
   if (owner != nullptr) run_.NoteRequestDone(owner->request_id(), end);
-  auto w = std::lower_bound(writes_.begin(), writes_.end(), handle,
-                            [](const auto& x, uint64_t key) { return x.first < key; });
-  if (w != writes_.end() && w->first == handle) writes_.erase(w);
+  if (const auto w = WriteAt(handle); w != writes_.end() && w->first == handle) writes_.erase(w);
   if (IsReceive(handle) && !held_.empty()) {
     for (HeldCommand& x : held_) {
       if (x.receives.erase(handle) > 0) x.hand = std::max(x.hand, end);

@@ -132,6 +132,8 @@ class PeRuntime : public sim::CpuRuntime {
   void ReleaseHeld();
   // The TCM range the call writes is pending until its handle completes (scratch-scope check).
   void NoteWrite(const Invocation& inv, uint64_t handle);
+  // The first pending write at or after `handle` (writes_ is ascending by handle).
+  Writes::iterator WriteAt(uint64_t handle);
 
   // ---- messaging (messaging.cc) ----
   // IPCQ: kIpcqChannel | the queue unit; NOC: the source PE.
