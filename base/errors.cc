@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/check.h"
 
@@ -55,8 +56,19 @@ ErrorKind KindOf(const absl::Status& status) {
   return ErrorKind::kOther;
 }
 
+absl::Status WithExitCode(absl::Status status, int code) {
+  if (!status.ok() && code >= 1 && code <= 255) {
+    status.SetPayload(std::string(kExitCodePayload), absl::Cord(std::to_string(code)));
+  }
+  return status;
+}
+
 int ExitCodeOf(const absl::Status& status) {
   if (status.ok()) return kExitOk;
+  if (const auto code = status.GetPayload(std::string(kExitCodePayload))) {
+    int value = 0;
+    if (absl::SimpleAtoi(std::string(*code), &value) && value >= 1 && value <= 255) return value;
+  }
   switch (KindOf(status)) {
     case ErrorKind::kInput: return kExitBadInput;
     case ErrorKind::kDeadlock: return kExitDeadlock;

@@ -46,6 +46,8 @@ inline constexpr int kExitInvariant = 70;
 
 // The payload's type URL; its value is KindName(kind).
 inline constexpr std::string_view kKindPayload = "ahbmsim/error_kind";
+// WithExitCode's payload: the decimal exit code.
+inline constexpr std::string_view kExitCodePayload = "ahbmsim/exit_code";
 
 absl::Status DeadlockError(std::string_view message);
 absl::Status KernelFaultError(std::string_view message);
@@ -55,8 +57,11 @@ absl::Status InvariantError(std::string_view message);
 absl::Status WithKind(absl::Status status, ErrorKind kind);
 
 ErrorKind KindOf(const absl::Status& status);
-// 0 for OK, else the table's exit code of KindOf(status).
+// 0 for OK; else the code WithExitCode set, or the table's exit code of KindOf(status).
 int ExitCodeOf(const absl::Status& status);
+// A failure passed on from another program, which ends `ahbm` with that program's exit code
+// (1..255; `ahbm slurm --wait`: the highest failed array task's). OK stays OK.
+absl::Status WithExitCode(absl::Status status, int code);
 
 // "input", "deadlock", "kernel fault", "invariant", "other".
 std::string_view KindName(ErrorKind kind);

@@ -70,5 +70,17 @@ TEST(ErrorKindTest, NamesRoundTrip) {
   EXPECT_EQ(KindName(ErrorKind::kKernelFault), "kernel fault");
 }
 
+TEST(ErrorKindTest, WithExitCodePassesAnotherProgramsCodeOn) {
+  const absl::Status task = WithExitCode(absl::UnknownError("task 1 exited 7"), 7);
+  EXPECT_EQ(ExitCodeOf(task), 7);
+  EXPECT_EQ(KindOf(task), ErrorKind::kOther);
+  EXPECT_EQ(ExitCodeOf(Annotate(task, "array job 4: ")), 7);  // context keeps it
+  EXPECT_EQ(ExitCodeOf(WithExitCode(absl::InvalidArgumentError("x"), 255)), 255);
+  // Outside 1..255 the kind decides; OK stays OK.
+  EXPECT_EQ(ExitCodeOf(WithExitCode(absl::InvalidArgumentError("x"), 0)), kExitBadInput);
+  EXPECT_EQ(ExitCodeOf(WithExitCode(absl::UnknownError("x"), 256)), kExitOther);
+  EXPECT_TRUE(WithExitCode(absl::OkStatus(), 7).ok());
+}
+
 }  // namespace
 }  // namespace ahbm

@@ -3,7 +3,7 @@
 //   ahbm stream [--topology=F] ... run an injected command stream (no kernels) and report
 //   ahbm run [--topology=F] [--workload=W] [--<workload field>=V ...] ...
 //                                  run a workload's kernels (kernels/launch) and report
-//   ahbm replay, diff, hbm, compare, sweep, milestone, worker, merge (see `ahbm help`)
+//   ahbm replay, diff, hbm, compare, sweep, milestone, worker, merge, slurm (see `ahbm help`)
 //   ahbm help [command], ahbm <command> --help   a command's flags
 //   ahbm version, ahbm --version                   version, git commit, build type
 // Relative paths are taken from the current directory; the default topology, and a shipped
@@ -45,6 +45,7 @@
 #include "sweep/job_pool.h"
 #include "sweep/store.h"
 #include "cli/flags.h"
+#include "cli/slurm_command.h"
 #include "cli/sweep_command.h"
 #include "cli/version.h"
 #include "kernels/launch/compare.h"
@@ -146,6 +147,9 @@ struct Command {
   std::vector<FlagSpec> flags;
   std::function<absl::Status(const ParsedFlags&)> run;
   size_t positional = 0;  // positional arguments it takes (ahbm diff A B)
+  // When set, the flags its arguments parse with (`ahbm slurm sweep ...`: slurm's and sweep's);
+  // `flags` are then what `ahbm help` shows.
+  std::function<std::vector<FlagSpec>(const std::vector<std::string>&)> flags_for;
 };
 
 absl::Status RunValidate(const ParsedFlags& flags) {
@@ -561,18 +565,18 @@ std::vector<FlagSpec> CompareFlags() {
 }
 
 // ahbm sweep (cli/sweep_command.h): the chip and workload as `ahbm run` reads them.
-absl::Status RunSweepCommand(const ParsedFlags& flags, bool merge = false) {
+absl::Status RunSweepCommand(const ParsedFlags& flags, cluster::RunMode mode = {}) {
   absl::StatusOr<pb::Chip> chip = LoadTopologyFlag(flags);
   RETURN_IF_ERROR(chip.status());
   absl::StatusOr<pb::Workload> workload = WorkloadFromFlags(flags);
   RETURN_IF_ERROR(workload.status());
-  return RunSweep(flags, *chip, *std::move(workload), merge);
+  return RunSweep(flags, *chip, *std::move(workload), mode);
 }
 
-absl::Status RunMilestone(const ParsedFlags& flags, bool merge = false) {
+absl::Status RunMilestone(const ParsedFlags& flags, cluster::RunMode mode = {}) {
   absl::StatusOr<pb::Chip> chip = LoadTopologyFlag(flags);
   RETURN_IF_ERROR(chip.status());
-  return milestone::RunMilestoneCommand(flags, *chip, {kVersion, AHBM_GIT_COMMIT}, merge);
+  return milestone::RunMilestoneCommand(flags, *chip, {kVersion, AHBM_GIT_COMMIT}, mode);
 }
 
 std::vector<FlagSpec> SweepCommandFlags();
@@ -600,7 +604,21 @@ absl::Status RunMerge(const ParsedFlags& flags) {
     return absl::InvalidArgumentError(
         absl::StrCat("the manifest's flags: ", parsed.status().message()));
   }
-  return sweep ? RunSweepCommand(*parsed, /*merge=*/true) : RunMilestone(*parsed, true);
+  const cluster::RunMode merge{.merge = true};
+  return sweep ? RunSweepCommand(*parsed, merge) : RunMilestone(*parsed, merge);
+}
+
+// What `ahbm slurm` submits (cli/slurm_command.h).
+const std::vector<SubmittableCommand>& Submittable() {
+  static const std::vector<SubmittableCommand> commands = {
+      {"sweep", SweepCommandFlags(),
+       [](const ParsedFlags& flags, cluster::RunMode mode) {
+         return RunSweepCommand(flags, mode);
+       }},
+      {"milestone", milestone::MilestoneFlags(),
+       [](const ParsedFlags& flags, cluster::RunMode mode) { return RunMilestone(flags, mode); }},
+  };
+  return commands;
 }
 
 std::vector<FlagSpec> SweepCommandFlags() {
@@ -733,6 +751,12 @@ const std::vector<Command>& Commands() {
        "the main job: Llama3-70B's four panels (single/multi-user x decode/prefill), every "
        "variant against the baselines, report files",
        milestone::MilestoneFlags(), [](const ParsedFlags& flags) { return RunMilestone(flags); }},
+      {"slurm",
+       "sweep|milestone: its jobs as a Slurm job array (one --shard per task) and the merge as a "
+       "job after it",
+       SlurmFlags(), [](const ParsedFlags& flags) { return RunSlurm(flags, Submittable()); },
+       /*positional=*/1,
+       [](const std::vector<std::string>& args) { return SlurmFlagsFor(Submittable(), args); }},
   };
   return commands;
 }
@@ -772,6 +796,10 @@ int Help(const std::vector<std::string>& args) {
   }
   std::printf("ahbm %s: %s\n\nflags:\n%s", command->name.c_str(), command->summary.c_str(),
               FlagsHelp(command->flags).c_str());
+  if (command->flags_for) {
+    std::printf("\nand the flags of the command it submits (ahbm help sweep, ahbm help "
+                "milestone)\n");
+  }
   return kExitOk;
 }
 
@@ -802,7 +830,9 @@ int Main(int argc, char** argv) {
                   [](const std::string& a) { return a == "--help" || a == "-h"; })) {
     return Help({name});
   }
-  absl::StatusOr<ParsedFlags> flags = ParseFlags(name, command->flags, args, command->positional);
+  absl::StatusOr<ParsedFlags> flags =
+      ParseFlags(name, command->flags_for ? command->flags_for(args) : command->flags, args,
+                 command->positional);
   absl::Status status = flags.ok() ? command->run(*flags) : flags.status();
   if (status.ok()) return kExitOk;
   const std::string message(status.message());

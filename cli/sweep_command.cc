@@ -94,7 +94,7 @@ std::vector<FlagSpec> SweepFlags() {
 }
 
 absl::Status RunSweep(const ParsedFlags& flags, const pb::Chip& chip, pb::Workload workload,
-                      bool merge) {
+                      cluster::RunMode mode) {
   absl::StatusOr<std::vector<sweep::Param>> params = ParamsOf(flags);
   RETURN_IF_ERROR(params.status());
   const std::string out_dir = flags.GetOr("out_dir", "");
@@ -139,7 +139,7 @@ absl::Status RunSweep(const ParsedFlags& flags, const pb::Chip& chip, pb::Worklo
     run.push_back(std::move(job));
   }
   absl::StatusOr<std::unique_ptr<cluster::Placement>> placement =
-      cluster::MakePlacement(flags, {.command = "sweep", .out_dir = out_dir, .merge = merge});
+      cluster::MakePlacement(flags, {.command = "sweep", .out_dir = out_dir, .mode = mode});
   RETURN_IF_ERROR(placement.status());
   // With workers, one line per finished job on stderr: how far, and the jobs per worker.
   size_t done = 0;

@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "cli/flags.h"
+#include "cluster/placement.h"
 #include "proto/topology.pb.h"
 #include "proto/workload.pb.h"
 
@@ -26,9 +27,10 @@ namespace ahbm::cli {
 // --param, --values, --out, --json, --out_dir and where the jobs run (cluster/placement.h).
 std::vector<FlagSpec> SweepFlags();
 
-// `merge`: `ahbm merge` — every job's result from --out_dir's store, nothing runs.
+// `mode`: `ahbm merge` (every job's result from --out_dir's store, nothing runs) or `ahbm slurm`
+// (every check made, the jobs counted, nothing runs) — cluster/placement.h.
 absl::Status RunSweep(const ParsedFlags& flags, const pb::Chip& chip, pb::Workload workload,
-                      bool merge = false);
+                      cluster::RunMode mode = {});
 
 }  // namespace ahbm::cli
 

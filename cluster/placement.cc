@@ -38,6 +38,23 @@ std::string List(const std::vector<size_t>& jobs) {
   return out;
 }
 
+// RunMode::plan: counts the jobs, runs none (each result ABORTED "planned, not run").
+class PlanRunner : public sweep::Runner {
+ public:
+  explicit PlanRunner(size_t* count) : count_(count) {}
+  std::vector<pb::JobResult> RunNamed(const std::vector<sweep::Job>& jobs,
+                                      const std::vector<size_t>&, const Done&) override {
+    *count_ = jobs.size();
+    pb::JobResult planned;
+    planned.set_status_code(static_cast<int32_t>(absl::StatusCode::kAborted));
+    planned.set_status_message("planned, not run");
+    return std::vector<pb::JobResult>(jobs.size(), planned);
+  }
+
+ private:
+  size_t* count_;
+};
+
 }  // namespace
 
 std::vector<cli::FlagSpec> PlacementFlags() {
@@ -136,8 +153,13 @@ absl::StatusOr<std::unique_ptr<Placement>> MakePlacement(const cli::ParsedFlags&
       }
     }
   }
+  if (request.mode.plan != nullptr) {
+    placement->planner_ = std::make_unique<PlanRunner>(request.mode.plan);
+    placement->top_ = placement->planner_.get();
+    return placement;
+  }
   sweep::Runner* inner = nullptr;
-  if (!request.merge) {
+  if (!request.mode.merge) {
     if (workers.empty()) {
       placement->pool_ = std::make_unique<sweep::JobPool>(jobs);
       inner = placement->pool_.get();
@@ -163,7 +185,7 @@ absl::StatusOr<std::unique_ptr<Placement>> MakePlacement(const cli::ParsedFlags&
   for (std::string& arg : CommandArgs(flags)) manifest.add_args(std::move(arg));
   manifest.set_build_digest(BuildDigest());
   manifest.set_schema_digest(sweep::SchemaDigest());
-  sweep::StoreOptions store{request.out_dir, *resume || request.merge, request.merge,
+  sweep::StoreOptions store{request.out_dir, *resume || request.mode.merge, request.mode.merge,
                             placement->shard_};
   absl::StatusOr<std::unique_ptr<sweep::StoreRunner>> runner =
       sweep::StoreRunner::Create(inner, store, std::move(manifest));
@@ -178,6 +200,7 @@ std::string Placement::ProgressNote() const {
 }
 
 absl::Status Placement::Finish(const std::vector<pb::JobResult>& results) const {
+  if (planner_) return absl::OkStatus();
   if (cluster_) std::fprintf(stderr, "cluster: %s\n", cluster_->Summary().c_str());
   if (store_ && store_->taken() > 0) {
     std::fprintf(stderr, "store: %zu jobs taken from %s, %zu run\n", store_->taken(),

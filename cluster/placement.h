@@ -9,6 +9,8 @@
 //   positive integer, --worker_timeout a positive number of seconds, --shard i/n, --local
 //   false only with --workers, --shard and --resume only with an output folder, workers
 //   reached and accepting this build (cluster_runner.h).
+// - RunMode::plan (`ahbm slurm`): the flag checks above, then a runner that only counts the
+//   jobs; no pool, worker or store is made, partial() is true and Finish is OK.
 // - runner(): runs the jobs where the flags say, through the store in `out_dir` when there is
 //   one: every finished result is kept there, so an interrupted run resumes.
 // - Finish(results): after the run, OK, or: Unavailable naming the jobs no worker was left to
@@ -42,17 +44,24 @@ bool IsPlacementFlag(std::string_view name);
 // "--jobs: must be an integer from 1 to 1024 (got '<text>')". Also `ahbm worker`'s --jobs.
 absl::StatusOr<int> JobsFlag(const cli::ParsedFlags& flags);
 
+// What a command does with its job list, beyond what its flags say.
+struct RunMode {
+  bool merge = false;      // `ahbm merge`: every result from the store, nothing runs
+  size_t* plan = nullptr;  // `ahbm slurm`: every flag checked, the job count stored here;
+                           // nothing runs, no store is opened (partial(): no report)
+};
+
 struct PlacementRequest {
   std::string command;  // "sweep", "milestone": the store's manifest
   std::string out_dir;  // "" : no store (then no --shard, no --resume)
-  bool merge = false;   // `ahbm merge`: every result from the store, nothing runs
+  RunMode mode;
 };
 
 class Placement {
  public:
   ~Placement();
   sweep::Runner& runner() { return *top_; }
-  bool partial() const { return shard_.count > 0; }
+  bool partial() const { return shard_.count > 0 || planner_ != nullptr; }
   absl::Status Finish(const std::vector<pb::JobResult>& results) const;
   // For a progress line while the jobs run: "jobs per worker: 127.0.0.1:4001 5, local 3" with
   // --workers, "" otherwise.
@@ -65,6 +74,7 @@ class Placement {
   std::unique_ptr<sweep::JobPool> pool_;
   std::unique_ptr<ClusterRunner> cluster_;
   std::unique_ptr<sweep::StoreRunner> store_;
+  std::unique_ptr<sweep::Runner> planner_;  // RunMode::plan
   sweep::Runner* top_ = nullptr;
   sweep::Shard shard_;
   std::string out_dir_;

@@ -184,7 +184,7 @@ std::vector<cli::FlagSpec> MilestoneFlags() {
 }
 
 absl::Status RunMilestoneCommand(const cli::ParsedFlags& flags, const pb::Chip& chip,
-                                 const ToolInfo& tool, bool merge) {
+                                 const ToolInfo& tool, cluster::RunMode mode) {
   Options options;
   absl::StatusOr<uint64_t> decode = Number(flags, "decode_context", options.decode_context);
   RETURN_IF_ERROR(decode.status());
@@ -270,7 +270,7 @@ absl::Status RunMilestoneCommand(const cli::ParsedFlags& flags, const pb::Chip& 
   labels.resize(all.size(), "numerical check");
 
   absl::StatusOr<std::unique_ptr<cluster::Placement>> placement = cluster::MakePlacement(
-      flags, {.command = "milestone", .out_dir = out_dir.string(), .merge = merge});
+      flags, {.command = "milestone", .out_dir = out_dir.string(), .mode = mode});
   RETURN_IF_ERROR(placement.status());
   ProgressLine line(all.size());
   const std::vector<pb::JobResult> results =

@@ -22,6 +22,7 @@
 
 #include "absl/status/status.h"
 #include "cli/flags.h"
+#include "cluster/placement.h"
 #include "milestone/milestone.h"
 #include "proto/topology.pb.h"
 
@@ -29,10 +30,11 @@ namespace ahbm::milestone {
 
 std::vector<cli::FlagSpec> MilestoneFlags();
 
-// `chip`: the --topology flag's chip, loaded by the caller. `merge`: `ahbm merge` — every
-// job's result from --out_dir's store (cluster/placement.h), nothing runs.
+// `chip`: the --topology flag's chip, loaded by the caller. `mode` (cluster/placement.h): `ahbm
+// merge` — every job's result from --out_dir's store, nothing runs; `ahbm slurm` — every check
+// made, the jobs counted, nothing runs.
 absl::Status RunMilestoneCommand(const cli::ParsedFlags& flags, const pb::Chip& chip,
-                                 const ToolInfo& tool, bool merge = false);
+                                 const ToolInfo& tool, cluster::RunMode mode = {});
 
 }  // namespace ahbm::milestone
 

@@ -25,6 +25,7 @@
 #include "absl/strings/str_split.h"
 #include "base/errors.h"
 #include "base/status_macros.h"
+#include "base/subprocess.h"
 
 namespace ahbm::milestone {
 namespace {
@@ -277,17 +278,6 @@ std::string ScriptText(const PlotSpec& spec, const PlotData& data, const std::st
   }
   absl::StrAppend(&s, "plot ", absl::StrJoin(plots, ", \\\n     "), "\n");
   return s;
-}
-
-// The executable's path on PATH, or nullopt.
-std::optional<std::string> FindOnPath(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  if (path == nullptr) return std::nullopt;
-  for (absl::string_view dir : absl::StrSplit(path, ':', absl::SkipEmpty())) {
-    std::string candidate = absl::StrCat(dir, "/", name);
-    if (access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return std::nullopt;
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages ahbmsim builds with, when any is missing (--fuzz: also clang).
+# Installs the Debian 12 packages ahbmsim builds and tests with, when any is missing
+# (--run: only what building and running `ahbm` needs, as ./ahbm asks; --fuzz: also clang).
 # Idempotent and silent when everything is there. Nothing is downloaded except through apt.
 set -euo pipefail
 
@@ -19,6 +20,12 @@ packages=(
   libjemalloc-dev     # jemalloc 5.3, the allocator of ahbm and the benchmarks
   gnuplot-nox         # gnuplot 5.4: the report's SVG plots (ahbm milestone)
 )
+
+# For the tests only: Slurm 22.05 and munge, with which //cluster:slurm_test runs `ahbm slurm`
+# on a one-node cluster of its own (tools/slurm_cluster.sh: its own daemons, key and config).
+if [[ ${1:-} != --run ]]; then
+  packages+=(slurmctld slurmd slurm-client munge)
+fi
 
 # `tools/setup.sh --fuzz`: also what tools/fuzz.sh needs — clang 14 with its sanitizer runtimes
 # and libFuzzer (tests/fuzz/README.md). The bounded fuzz tests of `bazel test //...` need none.

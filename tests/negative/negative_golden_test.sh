@@ -110,7 +110,10 @@ for i in "${!names[@]}"; do
     echo "FAIL $name: its make step failed: $(tail -3 "$T/.make.log")"
     failures=$((failures + 1)); continue
   fi
-  eval "args=(${runs[$i]})"
+  if ! eval "args=(${runs[$i]})" 2>"$T/.parse.log"; then
+    echo "FAIL $name ($table:${lines[$i]}): its run line does not parse: $(cat "$T/.parse.log")"
+    failures=$((failures + 1)); continue
+  fi
   timeout 120 "$AHBM" "${args[@]}" >"$T/.stdout" 2>"$T/.stderr" </dev/null
   rc=$?
   got=$(cat "$T/.stderr")
