@@ -190,16 +190,19 @@ std::vector<FlagSpec> SlurmFlags() {
 
 std::vector<FlagSpec> SlurmFlagsFor(const std::vector<SubmittableCommand>& commands,
                                     const std::vector<std::string>& args) {
+  // The command is the first argument that is not a flag, wherever it stands.
+  const auto named = std::find_if(args.begin(), args.end(), [](const std::string& arg) {
+    return arg.rfind("--", 0) != 0;
+  });
+  const SubmittableCommand* command = named == args.end() ? nullptr : Find(commands, *named);
   std::vector<FlagSpec> specs;
-  const SubmittableCommand* command =
-      args.empty() ? nullptr : Find(commands, args.front());
   if (command != nullptr) specs = command->flags;
   for (FlagSpec& own : SlurmFlags()) {
     const bool shared = std::any_of(specs.begin(), specs.end(),
                                     [&](const FlagSpec& s) { return s.name == own.name; });
     // Only --out_dir means the same to both; another shared name would be ambiguous.
     AHBM_CHECK(!shared || own.name == "out_dir") << "ahbm slurm's --" << own.name
-                                                  << " is also a flag of " << args.front();
+                                                  << " is also a flag of " << command->name;
     if (!shared) specs.push_back(std::move(own));
   }
   return specs;

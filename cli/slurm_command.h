@@ -35,7 +35,8 @@ struct SubmittableCommand {
 
 // `ahbm slurm`'s own flags (`ahbm help slurm`).
 std::vector<FlagSpec> SlurmFlags();
-// The flags `ahbm slurm <args[0]> ...` parses: its own and the named command's.
+// The flags `ahbm slurm ...` parses: its own and those of the command its first argument that
+// is not a flag names (before or after the flags).
 std::vector<FlagSpec> SlurmFlagsFor(const std::vector<SubmittableCommand>& commands,
                                     const std::vector<std::string>& args);
 
