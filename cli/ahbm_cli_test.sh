@@ -621,6 +621,17 @@ expect_one_line_error '^ahbm milestone: --out_dir: cannot create' \
 expect_one_line_error 'h_q: .* \(milestone panel single_user_decode, variant baseline_fanout\)$' \
   milestone --topology=$small --panels=single_user_decode --out_dir="$tmp/ms"
 
+# ahbm slurm where Slurm is not installed (no sbatch on PATH): exit 1 (the machine, not the
+# input), one line; --dry_run needs no Slurm.
+out=$(PATH=/nonexistent "$ahbm" slurm sweep --topology=$small --param=s --values=512,1024 \
+  --tasks=2 --out_dir="$tmp/slurm" 2>&1)
+rc=$?
+[[ $rc -eq 1 && $out == "ahbm slurm: sbatch: not found on PATH (ahbm slurm needs Slurm's client \
+commands here; --dry_run prints the scripts without them)" ]] ||
+  fail "ahbm slurm without sbatch exited $rc: $out"
+expect 0 '^#SBATCH --array=0-1$' slurm sweep --topology=$small --param=s --values=512,1024 \
+  --tasks=2 --out_dir="$tmp/slurm" --dry_run
+
 if [[ $failures -ne 0 ]]; then
   echo "$failures check(s) failed"
   exit 1

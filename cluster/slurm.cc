@@ -121,8 +121,19 @@ std::string FirstLine(const ProgramResult& result) {
   return result.How();
 }
 
+// RunProgram for a Slurm command: one missing here is the machine's state, not the input's.
+absl::StatusOr<ProgramResult> RunSlurmCommand(const std::vector<std::string>& argv) {
+  absl::StatusOr<ProgramResult> result = RunProgram(argv);
+  if (result.status().code() == absl::StatusCode::kNotFound) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        result.status().message(), " (ahbm slurm needs Slurm's client commands here; --dry_run "
+        "prints the scripts without them)"));
+  }
+  return result;
+}
+
 absl::StatusOr<std::string> Sbatch(const std::vector<std::string>& argv, const std::string& what) {
-  ASSIGN_OR_RETURN(const ProgramResult result, RunProgram(argv));
+  ASSIGN_OR_RETURN(const ProgramResult result, RunSlurmCommand(argv));
   if (!result.ok()) {
     return absl::UnknownError(absl::StrCat("sbatch refused the ", what, ": ", FirstLine(result)));
   }
@@ -268,8 +279,8 @@ struct QueueState {
 
 absl::StatusOr<QueueState> Queue(const SlurmJobs& jobs) {
   ASSIGN_OR_RETURN(const ProgramResult result,
-                   RunProgram({"squeue", "-h", "-j", jobs.array_id + "," + jobs.merge_id, "-o",
-                               "%i|%T|%r"}));
+                   RunSlurmCommand({"squeue", "-h", "-j", jobs.array_id + "," + jobs.merge_id,
+                                    "-o", "%i|%T|%r"}));
   QueueState state;
   if (!result.ok()) {
     // Both records already purged (MinJobAge): nothing left to wait for.
