@@ -261,7 +261,8 @@ absl::StatusOr<SlurmJobs> Submit(const SlurmRequest& r) {
              "merge job");
   if (!merge.ok()) {
     (void)RunProgram({"scancel", jobs.array_id});  // best effort: its own failure adds nothing
-    return Annotate(merge.status(), absl::StrCat("(array job ", jobs.array_id, " cancelled) "));
+    return WithMessage(merge.status(), absl::StrCat(merge.status().message(), "; array job ",
+                                                    jobs.array_id, " cancelled"));
   }
   jobs.merge_id = *merge;
   return jobs;
@@ -331,7 +332,10 @@ absl::Status WaitForQueue(const SlurmJobs& jobs, absl::Duration poll) {
         cancelled_merge = true;
       }
     }
-    const absl::Duration interval = absl::Now() - start < absl::Minutes(1) ? poll : poll * 5;
+    // Gentle on the controller over a long wait: 1×, 5× and 30× the interval.
+    const absl::Duration waited = absl::Now() - start;
+    const absl::Duration interval =
+        waited < absl::Minutes(1) ? poll : waited < absl::Minutes(10) ? poll * 5 : poll * 30;
     std::this_thread::sleep_for(absl::ToChronoMilliseconds(interval));
   }
 }

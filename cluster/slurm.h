@@ -74,7 +74,8 @@ struct SlurmJobs {
 
 absl::StatusOr<SlurmJobs> Submit(const SlurmRequest& request);
 
-// `poll`: the first minute's interval between two squeue calls (5 × it after that).
+// `poll`: the interval between two squeue calls in the first minute; 5× it until the tenth,
+// 30× it after that.
 absl::Status Wait(const SlurmRequest& request, const SlurmJobs& jobs,
                   absl::Duration poll = absl::Seconds(1));
 

@@ -179,5 +179,132 @@ TEST_F(SlurmScriptTest, EachBadRequestIsRefusedNamingItsFlag) {
   EXPECT_TRUE(CheckSlurmRequest(fine).ok()) << CheckSlurmRequest(fine);
 }
 
+// Submit and Wait against stand-ins for sbatch, squeue and scancel first on PATH: each records
+// its arguments; sbatch numbers jobs from 41 (or refuses, as told), squeue prints the queue
+// file's lines once, as a job that then ends.
+class FakeSlurmTest : public SlurmScriptTest {
+ protected:
+  void SetUp() override {
+    SlurmScriptTest::SetUp();
+    bin_ = root_ / "bin";
+    fs::create_directories(bin_);
+    Tool("sbatch",
+         "echo \"$@\" >> \"$D/sbatch.calls\"\n"
+         "n=$(cat \"$D/next\" 2>/dev/null || echo 41)\n"
+         "if [[ $n == \"${FAKE_SBATCH_REFUSE:-}\" ]]; then\n"
+         "  echo 'sbatch: error: Batch job submission failed: Invalid partition name' >&2\n"
+         "  exit 1\nfi\n"
+         "echo $((n + 1)) > \"$D/next\"\necho \"$n;ahbmtest\"\n");
+    Tool("squeue", "echo \"$@\" >> \"$D/squeue.calls\"\n"
+                   "if [[ -f $D/queue ]]; then cat \"$D/queue\"; rm \"$D/queue\"; fi\n");
+    Tool("scancel", "echo \"$@\" >> \"$D/scancel.calls\"\n");
+    old_path_ = std::getenv("PATH");
+    setenv("PATH", (bin_.string() + ":" + old_path_).c_str(), 1);
+    setenv("D", root_.c_str(), 1);
+    unsetenv("FAKE_SBATCH_REFUSE");
+  }
+  void TearDown() override { setenv("PATH", old_path_.c_str(), 1); }
+
+  void Tool(const std::string& name, const std::string& body) {
+    Write(bin_ / name, "#!/bin/bash\n" + body);
+    fs::permissions(bin_ / name, fs::perms::owner_all);
+  }
+  void Exit(const std::string& name, const std::string& code) {
+    Write(root_ / "out" / "slurm" / name, code + "\n");
+  }
+
+  fs::path bin_;
+  std::string old_path_;
+};
+
+TEST_F(FakeSlurmTest, SubmitSendsTheArrayThenTheMergeAfterIt) {
+  Exit("task-0.exit", "3");  // a previous submission's: removed
+  absl::StatusOr<SlurmJobs> jobs = Submit(request_);
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  EXPECT_EQ(jobs->array_id, "41");
+  EXPECT_EQ(jobs->merge_id, "42");
+  const std::string out = request_.out_dir;
+  EXPECT_EQ(Read(root_ / "sbatch.calls"),
+            "--parsable " + out + "/slurm/array.sbatch\n--parsable --dependency=afterok:41 " +
+                out + "/slurm/merge.sbatch\n");
+  EXPECT_EQ(Read(root_ / "out" / "slurm" / "array.sbatch"), ArrayScript(request_));
+  EXPECT_EQ(Read(root_ / "out" / "slurm" / "merge.sbatch"), MergeScript(request_));
+  EXPECT_FALSE(fs::exists(root_ / "out" / "slurm" / "task-0.exit"));
+}
+
+TEST_F(FakeSlurmTest, ARefusedMergeCancelsTheArray) {
+  setenv("FAKE_SBATCH_REFUSE", "42", 1);
+  absl::StatusOr<SlurmJobs> jobs = Submit(request_);
+  ASSERT_FALSE(jobs.ok());
+  EXPECT_EQ(jobs.status().message(),
+            "sbatch refused the merge job: sbatch: error: Batch job submission failed: Invalid "
+            "partition name; array job 41 cancelled");
+  EXPECT_EQ(ExitCodeOf(jobs.status()), kExitOther);
+  EXPECT_EQ(Read(root_ / "scancel.calls"), "41\n");
+  // The next submission's array (42: a refused job takes no number) refused: nothing to cancel.
+  EXPECT_EQ(Submit(request_).status().message(),
+            "sbatch refused the array: sbatch: error: Batch job submission failed: Invalid "
+            "partition name");
+  EXPECT_EQ(Read(root_ / "scancel.calls"), "41\n");
+}
+
+TEST_F(FakeSlurmTest, WaitSaysOkWhenEveryTaskAndTheMergeExitedZero) {
+  Write(root_ / "queue", "41_[1-2]|PENDING|None\n41_0|RUNNING|None\n42|PENDING|Dependency\n");
+  for (const char* name : {"task-0.exit", "task-1.exit", "task-2.exit", "merge.exit"}) {
+    Exit(name, "0");
+  }
+  EXPECT_TRUE(Wait(request_, {"41", "42"}, absl::Milliseconds(1)).ok());
+  // Once with the jobs queued, once with none.
+  EXPECT_EQ(Read(root_ / "squeue.calls"), "-h -j 41,42 -o %i|%T|%r\n-h -j 41,42 -o %i|%T|%r\n");
+  EXPECT_FALSE(fs::exists(root_ / "scancel.calls"));
+}
+
+TEST_F(FakeSlurmTest, WaitNamesEachFailedTaskAndPassesTheHighestCodeOn) {
+  Exit("task-0.exit", "0");
+  Exit("task-1.exit", "7");
+  Exit("task-2.exit", "2");
+  const absl::Status status = Wait(request_, {"41", "42"}, absl::Milliseconds(1));
+  const std::string out = request_.out_dir;
+  EXPECT_EQ(status.message(),
+            "array job 41: task 1 (shard 1/3) exited 7, task 2 (shard 2/3) exited 2 (log " + out +
+                "/slurm/task-<i>.log); merge job 42 not run; submit again with --resume to run "
+                "only the jobs without a result");
+  EXPECT_EQ(ExitCodeOf(status), 7);
+}
+
+TEST_F(FakeSlurmTest, WaitCancelsAMergeTheArrayCanNoLongerRelease) {
+  // The array has ended; the merge waits on a dependency never satisfied (a cluster without
+  // kill_invalid_depend honoured): Wait cancels it rather than wait forever.
+  Write(root_ / "queue", "42|PENDING|DependencyNeverSatisfied\n");
+  Exit("task-0.exit", "0");
+  Exit("task-2.exit", "0");  // task 1 left none: its shell was killed
+  const absl::Status status = Wait(request_, {"41", "42"}, absl::Milliseconds(1));
+  EXPECT_EQ(Read(root_ / "scancel.calls"), "42\n");
+  const std::string out = request_.out_dir;
+  EXPECT_EQ(status.message(),
+            "array job 41: task 1 (shard 1/3) left no exit code (cancelled, out of time or its "
+            "node lost) (log " + out + "/slurm/task-1.log); merge job 42 not run; submit again "
+            "with --resume to run only the jobs without a result");
+  EXPECT_EQ(ExitCodeOf(status), 1);
+}
+
+TEST_F(FakeSlurmTest, WaitNamesAFailedMerge) {
+  for (const char* name : {"task-0.exit", "task-1.exit", "task-2.exit"}) Exit(name, "0");
+  Exit("merge.exit", "2");
+  const absl::Status status = Wait(request_, {"41", "42"}, absl::Milliseconds(1));
+  EXPECT_EQ(status.message(),
+            "merge job 42 exited 2 (log " + request_.out_dir + "/slurm/merge.log)");
+  EXPECT_EQ(ExitCodeOf(status), 2);
+}
+
+TEST_F(FakeSlurmTest, WithoutSlurmOnThePathSubmitSaysSoAsTheMachinesState) {
+  setenv("PATH", "/nonexistent", 1);
+  const absl::Status status = Submit(request_).status();
+  EXPECT_EQ(status.message(),
+            "sbatch: not found on PATH (ahbm slurm needs Slurm's client commands here; "
+            "--dry_run prints the scripts without them)");
+  EXPECT_EQ(ExitCodeOf(status), kExitOther);
+}
+
 }  // namespace
 }  // namespace ahbm::cluster

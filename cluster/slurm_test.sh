@@ -59,7 +59,8 @@ out=$("$ahbm" slurm sweep "${grid[@]}" --tasks=3 --out_dir="$tmp/shared/dry" --d
 rc=$?
 [[ $rc -eq 0 ]] || fail "--dry_run exited $rc: $out"
 grep -qx '#SBATCH --array=0-2' <<<"$out" || fail "--dry_run printed no --array=0-2: $out"
-merge_line="sbatch --parsable --dependency=afterok:<array job id> $tmp/shared/dry/slurm/merge.sbatch"
+merge_line="sbatch --parsable --dependency=afterok:<array job id>"
+merge_line+=" $tmp/shared/dry/slurm/merge.sbatch"
 grep -qxF "$merge_line" <<<"$out" || fail "--dry_run printed no merge submission: $out"
 [[ ! -e $tmp/shared/dry/slurm ]] || fail "--dry_run wrote $tmp/shared/dry/slurm"
 [[ -z $(squeue -h) ]] || fail "--dry_run submitted: $(squeue -h)"
