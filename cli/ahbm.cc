@@ -161,27 +161,6 @@ absl::Status RunValidate(const ParsedFlags& flags) {
   return absl::OkStatus();
 }
 
-// A non-negative integer flag (positive unless `zero_ok`), with one-line errors naming it.
-absl::StatusOr<uint64_t> IntFlag(const ParsedFlags& flags, const std::string& name,
-                                 const std::string& fallback, bool zero_ok = false) {
-  const std::string text = flags.GetOr(name, fallback);
-  uint64_t value = 0;
-  if (!absl::SimpleAtoi(text, &value) || (!zero_ok && value == 0)) {
-    return absl::InvalidArgumentError(absl::StrCat("--", name, ": must be a ",
-                                                   zero_ok ? "non-negative" : "positive",
-                                                   " integer (got '", text, "')"));
-  }
-  return value;
-}
-
-absl::StatusOr<bool> BoolFlag(const ParsedFlags& flags, const std::string& name) {
-  const std::string text = flags.GetOr(name, "false");
-  if (text == "true") return true;
-  if (text == "false") return false;
-  return absl::InvalidArgumentError(
-      absl::StrCat("--", name, ": must be true or false (got '", text, "')"));
-}
-
 // --hbm_call_memo: on, off or verify (actors/models/hbm_call_memo.h).
 absl::StatusOr<sim::HbmCallMemo::Mode> MemoFlag(const ParsedFlags& flags) {
   const std::string text = flags.GetOr("hbm_call_memo", "on");

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace ahbm::cli {
@@ -15,6 +16,27 @@ std::optional<std::string> ParsedFlags::Get(const std::string& name) const {
 
 std::string ParsedFlags::GetOr(const std::string& name, const std::string& fallback) const {
   return Get(name).value_or(fallback);
+}
+
+absl::StatusOr<bool> BoolFlag(const ParsedFlags& flags, const std::string& name, bool fallback) {
+  const std::optional<std::string> text = flags.Get(name);
+  if (!text) return fallback;
+  if (*text == "true") return true;
+  if (*text == "false") return false;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", name, ": must be true or false (got '", *text, "')"));
+}
+
+absl::StatusOr<uint64_t> IntFlag(const ParsedFlags& flags, const std::string& name,
+                                 const std::string& fallback, bool zero_ok) {
+  const std::string text = flags.GetOr(name, fallback);
+  uint64_t value = 0;
+  if (!absl::SimpleAtoi(text, &value) || (!zero_ok && value == 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("--", name, ": must be a ",
+                                                   zero_ok ? "non-negative" : "positive",
+                                                   " integer (got '", text, "')"));
+  }
+  return value;
 }
 
 absl::StatusOr<ParsedFlags> ParseFlags(const std::string& command,

@@ -12,6 +12,7 @@
 #ifndef AHBM_CLI_FLAGS_H_
 #define AHBM_CLI_FLAGS_H_
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -55,6 +56,16 @@ absl::StatusOr<ParsedFlags> ParseFlags(const std::string& command,
                                        const std::vector<FlagSpec>& specs,
                                        const std::vector<std::string>& args,
                                        size_t max_positional = 0);
+
+// A boolean flag: `fallback` when not given, else true or false; InvalidArgument "--<name>:
+// must be true or false (got '<text>')" otherwise.
+absl::StatusOr<bool> BoolFlag(const ParsedFlags& flags, const std::string& name,
+                              bool fallback = false);
+
+// A non-negative integer flag (positive unless `zero_ok`), `fallback` parsed when not given;
+// InvalidArgument "--<name>: must be a positive (non-negative) integer (got '<text>')".
+absl::StatusOr<uint64_t> IntFlag(const ParsedFlags& flags, const std::string& name,
+                                 const std::string& fallback, bool zero_ok = false);
 
 // "  --name=<default>  help" lines for `ahbm help <command>`.
 std::string FlagsHelp(const std::vector<FlagSpec>& specs);

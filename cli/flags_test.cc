@@ -73,6 +73,23 @@ TEST(FlagsTest, PositionalArgumentsUpToTheCommandsCount) {
             "unexpected argument 'c' for 'ahbm diff' (flags are --name=value)");
 }
 
+TEST(FlagsTest, BoolAndIntFlagsReadTheValueOrTheFallback) {
+  const absl::StatusOr<ParsedFlags> flags = ParseFlags(
+      "run", kSpecs, {"--data=maybe", "--topology=4294967297"});
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_EQ(BoolFlag(*flags, "data").status().message(),
+            "--data: must be true or false (got 'maybe')");
+  EXPECT_EQ(BoolFlag(*flags, "absent", true).value(), true);
+  EXPECT_EQ(BoolFlag(*flags, "absent").value(), false);
+  EXPECT_EQ(IntFlag(*flags, "topology", "1").value(), 4294967297u);  // no narrowing
+  EXPECT_EQ(IntFlag(*flags, "absent", "7").value(), 7u);
+  EXPECT_EQ(IntFlag(*flags, "absent", "0").status().message(),
+            "--absent: must be a positive integer (got '0')");
+  EXPECT_EQ(IntFlag(*flags, "absent", "0", /*zero_ok=*/true).value(), 0u);
+  EXPECT_EQ(IntFlag(*flags, "absent", "-1", true).status().message(),
+            "--absent: must be a non-negative integer (got '-1')");
+}
+
 TEST(FlagsTest, HelpListsEveryFlag) {
   const std::string help = FlagsHelp(kSpecs);
   EXPECT_NE(help.find("--topology=a.textproto"), std::string::npos);

@@ -34,30 +34,6 @@ bool IsOwnFlag(const std::string& name) {
   return false;
 }
 
-absl::StatusOr<uint32_t> PositiveFlag(const ParsedFlags& flags, const std::string& name,
-                                      const std::string& fallback) {
-  const std::optional<std::string> text = flags.Get(name);
-  if (!text && fallback.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--", name, ": required (the array's size: one shard of the job list per task)"));
-  }
-  uint32_t value = 0;
-  if (!absl::SimpleAtoi(text.value_or(fallback), &value) || value == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--", name, ": must be a positive integer (got '", text.value_or(fallback), "')"));
-  }
-  return value;
-}
-
-absl::StatusOr<bool> Boolean(const ParsedFlags& flags, const std::string& name) {
-  const std::string text = flags.GetOr(name, "false");
-  if (text != "true" && text != "false") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", name, ": must be true or false (got '", text, "')"));
-  }
-  return text == "true";
-}
-
 // The flags the array replaces, each with why.
 absl::Status RefusePlacementFlags(const ParsedFlags& flags, const std::string& command) {
   struct Refused {
@@ -86,15 +62,12 @@ absl::Status RefusePlacementFlags(const ParsedFlags& flags, const std::string& c
   return absl::OkStatus();
 }
 
-// The command's flags as given, minus ours, --out_dir and --resume (the scripts add them).
+// The command's flags as its store's manifest sees them (no placement flag, no output), minus
+// ours (--resume and --out_dir the scripts add).
 std::vector<std::string> CommandArgs(const ParsedFlags& flags) {
   std::vector<std::string> args;
-  for (const auto& [name, value] : flags.values()) {
-    if (IsOwnFlag(name) || name == "out_dir" || name == "resume") continue;
-    args.push_back(absl::StrCat("--", name, "=", value));
-  }
-  for (const auto& [name, value] : flags.repeated()) {
-    if (name != "sbatch") args.push_back(absl::StrCat("--", name, "=", value));
+  for (std::string& arg : cluster::CommandArgs(flags)) {
+    if (!IsOwnFlag(arg.substr(2, arg.find('=') - 2))) args.push_back(std::move(arg));
   }
   return args;
 }
@@ -115,10 +88,13 @@ absl::StatusOr<std::string> AhbmFlag(const ParsedFlags& flags) {
 }
 
 void PrintSubmitted(const cluster::SlurmRequest& r, const cluster::SlurmJobs& jobs) {
-  std::printf("ahbm slurm: %s: %zu jobs in %u array tasks of %u CPU%s\n", r.command.c_str(),
-              r.jobs, r.tasks, r.cpus_per_task, r.cpus_per_task == 1 ? "" : "s");
-  std::printf("array job %s: tasks 0-%u, logs %s\n", jobs.array_id.c_str(), r.tasks - 1,
-              cluster::SlurmFile(r, "task-<i>.log").c_str());
+  std::fputs(absl::StrCat("ahbm slurm: ", r.command, ": ", r.jobs, " jobs in ", r.tasks,
+                          " array tasks of ", r.cpus_per_task, " CPU",
+                          r.cpus_per_task == 1 ? "" : "s", "\narray job ", jobs.array_id,
+                          ": tasks 0-", r.tasks - 1, ", logs ",
+                          cluster::SlurmFile(r, "task-<i>.log"), "\n")
+                 .c_str(),
+             stdout);
   std::printf("merge job %s: once every task exited 0 (afterok), log %s\n",
               jobs.merge_id.c_str(), cluster::SlurmFile(r, "merge.log").c_str());
   std::printf("report: %s (when merge job %s has ended)\n", r.out_dir.c_str(),
@@ -142,9 +118,13 @@ absl::StatusOr<cluster::SlurmRequest> RequestOf(const ParsedFlags& flags,
   while (r.out_dir.size() > 1 && r.out_dir.back() == '/') r.out_dir.pop_back();
   r.work_dir = fs::current_path(error).string();
   if (error) return absl::UnavailableError("cannot read the current folder");
-  ASSIGN_OR_RETURN(r.tasks, PositiveFlag(flags, "tasks", ""));
-  ASSIGN_OR_RETURN(r.cpus_per_task, PositiveFlag(flags, "cpus_per_task", "1"));
-  ASSIGN_OR_RETURN(r.resume, Boolean(flags, "resume"));
+  if (!flags.Get("tasks")) {
+    return absl::InvalidArgumentError(
+        "--tasks: required (the array's size: one shard of the job list per task)");
+  }
+  ASSIGN_OR_RETURN(r.tasks, IntFlag(flags, "tasks", ""));
+  ASSIGN_OR_RETURN(r.cpus_per_task, IntFlag(flags, "cpus_per_task", "1"));
+  ASSIGN_OR_RETURN(r.resume, BoolFlag(flags, "resume"));
   ASSIGN_OR_RETURN(r.ahbm, AhbmFlag(flags));
   r.partition = flags.GetOr("partition", "");
   r.time = flags.GetOr("time", "");
@@ -152,11 +132,11 @@ absl::StatusOr<cluster::SlurmRequest> RequestOf(const ParsedFlags& flags,
     if (name == "sbatch") r.sbatch_options.push_back(value);
   }
   r.args = CommandArgs(flags);
-  // The command checks its flags and builds its job list as task 0 will; nothing runs.
+  // The command checks its flags and builds its job list as a task will; nothing runs.
   std::vector<std::string> planned = r.args;
   planned.push_back("--out_dir=" + r.out_dir);
-  planned.push_back(absl::StrCat("--shard=0/", r.tasks));
-  planned.push_back(absl::StrCat("--jobs=", std::min<uint32_t>(r.cpus_per_task, 1024)));
+  planned.push_back("--shard=0/1");  // any shard: the plan counts the whole list
+  planned.push_back(absl::StrCat("--jobs=", std::min<uint64_t>(r.cpus_per_task, 1024)));
   if (r.resume) planned.push_back("--resume");
   ASSIGN_OR_RETURN(const ParsedFlags parsed, ParseFlags(command.name, command.flags, planned));
   RETURN_IF_ERROR(command.run(parsed, {.plan = &r.jobs}));
@@ -222,8 +202,8 @@ absl::Status RunSlurm(const ParsedFlags& flags, const std::vector<SubmittableCom
         "'", flags.positional()[0], "': ahbm slurm submits ", which));
   }
   ASSIGN_OR_RETURN(const cluster::SlurmRequest request, RequestOf(flags, *command));
-  ASSIGN_OR_RETURN(const bool dry_run, Boolean(flags, "dry_run"));
-  ASSIGN_OR_RETURN(const bool wait, Boolean(flags, "wait"));
+  ASSIGN_OR_RETURN(const bool dry_run, BoolFlag(flags, "dry_run"));
+  ASSIGN_OR_RETURN(const bool wait, BoolFlag(flags, "wait"));
   if (dry_run) {
     std::printf("# %s\n%s\n# %s\n%s\n# submit:\n%s\n",
                 cluster::SlurmFile(request, "array.sbatch").c_str(),

@@ -22,15 +22,6 @@ constexpr const char* kPlacementFlags[] = {"jobs",     "workers", "local",  "wor
                                            "tls_cert", "tls_key", "tls_ca", "shard",
                                            "resume"};
 
-absl::StatusOr<bool> Bool(const cli::ParsedFlags& flags, const std::string& name, bool fallback) {
-  const std::optional<std::string> text = flags.Get(name);
-  if (!text) return fallback;
-  if (*text == "true") return true;
-  if (*text == "false") return false;
-  return absl::InvalidArgumentError(
-      absl::StrCat("--", name, ": must be true or false (got '", *text, "')"));
-}
-
 std::string List(const std::vector<size_t>& jobs) {
   const size_t shown = std::min<size_t>(jobs.size(), 20);
   std::string out = absl::StrJoin(jobs.begin(), jobs.begin() + shown, ", ");
@@ -118,9 +109,9 @@ absl::StatusOr<std::unique_ptr<Placement>> MakePlacement(const cli::ParsedFlags&
   auto placement = std::unique_ptr<Placement>(new Placement());
   placement->out_dir_ = request.out_dir;
   ASSIGN_OR_RETURN(const int jobs, JobsFlag(flags));
-  absl::StatusOr<bool> local = Bool(flags, "local", true);
+  absl::StatusOr<bool> local = cli::BoolFlag(flags, "local", true);
   RETURN_IF_ERROR(local.status());
-  absl::StatusOr<bool> resume = Bool(flags, "resume", false);
+  absl::StatusOr<bool> resume = cli::BoolFlag(flags, "resume");
   RETURN_IF_ERROR(resume.status());
   double timeout_s = 600;
   if (const std::optional<std::string> text = flags.Get("worker_timeout")) {

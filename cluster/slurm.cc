@@ -355,7 +355,7 @@ struct Outcome {
 
 Outcome ReadOutcome(const SlurmRequest& r) {
   Outcome o;
-  for (uint32_t i = 0; i < r.tasks; ++i) {
+  for (uint64_t i = 0; i < r.tasks; ++i) {
     const std::optional<int> code = ExitCode(SlurmFile(r, absl::StrCat("task-", i, ".exit")));
     if (code == 0) continue;
     o.failed.push_back(absl::StrCat(

@@ -49,8 +49,8 @@ struct SlurmRequest {
                                   // name on their PATH
   std::string work_dir;           // absolute: the folder the jobs run in (relative paths in args)
   std::string out_dir;            // absolute: the report folder
-  uint32_t tasks = 0;             // array tasks, one shard each
-  uint32_t cpus_per_task = 1;     // each task's CPUs and its --jobs
+  uint64_t tasks = 0;             // array tasks, one shard each
+  uint64_t cpus_per_task = 1;     // each task's CPUs and its --jobs
   bool resume = false;            // each task takes its shard's results already stored
   std::string partition;          // "": the cluster's default
   std::string time;               // "": the partition's default time limit

@@ -50,6 +50,16 @@ stand_in() {
   chmod +x "$1"
 }
 
+# submit NAME WANT_RC FLAGS...: `ahbm slurm sweep` of the grid, 3 tasks, --wait, its output in
+# NAME.out and NAME.err; a failure unless it exits WANT_RC.
+submit() {
+  local name=$1 want=$2
+  shift 2
+  "$ahbm" slurm sweep "${grid[@]}" --tasks=3 --wait "$@" >"$name.out" 2>"$name.err"
+  local rc=$?
+  [[ $rc -eq $want ]] || fail "$name: ahbm slurm exited $rc, want $want: $(cat "$name.err")"
+}
+
 grid=(--topology=topology/small.textproto --kernel=decode --h_q=8 --h_kv=2 --p=4
       --param=s --values=1024,2048 --param=variant --values=opt1,opt3,opt2)
 "$ahbm" sweep "${grid[@]}" --out_dir=local >local.out 2>local.err || fail "local sweep: $?"
@@ -67,10 +77,8 @@ grep -qxF "$merge_line" <<<"$out" || fail "--dry_run printed no merge submission
 
 # 2. The array and its merge: the report equals the local sweep's, byte for byte.
 start=$(date +%s%N)
-"$ahbm" slurm sweep "${grid[@]}" --tasks=3 --out_dir="$tmp/shared/ok" --wait >ok.out 2>ok.err
-rc=$?
+submit ok 0 --out_dir="$tmp/shared/ok"
 echo "3-task array and merge, submitted and waited for: $(ms_since "$start") ms"
-[[ $rc -eq 0 ]] || fail "ahbm slurm --wait exited $rc: $(cat ok.err)"
 grep -qx 'ahbm slurm: sweep: 6 jobs in 3 array tasks of 1 CPU' ok.out || fail "$(cat ok.out)"
 grep -qE '^array job [0-9]+: tasks 0-2, logs ' ok.out || fail "no array job line: $(cat ok.out)"
 grep -qE '^merge job [0-9]+ done: the report is in ' ok.out || fail "no done line: $(cat ok.out)"
@@ -87,10 +95,7 @@ done
 # the merge not run and nothing left queued.
 stand_in fail_task1.sh '[[ ${SLURM_ARRAY_TASK_ID:-} == 1 ]]' 'echo "task 1 fails" >&2; exit 7'
 failed=$tmp/shared/failed
-"$ahbm" slurm sweep "${grid[@]}" --tasks=3 --out_dir="$failed" --ahbm=./fail_task1.sh --wait \
-  >failed.out 2>failed.err
-rc=$?
-[[ $rc -eq 7 ]] || fail "the failed array: ahbm slurm exited $rc, want 7: $(cat failed.err)"
+submit failed 7 --out_dir="$failed" --ahbm=./fail_task1.sh
 array=$(sed -nE 's/^array job ([0-9]+):.*/\1/p' failed.out)
 merge=$(sed -nE 's/^merge job ([0-9]+):.*/\1/p' failed.out)
 want="ahbm slurm: array job $array: task 1 (shard 1/3) exited 7 (log $failed/slurm/task-1.log);"
@@ -102,27 +107,20 @@ want+=" merge job $merge not run; submit again with --resume to run only the job
 # 4. A task whose batch shell dies (as at a time limit) leaves no exit code: named, exit 1.
 stand_in kill_task2.sh '[[ ${SLURM_ARRAY_TASK_ID:-} == 2 ]]' 'kill -KILL $PPID'
 killed=$tmp/shared/killed
-"$ahbm" slurm sweep "${grid[@]}" --tasks=3 --out_dir="$killed" --ahbm=./kill_task2.sh --wait \
-  >killed.out 2>killed.err
-rc=$?
-[[ $rc -eq 1 ]] || fail "the killed task: ahbm slurm exited $rc, want 1: $(cat killed.err)"
+submit killed 1 --out_dir="$killed" --ahbm=./kill_task2.sh
 line="task 2 (shard 2/3) left no exit code (cancelled, out of time or its node lost)"
 line+=" (log $killed/slurm/task-2.log); merge job"
 grep -qF "$line" killed.err || fail "the killed task's line: $(cat killed.err)"
 
 # 5. The merge fails (a stand-in that exits 5 as `ahbm merge`): its exit code and log named.
 stand_in fail_merge.sh '[[ $1 == merge ]]' 'exit 5'
-"$ahbm" slurm sweep "${grid[@]}" --tasks=3 --out_dir="$tmp/shared/merge" --ahbm=./fail_merge.sh \
-  --wait >merge.out 2>merge.err
-rc=$?
-[[ $rc -eq 5 ]] || fail "the failed merge: ahbm slurm exited $rc, want 5: $(cat merge.err)"
+submit merge 5 --out_dir="$tmp/shared/merge" --ahbm=./fail_merge.sh
 merge=$(sed -nE 's/^merge job ([0-9]+):.*/\1/p' merge.out)
 want="ahbm slurm: merge job $merge exited 5 (log $tmp/shared/merge/slurm/merge.log)"
 [[ $(cat merge.err) == "$want" ]] || fail "the failed merge's line: $(cat merge.err)"
 
 # 6. Submitted again with --resume: only task 1's jobs run; the report equals the local one.
-"$ahbm" slurm sweep "${grid[@]}" --tasks=3 --out_dir="$failed" --resume --wait \
-  >resumed.out 2>resumed.err || fail "the resumed array exited $?: $(cat resumed.err)"
+submit resumed 0 --out_dir="$failed" --resume
 same "the resumed array's sweep.csv" local/sweep.csv "$failed/sweep.csv"
 same "the resumed array's sweep.json" local/sweep.json "$failed/sweep.json"
 grep -q '^store: 2 jobs taken from .*/shards/0/jobs, 0 run' "$failed/slurm/task-0.log" ||

@@ -199,12 +199,7 @@ absl::Status RunMilestoneCommand(const cli::ParsedFlags& flags, const pb::Chip& 
         absl::StrCat("--users: the multi-user panels run 2 to 16 requests (got ", *users, ")"));
   }
   options.users = static_cast<uint32_t>(*users);
-  const std::string quick = flags.GetOr("quick", "false");
-  if (quick != "true" && quick != "false") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--quick: must be true or false (got '", quick, "')"));
-  }
-  options.quick = quick == "true";
+  ASSIGN_OR_RETURN(options.quick, cli::BoolFlag(flags, "quick"));
   if (const std::optional<std::string> panels = flags.Get("panels")) {
     options.panels = absl::StrSplit(*panels, ',');
   }
